@@ -1,0 +1,3 @@
+//! drover-noded: placeholder entry point until the node daemon lands.
+
+fn main() {}

@@ -1,0 +1,513 @@
+//! The admin's one file, `cluster.toml`: cluster name, controller, nodes, partitions, accounts,
+//! users and QOS. [`Config::load`] parses and validates it; every error names the file, line,
+//! column and key path. Unknown keys are errors.
+//!
+//! The TOML structs ([`raw`]) are kept apart from the validated [`Config`] so that the rest of the
+//! code never sees an unresolved reference (a partition naming a node that does not exist, say).
+
+use crate::grammar::time::{parse_time_limit, TimeLimit};
+use crate::hostlist;
+use crate::node::GpuDevice;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// A config error with its place in the file.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// A syntax, type or validation error at a place in the file.
+    #[error("{path}:{line}:{column}: {key}: {message}")]
+    Invalid { path: PathBuf, line: usize, column: usize, key: String, message: String },
+}
+
+/// Raw TOML shapes, deserialized with `deny_unknown_fields`.
+pub mod raw {
+    use serde::Deserialize;
+    use std::collections::BTreeMap;
+    use toml::Spanned;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct File {
+        pub cluster_name: Spanned<String>,
+        pub controller: Controller,
+        /// Account for users the file does not list; without it such users cannot submit.
+        pub default_account: Option<Spanned<String>>,
+        #[serde(default)]
+        pub nodes: Vec<NodeSet>,
+        #[serde(default)]
+        pub partitions: Vec<Partition>,
+        #[serde(default)]
+        pub accounts: Vec<Account>,
+        #[serde(default)]
+        pub users: Vec<User>,
+        #[serde(default)]
+        pub qos: Vec<Qos>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Controller {
+        /// TCP address nodes connect to.
+        pub address: Spanned<String>,
+        /// Database, socket and logs; relative paths are relative to the config file.
+        pub state_dir: String,
+        /// Cluster key; relative to the config file.
+        #[serde(default = "default_key_file")]
+        pub key_file: String,
+        /// Seconds without a heartbeat before a node is `DOWN`.
+        #[serde(default = "default_node_timeout")]
+        pub node_timeout: u32,
+        /// Seconds between SIGTERM and SIGKILL when a job is cancelled or times out.
+        #[serde(default = "default_kill_wait")]
+        pub kill_wait: u32,
+        /// Seconds an ended job stays visible to `squeue`/`scontrol` before only `sacct` has it.
+        #[serde(default = "default_min_job_age")]
+        pub min_job_age: u32,
+        /// Users who may act on any job.
+        #[serde(default)]
+        pub admins: Vec<String>,
+    }
+
+    fn default_key_file() -> String {
+        "cluster.key".into()
+    }
+    fn default_node_timeout() -> u32 {
+        30
+    }
+    fn default_kill_wait() -> u32 {
+        30
+    }
+    fn default_min_job_age() -> u32 {
+        300
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct NodeSet {
+        /// A hostlist expression, `gpu[01-04]`.
+        pub names: Spanned<String>,
+        pub cpus: u32,
+        /// Memory in megabytes (Slurm's `RealMemory`).
+        pub real_memory: u64,
+        /// GPUs by type: `{ h100 = 4 }`.
+        #[serde(default)]
+        pub gpus: BTreeMap<String, u32>,
+        #[serde(default)]
+        pub features: Vec<String>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Partition {
+        pub name: Spanned<String>,
+        /// A hostlist expression naming configured nodes.
+        pub nodes: Spanned<String>,
+        #[serde(default)]
+        pub default: bool,
+        #[serde(default)]
+        pub hidden: bool,
+        /// `UNLIMITED` when absent.
+        pub max_time: Option<Spanned<String>>,
+        pub default_time: Option<Spanned<String>>,
+        pub max_nodes: Option<u32>,
+        /// Accounts allowed to use the partition; empty = all.
+        #[serde(default)]
+        pub allow_accounts: Vec<Spanned<String>>,
+        #[serde(default)]
+        pub allow_qos: Vec<Spanned<String>>,
+        #[serde(default = "one")]
+        pub priority_job_factor: u32,
+        #[serde(default = "one")]
+        pub priority_tier: u32,
+        /// Memory per CPU for jobs that ask for none, megabytes.
+        pub default_mem_per_cpu: Option<u64>,
+    }
+
+    fn one() -> u32 {
+        1
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Account {
+        pub name: Spanned<String>,
+        /// Parent account; `root` when absent.
+        pub parent: Option<Spanned<String>>,
+        #[serde(default = "one")]
+        pub shares: u32,
+        pub description: Option<String>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct User {
+        pub name: Spanned<String>,
+        pub default_account: Spanned<String>,
+        /// More accounts the user may charge; the default account is always allowed.
+        #[serde(default)]
+        pub accounts: Vec<Spanned<String>>,
+        #[serde(default)]
+        pub admin: bool,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Qos {
+        pub name: Spanned<String>,
+        #[serde(default)]
+        pub priority: u32,
+        pub max_wall: Option<Spanned<String>>,
+    }
+}
+
+/// One configured node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    pub name: String,
+    pub cpus: u32,
+    pub real_memory_mb: u64,
+    /// GPUs numbered from 0 in type order, as noded reports them when it has no NVML.
+    pub gpus: Vec<GpuDevice>,
+    pub features: Vec<String>,
+}
+
+/// One configured partition, with its nodes resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionConfig {
+    pub name: String,
+    /// Node names in node-table order.
+    pub nodes: Vec<String>,
+    pub default: bool,
+    pub hidden: bool,
+    pub max_time: TimeLimit,
+    pub default_time: Option<TimeLimit>,
+    pub max_nodes: Option<u32>,
+    pub allow_accounts: Vec<String>,
+    pub allow_qos: Vec<String>,
+    pub priority_job_factor: u32,
+    pub priority_tier: u32,
+    pub default_mem_per_cpu: Option<u64>,
+}
+
+/// One account of the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountConfig {
+    pub name: String,
+    /// `None` only for `root`.
+    pub parent: Option<String>,
+    pub shares: u32,
+}
+
+/// One user's associations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserConfig {
+    pub name: String,
+    pub default_account: String,
+    pub accounts: Vec<String>,
+    pub admin: bool,
+}
+
+/// One QOS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QosConfig {
+    pub name: String,
+    pub priority: u32,
+    pub max_wall: Option<TimeLimit>,
+}
+
+/// The validated cluster configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    pub cluster_name: String,
+    pub controller_address: String,
+    pub state_dir: PathBuf,
+    pub key_file: PathBuf,
+    pub node_timeout: u32,
+    pub kill_wait: u32,
+    pub min_job_age: u32,
+    pub admins: Vec<String>,
+    pub default_account: Option<String>,
+    /// Node table order.
+    pub nodes: Vec<NodeConfig>,
+    /// File order; exactly one has `default`.
+    pub partitions: Vec<PartitionConfig>,
+    /// `root` first, then file order.
+    pub accounts: Vec<AccountConfig>,
+    pub users: Vec<UserConfig>,
+    pub qos: Vec<QosConfig>,
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_owned(), source })?;
+        Config::parse(path, &text)
+    }
+
+    /// Parses and validates config text; `path` locates relative paths and errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let locate = |span: Option<std::ops::Range<usize>>, key: String, message: String| {
+            let (line, column) = line_column(text, span.map_or(0, |s| s.start));
+            ConfigError::Invalid { path: path.to_owned(), line, column, key, message }
+        };
+        let deserializer = toml::Deserializer::parse(text)
+            .map_err(|e| locate(e.span(), "(syntax)".into(), e.message().to_owned()))?;
+        let file: raw::File = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            locate(inner.span(), key, inner.message().to_owned())
+        })?;
+        Validator { path, text }.validate(file)
+    }
+
+    /// The partition jobs go to when they name none.
+    pub fn default_partition(&self) -> &PartitionConfig {
+        self.partitions.iter().find(|p| p.default).expect("validation guarantees a default partition")
+    }
+
+    /// The Unix socket clients use.
+    pub fn client_socket(&self) -> PathBuf {
+        self.state_dir.join("ctld.sock")
+    }
+
+    /// Looks a node up by name.
+    pub fn node(&self, name: &str) -> Option<&NodeConfig> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+struct Validator<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+type Spanned<T> = toml::Spanned<T>;
+
+impl Validator<'_> {
+    fn error<T>(&self, spanned: &Spanned<T>, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        let (line, column) = line_column(self.text, spanned.span().start);
+        ConfigError::Invalid { path: self.path.to_owned(), line, column, key: key.into(), message: message.into() }
+    }
+
+    fn relative(&self, value: &str) -> PathBuf {
+        let p = Path::new(value);
+        if p.is_absolute() { p.to_owned() } else { self.path.parent().unwrap_or(Path::new(".")).join(p) }
+    }
+
+    fn time(&self, value: &Option<Spanned<String>>, key: String) -> Result<Option<TimeLimit>, ConfigError> {
+        value
+            .as_ref()
+            .map(|v| parse_time_limit(v.get_ref()).map_err(|e| self.error(v, key.clone(), e.to_string())))
+            .transpose()
+    }
+
+    fn name_ok(&self, name: &Spanned<String>, key: String) -> Result<String, ConfigError> {
+        let n = name.get_ref();
+        let valid = !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        if !valid {
+            return Err(self.error(name, key, format!("`{n}` is not a valid name (letters, digits, `_`, `-`, `.`)")));
+        }
+        Ok(n.clone())
+    }
+
+    fn validate(&self, file: raw::File) -> Result<Config, ConfigError> {
+        let cluster_name = self.name_ok(&file.cluster_name, "cluster_name".into())?;
+        let address = &file.controller.address;
+        if address.get_ref().parse::<std::net::SocketAddr>().is_err() {
+            return Err(self.error(address, "controller.address", "expected an IP address and port, e.g. 127.0.0.1:6817"));
+        }
+
+        let mut nodes = Vec::new();
+        let mut node_index = HashMap::new();
+        for (i, set) in file.nodes.iter().enumerate() {
+            let key = format!("nodes[{i}].names");
+            let names = hostlist::expand(set.names.get_ref()).map_err(|e| self.error(&set.names, key.clone(), e.to_string()))?;
+            if set.cpus == 0 {
+                return Err(self.error(&set.names, format!("nodes[{i}].cpus"), "a node needs at least one CPU"));
+            }
+            for name in names {
+                if node_index.insert(name.clone(), nodes.len()).is_some() {
+                    return Err(self.error(&set.names, key, format!("node `{name}` is defined twice")));
+                }
+                let mut gpus = Vec::new();
+                for (gpu_type, count) in &set.gpus {
+                    for _ in 0..*count {
+                        let index = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
+                        gpus.push(GpuDevice { index, gpu_type: gpu_type.clone(), uuid: String::new() });
+                    }
+                }
+                nodes.push(NodeConfig {
+                    name,
+                    cpus: set.cpus,
+                    real_memory_mb: set.real_memory,
+                    gpus,
+                    features: set.features.clone(),
+                });
+            }
+        }
+
+        let mut accounts = vec![AccountConfig { name: "root".into(), parent: None, shares: 1 }];
+        let mut account_names: BTreeMap<String, usize> = BTreeMap::from([("root".to_owned(), 0)]);
+        for (i, account) in file.accounts.iter().enumerate() {
+            let name = self.name_ok(&account.name, format!("accounts[{i}].name"))?;
+            if account_names.insert(name.clone(), accounts.len()).is_some() {
+                return Err(self.error(&account.name, format!("accounts[{i}].name"), format!("account `{name}` is defined twice")));
+            }
+            accounts.push(AccountConfig {
+                name,
+                parent: Some(account.parent.as_ref().map_or_else(|| "root".to_owned(), |p| p.get_ref().clone())),
+                shares: account.shares,
+            });
+        }
+        for (i, account) in file.accounts.iter().enumerate() {
+            if let Some(parent) = &account.parent {
+                if !account_names.contains_key(parent.get_ref()) {
+                    return Err(self.error(parent, format!("accounts[{i}].parent"), format!("unknown account `{}`", parent.get_ref())));
+                }
+            }
+        }
+        // The tree must be acyclic: walking up from any account reaches root.
+        for (i, account) in accounts.iter().enumerate().skip(1) {
+            let mut current = account.parent.clone();
+            let mut steps = 0;
+            while let Some(parent) = current {
+                if parent == "root" {
+                    break;
+                }
+                steps += 1;
+                if steps > accounts.len() {
+                    let raw = &file.accounts[i - 1];
+                    return Err(self.error(&raw.name, format!("accounts[{}].parent", i - 1), "accounts form a cycle"));
+                }
+                current = accounts[account_names[&parent]].parent.clone();
+            }
+        }
+        let account_known = |a: &Spanned<String>, key: String| -> Result<String, ConfigError> {
+            if account_names.contains_key(a.get_ref()) {
+                Ok(a.get_ref().clone())
+            } else {
+                Err(self.error(a, key, format!("unknown account `{}`", a.get_ref())))
+            }
+        };
+
+        let mut qos = Vec::new();
+        for (i, q) in file.qos.iter().enumerate() {
+            let name = self.name_ok(&q.name, format!("qos[{i}].name"))?;
+            if qos.iter().any(|existing: &QosConfig| existing.name == name) {
+                return Err(self.error(&q.name, format!("qos[{i}].name"), format!("QOS `{name}` is defined twice")));
+            }
+            qos.push(QosConfig { name, priority: q.priority, max_wall: self.time(&q.max_wall, format!("qos[{i}].max_wall"))? });
+        }
+        if !qos.iter().any(|q| q.name == "normal") {
+            qos.insert(0, QosConfig { name: "normal".into(), priority: 0, max_wall: None });
+        }
+
+        let mut partitions: Vec<PartitionConfig> = Vec::new();
+        for (i, p) in file.partitions.iter().enumerate() {
+            let name = self.name_ok(&p.name, format!("partitions[{i}].name"))?;
+            if partitions.iter().any(|existing| existing.name == name) {
+                return Err(self.error(&p.name, format!("partitions[{i}].name"), format!("partition `{name}` is defined twice")));
+            }
+            let key = format!("partitions[{i}].nodes");
+            let mut members = hostlist::expand(p.nodes.get_ref()).map_err(|e| self.error(&p.nodes, key.clone(), e.to_string()))?;
+            if let Some(unknown) = members.iter().find(|n| !node_index.contains_key(*n)) {
+                return Err(self.error(&p.nodes, key, format!("unknown node `{unknown}`")));
+            }
+            members.sort_by_key(|n| node_index[n]);
+            members.dedup();
+            let allow_accounts = p
+                .allow_accounts
+                .iter()
+                .enumerate()
+                .map(|(j, a)| account_known(a, format!("partitions[{i}].allow_accounts[{j}]")))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut allow_qos = Vec::new();
+            for (j, q) in p.allow_qos.iter().enumerate() {
+                if !qos.iter().any(|known| &known.name == q.get_ref()) {
+                    return Err(self.error(q, format!("partitions[{i}].allow_qos[{j}]"), format!("unknown QOS `{}`", q.get_ref())));
+                }
+                allow_qos.push(q.get_ref().clone());
+            }
+            partitions.push(PartitionConfig {
+                name,
+                nodes: members,
+                default: p.default,
+                hidden: p.hidden,
+                max_time: self.time(&p.max_time, format!("partitions[{i}].max_time"))?.unwrap_or(TimeLimit::Unlimited),
+                default_time: self.time(&p.default_time, format!("partitions[{i}].default_time"))?,
+                max_nodes: p.max_nodes,
+                allow_accounts,
+                allow_qos,
+                priority_job_factor: p.priority_job_factor,
+                priority_tier: p.priority_tier,
+                default_mem_per_cpu: p.default_mem_per_cpu,
+            });
+        }
+        let defaults: Vec<_> = file.partitions.iter().enumerate().filter(|(_, p)| p.default).collect();
+        match defaults.as_slice() {
+            [_] => {}
+            [] => {
+                return Err(match file.partitions.first() {
+                    Some(first) => self.error(&first.name, "partitions", "exactly one partition needs `default = true`"),
+                    None => self.error(&file.cluster_name, "partitions", "at least one partition is required"),
+                });
+            }
+            [_, (j, second), ..] => {
+                return Err(self.error(&second.name, format!("partitions[{j}].default"), "only one partition may be the default"));
+            }
+        }
+
+        let mut users = Vec::new();
+        for (i, u) in file.users.iter().enumerate() {
+            let name = self.name_ok(&u.name, format!("users[{i}].name"))?;
+            let default_account = account_known(&u.default_account, format!("users[{i}].default_account"))?;
+            let mut user_accounts = vec![default_account.clone()];
+            for (j, a) in u.accounts.iter().enumerate() {
+                let a = account_known(a, format!("users[{i}].accounts[{j}]"))?;
+                if !user_accounts.contains(&a) {
+                    user_accounts.push(a);
+                }
+            }
+            users.push(UserConfig { name, default_account, accounts: user_accounts, admin: u.admin });
+        }
+        let default_account = file
+            .default_account
+            .as_ref()
+            .map(|a| account_known(a, "default_account".into()))
+            .transpose()?;
+
+        Ok(Config {
+            path: self.path.to_owned(),
+            cluster_name,
+            controller_address: address.get_ref().clone(),
+            state_dir: self.relative(&file.controller.state_dir),
+            key_file: self.relative(&file.controller.key_file),
+            node_timeout: file.controller.node_timeout.max(1),
+            kill_wait: file.controller.kill_wait,
+            min_job_age: file.controller.min_job_age,
+            admins: file.controller.admins,
+            default_account,
+            nodes,
+            partitions,
+            accounts,
+            users,
+            qos,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,236 @@
+//! Slurm hostlist expressions: `node[01-04,07]`, `rack[1-2]-n[1-3]`, plain comma lists.
+//!
+//! [`expand`] turns an expression into host names in written order; [`compress`] turns a list of
+//! names back into the shortest form Slurm prints, walking the list in its given order (node-table
+//! order in every caller) and never reordering.
+
+use thiserror::Error;
+
+/// Why a hostlist expression was rejected.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum HostlistError {
+    /// An opening bracket without its closing one, or the reverse.
+    #[error("unbalanced brackets in hostlist `{0}`")]
+    Unbalanced(String),
+    /// A range such as `5-2`, or one that is not decimal digits.
+    #[error("invalid range `{range}` in hostlist `{expr}`")]
+    BadRange { expr: String, range: String },
+    /// More than two bracket groups, or text after the last bracket (rejected by Slurm 22.05).
+    #[error("unsupported hostlist form `{0}`")]
+    Unsupported(String),
+    /// An expansion that would produce more hosts than any cluster has.
+    #[error("hostlist `{0}` expands to more than {MAX_HOSTS} hosts")]
+    TooLarge(String),
+    /// An empty name between commas.
+    #[error("empty host name in hostlist `{0}`")]
+    Empty(String),
+}
+
+/// Upper bound on one expansion, so that a hostile `n[0-4000000000]` cannot exhaust memory.
+pub const MAX_HOSTS: usize = 1 << 20;
+
+/// Expands a hostlist expression into host names, in written order, keeping duplicates.
+pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
+    let mut hosts = Vec::new();
+    for token in split_top_level(expr)? {
+        if token.is_empty() {
+            return Err(HostlistError::Empty(expr.to_owned()));
+        }
+        expand_token(expr, &token, &mut hosts)?;
+        if hosts.len() > MAX_HOSTS {
+            return Err(HostlistError::TooLarge(expr.to_owned()));
+        }
+    }
+    Ok(hosts)
+}
+
+/// Splits on commas that are not inside brackets.
+fn split_top_level(expr: &str) -> Result<Vec<String>, HostlistError> {
+    let mut tokens = Vec::new();
+    let mut depth = 0usize;
+    let mut current = String::new();
+    for c in expr.trim().chars() {
+        match c {
+            '[' => {
+                depth += 1;
+                current.push(c);
+            }
+            ']' => {
+                depth = depth.checked_sub(1).ok_or_else(|| HostlistError::Unbalanced(expr.to_owned()))?;
+                current.push(c);
+            }
+            ',' if depth == 0 => tokens.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    if depth != 0 {
+        return Err(HostlistError::Unbalanced(expr.to_owned()));
+    }
+    if !current.is_empty() || !tokens.is_empty() {
+        tokens.push(current);
+    }
+    Ok(tokens)
+}
+
+fn expand_token(expr: &str, token: &str, out: &mut Vec<String>) -> Result<(), HostlistError> {
+    let Some(open) = token.find('[') else {
+        out.push(token.to_owned());
+        return Ok(());
+    };
+    let close = token[open..].find(']').map(|i| i + open).ok_or_else(|| HostlistError::Unbalanced(expr.to_owned()))?;
+    let prefix = &token[..open];
+    let rest = &token[close + 1..];
+    let numbers = expand_ranges(expr, &token[open + 1..close])?;
+    if rest.is_empty() {
+        for n in numbers {
+            out.push(format!("{prefix}{n}"));
+        }
+        return Ok(());
+    }
+    // One more bracket group is allowed after the first (`rack[1-2]-n[1-3]`); plain trailing text is not.
+    if !rest.contains('[') || !rest.ends_with(']') {
+        return Err(HostlistError::Unsupported(expr.to_owned()));
+    }
+    let mut tails = Vec::new();
+    expand_token(expr, rest, &mut tails)?;
+    if tails.iter().any(|t| t.contains('[')) {
+        return Err(HostlistError::Unsupported(expr.to_owned()));
+    }
+    for n in numbers {
+        for tail in &tails {
+            out.push(format!("{prefix}{n}{tail}"));
+            if out.len() > MAX_HOSTS {
+                return Err(HostlistError::TooLarge(expr.to_owned()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Expands `01-04,07` into zero-padded numbers as strings.
+fn expand_ranges(expr: &str, ranges: &str) -> Result<Vec<String>, HostlistError> {
+    let bad = |range: &str| HostlistError::BadRange { expr: expr.to_owned(), range: range.to_owned() };
+    let mut numbers = Vec::new();
+    for range in ranges.split(',') {
+        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+        let digits = |s: &str| !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(lo) || !digits(hi) {
+            return Err(bad(range));
+        }
+        let width = lo.len();
+        let lo_n: u64 = lo.parse().map_err(|_| bad(range))?;
+        let hi_n: u64 = hi.parse().map_err(|_| bad(range))?;
+        if lo_n > hi_n {
+            return Err(bad(range));
+        }
+        if usize::try_from(hi_n - lo_n).map_or(true, |n| n + numbers.len() > MAX_HOSTS) {
+            return Err(HostlistError::TooLarge(expr.to_owned()));
+        }
+        for n in lo_n..=hi_n {
+            numbers.push(format!("{n:0width$}"));
+        }
+    }
+    Ok(numbers)
+}
+
+/// A host name split into a prefix and its trailing decimal digits.
+fn split_host(host: &str) -> (&str, Option<(u64, usize)>) {
+    let digits_at = host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let digits = &host[digits_at..];
+    match digits.parse::<u64>() {
+        Ok(n) if !digits.is_empty() && digits.len() <= 18 => (&host[..digits_at], Some((n, digits.len()))),
+        _ => (host, None),
+    }
+}
+
+/// Compresses host names into Slurm's ranged form, walking the list in the given order.
+pub fn compress<S: AsRef<str>>(hosts: &[S]) -> String {
+    // Each group: prefix and its ranges (lo, hi, width).
+    let mut groups: Vec<(String, Vec<(u64, u64, usize)>, bool)> = Vec::new();
+    for host in hosts {
+        let host = host.as_ref();
+        let (prefix, number) = split_host(host);
+        let Some((n, width)) = number else {
+            groups.push((host.to_owned(), Vec::new(), false));
+            continue;
+        };
+        if let Some((last_prefix, ranges, true)) = groups.last_mut() {
+            if last_prefix == prefix {
+                let (_, hi, last_width) = ranges.last_mut().expect("numbered group has a range");
+                let continues = n == *hi + 1
+                    && (width == *last_width || (*last_width < width && digits_of(*hi) == *last_width));
+                if continues {
+                    *hi = n;
+                    continue;
+                }
+                ranges.push((n, n, width));
+                continue;
+            }
+        }
+        groups.push((prefix.to_owned(), vec![(n, n, width)], true));
+    }
+    let mut parts = Vec::with_capacity(groups.len());
+    for (prefix, ranges, numbered) in groups {
+        if !numbered {
+            parts.push(prefix);
+            continue;
+        }
+        let single = ranges.len() == 1 && ranges[0].0 == ranges[0].1;
+        let body: Vec<String> = ranges
+            .iter()
+            .map(|&(lo, hi, width)| {
+                if lo == hi { format!("{lo:0width$}") } else { format!("{lo:0width$}-{hi:0width$}") }
+            })
+            .collect();
+        if single {
+            parts.push(format!("{prefix}{}", body[0]));
+        } else {
+            parts.push(format!("{prefix}[{}]", body.join(",")));
+        }
+    }
+    parts.join(",")
+}
+
+fn digits_of(n: u64) -> usize {
+    n.to_string().len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_expand(expr: &str, expect: &str) {
+        let got = match expand(expr) {
+            Ok(hosts) => hosts.join(" "),
+            Err(e) => format!("error: {e}"),
+        };
+        assert_eq!(got, expect, "expanding {expr}");
+    }
+
+    #[test]
+    fn expands() {
+        check_expand("node[01-04,07]", "node01 node02 node03 node04 node07");
+        check_expand("n[8-10]", "n8 n9 n10");
+        check_expand("rack[1-2]-n[1-3]", "rack1-n1 rack1-n2 rack1-n3 rack2-n1 rack2-n2 rack2-n3");
+        check_expand("a,b,c[1-2]", "a b c1 c2");
+        check_expand("gpu01", "gpu01");
+        check_expand("node[1-3]-ib", "error: unsupported hostlist form `node[1-3]-ib`");
+        check_expand("n[5-2]", "error: invalid range `5-2` in hostlist `n[5-2]`");
+        check_expand("n[1-2", "error: unbalanced brackets in hostlist `n[1-2`");
+        check_expand("n[0-99999999]", "error: hostlist `n[0-99999999]` expands to more than 1048576 hosts");
+        check_expand("a,,b", "error: empty host name in hostlist `a,,b`");
+    }
+
+    #[test]
+    fn compresses() {
+        let c = |hosts: &str| compress(&hosts.split(' ').collect::<Vec<_>>());
+        assert_eq!(c("node01 node02 node03 node04 node07"), "node[01-04,07]");
+        assert_eq!(c("a1 b1 a2"), "a1,b1,a2");
+        assert_eq!(c("node1-ib node2-ib"), "node1-ib,node2-ib");
+        assert_eq!(c("n9 n10"), "n[9-10]");
+        assert_eq!(c("n09 n10"), "n[09-10]");
+        assert_eq!(c("n5"), "n5");
+        assert_eq!(c("n2 n3"), "n[2-3]");
+        assert_eq!(c("gpu01 gpu02"), "gpu[01-02]");
+    }
+}

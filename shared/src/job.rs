@@ -1,0 +1,345 @@
+//! Jobs as every component sees them: the submitted [`JobSpec`], the state machine ([`JobState`]),
+//! the read-only [`JobInfo`] that `squeue`, `scontrol` and `sacct` render, and the batch step.
+//!
+//! Field names follow Slurm's words (job, step, partition, account, QOS, TRES, GRES).
+
+use crate::grammar::gres::GresRequest;
+use crate::grammar::time::TimeLimit;
+use crate::UnixTime;
+use serde::{Deserialize, Serialize};
+
+/// A job id as Slurm numbers them: positive, assigned by ctld, never reused.
+pub type JobId = u32;
+
+/// Everything a submission asks for, after `sbatch` merged the command line, `SBATCH_*` variables
+/// and `#SBATCH` directives. ctld validates it again; nothing here is trusted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// `-J`; sbatch fills the default (script basename, `sbatch`, `wrap`).
+    pub name: String,
+    /// `-p`: candidate partitions, empty for the default partition.
+    pub partitions: Vec<String>,
+    /// `-A`.
+    pub account: Option<String>,
+    /// `-q`.
+    pub qos: Option<String>,
+    /// `-t`.
+    pub time_limit: Option<TimeLimit>,
+    /// `-N min[-max]`.
+    pub nodes_min: Option<u32>,
+    /// Upper end of `-N min-max`.
+    pub nodes_max: Option<u32>,
+    /// `-n`.
+    pub ntasks: Option<u32>,
+    /// `-c`.
+    pub cpus_per_task: Option<u32>,
+    /// `--ntasks-per-node`.
+    pub ntasks_per_node: Option<u32>,
+    /// `--mem`, `--mem-per-cpu` or `--mem-per-gpu`.
+    pub mem: Option<MemRequest>,
+    /// Per-node generic resources (`--gres`, `--gpus-per-node`).
+    pub gres_per_node: Vec<GresRequest>,
+    /// GPUs for the whole job (`-G/--gpus`).
+    pub gpus: Vec<GresRequest>,
+    /// `--gpus-per-task`.
+    pub gpus_per_task: Vec<GresRequest>,
+    /// `-o` pattern as given (absolute or relative to `work_dir`).
+    pub stdout: Option<String>,
+    /// `-e` pattern.
+    pub stderr: Option<String>,
+    /// `-i` pattern.
+    pub stdin: Option<String>,
+    /// `--open-mode=append`.
+    pub open_append: Option<bool>,
+    /// `-D`, made absolute by sbatch; defaults to `submit_dir`.
+    pub work_dir: String,
+    /// sbatch's working directory (`SLURM_SUBMIT_DIR`).
+    pub submit_dir: String,
+    /// sbatch's host name (`SLURM_SUBMIT_HOST`).
+    pub submit_host: String,
+    /// The environment the job starts with, already filtered by `--export`.
+    pub environment: Vec<(String, String)>,
+    /// The `--export` value as given, for `SLURM_EXPORT_ENV`.
+    pub export: Option<String>,
+    /// The batch script, stored with the job at submit time.
+    #[serde(with = "serde_bytes")]
+    pub script: Vec<u8>,
+    /// Arguments after the script name.
+    pub script_args: Vec<String>,
+    /// Absolute path of the script file (`Command=`), `None` for stdin and `--wrap`.
+    pub command: Option<String>,
+    /// `-H/--hold`.
+    pub hold: bool,
+    /// `--begin`.
+    pub begin_time: Option<UnixTime>,
+    /// `--deadline`.
+    pub deadline: Option<UnixTime>,
+    /// `--comment`.
+    pub comment: Option<String>,
+    /// `--nice`.
+    pub nice: i32,
+    /// `--requeue` / `--no-requeue`.
+    pub requeue: Option<bool>,
+    /// `--exclusive`.
+    pub exclusive: bool,
+    /// `-w`.
+    pub nodelist: Option<String>,
+    /// `-x`.
+    pub exclude: Option<String>,
+    /// `-C`.
+    pub constraint: Option<String>,
+    /// `-d`, as given.
+    pub dependency: Option<String>,
+    /// `-a`, as given.
+    pub array: Option<String>,
+    /// `--signal`, as given.
+    pub signal: Option<String>,
+    /// `--mail-type`.
+    pub mail_type: Option<String>,
+    /// `--mail-user`.
+    pub mail_user: Option<String>,
+    /// The umask sbatch ran with (`SLURM_UMASK`).
+    pub umask: u32,
+    /// The whole command line, for `SubmitLine`.
+    pub submit_line: String,
+}
+
+/// How much memory a job asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemRequest {
+    /// `--mem`: megabytes per node (0 = all of the node's memory).
+    PerNode(u64),
+    /// `--mem-per-cpu`: megabytes per allocated CPU.
+    PerCpu(u64),
+    /// `--mem-per-gpu`: megabytes per allocated GPU.
+    PerGpu(u64),
+}
+
+/// Slurm's base job states; the numeric order is Slurm's (`JOB_PENDING` = 0 …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum JobState {
+    Pending,
+    Running,
+    Suspended,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+}
+
+impl JobState {
+    /// Every state, in Slurm's numeric order.
+    pub const ALL: [JobState; 12] = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Completed,
+        JobState::Cancelled,
+        JobState::Failed,
+        JobState::Timeout,
+        JobState::NodeFail,
+        JobState::Preempted,
+        JobState::BootFail,
+        JobState::Deadline,
+        JobState::OutOfMemory,
+    ];
+
+    /// The long name (`PENDING`, `OUT_OF_MEMORY`).
+    pub fn long_name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Suspended => "SUSPENDED",
+            JobState::Completed => "COMPLETED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Failed => "FAILED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+            JobState::Preempted => "PREEMPTED",
+            JobState::BootFail => "BOOT_FAIL",
+            JobState::Deadline => "DEADLINE",
+            JobState::OutOfMemory => "OUT_OF_MEMORY",
+        }
+    }
+
+    /// The compact name (`PD`, `OOM`).
+    pub fn compact_name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PD",
+            JobState::Running => "R",
+            JobState::Suspended => "S",
+            JobState::Completed => "CD",
+            JobState::Cancelled => "CA",
+            JobState::Failed => "F",
+            JobState::Timeout => "TO",
+            JobState::NodeFail => "NF",
+            JobState::Preempted => "PR",
+            JobState::BootFail => "BF",
+            JobState::Deadline => "DL",
+            JobState::OutOfMemory => "OOM",
+        }
+    }
+
+    /// Parses a long or compact name, case-insensitively.
+    pub fn parse(text: &str) -> Option<JobState> {
+        JobState::ALL
+            .into_iter()
+            .find(|s| s.long_name().eq_ignore_ascii_case(text) || s.compact_name().eq_ignore_ascii_case(text))
+    }
+
+    /// Whether the job has ended (states 3–11).
+    pub fn is_terminal(self) -> bool {
+        self >= JobState::Completed
+    }
+}
+
+/// A raw wait(2) status as Slurm stores it; displayed as `exit:signal`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitStatus(pub i32);
+
+impl WaitStatus {
+    /// An exit with this status code.
+    pub fn exited(code: u8) -> Self {
+        WaitStatus(i32::from(code) << 8)
+    }
+
+    /// Termination by this signal.
+    pub fn signaled(signal: i32) -> Self {
+        WaitStatus(signal & 0x7f)
+    }
+
+    /// The `(exit code, signal)` pair Slurm prints as `E:S`.
+    pub fn parts(self) -> (i32, i32) {
+        let signal = self.0 & 0x7f;
+        if signal != 0 { (0, signal) } else { ((self.0 >> 8) & 0xff, 0) }
+    }
+}
+
+impl std::fmt::Display for WaitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (code, signal) = self.parts();
+        write!(f, "{code}:{signal}")
+    }
+}
+
+/// Which step of a job a step row describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum StepId {
+    /// The batch script (`N.batch`).
+    Batch,
+    /// The extern step (`N.extern`).
+    Extern,
+    /// An srun step (`N.0`, `N.1`, …).
+    Numbered(u32),
+}
+
+impl std::fmt::Display for StepId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepId::Batch => f.write_str("batch"),
+            StepId::Extern => f.write_str("extern"),
+            StepId::Numbered(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// One step of a job, as accounting shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepInfo {
+    pub step_id: StepId,
+    /// `batch`, `extern`, or the step's name.
+    pub name: String,
+    pub state: JobState,
+    pub exit_status: WaitStatus,
+    pub start_time: Option<UnixTime>,
+    pub end_time: Option<UnixTime>,
+    pub num_cpus: u32,
+    pub num_tasks: u32,
+    /// Node names the step ran on, in node-table order.
+    pub nodes: Vec<String>,
+}
+
+/// What `squeue`, `scontrol show job` and `sacct` know about a job: its request, where it runs,
+/// and how it ended. ctld builds it; the CLI only renders it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub job_id: JobId,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub group: String,
+    pub gid: u32,
+    pub account: String,
+    pub qos: String,
+    /// The partition the job runs in, or the comma list it may run in while pending.
+    pub partition: String,
+    pub state: Option<JobState>,
+    /// Why the job waits or how it ended (`None`, `Priority`, `Resources`, `NonZeroExitCode`, …).
+    pub reason: String,
+    pub priority: u32,
+    pub nice: i32,
+    pub submit_time: UnixTime,
+    pub eligible_time: Option<UnixTime>,
+    pub start_time: Option<UnixTime>,
+    pub end_time: Option<UnixTime>,
+    /// `None` until the job has a limit (it takes the partition's when it starts).
+    pub time_limit: Option<TimeLimit>,
+    /// Allocated nodes when running or ended; empty while pending.
+    pub nodes: Vec<String>,
+    /// Requested minimum node count while pending, allocated count afterwards.
+    pub num_nodes: u32,
+    pub num_cpus: u32,
+    pub num_tasks: u32,
+    pub cpus_per_task: u32,
+    /// CPUs on each allocated node, in the order of `nodes`.
+    pub cpus_per_node: Vec<u32>,
+    pub mem: Option<MemRequest>,
+    /// Memory allocated per node, megabytes.
+    pub mem_per_node_mb: u64,
+    /// `gres:gpu:2`-style TRES-per-node string, empty when none.
+    pub tres_per_node: String,
+    /// GPUs allocated, total over the job.
+    pub gpus_allocated: u32,
+    pub work_dir: String,
+    pub command: Option<String>,
+    /// Output paths with the job's patterns expanded.
+    pub stdout: String,
+    pub stderr: String,
+    pub stdin: String,
+    pub exit_status: WaitStatus,
+    pub comment: Option<String>,
+    pub requeue: bool,
+    pub restarts: u32,
+    pub dependency: Option<String>,
+    /// The uid that cancelled the job, for `CANCELLED by <uid>`.
+    pub cancelled_by: Option<u32>,
+    /// The batch step and, later, srun steps.
+    pub steps: Vec<StepInfo>,
+    pub submit_host: String,
+    pub submit_line: String,
+    pub exclusive: bool,
+    pub nodelist_requested: Option<String>,
+    pub exclude: Option<String>,
+    pub constraint: Option<String>,
+}
+
+impl JobInfo {
+    /// The job's current state, `PENDING` for a record not yet scheduled.
+    pub fn state(&self) -> JobState {
+        self.state.unwrap_or(JobState::Pending)
+    }
+
+    /// Elapsed run time in seconds at `now`.
+    pub fn elapsed(&self, now: UnixTime) -> i64 {
+        match (self.start_time, self.end_time) {
+            (Some(start), Some(end)) => (end - start).max(0),
+            (Some(start), None) => (now - start).max(0),
+            _ => 0,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Framing: a 4-byte big-endian length then a postcard payload, with an explicit maximum per
+//! connection phase. Blocking helpers serve the CLI; the tokio codec serves the daemons.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::io::{Read, Write};
+use thiserror::Error;
+
+/// Largest frame accepted after the handshake: a job script plus its environment fits easily.
+pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// Largest frame accepted before a peer has authenticated.
+pub const MAX_HANDSHAKE_FRAME: usize = 4096;
+
+/// Why a frame could not be read or written.
+#[derive(Debug, Error)]
+pub enum FrameError {
+    /// The stream failed or closed.
+    #[error("connection failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The announced length exceeds the limit.
+    #[error("frame of {len} bytes exceeds the limit of {max}")]
+    TooLarge { len: usize, max: usize },
+    /// The payload is not a valid message.
+    #[error("malformed message: {0}")]
+    Decode(#[from] postcard::Error),
+}
+
+/// Encodes a message into a frame (length prefix included).
+pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
+    let mut out = vec![0u8; 4];
+    let out = postcard::to_extend(message, std::mem::take(&mut out))?;
+    let len = out.len() - 4;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge { len, max: MAX_FRAME });
+    }
+    let mut out = out;
+    let len32 = u32::try_from(len).map_err(|_| FrameError::TooLarge { len, max: MAX_FRAME })?;
+    out[..4].copy_from_slice(&len32.to_be_bytes());
+    Ok(out)
+}
+
+/// Decodes one payload (without the length prefix).
+pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
+    Ok(postcard::from_bytes(payload)?)
+}
+
+/// Writes one message as a frame on a blocking stream.
+pub fn write_message<W: Write, T: Serialize>(writer: &mut W, message: &T) -> Result<(), FrameError> {
+    writer.write_all(&encode(message)?)?;
+    writer.flush()?;
+    Ok(())
+}
+
+/// Reads one message from a blocking stream, refusing frames larger than `max`.
+pub fn read_message<R: Read, T: DeserializeOwned>(reader: &mut R, max: usize) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    let mut payload = vec![0u8; len];
+    reader.read_exact(&mut payload)?;
+    decode(&payload)
+}
+
+/// The tokio codec for the same frames.
+pub fn codec(max: usize) -> tokio_util::codec::LengthDelimitedCodec {
+    tokio_util::codec::LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .big_endian()
+        .max_frame_length(max)
+        .new_codec()
+}
+
+/// An async framed stream of messages over any tokio byte stream.
+pub struct MessageStream<S> {
+    inner: tokio_util::codec::Framed<S, tokio_util::codec::LengthDelimitedCodec>,
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
+    /// Wraps a stream, starting with the handshake limit.
+    pub fn new(stream: S) -> Self {
+        MessageStream { inner: tokio_util::codec::Framed::new(stream, codec(MAX_HANDSHAKE_FRAME)) }
+    }
+
+    /// Raises the frame limit once the peer has authenticated.
+    pub fn set_max_frame(&mut self, max: usize) {
+        self.inner.codec_mut().set_max_frame_length(max);
+    }
+
+    /// Sends one message.
+    pub async fn send<T: Serialize>(&mut self, message: &T) -> Result<(), FrameError> {
+        use futures::SinkExt;
+        let bytes = postcard::to_allocvec(message)?;
+        self.inner.send(bytes::Bytes::from(bytes)).await.map_err(FrameError::Io)
+    }
+
+    /// Receives one message; `Ok(None)` when the peer closed the connection cleanly.
+    pub async fn recv<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
+        use futures::StreamExt;
+        match self.inner.next().await {
+            None => Ok(None),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Err(FrameError::TooLarge { len: 0, max: self.inner.codec().max_frame_length() })
+            }
+            Some(Err(e)) => Err(FrameError::Io(e)),
+            Some(Ok(frame)) => Ok(Some(decode(&frame)?)),
+        }
+    }
+
+    /// Gives back the underlying stream parts for splitting.
+    pub fn into_inner(self) -> tokio_util::codec::Framed<S, tokio_util::codec::LengthDelimitedCodec> {
+        self.inner
+    }
+}

@@ -1,0 +1,68 @@
+//! The wire protocol: length-delimited frames carrying postcard messages, a versioned handshake as
+//! the first frame of every connection, and the typed messages of the two conversations
+//! (CLI ↔ ctld in [`client`], noded ↔ ctld in [`node`]).
+//!
+//! Rule: message enums and structs change append-only; any change to an existing message bumps
+//! [`PROTOCOL_VERSION`]. Golden-byte tests in `tests` pin the encoding.
+
+pub mod client;
+pub mod frame;
+pub mod node;
+
+use serde::{Deserialize, Serialize};
+
+/// Magic bytes opening every handshake.
+pub const MAGIC: [u8; 4] = *b"DRVR";
+
+/// The protocol version this build speaks; ctld also accepts the previous one.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// First frame from the connecting side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub magic: [u8; 4],
+    pub protocol_version: u16,
+    pub role: Role,
+    /// The connecting side's challenge for the server (random, 32 bytes for nodes, empty for clients).
+    #[serde(with = "serde_bytes")]
+    pub nonce: Vec<u8>,
+}
+
+/// Who is connecting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// A command-line client on the local Unix socket; its identity comes from `SO_PEERCRED`.
+    Client,
+    /// A node daemon, which must prove knowledge of the cluster key.
+    Node { name: String },
+}
+
+/// The server's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HelloReply {
+    /// Accepted (clients), or challenge for the node: the server's nonce and its own proof.
+    Accept {
+        protocol_version: u16,
+        #[serde(with = "serde_bytes")]
+        nonce: Vec<u8>,
+        #[serde(with = "serde_bytes")]
+        proof: Vec<u8>,
+    },
+    /// Refused, with the reason (wrong magic, unsupported version).
+    Reject { message: String },
+}
+
+/// The node's proof, sent after [`HelloReply::Accept`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeProof {
+    #[serde(with = "serde_bytes")]
+    pub proof: Vec<u8>,
+}
+
+/// Whether a peer's version can be served.
+pub fn version_supported(version: u16) -> bool {
+    version == PROTOCOL_VERSION || version + 1 == PROTOCOL_VERSION
+}
+
+#[cfg(test)]
+mod tests;

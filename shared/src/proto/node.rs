@@ -1,0 +1,105 @@
+//! noded ↔ ctld messages. Both sides send whenever they have something to say; there is no
+//! request/response pairing except [`CtldMessage::JobEndAck`], which lets noded forget an ended job
+//! only after ctld has committed its end.
+
+use crate::grammar::time::TimeLimit;
+use crate::job::{JobId, JobSpec, WaitStatus};
+use crate::node::GpuDevice;
+use crate::UnixTime;
+use serde::{Deserialize, Serialize};
+
+/// From noded to ctld.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeMessage {
+    /// First message after authentication: inventory and the jobs this node still has.
+    Register(NodeRegistration),
+    /// Liveness, with the jobs whose supervisors are alive.
+    Heartbeat { running: Vec<JobId> },
+    /// A supervisor started the batch script.
+    JobStarted { job_id: JobId, start_time: UnixTime },
+    /// A job ended (or never started); noded repeats it until acknowledged.
+    JobEnded(JobEnd),
+}
+
+/// What a node has and holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRegistration {
+    pub name: String,
+    pub cpus: u32,
+    pub real_memory_mb: u64,
+    pub gpus: Vec<GpuDevice>,
+    /// Jobs whose supervisors are still running.
+    pub running: Vec<JobId>,
+    pub version: String,
+    pub boot_time: UnixTime,
+    pub start_time: UnixTime,
+}
+
+/// How a job's batch script ended, as its supervisor saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEnd {
+    pub job_id: JobId,
+    pub outcome: JobOutcome,
+    pub exit_status: WaitStatus,
+    pub start_time: Option<UnixTime>,
+    pub end_time: UnixTime,
+}
+
+/// The supervisor's classification of the end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobOutcome {
+    /// The script exited or was killed by a signal nobody in Drover sent.
+    Exited,
+    /// Killed because it ran past its time limit.
+    TimedOut,
+    /// Killed because it was cancelled.
+    Cancelled,
+    /// Killed by the kernel's OOM killer.
+    OutOfMemory,
+    /// Could not be started (user unknown, working directory missing, …).
+    LaunchFailed { message: String },
+}
+
+/// From ctld to noded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CtldMessage {
+    /// Registration accepted; jobs in `running` that ctld no longer knows must be killed.
+    Registered { kill: Vec<JobId> },
+    /// Start a job's batch script on this node.
+    Launch(Box<LaunchRequest>),
+    /// Send a signal to a job (`scancel --signal`).
+    Signal { job_id: JobId, signal: i32, batch_only: bool },
+    /// Cancel a job: SIGTERM to all its processes, SIGKILL after `kill_wait` seconds.
+    Cancel { job_id: JobId, kill_wait: u32 },
+    /// ctld committed this job's end; noded may forget it.
+    JobEndAck { job_id: JobId },
+}
+
+/// Everything a supervisor needs to run a batch script, resolved by ctld.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    pub job_id: JobId,
+    pub spec: JobSpec,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub cluster_name: String,
+    pub partition: String,
+    pub account: String,
+    pub qos: String,
+    pub time_limit: TimeLimit,
+    /// All nodes of the job, node-table order; the batch script runs on the first.
+    pub nodes: Vec<String>,
+    pub cpus_per_node: Vec<u32>,
+    pub tasks_per_node: Vec<u32>,
+    /// CPUs on this node.
+    pub cpus_on_node: u32,
+    /// Memory per node, MB (0 = not limited).
+    pub mem_per_node_mb: u64,
+    /// GPU indices allocated on this node.
+    pub gpus: Vec<u32>,
+    /// Seconds between SIGTERM and SIGKILL.
+    pub kill_wait: u32,
+    /// Path of ctld's client socket, for commands run inside the job.
+    pub ctld_socket: String,
+}
