@@ -28,8 +28,12 @@ pub(crate) struct Client {
 impl Client {
     /// Connects and performs the handshake.
     pub(crate) fn connect() -> anyhow::Result<Client> {
-        let path = socket_path()?;
-        let mut stream = UnixStream::connect(&path)
+        Client::connect_at(&socket_path()?)
+    }
+
+    /// Connects to the socket at `path` and performs the handshake.
+    pub(crate) fn connect_at(path: &std::path::Path) -> anyhow::Result<Client> {
+        let mut stream = UnixStream::connect(path)
             .with_context(|| format!("Unable to contact slurm controller (connect failure) at {}", path.display()))?;
         let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Client, nonce: Vec::new() };
         write_message(&mut stream, &hello)?;
@@ -49,4 +53,9 @@ impl Client {
 /// Connects, sends one request, returns the answer.
 pub(crate) fn call(request: &Request) -> anyhow::Result<Response> {
     Client::connect()?.call(request)
+}
+
+/// Like [`call`], on an explicit socket.
+pub(crate) fn call_at(path: &std::path::Path, request: &Request) -> anyhow::Result<Response> {
+    Client::connect_at(path)?.call(request)
 }

@@ -1,1 +1,55 @@
-fn main() {}
+//! drover-ctld entry point: parse flags, load the config, start logging, bind the client socket
+//! and the node port, run until SIGTERM/SIGINT.
+
+use anyhow::Context;
+use clap::Parser;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+/// The Drover controller.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// Cluster configuration file.
+    #[arg(long, env = "DROVER_CONF", default_value = "/etc/drover/cluster.toml")]
+    config: PathBuf,
+    /// Overrides the config's state directory.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Overrides the config's node address (port 0 picks a free port).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Writes the bound node port here once listening.
+    #[arg(long)]
+    port_file: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut config = drover_shared::config::Config::load(&args.config)?;
+    if let Some(dir) = args.state_dir {
+        config.state_dir = dir;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    std::fs::create_dir_all(&config.state_dir).with_context(|| format!("creating {}", config.state_dir.display()))?;
+    let socket_path = config.client_socket();
+    let _ = std::fs::remove_file(&socket_path);
+    let clients = tokio::net::UnixListener::bind(&socket_path).with_context(|| format!("binding {}", socket_path.display()))?;
+    // Every local user may connect; identity comes from SO_PEERCRED, not from the socket's mode.
+    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))?;
+    let address = args.listen.unwrap_or_else(|| config.controller_address.clone());
+    let nodes = tokio::net::TcpListener::bind(&address).await.with_context(|| format!("binding {address}"))?;
+    let port = nodes.local_addr()?.port();
+    if let Some(port_file) = args.port_file {
+        std::fs::write(&port_file, format!("{port}\n")).with_context(|| format!("writing {}", port_file.display()))?;
+    }
+    tracing::info!(socket = %socket_path.display(), port, cluster = config.cluster_name, "drover-ctld listening");
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
+    };
+    drover_ctld::run(config, drover_ctld::Listeners { clients, nodes }, shutdown).await
+}

@@ -1,8 +1,84 @@
-//! The `drover` admin verbs: `up`, `down`, `status` (a single-host cluster) and `keygen`.
+//! The `drover` admin verbs: `up`, `down`, `status` (a complete single-host cluster) and `keygen`.
 
+mod cluster;
+
+use anyhow::{bail, Context};
 use std::ffi::OsString;
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: drover <command> [options]
+
+Slurm commands (also available through links of these names):
+  sbatch squeue sacct scancel sinfo scontrol
+
+Local cluster:
+  up      [--home DIR] [--config FILE]  start ctld and two noded (starts only what is missing)
+  down    [--home DIR]                  stop what `up` started
+  status  [--home DIR]                  say what runs
+  keygen  [FILE]                        create a cluster key (default: the config's key_file)
+
+DIR defaults to $DROVER_HOME, else ./.drover; FILE to $DROVER_CONF, else etc/cluster.toml.
+After `up`, `source DIR/env` puts sbatch, squeue, … first on PATH for this cluster.";
+
+/// Options shared by the cluster verbs.
+pub(crate) struct ClusterArgs {
+    pub(crate) home: PathBuf,
+    pub(crate) config: Option<PathBuf>,
+}
+
+fn parse(args: Vec<OsString>) -> anyhow::Result<ClusterArgs> {
+    let mut home = None;
+    let mut config = None;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let arg = arg.to_string_lossy().into_owned();
+        let (key, inline) = match arg.split_once('=') {
+            Some((k, v)) => (k.to_owned(), Some(v.to_owned())),
+            None => (arg.clone(), None),
+        };
+        let mut value = || inline.clone().or_else(|| args.next().map(|v| v.to_string_lossy().into_owned()));
+        match key.as_str() {
+            "--home" => home = Some(PathBuf::from(value().context("--home needs a directory")?)),
+            "--config" => config = Some(PathBuf::from(value().context("--config needs a file")?)),
+            _ => bail!("unknown option `{arg}`\n\n{USAGE}"),
+        }
+    }
+    let home = home
+        .or_else(|| std::env::var_os("DROVER_HOME").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".drover"));
+    let home = std::path::absolute(&home).with_context(|| format!("resolving {}", home.display()))?;
+    Ok(ClusterArgs { home, config })
+}
 
 /// Runs an admin verb.
-pub(crate) fn run(verb: &str, _args: Vec<OsString>) -> anyhow::Result<i32> {
-    anyhow::bail!("unknown command `{verb}`")
+pub(crate) fn run(verb: &str, args: Vec<OsString>) -> anyhow::Result<i32> {
+    match verb {
+        "up" => cluster::up(&parse(args)?),
+        "down" => cluster::down(&parse(args)?),
+        "status" => cluster::status(&parse(args)?),
+        "keygen" => keygen(args),
+        "" | "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            Ok(0)
+        }
+        "-V" | "--version" => {
+            println!("drover {}", env!("CARGO_PKG_VERSION"));
+            Ok(0)
+        }
+        _ => bail!("unknown command `{verb}`\n\n{USAGE}"),
+    }
+}
+
+fn keygen(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let path = match args.first() {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let conf = std::env::var_os("DROVER_CONF").map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
+            drover_shared::config::Config::load(&conf)?.key_file
+        }
+    };
+    drover_shared::auth::ClusterKey::generate(&path)?;
+    println!("wrote cluster key {} (mode 0600)", path.display());
+    Ok(0)
 }

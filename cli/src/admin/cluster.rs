@@ -1,0 +1,275 @@
+//! A complete cluster on one host, for newcomers, tests and benchmarks: one ctld and two noded on
+//! 127.0.0.1, all state in one directory:
+//!
+//! ```text
+//! DIR/cluster.toml   the config, derived once from the admin's file (state dir, key, port filled in)
+//! DIR/cluster.key    the cluster key (0600)
+//! DIR/ctld/          ctld's database and client socket
+//! DIR/noded-<name>/  each node's job directories
+//! DIR/run/*.pid      pids of what `up` started;  DIR/log/*.log  their logs
+//! DIR/bin/           sbatch, squeue, … as links to this binary;  DIR/env  the file to source
+//! ```
+//!
+//! `up` starts only what is not running, so it is also the restart command.
+
+use super::ClusterArgs;
+use crate::client;
+use anyhow::{bail, Context};
+use drover_shared::config::Config;
+use drover_shared::proto::client::{Request, Response};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const APPLETS: [&str; 6] = ["sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol"];
+/// Number of noded processes `up` starts.
+const N_NODES: usize = 2;
+
+struct Layout {
+    home: PathBuf,
+}
+
+impl Layout {
+    fn config(&self) -> PathBuf {
+        self.home.join("cluster.toml")
+    }
+    fn pid_file(&self, daemon: &str) -> PathBuf {
+        self.home.join("run").join(format!("{daemon}.pid"))
+    }
+    fn log_file(&self, daemon: &str) -> PathBuf {
+        self.home.join("log").join(format!("{daemon}.log"))
+    }
+    fn node_dir(&self, node: &str) -> PathBuf {
+        self.home.join(format!("noded-{node}"))
+    }
+}
+
+/// Finds a sibling binary of this executable (`drover-ctld`, `drover-noded`).
+fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the drover binary")?;
+    let path = exe.with_file_name(name);
+    if !path.exists() {
+        bail!("{} not found next to {}; build the whole workspace (cargo build --workspace)", name, exe.display());
+    }
+    Ok(path)
+}
+
+/// Writes the derived config once: the admin's file with state dir, key file and a free port.
+fn derive_config(layout: &Layout, source: &Path) -> anyhow::Result<()> {
+    let target = layout.config();
+    if target.exists() {
+        return Ok(());
+    }
+    Config::load(source)?; // validate the source before deriving from it
+    let text = std::fs::read_to_string(source).with_context(|| format!("reading {}", source.display()))?;
+    let mut table: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {}", source.display()))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let controller = table.entry("controller").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let toml::Value::Table(controller) = controller else { bail!("[controller] must be a table") };
+    controller.insert("address".into(), format!("127.0.0.1:{port}").into());
+    controller.insert("state_dir".into(), layout.home.join("ctld").to_string_lossy().into_owned().into());
+    controller.insert("key_file".into(), layout.home.join("cluster.key").to_string_lossy().into_owned().into());
+    let header = format!("# Derived by `drover up` from {}; edit that file, then delete this one.\n", source.display());
+    std::fs::write(&target, header + &toml::to_string(&table)?).with_context(|| format!("writing {}", target.display()))?;
+    Ok(())
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether the pid file names a live process running `binary` (a recycled pid does not count).
+fn running(path: &Path, binary: &str) -> Option<i32> {
+    let pid = read_pid(path)?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let argv0 = cmdline.split(|b| *b == 0).next()?;
+    let argv0 = String::from_utf8_lossy(argv0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+    (argv0.ends_with(binary) && !zombie).then_some(pid)
+}
+
+fn start(layout: &Layout, daemon: &str, program: &Path, args: &[String]) -> anyhow::Result<i32> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(layout.log_file(daemon))
+        .with_context(|| format!("opening {}", layout.log_file(daemon).display()))?;
+    let mut command = Command::new(program);
+    command.args(args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    command.env("DROVER_CONF", layout.config());
+    command.process_group(0);
+    let child = command.spawn().with_context(|| format!("starting {}", program.display()))?;
+    let pid = i32::try_from(child.id()).context("pid out of range")?;
+    std::fs::write(layout.pid_file(daemon), format!("{pid}\n"))?;
+    // The daemon outlives this command; its exit status is not ours to collect.
+    std::mem::forget(child);
+    Ok(pid)
+}
+
+fn write_env(layout: &Layout, socket: &Path) -> anyhow::Result<()> {
+    let bin = layout.home.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    let exe = std::env::current_exe()?;
+    for applet in APPLETS {
+        let link = bin.join(applet);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&exe, &link).with_context(|| format!("linking {}", link.display()))?;
+    }
+    let _ = std::fs::remove_file(bin.join("drover"));
+    std::os::unix::fs::symlink(&exe, bin.join("drover"))?;
+    let env = format!(
+        "# Source this file to use the cluster in {home}\nexport DROVER_HOME='{home}'\nexport DROVER_CONF='{conf}'\nexport DROVER_SOCKET='{socket}'\nexport PATH='{bin}':\"$PATH\"\n",
+        home = layout.home.display(),
+        conf = layout.config().display(),
+        socket = socket.display(),
+        bin = bin.display(),
+    );
+    std::fs::write(layout.home.join("env"), env)?;
+    Ok(())
+}
+
+fn ping(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
+        && client::call_at(socket, &Request::Ping).is_ok_and(|r| matches!(r, Response::Pong { .. }))
+}
+
+/// Starts whatever part of the cluster is not running.
+pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
+    let layout = Layout { home: args.home.clone() };
+    for dir in ["run", "log", "ctld"] {
+        std::fs::create_dir_all(layout.home.join(dir)).with_context(|| format!("creating {}", layout.home.join(dir).display()))?;
+    }
+    // Local users other than the owner must reach the client socket; the directory holds no secrets
+    // except the key, which is 0600.
+    for dir in [layout.home.clone(), layout.home.join("ctld")] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let source = args
+        .config
+        .clone()
+        .or_else(|| std::env::var_os("DROVER_CONF").map(PathBuf::from).filter(|p| *p != layout.config()))
+        .unwrap_or_else(|| PathBuf::from("etc/cluster.toml"));
+    derive_config(&layout, &source)?;
+    let config = Config::load(&layout.config())?;
+    if !config.key_file.exists() {
+        drover_shared::auth::ClusterKey::generate(&config.key_file)?;
+    }
+    let socket = config.client_socket();
+    write_env(&layout, &socket)?;
+
+    let ctld = sibling("drover-ctld")?;
+    let noded = sibling("drover-noded")?;
+    let conf = layout.config().to_string_lossy().into_owned();
+    match running(&layout.pid_file("ctld"), "drover-ctld") {
+        Some(pid) => println!("ctld already running (pid {pid})"),
+        None => {
+            let pid = start(&layout, "ctld", &ctld, &["--config".into(), conf.clone()])?;
+            println!("started ctld (pid {pid})");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ping(&socket) {
+        if Instant::now() > deadline || running(&layout.pid_file("ctld"), "drover-ctld").is_none() {
+            bail!("ctld did not come up; see {}", layout.log_file("ctld").display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let names: Vec<String> = config.nodes.iter().take(N_NODES).map(|n| n.name.clone()).collect();
+    for name in &names {
+        let daemon = format!("noded-{name}");
+        match running(&layout.pid_file(&daemon), "drover-noded") {
+            Some(pid) => println!("{daemon} already running (pid {pid})"),
+            None => {
+                let state_dir = layout.node_dir(name);
+                std::fs::create_dir_all(&state_dir)?;
+                let args = ["--config".into(), conf.clone(), "--name".into(), name.clone(), "--state-dir".into(), state_dir.to_string_lossy().into_owned()];
+                let pid = start(&layout, &daemon, &noded, &args)?;
+                println!("started {daemon} (pid {pid})");
+            }
+        }
+    }
+    wait_for_nodes(&layout, &socket, &names)?;
+    println!("cluster `{}` is up; run:  source {}", config.cluster_name, layout.home.join("env").display());
+    Ok(0)
+}
+
+fn wait_for_nodes(layout: &Layout, socket: &Path, names: &[String]) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Response::Nodes { nodes, .. }) = client::call_at(socket, &Request::QueryNodes) {
+            let ready = names.iter().all(|name| nodes.iter().any(|n| &n.name == name && !n.not_responding));
+            if ready {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("nodes did not register with ctld; see the logs in {}", layout.home.join("log").display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Stops what `up` started: nodes first, then ctld. Jobs keep running under their supervisors,
+/// as they do when Slurm's daemons stop.
+pub(crate) fn down(args: &ClusterArgs) -> anyhow::Result<i32> {
+    let layout = Layout { home: args.home.clone() };
+    let mut daemons: Vec<(String, &str)> = std::fs::read_dir(layout.home.join("run"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".pid").map(str::to_owned))
+        .filter(|d| d.starts_with("noded-"))
+        .map(|d| (d, "drover-noded"))
+        .collect();
+    daemons.sort();
+    daemons.push(("ctld".into(), "drover-ctld"));
+    for (daemon, binary) in daemons {
+        let pid_file = layout.pid_file(&daemon);
+        if let Some(pid) = running(&pid_file, binary) {
+            stop(pid);
+            println!("stopped {daemon} (pid {pid})");
+        }
+        let _ = std::fs::remove_file(&pid_file);
+    }
+    Ok(0)
+}
+
+fn stop(pid: i32) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(pid);
+    let _ = kill(pid, Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if kill(pid, None).is_err() || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z")) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = kill(pid, Signal::SIGKILL);
+}
+
+/// Says what runs.
+pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
+    let layout = Layout { home: args.home.clone() };
+    let Ok(config) = Config::load(&layout.config()) else {
+        println!("no cluster in {}", layout.home.display());
+        return Ok(1);
+    };
+    let mut all = true;
+    let mut report = |daemon: String, binary: &str| match running(&layout.pid_file(&daemon), binary) {
+        Some(pid) => println!("{daemon}: running (pid {pid})"),
+        None => {
+            all = false;
+            println!("{daemon}: stopped");
+        }
+    };
+    report("ctld".into(), "drover-ctld");
+    for node in config.nodes.iter().take(N_NODES) {
+        report(format!("noded-{}", node.name), "drover-noded");
+    }
+    Ok(if all { 0 } else { 3 })
+}

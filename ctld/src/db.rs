@@ -1,0 +1,283 @@
+//! The state database: SQLite in WAL mode, owned by one writer thread.
+//!
+//! Why a dedicated thread: `rusqlite::Connection` is not `Sync`, and a commit is a blocking fsync
+//! that must never stall the async core. The core sends [`DbOp`]s over a std channel (unbounded:
+//! the core must never block on the writer; back-pressure comes from clients waiting for their
+//! commit), the writer drains everything queued into **one transaction**, commits, and only then
+//! reports the batch's [`AfterCommit`] actions back to the core. Under load many submissions share
+//! one fsync, so durability does not cost throughput.
+//!
+//! Readers (`sacct`) open their own read-only connections; WAL lets them run beside the writer.
+
+use crate::state::Allocation;
+use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
+use drover_shared::proto::client::AccountingQuery;
+use drover_shared::UnixTime;
+use rusqlite::{params, Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Database failures.
+#[derive(Debug, Error)]
+pub(crate) enum DbError {
+    /// SQLite refused an operation.
+    #[error("database {path}: {source}")]
+    Sqlite { path: PathBuf, source: rusqlite::Error },
+    /// A stored record could not be decoded.
+    #[error("database {path}: corrupt record for job {job_id}: {source}")]
+    Corrupt { path: PathBuf, job_id: i64, source: postcard::Error },
+    /// The database is not in WAL mode and could not be switched.
+    #[error("database {path}: journal mode is {mode}, WAL required")]
+    NotWal { path: PathBuf, mode: String },
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id      INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL,
+    state       INTEGER NOT NULL,
+    submit_time INTEGER NOT NULL,
+    start_time  INTEGER,
+    end_time    INTEGER,
+    account     TEXT NOT NULL,
+    partition   TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    info        BLOB NOT NULL,
+    spec        BLOB NOT NULL,
+    alloc       BLOB
+);
+CREATE INDEX IF NOT EXISTS jobs_active ON jobs(state) WHERE state < 3;
+CREATE INDEX IF NOT EXISTS jobs_uid ON jobs(uid, submit_time);
+CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
+CREATE TABLE IF NOT EXISTS audit (
+    id      INTEGER PRIMARY KEY,
+    time    INTEGER NOT NULL,
+    uid     INTEGER NOT NULL,
+    action  TEXT NOT NULL,
+    job_id  INTEGER,
+    detail  TEXT NOT NULL
+);
+";
+
+fn state_code(state: JobState) -> i64 {
+    JobState::ALL.iter().position(|s| *s == state).map_or(0, |p| p as i64)
+}
+
+/// Opens a connection with the settings every connection needs.
+pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(path, flags).map_err(err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
+    if !read_only {
+        let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(DbError::NotWal { path: path.to_owned(), mode });
+        }
+        // FULL: a commit is on disk when it returns, which is what "answered only after commit" means.
+        conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
+        conn.execute_batch(SCHEMA).map_err(err)?;
+    }
+    Ok(conn)
+}
+
+/// One job as stored: what it is, what it asked for, what it holds.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredJob {
+    pub(crate) info: JobInfo,
+    pub(crate) spec: JobSpec,
+    pub(crate) alloc: Option<Allocation>,
+}
+
+/// Loads every job that has not ended, and the next job id to hand out.
+pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJob>, JobId), DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let next: i64 = conn.query_row("SELECT COALESCE(MAX(job_id), 0) + 1 FROM jobs", [], |r| r.get(0)).map_err(err)?;
+    let mut stmt = conn.prepare("SELECT job_id, info, spec, alloc FROM jobs WHERE state < 3 ORDER BY job_id").map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, Option<Vec<u8>>>(3)?))
+        })
+        .map_err(err)?;
+    let mut jobs = Vec::new();
+    for row in rows {
+        let (job_id, info, spec, alloc) = row.map_err(err)?;
+        let corrupt = |source| DbError::Corrupt { path: path.to_owned(), job_id, source };
+        jobs.push(StoredJob {
+            info: postcard::from_bytes(&info).map_err(corrupt)?,
+            spec: postcard::from_bytes(&spec).map_err(corrupt)?,
+            alloc: alloc.map(|a| postcard::from_bytes(&a)).transpose().map_err(corrupt)?,
+        });
+    }
+    Ok((jobs, JobId::try_from(next).unwrap_or(JobId::MAX)))
+}
+
+/// Runs an accounting query on a read-only connection.
+pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<Vec<JobInfo>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut sql = String::from("SELECT job_id, info FROM jobs WHERE 1=1");
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let mut in_list = |sql: &mut String, column: &str, items: Vec<rusqlite::types::Value>| {
+        if items.is_empty() {
+            return;
+        }
+        sql.push_str(&format!(" AND {column} IN ({})", vec!["?"; items.len()].join(",")));
+        values.extend(items);
+    };
+    in_list(&mut sql, "job_id", query.job_ids.iter().map(|j| i64::from(*j).into()).collect());
+    in_list(&mut sql, "uid", query.users.iter().map(|u| i64::from(*u).into()).collect());
+    in_list(&mut sql, "account", query.accounts.iter().map(|a| a.clone().into()).collect());
+    in_list(&mut sql, "partition", query.partitions.iter().map(|p| p.clone().into()).collect());
+    in_list(&mut sql, "state", query.states.iter().map(|s| state_code(*s).into()).collect());
+    // A job belongs to the window if it was submitted before the window ended and had not ended
+    // before it started.
+    if let Some(end) = query.window_end {
+        sql.push_str(" AND submit_time <= ?");
+        values.push(end.into());
+    }
+    if let Some(start) = query.window_start {
+        sql.push_str(" AND (end_time IS NULL OR end_time >= ?)");
+        values.push(start.into());
+    }
+    sql.push_str(" ORDER BY job_id");
+    let mut stmt = conn.prepare(&sql).map_err(err)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))
+        .map_err(err)?;
+    let mut jobs = Vec::new();
+    for row in rows {
+        let (job_id, info) = row.map_err(err)?;
+        jobs.push(postcard::from_bytes(&info).map_err(|source| DbError::Corrupt { path: path.to_owned(), job_id, source })?);
+    }
+    Ok(jobs)
+}
+
+/// A change to store.
+#[derive(Debug)]
+pub(crate) enum DbOp {
+    /// A new job; its spec is stored once.
+    InsertJob { info: Box<JobInfo>, spec: Box<JobSpec> },
+    /// The job's record changed (start, end, cancel); `alloc` replaces the stored allocation.
+    UpdateJob { info: Box<JobInfo>, alloc: Option<Box<Allocation>> },
+    /// An audit record: who did what to which job, and why.
+    Audit { time: UnixTime, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String },
+    /// Something to do once everything queued before it is committed.
+    After(AfterCommit),
+}
+
+/// Actions the core performs once the ops queued before them are durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AfterCommit {
+    /// Answer the client that submitted this job.
+    AnswerSubmit(JobId),
+    /// Tell the node to start the job.
+    Launch(JobId),
+    /// Tell the node that ctld has recorded the job's end.
+    AckJobEnd { node: String, job_id: JobId },
+}
+
+/// The outcome of one transaction, sent back to the core.
+#[derive(Debug)]
+pub(crate) struct CommitReport {
+    pub(crate) after: Vec<AfterCommit>,
+    /// `Some` when the transaction failed and nothing in it was stored.
+    pub(crate) error: Option<String>,
+    pub(crate) n_ops: usize,
+}
+
+/// Largest number of ops in one transaction, so one commit never holds the writer for long.
+const MAX_BATCH: usize = 4096;
+
+/// Runs the writer: blocks for the first op, drains what else is queued, commits, reports.
+pub(crate) fn run_writer(
+    mut conn: Connection,
+    path: PathBuf,
+    ops: std::sync::mpsc::Receiver<DbOp>,
+    report: impl Fn(CommitReport),
+) {
+    while let Ok(first) = ops.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let n_ops = batch.len();
+        let mut after = Vec::new();
+        let result = write_batch(&mut conn, batch, &mut after);
+        if let Err(e) = &result {
+            tracing::error!(path = %path.display(), error = %e, n_ops, "commit failed; the batch is not stored");
+        }
+        report(CommitReport { after, error: result.err().map(|e| e.to_string()), n_ops });
+    }
+}
+
+fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCommit>) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO jobs (job_id, uid, state, submit_time, start_time, end_time, account, partition, name, info, spec)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?;
+        let mut update = tx.prepare_cached(
+            "UPDATE jobs SET state = ?2, start_time = ?3, end_time = ?4, account = ?5, partition = ?6, info = ?7,
+             alloc = COALESCE(?8, alloc) WHERE job_id = ?1",
+        )?;
+        let mut audit = tx.prepare_cached("INSERT INTO audit (time, uid, action, job_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        let blob = |v: &dyn erased::Encode| v.encode();
+        for op in batch {
+            match op {
+                DbOp::InsertJob { info, spec } => {
+                    insert.execute(params![
+                        info.job_id,
+                        info.uid,
+                        state_code(info.state()),
+                        info.submit_time,
+                        info.start_time,
+                        info.end_time,
+                        info.account,
+                        info.partition,
+                        info.name,
+                        blob(&*info),
+                        blob(&*spec),
+                    ])?;
+                }
+                DbOp::UpdateJob { info, alloc } => {
+                    update.execute(params![
+                        info.job_id,
+                        state_code(info.state()),
+                        info.start_time,
+                        info.end_time,
+                        info.account,
+                        info.partition,
+                        blob(&*info),
+                        alloc.map(|a| blob(&*a)),
+                    ])?;
+                }
+                DbOp::Audit { time, uid, action, job_id, detail } => {
+                    audit.execute(params![time, uid, action, job_id, detail])?;
+                }
+                DbOp::After(action) => after.push(action),
+            }
+        }
+    }
+    tx.commit()
+}
+
+/// Postcard encoding behind a trait object, so one closure encodes every stored type.
+mod erased {
+    pub(super) trait Encode {
+        fn encode(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Encode for T {
+        fn encode(&self) -> Vec<u8> {
+            postcard::to_allocvec(self).expect("in-memory records always encode")
+        }
+    }
+}

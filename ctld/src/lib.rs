@@ -1,0 +1,74 @@
+//! drover-ctld, the controller: the only owner of cluster state and the only writer of its
+//! database. [`run`] wires the pieces together: the database writer thread, the core event loop,
+//! the client socket, the node port and a timer.
+
+mod core;
+mod db;
+mod nodes;
+mod rpc;
+mod scheduler;
+mod state;
+mod validate;
+
+use anyhow::Context;
+use drover_shared::auth::ClusterKey;
+use drover_shared::config::Config;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, UnixListener};
+
+/// The sockets ctld serves, bound by the caller.
+pub struct Listeners {
+    /// Local clients (`sbatch`, `squeue`, …).
+    pub clients: UnixListener,
+    /// noded connections.
+    pub nodes: TcpListener,
+}
+
+/// How often the core checks node liveness, begin times and old jobs.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Runs ctld until `shutdown` resolves.
+pub async fn run(config: Config, listeners: Listeners, shutdown: impl std::future::Future) -> anyhow::Result<()> {
+    let config = Arc::new(config);
+    let key = Arc::new(ClusterKey::load(&config.key_file)?);
+    let db_path = config.state_dir.join("drover.db");
+    let conn = db::open(&db_path, false)?;
+    let (stored, next_job_id) = db::load_active(&conn, &db_path)?;
+    tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
+    let mut state = state::State::new(config.clone(), next_job_id);
+    core::restore(&mut state, stored);
+
+    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (db_tx, db_rx) = std::sync::mpsc::channel();
+    let writer_events = events_tx.clone();
+    let writer_path = db_path.clone();
+    std::thread::Builder::new()
+        .name("db-writer".into())
+        .spawn(move || {
+            db::run_writer(conn, writer_path, db_rx, |report| {
+                let _ = writer_events.send(core::Event::Committed(report));
+            });
+        })
+        .context("starting the database writer thread")?;
+
+    let socket = config.client_socket().to_string_lossy().into_owned();
+    let core = core::Core::new(state, db_tx, socket);
+    let client_context = rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone() };
+    let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
+    let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone()));
+    let ticker = tokio::spawn(async move {
+        let mut interval = tokio::time::interval(TICK);
+        loop {
+            interval.tick().await;
+            if events_tx.send(core::Event::Tick).is_err() {
+                return;
+            }
+        }
+    });
+    core.run(events_rx, shutdown).await;
+    clients.abort();
+    nodes.abort();
+    ticker.abort();
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! The node side of ctld: a TCP listener for noded connections. A node proves it holds the cluster
+//! key (HMAC challenge-response, both ways), registers, and then the connection carries node
+//! messages in and ctld messages out until either side closes it.
+
+use crate::core::Event;
+use crate::state::NodeLink;
+use drover_shared::auth::{random_bytes, ClusterKey, NONCE_LEN};
+use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
+use drover_shared::proto::node::{CtldMessage, NodeMessage};
+use drover_shared::proto::{version_supported, Hello, HelloReply, NodeProof, Role, MAGIC};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+
+/// Most node connections at once (authenticated or not).
+const MAX_NODE_CONNECTIONS: usize = 16_384;
+/// Time allowed for hello, proof and registration.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+static CONNECTION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Accepts node connections until the listener fails.
+pub(crate) async fn serve(listener: TcpListener, key: Arc<ClusterKey>, events: mpsc::UnboundedSender<Event>) {
+    let slots = Arc::new(Semaphore::new(MAX_NODE_CONNECTIONS));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let key = key.clone();
+                let events = events.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = handle(stream, peer.to_string(), key, events).await {
+                        tracing::info!(peer = %peer, error = %e, "node connection ended");
+                    }
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept on node port failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn handle(stream: TcpStream, peer: String, key: Arc<ClusterKey>, events: mpsc::UnboundedSender<Event>) -> anyhow::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut messages = MessageStream::new(stream);
+    let (name, registration) = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, &key)).await??;
+    let connection_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let link = NodeLink { connection_id, tx };
+    events.send(Event::NodeConnected { registration, link, address: peer })?;
+    let result = async {
+        loop {
+            tokio::select! {
+                incoming = messages.recv::<NodeMessage>() => {
+                    let Some(message) = incoming? else { return Ok(()) };
+                    events.send(Event::NodeMessage { node: name.clone(), connection_id, message })?;
+                }
+                outgoing = rx.recv() => {
+                    // `None`: the core dropped this link (node declared down); close the connection.
+                    let Some(message): Option<CtldMessage> = outgoing else { return Ok(()) };
+                    messages.send(&message).await?;
+                }
+            }
+        }
+    }
+    .await;
+    let _ = events.send(Event::NodeDisconnected { node: name, connection_id });
+    result
+}
+
+async fn authenticate(
+    messages: &mut MessageStream<TcpStream>,
+    key: &ClusterKey,
+) -> anyhow::Result<(String, drover_shared::proto::node::NodeRegistration)> {
+    let Some(hello) = messages.recv::<Hello>().await? else { anyhow::bail!("closed before hello") };
+    let Role::Node { name } = hello.role.clone() else { anyhow::bail!("not a node") };
+    if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
+        messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
+        anyhow::bail!("bad hello from {name}");
+    }
+    let version = hello.protocol_version;
+    let server_nonce = random_bytes::<NONCE_LEN>()?.to_vec();
+    let proof = key.prove("ctld", &name, &hello.nonce, &server_nonce, version);
+    messages.send(&HelloReply::Accept { protocol_version: version, nonce: server_nonce.clone(), proof }).await?;
+    let Some(node_proof) = messages.recv::<NodeProof>().await? else { anyhow::bail!("closed before proof") };
+    if !key.verify("node", &name, &hello.nonce, &server_nonce, version, &node_proof.proof) {
+        anyhow::bail!("node {name} failed authentication");
+    }
+    messages.set_max_frame(MAX_FRAME);
+    match messages.recv::<NodeMessage>().await? {
+        Some(NodeMessage::Register(registration)) if registration.name == name => Ok((name, registration)),
+        _ => anyhow::bail!("node {name} did not register"),
+    }
+}

@@ -1,0 +1,105 @@
+//! The client side of ctld: a Unix socket whose peers are identified by `SO_PEERCRED`. Each
+//! connection says hello, then sends requests one at a time; each request is translated into a
+//! core [`Event`] (or, for accounting, a read on its own database connection) by the handler file
+//! for that operation.
+
+mod accounting;
+
+use crate::core::Event;
+use crate::validate::Caller;
+use drover_shared::proto::client::{ErrorCode, Request, Response};
+use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
+use drover_shared::proto::{version_supported, Hello, HelloReply, Role, MAGIC, PROTOCOL_VERSION};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// Most client connections served at once; more wait in the kernel's accept queue.
+const MAX_CLIENTS: usize = 1024;
+/// A client that has not finished its hello by then is dropped (slow-loris bound).
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// A client connection idle this long is closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What a client handler needs.
+#[derive(Clone)]
+pub(crate) struct ClientContext {
+    pub(crate) events: mpsc::UnboundedSender<Event>,
+    pub(crate) db_path: PathBuf,
+    pub(crate) config: Arc<drover_shared::config::Config>,
+}
+
+/// Accepts client connections until the listener fails.
+pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
+    let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let context = context.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = handle(stream, context).await {
+                        tracing::debug!(error = %e, "client connection ended");
+                    }
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept on client socket failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()> {
+    let cred = stream.peer_cred()?;
+    let caller = Caller { uid: cred.uid(), gid: cred.gid() };
+    let mut messages = MessageStream::new(stream);
+    let hello: Option<Hello> = tokio::time::timeout(HELLO_TIMEOUT, messages.recv()).await??;
+    let Some(hello) = hello else { return Ok(()) };
+    if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.role != Role::Client {
+        let message = format!("unsupported hello (protocol version {})", hello.protocol_version);
+        messages.send(&HelloReply::Reject { message }).await?;
+        return Ok(());
+    }
+    messages.send(&HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() }).await?;
+    messages.set_max_frame(MAX_FRAME);
+    loop {
+        let request: Option<Request> = match tokio::time::timeout(IDLE_TIMEOUT, messages.recv()).await {
+            Err(_) => return Ok(()),
+            Ok(r) => r?,
+        };
+        let Some(request) = request else { return Ok(()) };
+        let response = dispatch(request, caller, &context).await;
+        messages.send(&response).await?;
+    }
+}
+
+async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> Response {
+    let ask = |make: Box<dyn FnOnce(oneshot::Sender<Response>) -> Event + Send>| async {
+        let (tx, rx) = oneshot::channel();
+        if context.events.send(make(tx)).is_err() {
+            return unavailable();
+        }
+        rx.await.unwrap_or_else(|_| unavailable())
+    };
+    match request {
+        Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
+        Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
+        Request::QueryJobs(query) => ask(Box::new(move |reply| Event::QueryJobs { query, reply })).await,
+        Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
+        Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
+        Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
+        Request::Ping => Response::Pong {
+            cluster: context.config.cluster_name.clone(),
+            controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
+        },
+    }
+}
+
+fn unavailable() -> Response {
+    Response::Error { code: ErrorCode::Internal, detail: "controller is shutting down".into() }
+}

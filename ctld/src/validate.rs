@@ -1,0 +1,221 @@
+//! Submit-time checks: who the caller is, which account, partitions and QOS the job gets, whether
+//! its time limit and GRES can ever be met. A rejected submission changes nothing; the error carries
+//! Slurm's code and a detail for the log.
+
+use crate::scheduler::could_ever_fit;
+use crate::state::{Job, State};
+use drover_shared::config::{Config, PartitionConfig};
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::job::{JobInfo, JobSpec, JobState, StepInfo};
+use drover_shared::proto::client::ErrorCode;
+use drover_shared::UnixTime;
+use std::sync::Arc;
+
+/// The identity of a client, from `SO_PEERCRED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Caller {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+}
+
+/// A refused submission.
+pub(crate) type Rejection = (ErrorCode, String);
+
+/// Largest script accepted (Slurm's default `max_script_size` is 4 MB).
+const MAX_SCRIPT: usize = 4 * 1024 * 1024;
+/// Largest exported environment, in entries.
+const MAX_ENV_ENTRIES: usize = 10_000;
+/// Longest name, comment or path accepted.
+const MAX_STRING: usize = 4096;
+
+/// Whether `uid` may act on every job.
+pub(crate) fn is_admin(config: &Config, uid: u32) -> bool {
+    if uid == 0 {
+        return true;
+    }
+    let Some(name) = user_name(uid) else { return false };
+    config.admins.iter().any(|a| a == &name) || config.users.iter().any(|u| u.name == name && u.admin)
+}
+
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
+}
+
+fn group_name(gid: u32) -> String {
+    nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .ok()
+        .flatten()
+        .map_or_else(|| gid.to_string(), |g| g.name)
+}
+
+/// Whether `account` or one of its ancestors is in `allowed` (empty = everyone).
+fn account_allowed(config: &Config, account: &str, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let mut current = Some(account.to_owned());
+    while let Some(name) = current {
+        if allowed.contains(&name) {
+            return true;
+        }
+        current = config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
+    }
+    false
+}
+
+fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
+    let too_big = |what: &str| (ErrorCode::InvalidSpec, format!("{what} exceeds its size limit"));
+    if spec.script.len() > MAX_SCRIPT {
+        return Err(too_big("batch script"));
+    }
+    if spec.script.is_empty() {
+        return Err((ErrorCode::InvalidSpec, "empty batch script".into()));
+    }
+    if spec.environment.len() > MAX_ENV_ENTRIES {
+        return Err(too_big("environment"));
+    }
+    let strings = [Some(&spec.name), Some(&spec.work_dir), spec.comment.as_ref(), spec.stdout.as_ref(), spec.stderr.as_ref()];
+    if strings.into_iter().flatten().any(|s| s.len() > MAX_STRING) {
+        return Err(too_big("a string field"));
+    }
+    if !spec.work_dir.starts_with('/') {
+        return Err((ErrorCode::InvalidSpec, "working directory must be an absolute path".into()));
+    }
+    Ok(())
+}
+
+/// Validates a submission and builds the job record it becomes (without a job id yet).
+pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Rejection> {
+    let config = &state.config;
+    check_sizes(&spec)?;
+    let user = user_name(caller.uid).ok_or((ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
+    let admin = is_admin(config, caller.uid);
+    let user_config = config.users.iter().find(|u| u.name == user);
+
+    let account = match (&spec.account, user_config) {
+        (Some(a), _) => a.clone(),
+        (None, Some(u)) => u.default_account.clone(),
+        (None, None) => config
+            .default_account
+            .clone()
+            .ok_or((ErrorCode::InvalidAccount, format!("user {user} has no association")))?,
+    };
+    let account_known = config.accounts.iter().any(|a| a.name == account);
+    let may_charge = admin
+        || user_config.map_or(config.default_account.as_deref() == Some(&account), |u| u.accounts.contains(&account));
+    if !account_known || !may_charge {
+        return Err((ErrorCode::InvalidAccount, format!("user {user} may not charge account {account}")));
+    }
+
+    let names: Vec<String> =
+        if spec.partitions.is_empty() { vec![config.default_partition().name.clone()] } else { spec.partitions.clone() };
+    let mut partitions: Vec<&PartitionConfig> = Vec::new();
+    for name in &names {
+        let p = config.partitions.iter().find(|p| &p.name == name).ok_or((ErrorCode::InvalidPartition, name.clone()))?;
+        partitions.push(p);
+    }
+    partitions.retain(|p| account_allowed(config, &account, &p.allow_accounts));
+    if partitions.is_empty() {
+        return Err((ErrorCode::InvalidAccount, format!("account {account} may not use partition {}", names.join(","))));
+    }
+
+    let qos_name = spec.qos.clone().unwrap_or_else(|| "normal".to_owned());
+    let qos = config.qos.iter().find(|q| q.name == qos_name).ok_or((ErrorCode::InvalidQos, qos_name.clone()))?;
+    partitions.retain(|p| p.allow_qos.is_empty() || p.allow_qos.contains(&qos_name));
+    if partitions.is_empty() {
+        return Err((ErrorCode::InvalidQos, format!("QOS {qos_name} is not allowed in partition {}", names.join(","))));
+    }
+
+    if let Some(TimeLimit::Minutes(minutes)) = spec.time_limit {
+        let over = |limit: TimeLimit| matches!(limit, TimeLimit::Minutes(max) if minutes > max);
+        partitions.retain(|p| !over(p.max_time));
+        if partitions.is_empty() || qos.max_wall.is_some_and(over) {
+            return Err((ErrorCode::InvalidTimeLimit, format!("{minutes} minutes exceeds the limit")));
+        }
+    }
+
+    if let Some(g) = spec.gres_per_node.iter().chain(&spec.gpus).chain(&spec.gpus_per_task).find(|g| g.name != "gpu") {
+        return Err((ErrorCode::InvalidGres, format!("unknown generic resource `{}`", g.name)));
+    }
+
+    let spec = Arc::new(spec);
+    let mut job = Job {
+        info: JobInfo::default(),
+        spec: spec.clone(),
+        candidates: partitions.iter().map(|p| p.name.clone()).collect(),
+        alloc: None,
+        committed: false,
+        launched_at: None,
+        cancel_requested_by: None,
+    };
+    let candidates: Vec<&PartitionConfig> = partitions.clone();
+    if !candidates.iter().any(|p| could_ever_fit(state, &job, p)) {
+        return Err((ErrorCode::NodeConfigUnavailable, "no node of the partition can ever hold the job".into()));
+    }
+
+    let best = partitions.iter().map(|p| p.priority_job_factor).max().unwrap_or(1);
+    let priority = if spec.hold { 0 } else { initial_priority(qos.priority, best, spec.nice) };
+    let request = crate::scheduler::PerNodeRequest::from_spec(&spec);
+    job.info = JobInfo {
+        job_id: 0,
+        name: spec.name.clone(),
+        user,
+        uid: caller.uid,
+        group: group_name(caller.gid),
+        gid: caller.gid,
+        account,
+        qos: qos_name,
+        partition: job.candidates.join(","),
+        state: Some(JobState::Pending),
+        reason: if spec.hold { "JobHeldUser".into() } else { "None".into() },
+        priority,
+        nice: spec.nice,
+        submit_time: now,
+        eligible_time: Some(spec.begin_time.unwrap_or(now).max(now)),
+        time_limit: spec.time_limit,
+        num_nodes: request.n_nodes,
+        num_cpus: request.tasks.iter().sum::<u32>() * request.cpus_per_task,
+        num_tasks: request.tasks.iter().sum(),
+        cpus_per_task: request.cpus_per_task,
+        mem: spec.mem,
+        tres_per_node: spec.gres_per_node.iter().map(|g| format!("gres:{g}")).collect::<Vec<_>>().join(","),
+        work_dir: spec.work_dir.clone(),
+        command: spec.command.clone(),
+        stdout: spec.stdout.clone().unwrap_or_default(),
+        stderr: spec.stderr.clone().or_else(|| spec.stdout.clone()).unwrap_or_default(),
+        stdin: spec.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
+        comment: spec.comment.clone(),
+        requeue: spec.requeue.unwrap_or(true),
+        dependency: spec.dependency.clone(),
+        submit_host: spec.submit_host.clone(),
+        submit_line: spec.submit_line.clone(),
+        exclusive: spec.exclusive,
+        nodelist_requested: spec.nodelist.clone(),
+        exclude: spec.exclude.clone(),
+        constraint: spec.constraint.clone(),
+        ..JobInfo::default()
+    };
+    Ok(job)
+}
+
+/// The first priority of a job: QOS priority dominates, then the partition's job factor, minus
+/// `--nice`. Never 0, which means held. The multifactor plugin (a later issue) replaces this.
+pub(crate) fn initial_priority(qos_priority: u32, partition_factor: u32, nice: i32) -> u32 {
+    let base = 1_000_000i64 + i64::from(qos_priority) * 1000 + i64::from(partition_factor) * 10 - i64::from(nice);
+    u32::try_from(base.clamp(1, i64::from(u32::MAX - 1))).unwrap_or(1)
+}
+
+/// The batch step record of a job that just started.
+pub(crate) fn batch_step(info: &JobInfo, now: UnixTime) -> StepInfo {
+    StepInfo {
+        step_id: drover_shared::job::StepId::Batch,
+        name: "batch".into(),
+        state: JobState::Running,
+        exit_status: Default::default(),
+        start_time: Some(now),
+        end_time: None,
+        num_cpus: info.cpus_per_node.first().copied().unwrap_or(info.num_cpus),
+        num_tasks: 1,
+        nodes: info.nodes.first().cloned().into_iter().collect(),
+    }
+}

@@ -1,0 +1,317 @@
+//! The node daemon proper: keep a connection to ctld (authenticate, register with what the node
+//! holds, heartbeat), start a supervisor for every job ctld launches here, forward cancels and
+//! signals to supervisors, and report each job's start and end until ctld acknowledges it.
+//!
+//! Everything about a job lives in its directory (see [`crate::jobs`]), so this loop keeps only
+//! bookkeeping about what it has told the current connection; a restart rebuilds it from disk.
+
+use crate::jobs::{held, job_dir, jobs_root};
+use crate::supervisor::{self, SupervisorCommand, SupervisorEvent};
+use anyhow::{bail, Context};
+use drover_shared::auth::{random_bytes, ClusterKey, NONCE_LEN};
+use drover_shared::job::{JobId, WaitStatus};
+use drover_shared::node::GpuDevice;
+use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
+use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, LaunchRequest, NodeMessage, NodeRegistration};
+use drover_shared::proto::{Hello, HelloReply, NodeProof, Role, MAGIC, PROTOCOL_VERSION};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+/// What the daemon needs to know about itself.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub name: String,
+    pub controller: String,
+    pub state_dir: PathBuf,
+    pub key: Arc<ClusterKey>,
+    pub cpus: u32,
+    pub real_memory_mb: u64,
+    pub gpus: Vec<GpuDevice>,
+    pub heartbeat: Duration,
+    /// The drover-noded binary, re-executed as `supervise` for each job.
+    pub exe: PathBuf,
+}
+
+impl NodeSettings {
+    fn socket(&self) -> PathBuf {
+        self.state_dir.join("noded.sock")
+    }
+}
+
+/// How often job directories are rescanned even without a supervisor's notice.
+const RESCAN: Duration = Duration::from_secs(1);
+/// How long an unacknowledged end waits before it is sent again.
+const RESEND_END: Duration = Duration::from_secs(5);
+
+/// Runs the daemon until `shutdown` resolves. Running jobs are left to their supervisors.
+pub async fn run(settings: NodeSettings, shutdown: impl std::future::Future) -> anyhow::Result<()> {
+    std::fs::create_dir_all(jobs_root(&settings.state_dir))
+        .with_context(|| format!("creating {}", jobs_root(&settings.state_dir).display()))?;
+    let poke = Arc::new(Notify::new());
+    let listener = bind_event_socket(&settings)?;
+    tokio::spawn(receive_supervisor_events(listener, poke.clone()));
+    let boot_time = boot_time();
+    let start_time = drover_shared::now();
+    tokio::pin!(shutdown);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let session = async {
+            let stream = connect(&settings, boot_time, start_time).await?;
+            tracing::info!(controller = settings.controller, "registered with ctld");
+            serve(&settings, stream, &poke).await
+        };
+        tokio::select! {
+            result = session => {
+                match result {
+                    Ok(()) => tracing::warn!("ctld closed the connection"),
+                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "connection to ctld lost"),
+                }
+            }
+            _ = &mut shutdown => return Ok(()),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = &mut shutdown => return Ok(()),
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+fn bind_event_socket(settings: &NodeSettings) -> anyhow::Result<tokio::net::UnixListener> {
+    let path = settings.socket();
+    let _ = std::fs::remove_file(&path);
+    tokio::net::UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))
+}
+
+/// Supervisors poke this socket when a job starts or ends; any poke triggers a rescan.
+async fn receive_supervisor_events(listener: tokio::net::UnixListener, poke: Arc<Notify>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let poke = poke.clone();
+        tokio::spawn(async move {
+            let mut messages = MessageStream::new(stream);
+            let read = tokio::time::timeout(Duration::from_secs(2), messages.recv::<SupervisorEvent>());
+            if let Ok(Ok(Some(event))) = read.await {
+                tracing::debug!(?event, "supervisor event");
+            }
+            poke.notify_one();
+        });
+    }
+}
+
+fn boot_time() -> i64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
+async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
+    let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&settings.controller))
+        .await
+        .context("connecting to ctld timed out")?
+        .with_context(|| format!("connecting to ctld at {}", settings.controller))?;
+    stream.set_nodelay(true)?;
+    let mut messages = MessageStream::new(stream);
+    let nonce = random_bytes::<NONCE_LEN>()?.to_vec();
+    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: settings.name.clone() }, nonce: nonce.clone() };
+    messages.send(&hello).await?;
+    let reply = tokio::time::timeout(Duration::from_secs(10), messages.recv::<HelloReply>()).await.context("ctld did not answer hello")??;
+    match reply {
+        Some(HelloReply::Accept { protocol_version, nonce: server_nonce, proof }) => {
+            if !settings.key.verify("ctld", &settings.name, &nonce, &server_nonce, protocol_version, &proof) {
+                bail!("ctld failed to prove the cluster key; refusing to talk to it");
+            }
+            let proof = settings.key.prove("node", &settings.name, &nonce, &server_nonce, protocol_version);
+            messages.send(&NodeProof { proof }).await?;
+        }
+        Some(HelloReply::Reject { message }) => bail!("ctld refused: {message}"),
+        None => bail!("ctld closed the connection during hello"),
+    }
+    messages.set_max_frame(MAX_FRAME);
+    let registration = NodeRegistration {
+        name: settings.name.clone(),
+        cpus: settings.cpus,
+        real_memory_mb: settings.real_memory_mb,
+        gpus: settings.gpus.clone(),
+        running: held(&settings.state_dir),
+        version: env!("CARGO_PKG_VERSION").into(),
+        boot_time,
+        start_time,
+    };
+    messages.send(&NodeMessage::Register(registration)).await?;
+    Ok(messages)
+}
+
+/// What this connection has been told about each held job.
+#[derive(Debug, Default)]
+struct Reported {
+    started: bool,
+    end_sent: Option<Instant>,
+}
+
+async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, poke: &Notify) -> anyhow::Result<()> {
+    let mut reported: HashMap<JobId, Reported> = HashMap::new();
+    let mut heartbeat = tokio::time::interval(settings.heartbeat);
+    let mut rescan = tokio::time::interval(RESCAN);
+    loop {
+        tokio::select! {
+            incoming = messages.recv::<CtldMessage>() => {
+                let Some(message) = incoming? else { return Ok(()) };
+                handle(settings, message, &mut reported, &mut messages).await?;
+            }
+            _ = heartbeat.tick() => {
+                messages.send(&NodeMessage::Heartbeat { running: held(&settings.state_dir) }).await?;
+            }
+            _ = rescan.tick() => report(settings, &mut reported, &mut messages).await?,
+            () = poke.notified() => report(settings, &mut reported, &mut messages).await?,
+        }
+    }
+}
+
+async fn handle(
+    settings: &NodeSettings,
+    message: CtldMessage,
+    reported: &mut HashMap<JobId, Reported>,
+    messages: &mut MessageStream<TcpStream>,
+) -> anyhow::Result<()> {
+    match message {
+        CtldMessage::Registered { kill } => {
+            for job_id in kill {
+                tracing::warn!(job_id, "ctld no longer runs this job here; cancelling it");
+                command(settings, job_id, &SupervisorCommand::Cancel { kill_wait: 5 }, messages).await?;
+            }
+        }
+        CtldMessage::Launch(request) => {
+            let job_id = request.job_id;
+            if let Err(e) = launch(settings, &request) {
+                tracing::error!(job_id, error = %format!("{e:#}"), "launch failed");
+                let end = JobEnd {
+                    job_id,
+                    outcome: JobOutcome::LaunchFailed { message: format!("{e:#}") },
+                    exit_status: WaitStatus::exited(1),
+                    start_time: None,
+                    end_time: drover_shared::now(),
+                };
+                let _ = std::fs::remove_dir_all(job_dir(&settings.state_dir, job_id));
+                messages.send(&NodeMessage::JobEnded(end)).await?;
+            }
+        }
+        CtldMessage::Signal { job_id, signal, batch_only } => {
+            command(settings, job_id, &SupervisorCommand::Signal { signal, batch_only }, messages).await?;
+        }
+        CtldMessage::Cancel { job_id, kill_wait } => {
+            command(settings, job_id, &SupervisorCommand::Cancel { kill_wait }, messages).await?;
+        }
+        CtldMessage::JobEndAck { job_id } => {
+            reported.remove(&job_id);
+            let dir = job_dir(&settings.state_dir, job_id);
+            if !supervisor::supervisor_alive(&dir) {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        tracing::warn!(job_id, error = %e, "could not remove job directory");
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends a command to a job's supervisor; a job this node does not hold is reported cancelled so
+/// ctld can release it.
+async fn command(
+    settings: &NodeSettings,
+    job_id: JobId,
+    cmd: &SupervisorCommand,
+    messages: &mut MessageStream<TcpStream>,
+) -> anyhow::Result<()> {
+    let dir = job_dir(&settings.state_dir, job_id);
+    if !dir.exists() {
+        if matches!(cmd, SupervisorCommand::Cancel { .. }) {
+            let end = JobEnd {
+                job_id,
+                outcome: JobOutcome::Cancelled,
+                exit_status: WaitStatus::default(),
+                start_time: None,
+                end_time: drover_shared::now(),
+            };
+            messages.send(&NodeMessage::JobEnded(end)).await?;
+        }
+        return Ok(());
+    }
+    if let Err(e) = supervisor::send_command(&dir, cmd) {
+        tracing::warn!(job_id, error = %e, "could not reach the job's supervisor");
+    }
+    Ok(())
+}
+
+fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = job_dir(&settings.state_dir, request.job_id);
+    if dir.exists() {
+        // A repeated launch (ctld restarted before it saw the start): the supervisor already runs.
+        tracing::info!(job_id = request.job_id, "launch for a job already held; ignored");
+        return Ok(());
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let bytes = postcard::to_allocvec(request).context("encoding the launch request")?;
+    std::fs::write(dir.join("launch"), bytes).with_context(|| format!("writing {}/launch", dir.display()))?;
+    let pid = supervisor::spawn(&settings.exe, &dir, &settings.socket())?;
+    tracing::info!(job_id = request.job_id, pid, "supervisor started");
+    Ok(())
+}
+
+/// Reports starts and ends found on disk that this connection has not been told (or that are
+/// still unacknowledged after [`RESEND_END`]).
+async fn report(
+    settings: &NodeSettings,
+    reported: &mut HashMap<JobId, Reported>,
+    messages: &mut MessageStream<TcpStream>,
+) -> anyhow::Result<()> {
+    let now = Instant::now();
+    for job_id in held(&settings.state_dir) {
+        let dir = job_dir(&settings.state_dir, job_id);
+        let entry = reported.entry(job_id).or_default();
+        let end = match supervisor::read_end(&dir) {
+            Ok(end) => end,
+            Err(e) => {
+                tracing::warn!(job_id, error = %e, "unreadable end record");
+                None
+            }
+        };
+        if !entry.started {
+            if let Some(start_time) = supervisor::read_started(&dir) {
+                entry.started = true;
+                messages.send(&NodeMessage::JobStarted { job_id, start_time }).await?;
+            }
+        }
+        let end = match end {
+            Some(end) => Some(end),
+            None if !dir.join("launch").exists() => None,
+            None if supervisor::supervisor_alive(&dir) => None,
+            // The supervisor vanished without writing an end (killed with SIGKILL): report one so
+            // the job does not hang forever. Before its pid file exists it may still be starting.
+            None if dir.join("supervisor.pid").exists() => {
+                tracing::warn!(job_id, "supervisor died without recording the job's end");
+                Some(JobEnd {
+                    job_id,
+                    outcome: JobOutcome::LaunchFailed { message: "job supervisor died".into() },
+                    exit_status: WaitStatus::signaled(9),
+                    start_time: supervisor::read_started(&dir),
+                    end_time: drover_shared::now(),
+                })
+            }
+            None => None,
+        };
+        if let Some(end) = end {
+            if entry.end_sent.is_none_or(|t| now.duration_since(t) >= RESEND_END) {
+                entry.end_sent = Some(now);
+                messages.send(&NodeMessage::JobEnded(end)).await?;
+            }
+        }
+    }
+    Ok(())
+}
