@@ -1,0 +1,294 @@
+//! The end-to-end test harness: builds the real binaries, starts a real single-host cluster with
+//! `drover up` in a scratch directory, runs the Slurm commands through their multicall names (as
+//! root or as a real unprivileged user via `setpriv`), and tears everything down on drop.
+//!
+//! Tests that need the unprivileged users `alice` and `bob` (created by `.ci/run`) call
+//! [`require_users`]; they skip with a message where the users are missing, unless
+//! `DROVER_TEST_REQUIRE_USERS=1` (set by CI) makes that a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The directory holding `drover`, `drover-ctld` and `drover-noded`, built once per test process.
+pub fn bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // target/<profile>/deps/<test-binary> → target/<profile>
+        let exe = std::env::current_exe().expect("test binary path");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_owned();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "--quiet", "-p", "drover-cli", "-p", "drover-ctld", "-p", "drover-noded"]);
+        if release {
+            build.arg("--release");
+        }
+        let status = build.status().expect("running cargo build");
+        assert!(status.success(), "building the binaries failed");
+        profile_dir
+    })
+}
+
+/// Whether the unprivileged test users exist and we can switch to them.
+pub fn require_users() -> bool {
+    let have = nix::unistd::geteuid().is_root()
+        && ["alice", "bob"].iter().all(|u| nix::unistd::User::from_name(u).ok().flatten().is_some());
+    if !have {
+        if std::env::var("DROVER_TEST_REQUIRE_USERS").is_ok_and(|v| v == "1") {
+            panic!("this test needs root and the users alice and bob (created by .ci/run)");
+        }
+        eprintln!("SKIPPED: needs root and the users alice and bob (run .ci/run, or create them)");
+    }
+    have
+}
+
+/// The test cluster's config: two nodes with two GPUs each, a partition per team and a shared one.
+pub const CONFIG: &str = r#"
+cluster_name = "testcluster"
+default_account = "shared"
+
+[controller]
+address = "127.0.0.1:0"
+state_dir = "state"
+node_timeout = 8
+kill_wait = 2
+min_job_age = 600
+
+[[nodes]]
+names = "n[1-2]"
+cpus = 4
+real_memory = 8000
+gpus = { tesla = 2 }
+
+[[partitions]]
+name = "main"
+nodes = "n[1-2]"
+default = true
+max_time = "1-00:00:00"
+default_mem_per_cpu = 100
+
+[[partitions]]
+name = "vision"
+nodes = "n1"
+allow_accounts = ["vision"]
+default_mem_per_cpu = 100
+
+[[partitions]]
+name = "nlp"
+nodes = "n2"
+allow_accounts = ["nlp"]
+default_mem_per_cpu = 100
+
+[[accounts]]
+name = "vision"
+shares = 60
+
+[[accounts]]
+name = "nlp"
+shares = 40
+
+[[accounts]]
+name = "shared"
+
+[[users]]
+name = "alice"
+default_account = "vision"
+
+[[users]]
+name = "bob"
+default_account = "nlp"
+
+[[users]]
+name = "root"
+default_account = "shared"
+accounts = ["vision", "nlp"]
+"#;
+
+/// A running single-host cluster in a scratch directory.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts a cluster with [`CONFIG`].
+    pub fn start() -> Cluster {
+        Cluster::start_with(CONFIG)
+    }
+
+    /// Starts a cluster with the given config text.
+    pub fn start_with(config: &str) -> Cluster {
+        let bin = bin_dir();
+        let dir = tempfile::Builder::new().prefix("drover-e2e-").tempdir_in("/tmp").expect("scratch dir");
+        set_mode(dir.path(), 0o755);
+        let source = dir.path().join("source.toml");
+        // The derived config gets a free port from `drover up`; `127.0.0.1:0` only has to parse.
+        std::fs::write(&source, config.replace("127.0.0.1:0", "127.0.0.1:1")).expect("writing config");
+        let cluster = Cluster { dir };
+        let out = Command::new(bin.join("drover"))
+            .args(["up", "--home"])
+            .arg(cluster.home())
+            .arg("--config")
+            .arg(&source)
+            .env_remove("DROVER_CONF")
+            .env_remove("DROVER_SOCKET")
+            .output()
+            .expect("running drover up");
+        assert!(out.status.success(), "drover up failed:\n{}{}\n{}", text(&out.stdout), text(&out.stderr), cluster.logs());
+        cluster
+    }
+
+    /// The cluster's home (`DROVER_HOME`).
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// Runs `drover <verb> --home <home>` (up, down, status).
+    pub fn drover(&self, verb: &str) -> Output {
+        Command::new(bin_dir().join("drover")).arg(verb).arg("--home").arg(self.home()).output().expect("running drover")
+    }
+
+    /// A working directory owned by `user` (root when `None`), for scripts and output files.
+    pub fn workdir(&self, user: Option<&str>) -> PathBuf {
+        let name = user.unwrap_or("root");
+        let path = self.dir.path().join(format!("work-{name}"));
+        if !path.exists() {
+            std::fs::create_dir_all(&path).expect("creating workdir");
+            if let Some(user) = user {
+                let u = nix::unistd::User::from_name(user).expect("lookup").expect("user exists");
+                nix::unistd::chown(&path, Some(u.uid), Some(u.gid)).expect("chown workdir");
+            }
+        }
+        path
+    }
+
+    /// Runs a Slurm command (`sbatch`, `squeue`, …) as `user` (root when `None`) in `cwd`.
+    pub fn run(&self, user: Option<&str>, cwd: &Path, command: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let program = self.home().join("bin").join(command);
+        let mut cmd = match user {
+            Some(user) => {
+                let mut c = Command::new("setpriv");
+                c.args([&format!("--reuid={user}"), &format!("--regid={user}"), "--init-groups", "--"]).arg(&program);
+                c.env("HOME", format!("/home/{user}")).env("USER", user).env("LOGNAME", user);
+                c
+            }
+            None => Command::new(&program),
+        };
+        cmd.args(args).current_dir(cwd);
+        cmd.env("DROVER_HOME", self.home())
+            .env("DROVER_CONF", self.home().join("cluster.toml"))
+            .env("DROVER_SOCKET", self.home().join("ctld").join("ctld.sock"));
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {command}: {e}"));
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("writing stdin");
+        }
+        child.wait_with_output().expect("waiting for command")
+    }
+
+    /// Runs a command as root in root's workdir and returns stdout, asserting success.
+    pub fn ok(&self, command: &str, args: &[&str]) -> String {
+        let out = self.run(None, &self.workdir(None), command, args, None);
+        assert!(out.status.success(), "{command} {args:?} failed:\n{}{}", text(&out.stdout), text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    /// Writes a script into `user`'s workdir and submits it with `sbatch --parsable`; returns the job id.
+    pub fn submit(&self, user: Option<&str>, name: &str, script: &str, args: &[&str]) -> u32 {
+        let dir = self.workdir(user);
+        let path = dir.join(name);
+        std::fs::write(&path, script).expect("writing script");
+        let mut all = vec!["--parsable"];
+        all.extend_from_slice(args);
+        let path_str = path.to_string_lossy().into_owned();
+        all.push(&path_str);
+        let out = self.run(user, &dir, "sbatch", &all, None);
+        assert!(out.status.success(), "sbatch failed:\n{}{}", text(&out.stdout), text(&out.stderr));
+        text(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("sbatch --parsable printed {:?}", text(&out.stdout)))
+    }
+
+    /// The job's state per `sacct` (`COMPLETED`, `RUNNING`, …) and exit code.
+    pub fn sacct_state(&self, job_id: u32) -> Option<(String, String)> {
+        let out = self.ok("sacct", &["-X", "-P", "-n", "-o", "State,ExitCode", "-j", &job_id.to_string()]);
+        let line = out.lines().next()?;
+        let (state, exit) = line.split_once('|')?;
+        Some((state.to_owned(), exit.to_owned()))
+    }
+
+    /// Waits until `sacct` shows the job in `state` (prefix match, so `CANCELLED` matches
+    /// `CANCELLED by 0`); returns the exit code.
+    pub fn wait_state(&self, job_id: u32, state: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        while Instant::now() < deadline {
+            last = self.sacct_state(job_id);
+            if let Some((s, exit)) = &last {
+                if s.starts_with(state) {
+                    return exit.clone();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("job {job_id} did not reach {state} within {timeout:?}; last seen {last:?}\n{}", self.logs());
+    }
+
+    /// The pid `up` recorded for a daemon (`ctld`, `noded-n1`).
+    pub fn pid(&self, daemon: &str) -> i32 {
+        let path = self.home().join("run").join(format!("{daemon}.pid"));
+        std::fs::read_to_string(&path).expect("pid file").trim().parse().expect("pid")
+    }
+
+    /// Kills a daemon with SIGKILL and waits until it is gone.
+    pub fn kill9(&self, daemon: &str) {
+        let pid = nix::unistd::Pid::from_raw(self.pid(daemon));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).expect("kill -9");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{daemon} did not die");
+    }
+
+    /// All daemon logs, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut all = String::new();
+        for entry in std::fs::read_dir(self.home().join("log")).into_iter().flatten().flatten() {
+            all.push_str(&format!("==> {} <==\n", entry.path().display()));
+            all.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+        }
+        all
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Cancel whatever still runs so no job outlives the test, then stop the daemons.
+        let root = self.workdir(None);
+        let _ = self.run(None, &root, "scancel", &["--state=PENDING,RUNNING", "-u", "root,alice,bob"], None);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let out = self.run(None, &root, "squeue", &["-h", "-t", "RUNNING"], None);
+            if text(&out.stdout).trim().is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.drover("down");
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Bytes as text, lossily.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

@@ -1,0 +1,170 @@
+//! The foundation's end-to-end contract: real users submit `#SBATCH` scripts to a real cluster;
+//! jobs run as their owners; squeue, sacct and scancel answer as Slurm does; a crashed ctld or
+//! noded loses nothing.
+
+use drover_e2e::{require_users, text, Cluster};
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn uid_gid(user: &str) -> (u32, u32) {
+    let u = nix::unistd::User::from_name(user).unwrap().unwrap();
+    (u.uid.as_raw(), u.gid.as_raw())
+}
+
+/// Each user's job runs with that user's uid, gid and groups; the output file is theirs.
+#[test]
+fn jobs_run_as_their_owners() {
+    if !require_users() {
+        return;
+    }
+    let cluster = Cluster::start();
+    let script = "#!/bin/bash\n#SBATCH -J whoami\n#SBATCH -o out-%j.txt\n#SBATCH -t 5 --mem=100M\n#SBATCH -c 1\n\
+        echo uid=$(id -u) gid=$(id -g) groups=$(id -G)\necho job=$SLURM_JOB_ID name=$SLURM_JOB_NAME\n";
+    let mut jobs = Vec::new();
+    for user in ["alice", "bob"] {
+        let job_id = cluster.submit(Some(user), "whoami.sh", script, &[]);
+        jobs.push((user, job_id));
+    }
+    for (user, job_id) in jobs {
+        assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
+        let path = cluster.workdir(Some(user)).join(format!("out-{job_id}.txt"));
+        let output = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}\n{}", path.display(), cluster.logs()));
+        let (uid, gid) = uid_gid(user);
+        let groups = text(&std::process::Command::new("id").args(["-G", user]).output().unwrap().stdout);
+        assert!(output.contains(&format!("uid={uid} gid={gid} groups={}", groups.trim())), "{user}: {output}");
+        assert!(output.contains(&format!("job={job_id} name=whoami")), "{user}: {output}");
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (uid, gid), "output file of {user} must belong to {user}");
+    }
+}
+
+/// `--parsable` prints the id alone; plain sbatch prints Slurm's sentence.
+#[test]
+fn sbatch_output_forms() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let out = cluster.run(None, &dir, "sbatch", &["--parsable", "--wrap", "true"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let first: u32 = text(&out.stdout).trim().parse().expect("a bare job id");
+    let out = cluster.run(None, &dir, "sbatch", &["--wrap", "true"], None);
+    assert_eq!(text(&out.stdout), format!("Submitted batch job {}\n", first + 1));
+    let out = cluster.run(None, &dir, "sbatch", &[], Some("#!/bin/sh\ntrue\n"));
+    assert_eq!(text(&out.stdout), format!("Submitted batch job {}\n", first + 2));
+}
+
+/// squeue and sacct show pending, running, completed, failed and cancelled jobs as Slurm does.
+#[test]
+fn states_in_squeue_and_sacct() {
+    let cluster = Cluster::start();
+    let ok = cluster.submit(None, "ok.sh", "#!/bin/sh\n#SBATCH -J okjob\ntrue\n", &[]);
+    let failed = cluster.submit(None, "fail.sh", "#!/bin/sh\n#SBATCH -J failjob\nexit 3\n", &[]);
+    let running = cluster.submit(None, "run.sh", "#!/bin/sh\n#SBATCH -J runjob\nsleep 300\n", &[]);
+    // Both nodes fully taken, so the next one must wait for resources.
+    let blocker = cluster.submit(None, "big.sh", "#!/bin/sh\n#SBATCH -J bigjob\n#SBATCH -N 2 --exclusive\nsleep 300\n", &[]);
+    let held = cluster.submit(None, "held.sh", "#!/bin/sh\n#SBATCH -J heldjob -H\ntrue\n", &[]);
+    assert_eq!(cluster.wait_state(ok, "COMPLETED", LONG), "0:0");
+    assert_eq!(cluster.wait_state(failed, "FAILED", LONG), "3:0");
+    cluster.wait_state(running, "RUNNING", LONG);
+
+    let squeue = cluster.ok("squeue", &["-h", "-o", "%i %j %t %r"]);
+    assert!(squeue.contains(&format!("{running} runjob R None")), "{squeue}");
+    assert!(squeue.contains(&format!("{held} heldjob PD JobHeldUser")), "{squeue}");
+    assert!(!squeue.contains("okjob"), "finished jobs are not in squeue by default:\n{squeue}");
+    let state_of_blocker = cluster.ok("squeue", &["-h", "-j", &blocker.to_string(), "-o", "%T %R"]);
+    assert_eq!(state_of_blocker.trim(), "PENDING (Resources)");
+
+    cluster.ok("scancel", &[&running.to_string()]);
+    cluster.wait_state(running, "CANCELLED", LONG);
+    let sacct = cluster.ok("sacct", &["-P", "-n", "-o", "JobID,JobName,State,ExitCode", "-j", &format!("{ok},{failed},{running}")]);
+    let lines: Vec<&str> = sacct.lines().collect();
+    assert!(lines.contains(&format!("{ok}|okjob|COMPLETED|0:0").as_str()), "{sacct}");
+    assert!(lines.contains(&format!("{ok}.batch|batch|COMPLETED|0:0").as_str()), "{sacct}");
+    assert!(lines.contains(&format!("{failed}|failjob|FAILED|3:0").as_str()), "{sacct}");
+    assert!(lines.contains(&format!("{failed}.batch|batch|FAILED|3:0").as_str()), "{sacct}");
+    assert!(lines.contains(&format!("{running}|runjob|CANCELLED by 0|0:0").as_str()), "{sacct}");
+    let pending = cluster.ok("sacct", &["-X", "-P", "-n", "-o", "JobID,State", "-j", &held.to_string()]);
+    assert_eq!(pending, format!("{held}|PENDING\n"));
+}
+
+/// Another user's cancel is refused with Slurm's message; the owner's works.
+#[test]
+fn only_owners_cancel() {
+    if !require_users() {
+        return;
+    }
+    let cluster = Cluster::start();
+    let job_id = cluster.submit(Some("alice"), "long.sh", "#!/bin/sh\nsleep 300\n", &[]);
+    cluster.wait_state(job_id, "RUNNING", LONG);
+    let id = job_id.to_string();
+    let out = cluster.run(Some("bob"), &cluster.workdir(Some("bob")), "scancel", &[&id], None);
+    assert_eq!(text(&out.stderr), format!("scancel: error: Kill job error on job id {job_id}: Access/permission denied\n"));
+    assert!(!out.status.success());
+    assert_eq!(cluster.sacct_state(job_id).unwrap().0, "RUNNING");
+    let out = cluster.run(Some("alice"), &cluster.workdir(Some("alice")), "scancel", &[&id], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (alice_uid, _) = uid_gid("alice");
+    cluster.wait_state(job_id, &format!("CANCELLED by {alice_uid}"), LONG);
+}
+
+/// A malformed directive names the line and column, and no job is created.
+#[test]
+fn malformed_directive_creates_no_job() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    std::fs::write(dir.join("bad.sh"), "#!/bin/sh\n#SBATCH -J fine\n#SBATCH --time=\"10\n true\n").unwrap();
+    let out = cluster.run(None, &dir, "sbatch", &["bad.sh"], None);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("bad.sh:3:"), "error must name the script and line: {stderr}");
+    assert!(text(&out.stdout).is_empty());
+    let next = cluster.submit(None, "good.sh", "#!/bin/sh\ntrue\n", &[]);
+    assert_eq!(next, 1, "the rejected script must not have used a job id");
+}
+
+/// An acknowledged submission survives `kill -9` of ctld, and then runs.
+#[test]
+fn acknowledged_job_survives_ctld_crash() {
+    let cluster = Cluster::start();
+    let job_id = cluster.submit(None, "after.sh", "#!/bin/sh\n#SBATCH -J survivor\n#SBATCH --begin=now+2\necho hi\n", &[]);
+    cluster.kill9("ctld");
+    let out = cluster.drover("up");
+    assert!(out.status.success(), "restart failed: {}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
+    let name = cluster.ok("sacct", &["-X", "-P", "-n", "-o", "JobName", "-j", &job_id.to_string()]);
+    assert_eq!(name, "survivor\n");
+}
+
+/// A running job survives `kill -9` of its noded and completes normally.
+#[test]
+fn running_job_survives_noded_crash() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let job_id = cluster.submit(None, "slow.sh", "#!/bin/sh\n#SBATCH -w n1\n#SBATCH -o slow.out\nsleep 4\necho done\n", &[]);
+    cluster.wait_state(job_id, "RUNNING", LONG);
+    cluster.kill9("noded-n1");
+    std::thread::sleep(Duration::from_millis(500));
+    let out = cluster.drover("up");
+    assert!(out.status.success(), "restart failed: {}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
+    assert_eq!(std::fs::read_to_string(dir.join("slow.out")).unwrap(), "done\n");
+}
+
+/// The issue's "done when": a non-root user's job with the common directives completes and
+/// `sacct -X -P -n -o JobID,JobName,State,ExitCode` prints exactly `N|name|COMPLETED|0:0`.
+#[test]
+fn done_when() {
+    if !require_users() {
+        return;
+    }
+    let cluster = Cluster::start();
+    let script = "#!/bin/bash\n#SBATCH -J trainer\n#SBATCH -o train-%j.out\n#SBATCH -t 10\n#SBATCH --mem=200M\n#SBATCH -c 2\n#SBATCH --gres=gpu:1\necho gpus=$CUDA_VISIBLE_DEVICES\n";
+    let job_id = cluster.submit(Some("alice"), "train.sh", script, &[]);
+    cluster.wait_state(job_id, "COMPLETED", LONG);
+    let row = cluster.ok("sacct", &["-X", "-P", "-n", "-o", "JobID,JobName,State,ExitCode", "-j", &job_id.to_string()]);
+    assert_eq!(row, format!("{job_id}|trainer|COMPLETED|0:0\n"));
+    let output = std::fs::read_to_string(cluster.workdir(Some("alice")).join(format!("train-{job_id}.out"))).unwrap();
+    assert!(output.starts_with("gpus="), "{output}");
+    assert_ne!(output.trim(), "gpus=", "a GPU job sees its GPU");
+}
