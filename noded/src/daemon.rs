@@ -257,8 +257,7 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
         return Ok(());
     }
     std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let bytes = postcard::to_allocvec(request).context("encoding the launch request")?;
-    std::fs::write(dir.join("launch"), bytes).with_context(|| format!("writing {}/launch", dir.display()))?;
+    supervisor::write_launch(&dir, request)?;
     let pid = supervisor::spawn(&settings.exe, &dir, &settings.socket())?;
     tracing::info!(job_id = request.job_id, pid, "supervisor started");
     Ok(())
@@ -283,7 +282,7 @@ async fn report(
             }
         };
         if !entry.started {
-            if let Some(start_time) = supervisor::read_started(&dir) {
+            if let Ok(Some(start_time)) = supervisor::read_started(&dir) {
                 entry.started = true;
                 messages.send(&NodeMessage::JobStarted { job_id, start_time }).await?;
             }
@@ -300,7 +299,7 @@ async fn report(
                     job_id,
                     outcome: JobOutcome::LaunchFailed { message: "job supervisor died".into() },
                     exit_status: WaitStatus::signaled(9),
-                    start_time: supervisor::read_started(&dir),
+                    start_time: supervisor::read_started(&dir).ok().flatten(),
                     end_time: drover_shared::now(),
                 })
             }

@@ -1,3 +1,88 @@
-//! drover-noded: placeholder entry point until the node daemon lands.
+//! drover-noded entry point. `drover-noded --name N` runs the node daemon; the hidden
+//! `drover-noded supervise --job-dir D --noded-socket S` is the per-job supervisor the daemon
+//! starts for each job (the same binary, so a node has one executable to install).
 
-fn main() {}
+use drover_noded::{daemon, supervisor};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Drover node daemon.
+#[derive(Debug, Parser)]
+#[command(version, args_conflicts_with_subcommands = true)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct DaemonArgs {
+    /// Cluster configuration file.
+    #[arg(long, env = "DROVER_CONF", default_value = "/etc/drover/cluster.toml")]
+    config: PathBuf,
+    /// This node's name, as in the config (default: the short host name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Where job directories and the supervisor socket live.
+    #[arg(long, default_value = "/var/spool/drover")]
+    state_dir: PathBuf,
+    /// ctld's node address (default: the config's controller address).
+    #[arg(long)]
+    controller: Option<String>,
+    /// Seconds between heartbeats.
+    #[arg(long, default_value_t = 2)]
+    heartbeat: u64,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one job's supervisor (started by the daemon, not by hand).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(long)]
+        job_dir: PathBuf,
+        #[arg(long)]
+        noded_socket: PathBuf,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if let Some(Command::Supervise { job_dir, noded_socket }) = args.command {
+        std::process::exit(supervisor::main(&job_dir, &noded_socket));
+    }
+    let args = args.daemon;
+    let config = drover_shared::config::Config::load(&args.config)?;
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let name = match args.name {
+        Some(name) => name,
+        None => nix::unistd::gethostname()?.to_string_lossy().split('.').next().unwrap_or_default().to_owned(),
+    };
+    let node = config.node(&name).with_context(|| format!("node `{name}` is not in {}", config.path.display()))?;
+    let settings = daemon::NodeSettings {
+        name: name.clone(),
+        controller: args.controller.unwrap_or_else(|| config.controller_address.clone()),
+        state_dir: args.state_dir,
+        key: Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?),
+        cpus: node.cpus,
+        real_memory_mb: node.real_memory_mb,
+        gpus: node.gpus.clone(),
+        heartbeat: Duration::from_secs(args.heartbeat.max(1)),
+        exe: std::env::current_exe().context("locating the drover-noded binary")?,
+    };
+    tracing::info!(node = name, controller = settings.controller, "drover-noded starting");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async {
+        let shutdown = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
+        };
+        daemon::run(settings, shutdown).await
+    })
+}

@@ -1,0 +1,802 @@
+//! The sbatch option table: one [`OptionDef`] per option — its names, its `SBATCH_*` variable, its
+//! help line and the function that checks a value and stores it in a [`LowArgs`]. The command line,
+//! the environment and the `#SBATCH` directives all go through these definitions, and `--help` is
+//! printed from them.
+//!
+//! Options that Slurm has but Drover does not implement yet are in the table too, as
+//! [`Apply::NotYet`]: they take part in abbreviation matching exactly as in Slurm (so `--ti` stays
+//! ambiguous between `--time` and `--time-min`), and using one is a clear error rather than
+//! "unrecognized option" or, worse, a silently ignored request.
+
+use super::lowargs::{Action, LowArgs, NodeCount};
+use drover_shared::UnixTime;
+use drover_shared::grammar::ValueError;
+use drover_shared::grammar::date::{Calendar, parse_date_time};
+use drover_shared::grammar::gres::{parse_gpus, parse_gres};
+use drover_shared::grammar::mem::parse_mem_mb;
+use drover_shared::grammar::time::parse_time_limit;
+use drover_shared::job::MemRequest;
+
+/// What the value-checking functions may consult besides the value itself.
+pub(crate) struct Ctx<'a> {
+    /// The submission time, for `--begin`/`--deadline`.
+    pub(crate) now: UnixTime,
+    /// The local time zone, for `--begin`/`--deadline`.
+    pub(crate) calendar: &'a dyn Calendar,
+}
+
+/// Whether an option takes a value, as getopt_long knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ArgKind {
+    /// `--hold`.
+    None,
+    /// `--time=10` or `--time 10`.
+    Required,
+    /// `--nice` or `--nice=10`, never `--nice 10`.
+    Optional,
+}
+
+/// How an option updates a [`LowArgs`].
+#[derive(Clone, Copy)]
+pub(crate) enum Apply {
+    /// A flag.
+    Flag(fn(&mut LowArgs)),
+    /// An option with a required value.
+    Value(fn(&mut LowArgs, &str, &Ctx<'_>) -> Result<(), OptionError>),
+    /// An option whose value may be left out.
+    OptionalValue(fn(&mut LowArgs, Option<&str>, &Ctx<'_>) -> Result<(), OptionError>),
+    /// A Slurm option Drover does not implement yet.
+    NotYet(ArgKind),
+}
+
+impl Apply {
+    /// Whether the option takes a value.
+    pub(crate) fn arg_kind(&self) -> ArgKind {
+        match self {
+            Apply::Flag(_) => ArgKind::None,
+            Apply::Value(_) => ArgKind::Required,
+            Apply::OptionalValue(_) => ArgKind::Optional,
+            Apply::NotYet(kind) => *kind,
+        }
+    }
+}
+
+/// Why one occurrence of an option was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OptionError {
+    /// The value does not follow the option's grammar.
+    Value(ValueError),
+    /// The option contradicts another one given in the same layer.
+    Conflict(String),
+    /// The option exists in Slurm but not in Drover yet.
+    NotSupported,
+}
+
+impl From<ValueError> for OptionError {
+    fn from(error: ValueError) -> Self {
+        OptionError::Value(error)
+    }
+}
+
+/// Where an option may appear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Command line, environment and directives.
+    Anywhere,
+    /// Only on the command line (`--help`, `--wrap`, …).
+    CommandLine,
+}
+
+/// The `--help` heading an option is listed under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Section {
+    Run,
+    Constraint,
+    Resources,
+    Gpu,
+    Help,
+}
+
+impl Section {
+    /// Every section, in `--help` order.
+    pub(crate) const ALL: [Section; 5] =
+        [Section::Run, Section::Constraint, Section::Resources, Section::Gpu, Section::Help];
+
+    /// The heading line.
+    pub(crate) fn title(self) -> &'static str {
+        match self {
+            Section::Run => "Job options:",
+            Section::Constraint => "Node and memory constraints:",
+            Section::Resources => "Consumable resources:",
+            Section::Gpu => "GPUs:",
+            Section::Help => "Help:",
+        }
+    }
+}
+
+/// One option.
+pub(crate) struct OptionDef {
+    /// Long name without the dashes.
+    pub(crate) long: &'static str,
+    /// Short name, if any.
+    pub(crate) short: Option<char>,
+    /// Name of the value in `--help` (`--time=minutes`).
+    pub(crate) value_name: &'static str,
+    /// The `SBATCH_*` input variable, if any.
+    pub(crate) env: Option<&'static str>,
+    /// Heading in `--help`.
+    pub(crate) section: Section,
+    /// Help line; empty for options not implemented yet, which `--help` does not list.
+    pub(crate) help: &'static str,
+    /// Where the option may appear.
+    pub(crate) scope: Scope,
+    /// What it does.
+    pub(crate) apply: Apply,
+}
+
+impl std::fmt::Debug for OptionDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "--{}", self.long)
+    }
+}
+
+/// Options are equal when they are the same option: long names are unique in the table.
+impl PartialEq for OptionDef {
+    fn eq(&self, other: &Self) -> bool {
+        self.long == other.long
+    }
+}
+
+impl Eq for OptionDef {}
+
+impl OptionDef {
+    const fn new(long: &'static str, apply: Apply) -> OptionDef {
+        OptionDef {
+            long,
+            short: None,
+            value_name: "",
+            env: None,
+            section: Section::Run,
+            help: "",
+            scope: Scope::Anywhere,
+            apply,
+        }
+    }
+
+    const fn short(mut self, short: char) -> Self {
+        self.short = Some(short);
+        self
+    }
+
+    const fn value(mut self, value_name: &'static str) -> Self {
+        self.value_name = value_name;
+        self
+    }
+
+    const fn env(mut self, env: &'static str) -> Self {
+        self.env = Some(env);
+        self
+    }
+
+    const fn section(mut self, section: Section) -> Self {
+        self.section = section;
+        self
+    }
+
+    const fn help(mut self, help: &'static str) -> Self {
+        self.help = help;
+        self
+    }
+
+    const fn command_line_only(mut self) -> Self {
+        self.scope = Scope::CommandLine;
+        self
+    }
+
+    /// Whether Drover implements the option.
+    pub(crate) fn is_supported(&self) -> bool {
+        !matches!(self.apply, Apply::NotYet(_))
+    }
+
+    /// `--time`.
+    pub(crate) fn display_name(&self) -> String {
+        format!("--{}", self.long)
+    }
+}
+
+/// Stores a checked value in its slot.
+fn set<T, E: Into<OptionError>>(slot: &mut Option<T>, value: Result<T, E>) -> Result<(), OptionError> {
+    *slot = Some(value.map_err(Into::into)?);
+    Ok(())
+}
+
+/// A value error in the shared grammar's words.
+fn invalid(what: &'static str, value: &str, expected: &'static str) -> OptionError {
+    OptionError::Value(ValueError { what, value: value.to_owned(), expected })
+}
+
+/// A positive decimal integer that fits in u32.
+fn positive(what: &'static str, value: &str) -> Result<u32, OptionError> {
+    match value.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(invalid(what, value, "a positive integer")),
+    }
+}
+
+/// `-N min[-max]`, each with an optional `k` (×1024) or `m` (×1048576) suffix.
+fn node_count(value: &str) -> Result<NodeCount, OptionError> {
+    let err = || invalid("node count", value, "min[-max], each a positive integer with an optional k or m suffix");
+    let one = |text: &str| -> Option<u32> {
+        let (digits, factor) = match text.chars().last()? {
+            'k' | 'K' => (&text[..text.len() - 1], 1024u64),
+            'm' | 'M' => (&text[..text.len() - 1], 1024 * 1024),
+            _ => (text, 1),
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let n = digits.parse::<u64>().ok()?.checked_mul(factor)?;
+        u32::try_from(n).ok().filter(|n| *n > 0)
+    };
+    let value = value.trim();
+    let count = match value.split_once('-') {
+        Some((min, max)) => NodeCount { min: one(min).ok_or_else(err)?, max: Some(one(max).ok_or_else(err)?) },
+        None => NodeCount { min: one(value).ok_or_else(err)?, max: None },
+    };
+    if count.max.is_some_and(|max| max < count.min) {
+        return Err(err());
+    }
+    Ok(count)
+}
+
+/// `p1[,p2…]`.
+fn partitions(value: &str) -> Result<Vec<String>, OptionError> {
+    let names: Vec<String> = value.split(',').map(|p| p.trim().to_owned()).collect();
+    if names.iter().any(String::is_empty) {
+        return Err(invalid("partition list", value, "partition names separated by commas"));
+    }
+    Ok(names)
+}
+
+/// Sets the memory slot, refusing a different `--mem*` kind already given in the same layer.
+fn set_mem(low: &mut LowArgs, request: MemRequest) -> Result<(), OptionError> {
+    let same_kind = |a: &MemRequest, b: &MemRequest| std::mem::discriminant(a) == std::mem::discriminant(b);
+    if low.mem.as_ref().is_some_and(|earlier| !same_kind(earlier, &request)) {
+        return Err(OptionError::Conflict("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive".into()));
+    }
+    low.mem = Some(request);
+    Ok(())
+}
+
+/// A free-form string value, kept as given.
+fn text(value: &str) -> Result<String, OptionError> {
+    Ok(value.to_owned())
+}
+
+/// `-o/-e/-i`: `none` means `/dev/null`; anything else is a pattern kept as given.
+fn io_pattern(value: &str) -> Result<String, OptionError> {
+    Ok(if value.eq_ignore_ascii_case("none") { "/dev/null".to_owned() } else { value.to_owned() })
+}
+
+/// A hostlist expression (`node[01-04],gpu7`), checked and kept as given.
+fn hostlist(value: &str) -> Result<String, OptionError> {
+    if value.contains('/') {
+        return Err(invalid(
+            "node list",
+            value,
+            "a hostlist expression (reading node names from a file is not supported yet)",
+        ));
+    }
+    drover_shared::hostlist::expand(value)
+        .map_err(|_| invalid("node list", value, "a hostlist expression such as node[01-04,07]"))?;
+    Ok(value.to_owned())
+}
+
+/// `--export`: `ALL`, `NONE`, or `[ALL,]VAR[=value][,…]`.
+fn export(value: &str) -> Result<String, OptionError> {
+    super::environment::ExportSpec::parse(value)?;
+    Ok(value.to_owned())
+}
+
+/// `--nice[=adjustment]`, default 100, at most ±2147483645.
+fn nice(value: Option<&str>) -> Result<i32, OptionError> {
+    const LIMIT: i64 = 2_147_483_645;
+    let Some(value) = value else { return Ok(100) };
+    match value.trim().parse::<i64>() {
+        Ok(n) if n.abs() <= LIMIT => Ok(i32::try_from(n).unwrap_or(0)),
+        _ => Err(invalid("nice value", value, "an integer between -2147483645 and 2147483645")),
+    }
+}
+
+/// `--open-mode`: a word starting with `a` (append) or `t` (truncate).
+fn open_mode(value: &str) -> Result<bool, OptionError> {
+    match value.trim().as_bytes().first() {
+        Some(b'a' | b'A') => Ok(true),
+        Some(b't' | b'T') => Ok(false),
+        _ => Err(invalid("open mode", value, "append or truncate")),
+    }
+}
+
+/// `--exclusive[=user|mcs]`: only whole-node exclusivity is implemented.
+fn exclusive(value: Option<&str>) -> Result<bool, OptionError> {
+    match value {
+        None => Ok(true),
+        Some(v) => {
+            Err(invalid("exclusive mode", v, "no value (--exclusive=user and --exclusive=mcs are not supported yet)"))
+        }
+    }
+}
+
+/// `--gres`: `name[[:type]:count][,…]`; `help` is not available.
+fn gres(value: &str) -> Result<Vec<drover_shared::grammar::gres::GresRequest>, OptionError> {
+    if value.trim().eq_ignore_ascii_case("help") {
+        return Err(invalid(
+            "generic resource (gres) specification",
+            value,
+            "name[[:type]:count][,...] (--gres=help is not supported yet)",
+        ));
+    }
+    Ok(parse_gres(value)?)
+}
+
+/// `--get-user-env[=timeout][S|L]`.
+fn get_user_env(value: Option<&str>) -> Result<String, OptionError> {
+    let Some(value) = value else { return Ok(String::new()) };
+    let digits = value.trim_end_matches(['S', 's', 'L', 'l']);
+    if value.len() - digits.len() > 1 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid("--get-user-env value", value, "[timeout][S|L]"));
+    }
+    Ok(value.to_owned())
+}
+
+/// `-a/--array`: `spec[,spec…][%max]`, spec = `n`, `a-b` or `a-b:step`.
+fn array(value: &str) -> Result<String, OptionError> {
+    let err = || invalid("job array specification", value, "indexes such as 0-15, 0,6,16-32, 0-15:4 or 0-15%4");
+    let number = |s: &str| -> Option<u32> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+    };
+    let (specs, throttle) = match value.split_once('%') {
+        Some((specs, max)) => (specs, Some(max)),
+        None => (value, None),
+    };
+    if throttle.is_some_and(|max| number(max).is_none()) {
+        return Err(err());
+    }
+    for spec in specs.split(',') {
+        let (range, step) = match spec.split_once(':') {
+            Some((range, step)) => (range, Some(step)),
+            None => (spec, None),
+        };
+        match range.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (number(lo).ok_or_else(err)?, number(hi).ok_or_else(err)?);
+                if hi < lo || step.is_some_and(|s| number(s).is_none_or(|s| s == 0)) {
+                    return Err(err());
+                }
+            }
+            None if step.is_none() => {
+                number(range).ok_or_else(err)?;
+            }
+            None => return Err(err()),
+        }
+    }
+    Ok(value.to_owned())
+}
+
+/// Signal names `--signal` accepts, without the `SIG` prefix, with their Linux numbers.
+const SIGNALS: [(&str, u32); 31] = [
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("ILL", 4),
+    ("TRAP", 5),
+    ("ABRT", 6),
+    ("BUS", 7),
+    ("FPE", 8),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("SEGV", 11),
+    ("USR2", 12),
+    ("PIPE", 13),
+    ("ALRM", 14),
+    ("TERM", 15),
+    ("STKFLT", 16),
+    ("CHLD", 17),
+    ("CONT", 18),
+    ("STOP", 19),
+    ("TSTP", 20),
+    ("TTIN", 21),
+    ("TTOU", 22),
+    ("URG", 23),
+    ("XCPU", 24),
+    ("XFSZ", 25),
+    ("VTALRM", 26),
+    ("PROF", 27),
+    ("WINCH", 28),
+    ("IO", 29),
+    ("PWR", 30),
+    ("SYS", 31),
+];
+
+/// `--signal=[{R|B}:]sig[@secs]`.
+fn signal(value: &str) -> Result<String, OptionError> {
+    let err = || invalid("signal specification", value, "[{R|B}:]signal[@seconds], e.g. USR1@120 or B:10");
+    let rest = match value.split_once(':') {
+        Some((flags, rest)) if !flags.is_empty() && flags.chars().all(|c| matches!(c, 'R' | 'B' | 'r' | 'b')) => rest,
+        Some(_) => return Err(err()),
+        None => value,
+    };
+    let (sig, secs) = match rest.split_once('@') {
+        Some((sig, secs)) => (sig, Some(secs)),
+        None => (rest, None),
+    };
+    let numeric = sig.parse::<u32>().ok().filter(|n| (1..=64).contains(n));
+    let upper = sig.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    if numeric.is_none() && !SIGNALS.iter().any(|(n, _)| *n == name) {
+        return Err(err());
+    }
+    if secs.is_some_and(|s| s.is_empty() || s.parse::<u16>().is_err()) {
+        return Err(err());
+    }
+    Ok(value.to_owned())
+}
+
+/// `--mail-type`: a comma list of Slurm's event names.
+fn mail_type(value: &str) -> Result<String, OptionError> {
+    const TYPES: [&str; 13] = [
+        "NONE",
+        "BEGIN",
+        "END",
+        "FAIL",
+        "REQUEUE",
+        "ALL",
+        "INVALID_DEPEND",
+        "STAGE_OUT",
+        "TIME_LIMIT",
+        "TIME_LIMIT_90",
+        "TIME_LIMIT_80",
+        "TIME_LIMIT_50",
+        "ARRAY_TASKS",
+    ];
+    if value.split(',').all(|t| TYPES.iter().any(|known| known.eq_ignore_ascii_case(t.trim()))) {
+        Ok(value.to_owned())
+    } else {
+        Err(invalid(
+            "mail type",
+            value,
+            "a comma list of NONE, BEGIN, END, FAIL, REQUEUE, ALL, INVALID_DEPEND, STAGE_OUT, TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50, ARRAY_TASKS",
+        ))
+    }
+}
+
+/// `-d/--dependency`: `type:jobid[:jobid…]` items joined by `,` (all) or `?` (any), or `singleton`.
+/// The grammar is checked here so a script gets a line and column; ctld decides what it means.
+fn dependency(value: &str) -> Result<String, OptionError> {
+    const TYPES: [&str; 6] = ["after", "afterany", "afterok", "afternotok", "aftercorr", "afterburstbuffer"];
+    let err = || {
+        invalid(
+            "dependency",
+            value,
+            "type:jobid[:jobid...] items joined by , or ?, with type after, afterany, afterok, afternotok, aftercorr, afterburstbuffer, or singleton",
+        )
+    };
+    if value.contains(',') && value.contains('?') {
+        return Err(err());
+    }
+    let job_id = |text: &str, allow_delay: bool| -> bool {
+        let (id, delay) = match text.split_once('+') {
+            Some((id, delay)) if allow_delay => (id, Some(delay)),
+            Some(_) => return false,
+            None => (text, None),
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let id_ok = match id.split_once('_') {
+            Some((job, task)) => {
+                digits(job)
+                    && (task == "*"
+                        || digits(task)
+                        || task
+                            .strip_prefix('[')
+                            .and_then(|t| t.strip_suffix(']'))
+                            .is_some_and(|r| r.split(',').all(|part| part.split('-').all(digits))))
+            }
+            None => digits(id),
+        };
+        id_ok && delay.is_none_or(digits)
+    };
+    for item in value.split([',', '?']) {
+        if item.eq_ignore_ascii_case("singleton") {
+            continue;
+        }
+        let mut parts = item.split(':');
+        let first = parts.next().unwrap_or_default();
+        if job_id(first, false) {
+            // A bare job id list means afterany.
+            if !parts.all(|id| job_id(id, false)) {
+                return Err(err());
+            }
+            continue;
+        }
+        let kind = first.to_ascii_lowercase();
+        if !TYPES.contains(&kind.as_str()) {
+            return Err(err());
+        }
+        let ids: Vec<&str> = parts.collect();
+        if ids.is_empty() || !ids.iter().all(|id| job_id(id, kind == "after")) {
+            return Err(err());
+        }
+    }
+    Ok(value.to_owned())
+}
+
+fn date(value: &str, ctx: &Ctx<'_>) -> Result<UnixTime, OptionError> {
+    Ok(parse_date_time(value, ctx.now, ctx.calendar)?)
+}
+
+/// The option table, in `--help` order within each section.
+pub(crate) static OPTIONS: &[OptionDef] = &[
+    // Parallel run options.
+    OptionDef::new("array", Apply::Value(|low, v, _| set(&mut low.array, array(v))))
+        .short('a')
+        .value("indexes")
+        .env("SBATCH_ARRAY_INX")
+        .help("submit a job array with these task indexes"),
+    OptionDef::new("account", Apply::Value(|low, v, _| set(&mut low.account, text(v))))
+        .short('A')
+        .value("name")
+        .env("SBATCH_ACCOUNT")
+        .help("account to charge the job to"),
+    OptionDef::new("begin", Apply::Value(|low, v, ctx| set(&mut low.begin, date(v, ctx))))
+        .short('b')
+        .value("time")
+        .help("do not start the job before this date/time"),
+    OptionDef::new("comment", Apply::Value(|low, v, _| set(&mut low.comment, text(v))))
+        .value("name")
+        .help("free-form comment stored with the job"),
+    OptionDef::new(
+        "cpus-per-task",
+        Apply::Value(|low, v, _| set(&mut low.cpus_per_task, positive("number of CPUs per task", v))),
+    )
+    .short('c')
+    .value("ncpus")
+    .help("CPUs each task needs"),
+    OptionDef::new("deadline", Apply::Value(|low, v, ctx| set(&mut low.deadline, date(v, ctx))))
+        .value("time")
+        .help("drop the job if it cannot end before this date/time"),
+    OptionDef::new("dependency", Apply::Value(|low, v, _| set(&mut low.dependency, dependency(v))))
+        .short('d')
+        .value("type:jobid")
+        .help("start only once the listed jobs reach the given state"),
+    OptionDef::new("chdir", Apply::Value(|low, v, _| set(&mut low.chdir, text(v))))
+        .short('D')
+        .value("directory")
+        .help("working directory of the batch script"),
+    OptionDef::new("error", Apply::Value(|low, v, _| set(&mut low.error, io_pattern(v))))
+        .short('e')
+        .value("err")
+        .env("SBATCH_ERROR")
+        .help("file the batch script's stderr goes to"),
+    OptionDef::new("export", Apply::Value(|low, v, _| set(&mut low.export, export(v))))
+        .value("names")
+        .env("SBATCH_EXPORT")
+        .help("environment variables passed to the job: ALL, NONE or a list"),
+    OptionDef::new("get-user-env", Apply::OptionalValue(|low, v, _| set(&mut low.get_user_env, get_user_env(v))))
+        .value("timeout[mode]")
+        .env("SBATCH_GET_USER_ENV")
+        .help("ask for the user's login environment (sets SLURM_GET_USER_ENV)"),
+    OptionDef::new("gres", Apply::Value(|low, v, _| set(&mut low.gres, gres(v))))
+        .value("list")
+        .env("SBATCH_GRES")
+        .help("generic resources needed on each node"),
+    OptionDef::new("hold", Apply::Flag(|low| low.hold = Some(true)))
+        .short('H')
+        .help("submit the job held (scontrol release frees it)"),
+    OptionDef::new("ignore-pbs", Apply::Flag(|_| {}))
+        .env("SBATCH_IGNORE_PBS")
+        .help("ignore #PBS and #BSUB lines (Drover never reads them)"),
+    OptionDef::new("input", Apply::Value(|low, v, _| set(&mut low.input, io_pattern(v))))
+        .short('i')
+        .value("in")
+        .env("SBATCH_INPUT")
+        .help("file the batch script's stdin comes from"),
+    OptionDef::new("job-name", Apply::Value(|low, v, _| set(&mut low.job_name, text(v))))
+        .short('J')
+        .value("jobname")
+        .env("SBATCH_JOB_NAME")
+        .help("name of the job"),
+    OptionDef::new("mail-type", Apply::Value(|low, v, _| set(&mut low.mail_type, mail_type(v))))
+        .value("type")
+        .help("events to mail about: BEGIN, END, FAIL, ALL, ..."),
+    OptionDef::new("mail-user", Apply::Value(|low, v, _| set(&mut low.mail_user, text(v))))
+        .value("user")
+        .help("address for those mails"),
+    OptionDef::new("ntasks", Apply::Value(|low, v, _| set(&mut low.ntasks, positive("number of tasks", v))))
+        .short('n')
+        .value("ntasks")
+        .help("number of tasks the job's steps will run"),
+    OptionDef::new("nice", Apply::OptionalValue(|low, v, _| set(&mut low.nice, nice(v))))
+        .value("value")
+        .help("lower the job's priority by this much (default 100)"),
+    OptionDef::new("no-requeue", Apply::Flag(|low| low.requeue = Some(false)))
+        .env("SBATCH_NO_REQUEUE")
+        .help("never requeue the job"),
+    OptionDef::new(
+        "ntasks-per-node",
+        Apply::Value(|low, v, _| set(&mut low.ntasks_per_node, positive("number of tasks per node", v))),
+    )
+    .value("n")
+    .help("tasks to run on each node"),
+    OptionDef::new("nodes", Apply::Value(|low, v, _| set(&mut low.nodes, node_count(v))))
+        .short('N')
+        .value("N")
+        .help("node count, N = min[-max]"),
+    OptionDef::new("output", Apply::Value(|low, v, _| set(&mut low.output, io_pattern(v))))
+        .short('o')
+        .value("out")
+        .env("SBATCH_OUTPUT")
+        .help("file the batch script's stdout goes to"),
+    OptionDef::new("open-mode", Apply::Value(|low, v, _| set(&mut low.open_append, open_mode(v))))
+        .value("{append|truncate}")
+        .env("SBATCH_OPEN_MODE")
+        .help("append to or truncate the output and error files"),
+    OptionDef::new("partition", Apply::Value(|low, v, _| set(&mut low.partitions, partitions(v))))
+        .short('p')
+        .value("partition")
+        .env("SBATCH_PARTITION")
+        .help("partition(s) the job may run in"),
+    OptionDef::new("parsable", Apply::Flag(|low| low.parsable = Some(true))).help("print only the job id"),
+    OptionDef::new("qos", Apply::Value(|low, v, _| set(&mut low.qos, text(v))))
+        .short('q')
+        .value("qos")
+        .env("SBATCH_QOS")
+        .help("quality of service for the job"),
+    OptionDef::new("quiet", Apply::Flag(|low| low.quiet = Some(true))).short('Q').help("print nothing on success"),
+    OptionDef::new("requeue", Apply::Flag(|low| low.requeue = Some(true)))
+        .env("SBATCH_REQUEUE")
+        .help("allow the job to be requeued"),
+    OptionDef::new("signal", Apply::Value(|low, v, _| set(&mut low.signal, signal(v))))
+        .value("[R|B:]num[@time]")
+        .env("SBATCH_SIGNAL")
+        .help("signal the job this many seconds before its time limit"),
+    OptionDef::new("time", Apply::Value(|low, v, _| set(&mut low.time_limit, parse_time_limit(v))))
+        .short('t')
+        .value("minutes")
+        .env("SBATCH_TIMELIMIT")
+        .help("time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S"),
+    OptionDef::new("test-only", Apply::NotYet(ArgKind::None)),
+    OptionDef::new("verbose", Apply::Flag(|low| low.verbose = Some(low.verbose.unwrap_or(0).saturating_add(1))))
+        .short('v')
+        .env("SBATCH_DEBUG")
+        .help("report each option and where it came from"),
+    OptionDef::new("wait", Apply::NotYet(ArgKind::None)).short('W').env("SBATCH_WAIT"),
+    OptionDef::new("wrap", Apply::Value(|low, v, _| set(&mut low.wrap, text(v))))
+        .value("command")
+        .command_line_only()
+        .help("submit this command line as a /bin/sh script"),
+    // Constraint options.
+    OptionDef::new("constraint", Apply::Value(|low, v, _| set(&mut low.constraint, text(v))))
+        .short('C')
+        .value("list")
+        .env("SBATCH_CONSTRAINT")
+        .section(Section::Constraint)
+        .help("node features the job needs"),
+    OptionDef::new("mem", Apply::Value(|low, v, _| set_mem(low, MemRequest::PerNode(parse_mem_mb(v)?))))
+        .value("MB")
+        .env("SBATCH_MEM_PER_NODE")
+        .section(Section::Constraint)
+        .help("memory per node (MB, or a K, M, G or T suffix)"),
+    OptionDef::new("nodelist", Apply::Value(|low, v, _| set(&mut low.nodelist, hostlist(v))))
+        .short('w')
+        .value("hosts")
+        .section(Section::Constraint)
+        .help("nodes the job must include"),
+    OptionDef::new("exclude", Apply::Value(|low, v, _| set(&mut low.exclude, hostlist(v))))
+        .short('x')
+        .value("hosts")
+        .section(Section::Constraint)
+        .help("nodes the job must not use"),
+    // Consumable resources related options.
+    OptionDef::new("exclusive", Apply::OptionalValue(|low, v, _| set(&mut low.exclusive, exclusive(v))))
+        .env("SBATCH_EXCLUSIVE")
+        .section(Section::Resources)
+        .help("do not share the job's nodes with other jobs"),
+    OptionDef::new("mem-per-cpu", Apply::Value(|low, v, _| set_mem(low, MemRequest::PerCpu(parse_mem_mb(v)?))))
+        .value("MB")
+        .env("SBATCH_MEM_PER_CPU")
+        .section(Section::Resources)
+        .help("memory per allocated CPU"),
+    // GPU scheduling options.
+    OptionDef::new("gpus", Apply::Value(|low, v, _| set(&mut low.gpus, parse_gpus(v))))
+        .short('G')
+        .value("n")
+        .env("SBATCH_GPUS")
+        .section(Section::Gpu)
+        .help("GPUs for the whole job, [type:]count"),
+    OptionDef::new("gpus-per-node", Apply::Value(|low, v, _| set(&mut low.gpus_per_node, parse_gpus(v))))
+        .value("n")
+        .env("SBATCH_GPUS_PER_NODE")
+        .section(Section::Gpu)
+        .help("GPUs on each node, [type:]count"),
+    OptionDef::new("gpus-per-task", Apply::Value(|low, v, _| set(&mut low.gpus_per_task, parse_gpus(v))))
+        .value("n")
+        .env("SBATCH_GPUS_PER_TASK")
+        .section(Section::Gpu)
+        .help("GPUs for each task, [type:]count"),
+    OptionDef::new("mem-per-gpu", Apply::Value(|low, v, _| set_mem(low, MemRequest::PerGpu(parse_mem_mb(v)?))))
+        .value("MB")
+        .env("SBATCH_MEM_PER_GPU")
+        .section(Section::Gpu)
+        .help("memory per allocated GPU"),
+    // Help options.
+    OptionDef::new("help", Apply::Flag(|low| low.action = Some(Action::Help)))
+        .short('h')
+        .command_line_only()
+        .section(Section::Help)
+        .help("print this help and exit"),
+    OptionDef::new("usage", Apply::Flag(|low| low.action = Some(Action::Usage)))
+        .short('u')
+        .command_line_only()
+        .section(Section::Help)
+        .help("print a short usage summary and exit"),
+    OptionDef::new("version", Apply::Flag(|low| low.action = Some(Action::Version)))
+        .short('V')
+        .command_line_only()
+        .section(Section::Help)
+        .help("print the version and exit"),
+    // Slurm options Drover does not implement yet.
+    OptionDef::new("acctg-freq", Apply::NotYet(ArgKind::Required)).env("SBATCH_ACCTG_FREQ"),
+    OptionDef::new("batch", Apply::NotYet(ArgKind::Required)).env("SBATCH_BATCH"),
+    OptionDef::new("bb", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("bbf", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("clusters", Apply::NotYet(ArgKind::Required)).short('M').env("SBATCH_CLUSTERS"),
+    OptionDef::new("cluster-constraint", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("container", Apply::NotYet(ArgKind::Required)).env("SBATCH_CONTAINER"),
+    OptionDef::new("contiguous", Apply::NotYet(ArgKind::None)),
+    OptionDef::new("core-spec", Apply::NotYet(ArgKind::Required)).short('S').env("SBATCH_CORE_SPEC"),
+    OptionDef::new("cores-per-socket", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("cpu-freq", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("cpus-per-gpu", Apply::NotYet(ArgKind::Required)).env("SBATCH_CPUS_PER_GPU"),
+    OptionDef::new("delay-boot", Apply::NotYet(ArgKind::Required)).env("SBATCH_DELAY_BOOT"),
+    OptionDef::new("distribution", Apply::NotYet(ArgKind::Required)).short('m').env("SBATCH_DISTRIBUTION"),
+    OptionDef::new("export-file", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("extra-node-info", Apply::NotYet(ArgKind::Required)).short('B'),
+    OptionDef::new("gid", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("gpu-bind", Apply::NotYet(ArgKind::Required)).env("SBATCH_GPU_BIND"),
+    OptionDef::new("gpu-freq", Apply::NotYet(ArgKind::Required)).env("SBATCH_GPU_FREQ"),
+    OptionDef::new("gpus-per-socket", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("gres-flags", Apply::NotYet(ArgKind::Required)).env("SBATCH_GRES_FLAGS"),
+    OptionDef::new("hint", Apply::NotYet(ArgKind::Required)).env("SBATCH_HINT"),
+    OptionDef::new("immediate", Apply::NotYet(ArgKind::Optional)).short('I'),
+    OptionDef::new("jobid", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("kill-on-invalid-dep", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("licenses", Apply::NotYet(ArgKind::Required)).short('L'),
+    OptionDef::new("mcs-label", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("mem-bind", Apply::NotYet(ArgKind::Required)).env("SBATCH_MEM_BIND"),
+    OptionDef::new("mincpus", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("network", Apply::NotYet(ArgKind::Required)).env("SBATCH_NETWORK"),
+    OptionDef::new("no-kill", Apply::NotYet(ArgKind::Optional)).short('k').env("SBATCH_NO_KILL"),
+    OptionDef::new("nodefile", Apply::NotYet(ArgKind::Required)).short('F'),
+    OptionDef::new("ntasks-per-core", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("ntasks-per-gpu", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("ntasks-per-socket", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("overcommit", Apply::NotYet(ArgKind::None)).short('O').env("SBATCH_OVERCOMMIT"),
+    OptionDef::new("oversubscribe", Apply::NotYet(ArgKind::None)).short('s'),
+    OptionDef::new("power", Apply::NotYet(ArgKind::Required)).env("SBATCH_POWER"),
+    OptionDef::new("priority", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("profile", Apply::NotYet(ArgKind::Required)).env("SBATCH_PROFILE"),
+    OptionDef::new("propagate", Apply::NotYet(ArgKind::Optional)),
+    OptionDef::new("reboot", Apply::NotYet(ArgKind::None)),
+    OptionDef::new("reservation", Apply::NotYet(ArgKind::Required)).env("SBATCH_RESERVATION"),
+    OptionDef::new("sockets-per-node", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("spread-job", Apply::NotYet(ArgKind::None)).env("SBATCH_SPREAD_JOB"),
+    OptionDef::new("switches", Apply::NotYet(ArgKind::Required)).env("SBATCH_REQ_SWITCH"),
+    OptionDef::new("thread-spec", Apply::NotYet(ArgKind::Required)).env("SBATCH_THREAD_SPEC"),
+    OptionDef::new("threads-per-core", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("time-min", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("tmp", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("uid", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("use-min-nodes", Apply::NotYet(ArgKind::None)).env("SBATCH_USE_MIN_NODES"),
+    OptionDef::new("wait-all-nodes", Apply::NotYet(ArgKind::Required)).env("SBATCH_WAIT_ALL_NODES"),
+    OptionDef::new("wckey", Apply::NotYet(ArgKind::Required)).env("SBATCH_WCKEY"),
+];

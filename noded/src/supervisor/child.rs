@@ -1,0 +1,322 @@
+//! The job's own process: everything resolved as root before the fork ([`prepare`]), then a child
+//! that starts its own session, waits for the supervisor's go, becomes the user (supplementary
+//! groups, gid, uid), applies the umask, enters the working directory, opens its output files
+//! *as the user* and execs the script.
+//!
+//! The supervisor forks while it still has a single thread ([`fork_job`] checks), so the child
+//! may allocate and format like any program until it execs. Two close-on-exec pipes connect them:
+//! `go` (the supervisor writes one byte when the child may proceed: the place to move it into a
+//! job cgroup first) and `report` (the child writes why its setup failed; end of file with no
+//! message means the exec succeeded).
+
+use super::env::batch_environment;
+use super::{jobfiles, procfs, SupervisorError};
+use drover_shared::grammar::pattern::{expand_pattern, PatternContext};
+use drover_shared::proto::node::LaunchRequest;
+use nix::fcntl::OFlag;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::stat::Mode;
+use nix::unistd::{ForkResult, Gid, Pid, Uid, User};
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Output files are created with this mode, less the job's umask.
+const OUTPUT_MODE: u32 = 0o644;
+
+/// The longest setup-failure message a child reports.
+const MAX_REPORT: usize = 4000;
+
+/// Everything the child needs, resolved before the fork.
+pub(super) struct JobCommand<'a> {
+    launch: &'a LaunchRequest,
+    script: CString,
+    argv: Vec<CString>,
+    work_dir: PathBuf,
+    stdin: PathBuf,
+    stdout: PathBuf,
+    /// `None`: stderr goes to the stdout file, through the same open file.
+    stderr: Option<PathBuf>,
+    append: bool,
+    umask: Mode,
+    /// `None` when the supervisor already runs as the job's user (a developer's unprivileged run).
+    identity: Option<Identity>,
+    hostname: String,
+}
+
+struct Identity {
+    uid: Uid,
+    gid: Gid,
+    groups: Vec<Gid>,
+}
+
+/// Resolves the job's user and files, and writes the script where the user can execute it:
+/// `job_dir/script` owned by the user, mode 0500, in a `job_dir` made 0711 (traversable, not
+/// listable).
+pub(super) fn prepare<'a>(job_dir: &Path, launch: &'a LaunchRequest) -> Result<JobCommand<'a>, SupervisorError> {
+    let spec = &launch.spec;
+    let uid = Uid::from_raw(launch.uid);
+    let gid = Gid::from_raw(launch.gid);
+    let identity = if Uid::effective() == uid {
+        None
+    } else if !Uid::effective().is_root() {
+        return Err(SupervisorError::Refused(format!(
+            "the supervisor runs as uid {} and cannot start a job as uid {uid}",
+            Uid::effective()
+        )));
+    } else {
+        let user = User::from_uid(uid)
+            .map_err(|source| SupervisorError::Sys { operation: "getpwuid", source })?
+            .ok_or(SupervisorError::UnknownUser { uid: launch.uid })?;
+        let name = CString::new(user.name).map_err(|_| SupervisorError::UnknownUser { uid: launch.uid })?;
+        let groups = nix::unistd::getgrouplist(&name, gid)
+            .map_err(|source| SupervisorError::Sys { operation: "getgrouplist", source })?;
+        Some(Identity { uid, gid, groups })
+    };
+
+    let script_path = job_dir.join(jobfiles::SCRIPT);
+    write_script(&script_path, &spec.script, identity.as_ref().map(|identity| (identity.uid, identity.gid)))?;
+    std::fs::set_permissions(job_dir, std::fs::Permissions::from_mode(0o711))
+        .map_err(|source| SupervisorError::Write { path: job_dir.to_owned(), source })?;
+
+    let hostname = nix::unistd::gethostname()
+        .map_err(|source| SupervisorError::Sys { operation: "gethostname", source })?
+        .to_string_lossy()
+        .into_owned();
+    let work_dir = PathBuf::from(&spec.work_dir);
+    let context = PatternContext {
+        job_id: launch.job_id,
+        array: None,
+        node_name: launch.nodes.first().map_or(hostname.as_str(), String::as_str),
+        user: &launch.user,
+        job_name: &spec.name,
+    };
+    let resolve = |pattern: &str| work_dir.join(expand_pattern(pattern, &context));
+    let stdout = resolve(spec.stdout.as_deref().unwrap_or("slurm-%j.out"));
+    let stderr = spec.stderr.as_deref().map(resolve).filter(|stderr| *stderr != stdout);
+    let stdin = spec.stdin.as_deref().map_or_else(|| PathBuf::from("/dev/null"), resolve);
+
+    let script = c_string(script_path.as_os_str().as_bytes())?;
+    let mut argv = vec![script.clone()];
+    for arg in &spec.script_args {
+        argv.push(c_string(arg.as_bytes())?);
+    }
+    Ok(JobCommand {
+        launch,
+        script,
+        argv,
+        work_dir,
+        stdin,
+        stdout,
+        stderr,
+        append: spec.open_append == Some(true),
+        umask: Mode::from_bits_truncate(spec.umask & 0o777),
+        identity,
+        hostname,
+    })
+}
+
+/// Writes the script, mode 0500, owned by `owner` (by the supervisor's own user when `None`).
+fn write_script(path: &Path, script: &[u8], owner: Option<(Uid, Gid)>) -> Result<(), SupervisorError> {
+    let write_error = |source: std::io::Error| SupervisorError::Write { path: path.to_owned(), source };
+    match std::fs::remove_file(path) {
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => return Err(write_error(source)),
+        _ => {}
+    }
+    let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(write_error)?;
+    file.write_all(script).map_err(write_error)?;
+    if let Some((uid, gid)) = owner {
+        nix::unistd::fchown(&file, Some(uid), Some(gid)).map_err(|errno| write_error(errno.into()))?;
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(0o500)).map_err(write_error)
+}
+
+fn c_string(bytes: &[u8]) -> Result<CString, SupervisorError> {
+    CString::new(bytes).map_err(|_| SupervisorError::Refused("a script path or argument contains a NUL byte".into()))
+}
+
+/// The forked job, seen from the supervisor.
+pub(super) struct ForkedJob {
+    /// The batch shell; also the id of the job's session and process group.
+    pub(super) pid: Pid,
+    /// Names the batch shell for as long as this lives, even after it is reaped (no pid reuse).
+    pidfd: Option<OwnedFd>,
+    go: Option<File>,
+}
+
+impl ForkedJob {
+    /// Lets the child go on with its setup.
+    pub(super) fn release(&mut self) {
+        if let Some(mut go) = self.go.take() {
+            // A child that died already shows up as reaped; nothing to do here.
+            let _ = go.write_all(&[1]);
+        }
+    }
+
+    /// Sends `signal` to the batch shell only, never to a process that reused its pid.
+    pub(super) fn signal_shell(&self, signal: Signal) -> nix::Result<()> {
+        let Some(pidfd) = &self.pidfd else { return nix::sys::signal::kill(self.pid, signal) };
+        // SAFETY: pidfd_send_signal takes a pidfd we own, a signal number, a null siginfo
+        // (meaning "as kill(2) would") and no flags; it touches no memory of ours.
+        let rc = unsafe {
+            libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), signal as libc::c_int, std::ptr::null::<libc::siginfo_t>(), 0)
+        };
+        if rc < 0 { Err(nix::errno::Errno::last()) } else { Ok(()) }
+    }
+
+    /// A duplicate of the batch shell's stderr when it is a regular file, so the supervisor can
+    /// write Slurm's `*** JOB … CANCELLED ***` line where the user reads it. The duplicate shares
+    /// the job's open file description, so it can write only where the job itself can.
+    pub(super) fn shell_stderr(&self) -> Option<File> {
+        let pidfd = self.pidfd.as_ref()?;
+        // SAFETY: pidfd_getfd takes a pidfd we own, a descriptor number in the target and no
+        // flags, and returns a new close-on-exec descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), 2, 0) };
+        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.metadata().ok().filter(std::fs::Metadata::is_file).map(|_| file)
+    }
+}
+
+/// Forks the job's child, which waits for [`ForkedJob::release`] before doing anything the
+/// job can see. Also returns the reading end of the child's setup report: its setup-failure
+/// message, or nothing and end of file once it has exec'd.
+pub(super) fn fork_job(command: &JobCommand<'_>) -> Result<(ForkedJob, File), SupervisorError> {
+    let me = nix::unistd::getpid().as_raw();
+    if procfs::stat(me).is_none_or(|proc_stat| proc_stat.n_threads != 1) {
+        return Err(SupervisorError::Refused("the supervisor must fork the job before starting any thread".into()));
+    }
+    let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| SupervisorError::Sys { operation: "pipe2", source });
+    let (go_reader, go_writer) = pipe()?;
+    let (report_reader, report_writer) = pipe()?;
+    // SAFETY: the process has one thread (checked above), so the child is an ordinary
+    // single-threaded copy: it may allocate and lock. It never returns into the supervisor's
+    // code: `child_main` ends in exec or `_exit`.
+    match unsafe { nix::unistd::fork() }.map_err(|source| SupervisorError::Sys { operation: "fork", source })? {
+        ForkResult::Child => {
+            drop(go_writer);
+            drop(report_reader);
+            child_main(command, File::from(go_reader), File::from(report_writer))
+        }
+        ForkResult::Parent { child } => {
+            // SAFETY: pidfd_open takes a pid and no flags and returns a new descriptor or -1.
+            // The child cannot have been reaped yet: only this thread reaps, later.
+            let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) };
+            let pidfd = i32::try_from(pidfd).ok().filter(|fd| *fd >= 0).map(|fd| {
+                // SAFETY: the descriptor was just returned by the kernel and nothing else owns it.
+                unsafe { OwnedFd::from_raw_fd(fd) }
+            });
+            Ok((ForkedJob { pid: child, pidfd, go: Some(File::from(go_writer)) }, File::from(report_reader)))
+        }
+    }
+}
+
+fn child_main(command: &JobCommand<'_>, go: File, report: File) -> ! {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| become_job(command, go)));
+    let mut message = match outcome {
+        Ok(message) => message,
+        Err(_) => "the job's setup panicked".to_owned(),
+    };
+    if message.len() > MAX_REPORT {
+        let cut = (0..=MAX_REPORT).rev().find(|&idx| message.is_char_boundary(idx)).unwrap_or(0);
+        message.truncate(cut);
+    }
+    let _ = (&report).write_all(message.as_bytes());
+    // SAFETY: `_exit` ends this forked copy without running the supervisor's exit handlers or
+    // flushing its buffers, which belong to the supervisor.
+    unsafe { libc::_exit(1) }
+}
+
+/// Sets the child up and execs the script; returns only on failure, with the message for the
+/// job's `LaunchFailed` outcome.
+fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
+    let sys = |what: &str, errno: nix::errno::Errno| format!("{what}: {}", errno.desc());
+    if let Err(errno) = nix::unistd::setsid() {
+        return sys("could not start the job's session", errno);
+    }
+    reset_signals();
+    let mut byte = [0u8; 1];
+    if !matches!(go.read(&mut byte), Ok(1)) {
+        return "the supervisor went away before the job started".to_owned();
+    }
+    drop(go);
+
+    if Uid::effective().is_root() {
+        // The supervisor shields itself from the OOM killer; the job must not inherit that.
+        let _ = std::fs::write("/proc/self/oom_score_adj", "0");
+    }
+    if let Some(identity) = &command.identity {
+        if let Err(errno) = nix::unistd::setgroups(&identity.groups) {
+            return sys("could not set the supplementary groups", errno);
+        }
+        if let Err(errno) = nix::unistd::setgid(identity.gid) {
+            return sys(&format!("could not set gid {}", identity.gid), errno);
+        }
+        if let Err(errno) = nix::unistd::setuid(identity.uid) {
+            return sys(&format!("could not set uid {}", identity.uid), errno);
+        }
+    }
+    nix::sys::stat::umask(command.umask);
+    if let Err(errno) = nix::unistd::chdir(&command.work_dir) {
+        return sys(&format!("could not change to the working directory {}", command.work_dir.display()), errno);
+    }
+    if let Err(message) = open_stdio(command) {
+        return message;
+    }
+
+    let task_pid = nix::unistd::getpid().as_raw().unsigned_abs();
+    let env: Vec<CString> = batch_environment(command.launch, &command.hostname, task_pid)
+        .into_iter()
+        .filter(|(name, _)| !name.is_empty() && !name.contains('='))
+        .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
+        .collect();
+    let Err(errno) = nix::unistd::execve(&command.script, &command.argv, &env);
+    sys("could not execute the batch script", errno)
+}
+
+/// Puts every signal back to its default action and unblocks all: dispositions the supervisor
+/// inherited or set (Rust ignores SIGPIPE) must not reach the job. Real-time signals included;
+/// glibc keeps the two it reserves for itself (32 and 33) out of reach, and sets up their
+/// handlers itself in any program that needs them.
+fn reset_signals() {
+    // SAFETY: `sigaction` is plain old data; zeroed means SIG_DFL, no flags, an empty mask.
+    let default: libc::sigaction = unsafe { std::mem::zeroed() };
+    for signal in 1..=libc::SIGRTMAX() {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            // SAFETY: installing SIG_DFL registers no handler code; the struct outlives the
+            // call; a signal glibc refuses is reported as an error and left alone.
+            unsafe { libc::sigaction(signal, &default, std::ptr::null_mut()) };
+        }
+    }
+    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+}
+
+/// Opens stdin, stdout and stderr as the (already assumed) user and puts them on fds 0, 1, 2.
+fn open_stdio(command: &JobCommand<'_>) -> Result<(), String> {
+    let open_error = |what: &str, path: &Path, error: std::io::Error| format!("could not open the {what} {}: {error}", path.display());
+    let open_output = |path: &Path| {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .append(command.append)
+            .truncate(!command.append)
+            .mode(OUTPUT_MODE)
+            .open(path)
+    };
+    let stdin = File::open(&command.stdin).map_err(|error| open_error("input file", &command.stdin, error))?;
+    let stdout = open_output(&command.stdout).map_err(|error| open_error("output file", &command.stdout, error))?;
+    let stderr = match &command.stderr {
+        Some(path) => Some(open_output(path).map_err(|error| open_error("error file", path, error))?),
+        None => None,
+    };
+    let dup_error = |errno: nix::errno::Errno| format!("could not set up the job's stdio: {}", errno.desc());
+    nix::unistd::dup2_stdin(&stdin).map_err(dup_error)?;
+    nix::unistd::dup2_stdout(&stdout).map_err(dup_error)?;
+    nix::unistd::dup2_stderr(stderr.as_ref().unwrap_or(&stdout)).map_err(dup_error)?;
+    Ok(())
+}

@@ -1,0 +1,421 @@
+//! The supervisor process: prepares and forks the job while it has one thread, then starts three
+//! threads that turn blocking waits into [`Event`]s (the child's setup report, `waitpid`, the
+//! control socket) and runs one loop over them with the time limit and the SIGKILL escalation as
+//! deadlines. When the batch shell has exited and every other process of the job is gone, it
+//! writes `end`, tells noded, and exits.
+
+use super::child::{self, ForkedJob};
+use super::{SupervisorCommand, SupervisorError, SupervisorEvent, SupervisorReply, control, error_chain, jobfiles, procfs};
+use drover_shared::UnixTime;
+use drover_shared::job::WaitStatus;
+use drover_shared::proto::frame;
+use drover_shared::proto::node::{JobEnd, JobOutcome, LaunchRequest};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How often leftover processes are sent SIGKILL again after the batch shell exited.
+const LEFTOVER_KILL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How long the supervisor waits for leftover processes to die before it writes `end` anyway
+/// (a process stuck in the kernel cannot be killed; it is logged).
+const LEFTOVER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long one notification of noded may take.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The test hook that scales the time limit.
+const TIME_SCALE_VAR: &str = "DROVER_TIME_SCALE";
+
+/// Everything the main loop reacts to, besides its own deadlines.
+pub(super) enum Event {
+    /// The child finished its setup: `Ok` once the script was exec'd, `Err` with the reason it
+    /// could not be.
+    SetupReported(Result<(), String>),
+    /// `waitpid` reaped a process: the batch shell, or an orphan of the job reparented to us.
+    Reaped { pid: Pid, status: WaitStatus },
+    /// No child is left: every process of the job is gone.
+    NoChildren,
+    /// A command from the control socket, and where to send the reply.
+    Command { command: SupervisorCommand, reply: mpsc::Sender<SupervisorReply> },
+}
+
+/// Why Drover itself ended the job, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Termination {
+    Cancelled,
+    TimedOut,
+}
+
+pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorError> {
+    let job_dir = std::path::absolute(job_dir)
+        .map_err(|source| SupervisorError::Read { path: job_dir.to_owned(), source })?;
+    let me = nix::unistd::getpid();
+    let my_start_time = procfs::stat(me.as_raw()).map_or(0, |proc_stat| proc_stat.start_time);
+    jobfiles::write_pid_file(&job_dir, me.as_raw(), my_start_time)?;
+    // Everything the supervisor creates is private unless it says otherwise.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let launch = jobfiles::read_launch(&job_dir)?;
+    become_job_reaper();
+    if nix::unistd::geteuid().is_root() {
+        // Like slurmstepd: under memory pressure the kernel kills the job, not its supervisor.
+        let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+    }
+
+    let job_end = supervise(&job_dir, noded_socket, &launch);
+    let _ = std::fs::remove_file(job_dir.join(jobfiles::CONTROL_SOCKET));
+    jobfiles::write_end(&job_dir, &job_end)?;
+    log(format_args!("job {} ended: {:?}, exit status {}", job_end.job_id, job_end.outcome, job_end.exit_status));
+    let notified = notify_in_background(noded_socket, SupervisorEvent::Ended { job_id: launch.job_id });
+    let _ = notified.recv_timeout(NOTIFY_TIMEOUT);
+    Ok(())
+}
+
+/// Makes the supervisor a child subreaper, so that every process the job starts, even one that
+/// daemonizes, stays below it: signalled with the job and reaped before `end` is written.
+fn become_job_reaper() {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        log(format_args!("cannot become a subreaper ({}); daemonized job processes may escape", nix::errno::Errno::last()));
+    }
+}
+
+/// Runs the job to its end; every failure becomes part of the returned end.
+fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> JobEnd {
+    let launch_failed = |error: SupervisorError| {
+        let message = error_chain(&error);
+        log(format_args!("job {} could not start: {message}", launch.job_id));
+        job_end(launch, JobOutcome::LaunchFailed { message }, WaitStatus::exited(1), None)
+    };
+    let command = match child::prepare(job_dir, launch) {
+        Ok(command) => command,
+        Err(error) => return launch_failed(error),
+    };
+    let listener = match control::bind(job_dir) {
+        Ok(listener) => listener,
+        Err(error) => return launch_failed(error),
+    };
+    let (mut job, report) = match child::fork_job(&command) {
+        Ok(forked) => forked,
+        Err(error) => return launch_failed(error),
+    };
+    // A job cgroup, once there is one, is entered here: the child waits for this release.
+    job.release();
+    let limit_at = launch.time_limit.seconds().map(|seconds| Instant::now() + scaled_time_limit(seconds));
+
+    // One std channel into the single-threaded main loop: every source blocks in a system call
+    // in its own thread, and events are few, so an unbounded channel never grows.
+    let (events_tx, events_rx) = mpsc::channel();
+    spawn_thread("setup-report", events_tx.clone(), move |events| {
+        let mut message = String::new();
+        let reported = (&report).read_to_string(&mut message);
+        let setup = match reported {
+            Ok(_) if message.is_empty() => Ok(()),
+            Ok(_) => Err(message),
+            Err(error) => Err(format!("could not read the job's setup report: {error}")),
+        };
+        let _ = events.send(Event::SetupReported(setup));
+    });
+    spawn_thread("reaper", events_tx.clone(), reap_children);
+    spawn_thread("control", events_tx, move |events| control::serve(listener, events));
+
+    let supervision = Supervision {
+        job_dir,
+        noded_socket,
+        launch,
+        job,
+        setup: None,
+        start_time: None,
+        status: None,
+        termination: None,
+        limit_at,
+        kill_at: None,
+        no_children: false,
+        leftovers_since: None,
+    };
+    supervision.run(&events_rx)
+}
+
+fn spawn_thread(name: &str, events: mpsc::Sender<Event>, body: impl FnOnce(mpsc::Sender<Event>) + Send + 'static) {
+    let spawned = std::thread::Builder::new().name(name.to_owned()).spawn(move || body(events));
+    if let Err(error) = spawned {
+        // Without this thread the loop would wait forever for its events; a supervisor that
+        // cannot start a thread cannot supervise.
+        log(format_args!("cannot start the {name} thread: {error}"));
+        std::process::exit(1);
+    }
+}
+
+/// Reaps every child until none is left; the batch shell and reparented orphans alike.
+fn reap_children(events: mpsc::Sender<Event>) {
+    loop {
+        let mut raw_status = 0;
+        // SAFETY: waitpid writes one int through a pointer to a local that outlives the call.
+        let pid = unsafe { libc::waitpid(-1, &mut raw_status, 0) };
+        if pid > 0 {
+            let _ = events.send(Event::Reaped { pid: Pid::from_raw(pid), status: WaitStatus(raw_status) });
+        } else if nix::errno::Errno::last() != nix::errno::Errno::EINTR {
+            let _ = events.send(Event::NoChildren);
+            return;
+        }
+    }
+}
+
+/// `DROVER_TIME_SCALE` applied to a time limit: a test hook, documented in the module docs.
+fn scaled_time_limit(seconds: u64) -> Duration {
+    let scale = std::env::var(TIME_SCALE_VAR).ok().and_then(|text| text.parse::<f64>().ok());
+    match scale {
+        Some(scale) if scale.is_finite() && scale > 0.0 => Duration::from_secs_f64(seconds as f64 * scale),
+        _ => Duration::from_secs(seconds),
+    }
+}
+
+/// The main loop's state.
+struct Supervision<'a> {
+    job_dir: &'a Path,
+    noded_socket: &'a Path,
+    launch: &'a LaunchRequest,
+    job: ForkedJob,
+    /// The child's setup report, once it came.
+    setup: Option<Result<(), String>>,
+    start_time: Option<UnixTime>,
+    /// The batch shell's wait status, once reaped.
+    status: Option<WaitStatus>,
+    termination: Option<Termination>,
+    limit_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    no_children: bool,
+    /// When the batch shell's end was first seen with processes left over.
+    leftovers_since: Option<Instant>,
+}
+
+impl Supervision<'_> {
+    fn run(mut self, events: &mpsc::Receiver<Event>) -> JobEnd {
+        loop {
+            let now = Instant::now();
+            let mut wake_at = [self.limit_at, self.kill_at].into_iter().flatten().min();
+            if let (Some(_), Some(_)) = (self.status, &self.setup) {
+                if self.no_children {
+                    break;
+                }
+                // The batch shell is gone: so must be everything it left behind.
+                let since = *self.leftovers_since.get_or_insert(now);
+                if now.duration_since(since) >= LEFTOVER_TIMEOUT {
+                    log(format_args!("processes of job {} survive SIGKILL: {:?}", self.launch.job_id, self.job_processes()));
+                    break;
+                }
+                self.signal_job(Signal::SIGKILL);
+                wake_at = Some(now + LEFTOVER_KILL_INTERVAL);
+            }
+            let event = match wake_at {
+                Some(wake_at) => events.recv_timeout(wake_at.saturating_duration_since(now)),
+                None => events.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            };
+            match event {
+                Ok(event) => self.handle(event),
+                Err(mpsc::RecvTimeoutError::Timeout) => self.handle_deadlines(Instant::now()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.job_end()
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::SetupReported(Ok(())) => {
+                let start_time = drover_shared::now();
+                self.start_time = Some(start_time);
+                self.setup = Some(Ok(()));
+                log(format_args!("job {} started as pid {}", self.launch.job_id, self.job.pid));
+                if let Err(error) = jobfiles::write_started(self.job_dir, start_time) {
+                    log(format_args!("{}", error_chain(&error)));
+                }
+                let job_id = self.launch.job_id;
+                // Fire and forget: noded rescans job directories anyway.
+                drop(notify_in_background(self.noded_socket, SupervisorEvent::Started { job_id, start_time }));
+            }
+            Event::SetupReported(Err(message)) => {
+                log(format_args!("job {} could not start: {message}", self.launch.job_id));
+                self.setup = Some(Err(message));
+            }
+            Event::Reaped { pid, status } => {
+                if pid == self.job.pid {
+                    self.status = Some(status);
+                }
+            }
+            Event::NoChildren => self.no_children = true,
+            Event::Command { command, reply } => {
+                let _ = reply.send(self.obey(command));
+            }
+        }
+    }
+
+    fn obey(&mut self, command: SupervisorCommand) -> SupervisorReply {
+        log(format_args!("job {}: {command:?}", self.launch.job_id));
+        let ended = SupervisorReply::Rejected { message: "the batch script has ended".into() };
+        match command {
+            SupervisorCommand::Signal { signal, batch_only } => {
+                let Ok(signal) = Signal::try_from(signal) else {
+                    return SupervisorReply::Rejected { message: format!("invalid signal {signal}") };
+                };
+                if self.status.is_some() {
+                    return ended;
+                }
+                if batch_only {
+                    let _ = self.job.signal_shell(signal);
+                } else {
+                    self.signal_job(signal);
+                }
+            }
+            SupervisorCommand::Cancel { kill_wait } => {
+                if self.status.is_some() {
+                    return ended;
+                }
+                self.terminate(Termination::Cancelled, kill_wait);
+            }
+        }
+        SupervisorReply::Accepted
+    }
+
+    fn handle_deadlines(&mut self, now: Instant) {
+        if self.limit_at.is_some_and(|limit_at| limit_at <= now) {
+            self.limit_at = None;
+            if self.status.is_none() {
+                self.terminate(Termination::TimedOut, self.launch.kill_wait);
+            }
+        }
+        if self.kill_at.is_some_and(|kill_at| kill_at <= now) {
+            self.kill_at = None;
+            self.signal_job(Signal::SIGKILL);
+        }
+    }
+
+    /// Slurm's end of a job: a line in its stderr, SIGCONT and SIGTERM to all its processes,
+    /// SIGKILL `kill_wait` seconds later. The first reason to end the job is the one reported.
+    fn terminate(&mut self, termination: Termination, kill_wait: u32) {
+        if self.termination.is_none() {
+            self.termination = Some(termination);
+            self.write_notice(termination);
+        }
+        self.signal_job(Signal::SIGCONT);
+        self.signal_job(Signal::SIGTERM);
+        let kill_at = Instant::now() + Duration::from_secs(u64::from(kill_wait));
+        self.kill_at = Some(self.kill_at.map_or(kill_at, |earlier| earlier.min(kill_at)));
+    }
+
+    fn write_notice(&self, termination: Termination) {
+        let Some(mut stderr) = self.job.shell_stderr() else { return };
+        let node_name = self.launch.nodes.first().map_or("", String::as_str);
+        let notice = termination_notice(self.launch.job_id, node_name, &local_timestamp(drover_shared::now()), termination);
+        let _ = stderr.write_all(notice.as_bytes());
+    }
+
+    /// The job's processes: the batch shell's process group while the shell is unreaped (its pid
+    /// cannot be reused before), and every descendant of the supervisor, which catches the
+    /// processes that left the group or the session.
+    fn signal_job(&self, signal: Signal) {
+        if self.status.is_none() {
+            let _ = nix::sys::signal::killpg(self.job.pid, signal);
+        }
+        for pid in self.job_processes() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
+        }
+    }
+
+    fn job_processes(&self) -> Vec<i32> {
+        procfs::descendants(nix::unistd::getpid().as_raw())
+    }
+
+    fn job_end(self) -> JobEnd {
+        let exit_status = self.status.unwrap_or(WaitStatus::exited(1));
+        let outcome = match (self.setup, self.termination) {
+            (Some(Err(message)), _) => JobOutcome::LaunchFailed { message },
+            (_, Some(Termination::Cancelled)) => JobOutcome::Cancelled,
+            (_, Some(Termination::TimedOut)) => JobOutcome::TimedOut,
+            (_, None) => JobOutcome::Exited,
+        };
+        job_end(self.launch, outcome, exit_status, self.start_time)
+    }
+}
+
+fn job_end(launch: &LaunchRequest, outcome: JobOutcome, exit_status: WaitStatus, start_time: Option<UnixTime>) -> JobEnd {
+    JobEnd { job_id: launch.job_id, outcome, exit_status, start_time, end_time: drover_shared::now() }
+}
+
+/// Slurm's line in the job's stderr when Drover ends it.
+fn termination_notice(job_id: u32, node_name: &str, timestamp: &str, termination: Termination) -> String {
+    let reason = match termination {
+        Termination::Cancelled => "",
+        Termination::TimedOut => " DUE TO TIME LIMIT",
+    };
+    format!("slurmstepd: error: *** JOB {job_id} ON {node_name} CANCELLED AT {timestamp}{reason} ***\n")
+}
+
+/// `2024-05-01T10:00:00` in the node's local time, as Slurm prints times.
+fn local_timestamp(time: UnixTime) -> String {
+    // Drover runs on 64-bit Linux, where `time_t` is `i64`.
+    let time_t: libc::time_t = time;
+    // SAFETY: `tm` is plain old data; zeroed is a valid value for it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads one time_t and writes one tm, both locals that outlive the call;
+    // it is the thread-safe variant.
+    if unsafe { libc::localtime_r(&time_t, &mut tm) }.is_null() {
+        return time.to_string();
+    }
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+/// Sends one event to noded from a short-lived thread, so that a stalled noded cannot stall the
+/// supervisor; the receiver hears when the attempt is over.
+fn notify_in_background(noded_socket: &Path, event: SupervisorEvent) -> mpsc::Receiver<()> {
+    let (done_tx, done_rx) = mpsc::channel();
+    let noded_socket: PathBuf = noded_socket.to_owned();
+    let _ = std::thread::Builder::new().name("notify".into()).spawn(move || {
+        let sent = UnixStream::connect(&noded_socket).and_then(|mut stream| {
+            stream.set_write_timeout(Some(NOTIFY_TIMEOUT))?;
+            frame::write_message(&mut stream, &event).map_err(std::io::Error::other)
+        });
+        if let Err(error) = sent {
+            log(format_args!("could not notify noded at {}: {error}", noded_socket.display()));
+        }
+        let _ = done_tx.send(());
+    });
+    done_rx
+}
+
+/// One line in `supervisor.log` (the supervisor's stderr).
+fn log(message: std::fmt::Arguments<'_>) {
+    eprintln!("{} supervisor[{}]: {message}", drover_shared::now(), std::process::id());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notices_read_like_slurm() {
+        assert_eq!(
+            termination_notice(1234, "gpu01", "2024-05-01T10:00:00", Termination::Cancelled),
+            "slurmstepd: error: *** JOB 1234 ON gpu01 CANCELLED AT 2024-05-01T10:00:00 ***\n"
+        );
+        assert_eq!(
+            termination_notice(7, "n1", "2024-05-01T10:00:00", Termination::TimedOut),
+            "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***\n"
+        );
+        let timestamp = local_timestamp(1_714_557_600);
+        assert_eq!(timestamp.len(), "2024-05-01T10:00:00".len(), "{timestamp}");
+        assert!(timestamp.starts_with("2024-05-01T") || timestamp.starts_with("2024-04-30T"), "{timestamp}");
+    }
+}
