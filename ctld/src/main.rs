@@ -33,6 +33,7 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     std::fs::create_dir_all(&config.state_dir).with_context(|| format!("creating {}", config.state_dir.display()))?;
     let socket_path = config.client_socket();

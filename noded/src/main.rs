@@ -59,6 +59,7 @@ fn main() -> anyhow::Result<()> {
     let config = drover_shared::config::Config::load(&args.config)?;
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let name = match args.name {
         Some(name) => name,
