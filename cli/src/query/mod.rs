@@ -1,7 +1,15 @@
 //! The read-and-act commands: squeue, sacct, scancel, sinfo, scontrol.
+//!
+//! Each command file parses its arguments, makes one or two round trips to ctld and prints
+//! through a pure `render` function; [`format`] and [`common`] hold what they share. Test
+//! fixtures rebuild the scenario of the Slurm 22.05 samples in `testdata/` ([`scenario`]).
 
+mod common;
+mod format;
 pub(crate) mod sacct;
 pub(crate) mod scancel;
+#[cfg(test)]
+mod scenario;
 pub(crate) mod scontrol;
 pub(crate) mod sinfo;
 pub(crate) mod squeue;

@@ -1,8 +1,312 @@
-//! `scancel`: placeholder until its implementation lands.
+//! `scancel`: cancel or signal jobs named by id and/or picked by filters (user, account,
+//! partition, name, state), all ANDed by ctld.
+//!
+//! Slurm 22.05's reporting rules, which clients depend on, are kept in the pure [`report`]:
+//! cancelling an unknown or finished job is silent and succeeds (only `-v` shows the error);
+//! signalling one is an error; any other refusal (another user's job) is an error.
 
+use super::common;
+use clap::{ArgAction, Parser};
+use drover_shared::job::{JobId, JobState};
+use drover_shared::proto::client::{CancelRequest, ErrorCode, Request, Response};
 use std::ffi::OsString;
+use std::str::FromStr;
+
+#[derive(Debug, Parser)]
+#[command(name = "scancel", about = "Cancel or signal Drover jobs", disable_help_flag = true, infer_long_args = true)]
+struct Args {
+    /// Job ids.
+    job_ids: Vec<String>,
+    /// Only jobs of these accounts.
+    #[arg(short = 'A', long = "account")]
+    accounts: Vec<String>,
+    /// Signal only the batch shell.
+    #[arg(short = 'b', long = "batch")]
+    batch: bool,
+    /// Signal the batch shell and all steps (not supported yet).
+    #[arg(short = 'f', long = "full")]
+    full: bool,
+    /// Print this help.
+    #[arg(short = 'h', long = "help", action = ArgAction::Help)]
+    help: Option<bool>,
+    /// Accepted for compatibility (Drover has no burst buffers to skip).
+    #[arg(short = 'H', long = "hurry")]
+    hurry: bool,
+    /// Ask before each job (not supported yet).
+    #[arg(short = 'i', long = "interactive")]
+    interactive: bool,
+    /// Cluster (accepted; Drover serves one cluster).
+    #[arg(short = 'M', long = "clusters")]
+    clusters: Option<String>,
+    /// Only the caller's jobs.
+    #[arg(long = "me")]
+    me: bool,
+    /// Only jobs with these names.
+    #[arg(short = 'n', long = "name", alias = "jobname")]
+    names: Vec<String>,
+    /// Only jobs in these partitions.
+    #[arg(short = 'p', long = "partition")]
+    partitions: Vec<String>,
+    /// Only jobs with this QOS (not supported yet).
+    #[arg(short = 'q', long = "qos")]
+    qos: Vec<String>,
+    /// Do not report jobs that already ended.
+    #[arg(short = 'Q', long = "quiet")]
+    quiet: bool,
+    /// Only jobs in this reservation (not supported yet).
+    #[arg(short = 'R', long = "reservation")]
+    reservation: Option<String>,
+    /// Send this signal (name or number) instead of cancelling.
+    #[arg(short = 's', long = "signal")]
+    signal: Option<String>,
+    /// Only jobs in these states (PENDING, RUNNING, SUSPENDED).
+    #[arg(short = 't', long = "state")]
+    states: Vec<String>,
+    /// Only jobs of these users (names or uids).
+    #[arg(short = 'u', long = "user")]
+    users: Vec<String>,
+    /// Report each job acted on.
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    verbose: u8,
+    /// Only jobs on these nodes (not supported yet).
+    #[arg(short = 'w', long = "nodelist")]
+    nodelist: Vec<String>,
+    /// Only jobs with this WCKey (not supported yet).
+    #[arg(long = "wckey")]
+    wckey: Option<String>,
+}
+
+/// Parses a signal given by number (`10`) or name, with or without `SIG` (`USR1`, `sigusr1`).
+pub(crate) fn parse_signal(text: &str) -> anyhow::Result<i32> {
+    let trimmed = text.trim();
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return match trimmed.parse::<i32>() {
+            Ok(number) if (1..=64).contains(&number) => Ok(number),
+            _ => anyhow::bail!("Invalid job signal: {text}"),
+        };
+    }
+    let upper = trimmed.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    nix::sys::signal::Signal::from_str(&name)
+        .map(|signal| signal as i32)
+        .map_err(|_| anyhow::anyhow!("Invalid job signal: {text}"))
+}
+
+/// Parses a job id argument.
+fn parse_job_id(text: &str) -> anyhow::Result<JobId> {
+    match text.parse::<JobId>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ if text.contains(['_', '.', '+']) => {
+            anyhow::bail!("array tasks, job steps and heterogeneous job components are not supported yet: {text}")
+        }
+        _ => anyhow::bail!("Invalid job ID {text}"),
+    }
+}
+
+/// How outcomes are reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ReportOptions {
+    pub(crate) verbose: bool,
+    pub(crate) quiet: bool,
+    pub(crate) signal: Option<i32>,
+}
+
+/// What scancel writes to stderr for ctld's per-job outcomes, and its exit code.
+pub(crate) fn report(results: &[(JobId, Result<(), ErrorCode>)], options: ReportOptions) -> (String, i32) {
+    let mut stderr = String::new();
+    let mut code = 0;
+    for (job_id, result) in results {
+        if options.verbose {
+            match options.signal {
+                Some(signal) => stderr.push_str(&format!("scancel: Signal {signal} to job {job_id}\n")),
+                None => stderr.push_str(&format!("scancel: Terminating job {job_id}\n")),
+            }
+        }
+        let Err(error) = result else { continue };
+        let gone = matches!(error, ErrorCode::InvalidJobId | ErrorCode::AlreadyDone);
+        let (show, fails) = match (gone, options.signal) {
+            // Cancelling what no longer runs succeeds quietly (Slurm 22.05).
+            (true, None) => (options.verbose, false),
+            (true, Some(_)) => (!options.quiet, true),
+            (false, _) => (true, true),
+        };
+        if show {
+            stderr.push_str(&format!("scancel: error: Kill job error on job id {job_id}: {}\n", error.message()));
+        }
+        if fails {
+            code = 1;
+        }
+    }
+    (stderr, code)
+}
+
+/// A non-empty environment variable, as a one-item list.
+fn env_list(values: Vec<String>, var: &str) -> Vec<String> {
+    if !values.is_empty() {
+        return values;
+    }
+    std::env::var(var).ok().filter(|v| !v.is_empty()).into_iter().collect()
+}
 
 /// Runs `scancel`.
-pub(crate) fn run(_args: Vec<OsString>) -> anyhow::Result<i32> {
-    anyhow::bail!("scancel is not implemented yet")
+pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let args = match common::parse_args::<Args>("scancel", args) {
+        Ok(args) => args,
+        Err(code) => return Ok(code),
+    };
+    let unsupported = [
+        (args.full, "--full"),
+        (args.interactive, "--interactive"),
+        (!args.qos.is_empty(), "--qos"),
+        (args.reservation.is_some(), "--reservation"),
+        (!args.nodelist.is_empty(), "--nodelist"),
+        (args.wckey.is_some(), "--wckey"),
+    ];
+    if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {
+        anyhow::bail!("{option} is not supported yet");
+    }
+    let job_ids = args
+        .job_ids
+        .iter()
+        .flat_map(|a| common::comma_list(a))
+        .map(parse_job_id)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut users = common::resolve_users(&env_list(args.users.clone(), "SCANCEL_USER"))?;
+    if args.me {
+        users.push(common::my_uid());
+    }
+    let mut states = Vec::new();
+    for name in common::flat_list(&env_list(args.states.clone(), "SCANCEL_STATE")) {
+        match JobState::parse(&name) {
+            Some(state @ (JobState::Pending | JobState::Running | JobState::Suspended)) => states.push(state),
+            _ => anyhow::bail!("Invalid job state specified: {name}"),
+        }
+    }
+    let signal = args.signal.as_deref().map(parse_signal).transpose()?;
+    let request = CancelRequest {
+        job_ids,
+        users,
+        accounts: common::flat_list(&env_list(args.accounts.clone(), "SCANCEL_ACCOUNT")),
+        partitions: common::flat_list(&env_list(args.partitions.clone(), "SCANCEL_PARTITION")),
+        names: common::flat_list(&env_list(args.names.clone(), "SCANCEL_NAME")),
+        states,
+        signal,
+        batch_only: args.batch || std::env::var_os("SCANCEL_BATCH").is_some(),
+    };
+    let has_filter = !request.users.is_empty()
+        || !request.accounts.is_empty()
+        || !request.partitions.is_empty()
+        || !request.names.is_empty()
+        || !request.states.is_empty();
+    if request.job_ids.is_empty() && !has_filter {
+        anyhow::bail!("No job identification provided");
+    }
+    let results = match crate::client::call(&Request::Cancel(request.clone()))? {
+        Response::Cancelled { results } => results,
+        // A whole-request "no such job" answer for named ids is reported per id, like Slurm does.
+        Response::Error { code: ErrorCode::InvalidJobId, .. } if !request.job_ids.is_empty() => {
+            request.job_ids.iter().map(|id| (*id, Err(ErrorCode::InvalidJobId))).collect()
+        }
+        Response::Error { code, detail } => {
+            let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+            anyhow::bail!("{}{detail}", code.message())
+        }
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    };
+    let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
+    let (stderr, code) = report(&results, options);
+    eprint!("{stderr}");
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::expect;
+
+    #[test]
+    fn signals() {
+        let parse = |text: &str| parse_signal(text).map_err(|e| e.to_string());
+        assert_eq!(parse("USR1"), Ok(10));
+        assert_eq!(parse("SIGUSR2"), Ok(12));
+        assert_eq!(parse("sigterm"), Ok(15));
+        assert_eq!(parse("KILL"), Ok(9));
+        assert_eq!(parse("10"), Ok(10));
+        assert_eq!(parse("0"), Err("Invalid job signal: 0".into()));
+        assert_eq!(parse("BOGUS"), Err("Invalid job signal: BOGUS".into()));
+    }
+
+    #[test]
+    fn job_ids() {
+        assert_eq!(parse_job_id("25").ok(), Some(25));
+        assert_eq!(parse_job_id("12x").map_err(|e| e.to_string()), Err("Invalid job ID 12x".into()));
+        assert!(parse_job_id("29_1").is_err());
+    }
+
+    fn check(results: &[(JobId, Result<(), ErrorCode>)], options: ReportOptions, expect: expect_test::Expect) {
+        let (stderr, code) = report(results, options);
+        expect.assert_eq(&format!("{stderr}--- exit: {code} ---\n"));
+    }
+
+    #[test]
+    fn reports_match_slurm() {
+        let unknown = [(999_999, Err(ErrorCode::InvalidJobId))];
+        // err_scancel_bad_id.txt and err_scancel_bad_id_v.txt.
+        check(
+            &unknown,
+            ReportOptions::default(),
+            expect![[r#"
+            --- exit: 0 ---
+        "#]],
+        );
+        check(
+            &unknown,
+            ReportOptions { verbose: true, ..ReportOptions::default() },
+            expect![[r#"
+            scancel: Terminating job 999999
+            scancel: error: Kill job error on job id 999999: Invalid job id specified
+            --- exit: 0 ---
+        "#]],
+        );
+        check(
+            &unknown,
+            ReportOptions { signal: Some(12), ..ReportOptions::default() },
+            expect![[r#"
+            scancel: error: Kill job error on job id 999999: Invalid job id specified
+            --- exit: 1 ---
+        "#]],
+        );
+        check(
+            &unknown,
+            ReportOptions { signal: Some(12), quiet: true, ..ReportOptions::default() },
+            expect![[r#"
+            --- exit: 1 ---
+        "#]],
+        );
+        let mixed = [(25, Ok(())), (28, Err(ErrorCode::AccessDenied)), (20, Err(ErrorCode::AlreadyDone))];
+        check(
+            &mixed,
+            ReportOptions { quiet: true, ..ReportOptions::default() },
+            expect![[r#"
+            scancel: error: Kill job error on job id 28: Access/permission denied
+            --- exit: 1 ---
+        "#]],
+        );
+        check(
+            &mixed[..1],
+            ReportOptions { verbose: true, signal: Some(10), ..ReportOptions::default() },
+            expect![[r#"
+            scancel: Signal 10 to job 25
+            --- exit: 0 ---
+        "#]],
+        );
+    }
+
+    #[test]
+    fn options_after_ids_and_prefixes() {
+        let args: Vec<OsString> = ["12", "--sig", "USR2", "-vQ", "13,14"].iter().map(OsString::from).collect();
+        let parsed = common::parse_args::<Args>("scancel", args).map_err(|code| code.to_string());
+        let parsed = parsed.map(|a| (a.job_ids, a.signal, a.verbose, a.quiet));
+        assert_eq!(parsed, Ok((vec!["12".to_owned(), "13,14".to_owned()], Some("USR2".to_owned()), 1, true)));
+    }
 }

@@ -1,8 +1,649 @@
-//! `scontrol`: placeholder until its implementation lands.
+//! `scontrol`: the read side of Slurm's control command. `show job|node|partition [name]`
+//! print `Key=Value` records (continuation lines indented three spaces, or one line each with
+//! `-o`), `show hostnames|hostlist` convert hostlists, and `ping` asks ctld whether it is up.
+//! Commands that change state (`hold`, `update`, `requeue` …) are refused as not supported yet.
+//!
+//! scontrol's grammar is a small command language rather than options, so it is parsed by hand;
+//! the records are built by the pure `render_*` functions.
 
+use super::common;
+use super::format::{self, Tz};
+use super::sinfo::gres_string;
+use drover_shared::grammar::mem::format_mem_mb;
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::hostlist;
+use drover_shared::job::{JobId, JobInfo};
+use drover_shared::node::{NodeInfo, PartitionInfo};
+use drover_shared::proto::client::{JobQuery, Request, Response};
+use drover_shared::UnixTime;
 use std::ffi::OsString;
 
+const USAGE: &str = "Usage: scontrol [-o] [-d] <command> ...
+Commands supported by Drover:
+  show job [<job_id>]            show jobs
+  show node [<hostlist>]         show nodes
+  show partition [<name>]        show partitions
+  show hostnames [<hostlist>]    one host name per line (default $SLURM_JOB_NODELIST)
+  show hostlist <name,...>       compress host names into a hostlist
+  ping                           is the controller up
+Options: -o/--oneliner, -d/--details, -a/--all, -Q/--quiet, -v/--verbose, -M/--clusters <name>, -h/--help";
+
+/// Options common to every scontrol command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ShowOptions {
+    /// `-o`: one line per record.
+    pub(crate) oneliner: bool,
+    /// `-d`: extra lines (`DerivedExitCode`, `GresUsed`).
+    pub(crate) details: bool,
+}
+
+/// The separator between the lines of one record.
+fn separator(options: ShowOptions) -> &'static str {
+    if options.oneliner {
+        " "
+    } else {
+        "\n   "
+    }
+}
+
+fn job_time_limit(limit: Option<TimeLimit>) -> String {
+    match limit {
+        Some(TimeLimit::Minutes(minutes)) => format::hms(i64::from(minutes) * 60),
+        Some(TimeLimit::Unlimited) => "UNLIMITED".into(),
+        None => "Partition_Limit".into(),
+    }
+}
+
+/// One `scontrol show job` record.
+pub(crate) fn render_job(job: &JobInfo, now: UnixTime, tz: Tz, options: ShowOptions) -> String {
+    let ts = |time: Option<UnixTime>| format::timestamp_or(time, tz, "Unknown");
+    let started = common::has_started(job);
+    let end = job.end_time.or_else(|| match (job.start_time, job.time_limit) {
+        (Some(start), Some(TimeLimit::Minutes(minutes))) => Some(start + i64::from(minutes) * 60),
+        _ => None,
+    });
+    let (per_cpu, min_mem) = common::job_min_memory(job);
+    let mut lines = vec![
+        format!("JobId={} JobName={}", job.job_id, job.name),
+        format!("UserId={}({}) GroupId={}({}) MCS_label=N/A", job.user, job.uid, job.group, job.gid),
+        format!("Priority={} Nice={} Account={} QOS={}", job.priority, job.nice, job.account, job.qos),
+        format!(
+            "JobState={} Reason={} Dependency={}",
+            job.state().long_name(),
+            job.reason,
+            common::or_null(job.dependency.as_deref())
+        ),
+        format!(
+            "Requeue={} Restarts={} BatchFlag=1 Reboot=0 ExitCode={}",
+            u8::from(job.requeue),
+            job.restarts,
+            job.exit_status
+        ),
+    ];
+    if options.details {
+        let derived = job
+            .steps
+            .iter()
+            .filter(|s| matches!(s.step_id, drover_shared::job::StepId::Numbered(_)))
+            .map(|s| s.exit_status)
+            .max_by_key(|s| s.parts())
+            .unwrap_or_default();
+        lines.push(format!("DerivedExitCode={derived}"));
+    }
+    lines.extend([
+        format!("RunTime={} TimeLimit={} TimeMin=N/A", format::hms(job.elapsed(now)), job_time_limit(job.time_limit)),
+        format!("SubmitTime={} EligibleTime={}", format::timestamp(job.submit_time, tz), ts(job.eligible_time)),
+        format!("AccrueTime={}", ts(job.eligible_time)),
+        format!("StartTime={} EndTime={} Deadline=N/A", ts(job.start_time), ts(end)),
+        format!(
+            "SuspendTime=None SecsPreSuspend=0 LastSchedEval={} Scheduler=Main",
+            format::timestamp(job.start_time.unwrap_or(job.submit_time), tz)
+        ),
+        format!("Partition={} AllocNode:Sid={}:0", job.partition, job.submit_host),
+        format!(
+            "ReqNodeList={} ExcNodeList={}",
+            common::or_null(job.nodelist_requested.as_deref()),
+            common::or_null(job.exclude.as_deref())
+        ),
+        format!("NodeList={}", hostlist::compress(&job.nodes)),
+    ]);
+    if started {
+        lines.push(format!("BatchHost={}", job.nodes[0]));
+    }
+    lines.extend([
+        format!(
+            "NumNodes={} NumCPUs={} NumTasks={} CPUs/Task={} ReqB:S:C:T=0:0:*:*",
+            job.num_nodes,
+            job.num_cpus,
+            job.num_tasks,
+            job.cpus_per_task.max(1)
+        ),
+        format!("TRES={}", common::tres_string(&common::job_tres(job))),
+        "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*".to_owned(),
+        format!(
+            "MinCPUsNode={} {}={} MinTmpDiskNode=0",
+            job.cpus_per_task.max(1),
+            if per_cpu { "MinMemoryCPU" } else { "MinMemoryNode" },
+            format_mem_mb(min_mem)
+        ),
+        format!("Features={} DelayBoot=00:00:00", common::or_null(job.constraint.as_deref())),
+        format!(
+            "OverSubscribe={} Contiguous=0 Licenses=(null) Network=(null)",
+            if job.exclusive { "NO" } else { "OK" }
+        ),
+        format!("Command={}", common::or_null(job.command.as_deref())),
+        format!("WorkDir={}", job.work_dir),
+    ]);
+    if let Some(comment) = job.comment.as_deref().filter(|c| !c.is_empty()) {
+        lines.push(format!("Comment={comment}"));
+    }
+    lines.extend([
+        format!("StdErr={}", job.stderr),
+        format!("StdIn={}", job.stdin),
+        format!("StdOut={}", job.stdout),
+        "Power=".to_owned(),
+    ]);
+    if !job.tres_per_node.is_empty() {
+        lines.push(format!("TresPerNode={}", job.tres_per_node));
+    }
+    let sep = separator(options);
+    let mut out = lines.join(sep);
+    out.push_str(sep);
+    out.push('\n');
+    if !options.oneliner {
+        out.push('\n');
+    }
+    out
+}
+
+/// The node's `State=`: base state and `+FLAG`s.
+fn node_state(node: &NodeInfo) -> String {
+    let mut state = node.state.long_name().to_owned();
+    if node.drain {
+        state.push_str("+DRAIN");
+    }
+    if node.not_responding {
+        state.push_str("+NOT_RESPONDING");
+    }
+    state
+}
+
+/// One `scontrol show node` record. Hardware facts Drover does not collect print as Slurm
+/// prints them for a node that never reported them (`(null)`, `N/A`); sockets and threads are
+/// taken as 1, cores as the CPU count.
+pub(crate) fn render_node(node: &NodeInfo, tz: Tz, options: ShowOptions) -> String {
+    let ts = |time: Option<UnixTime>| format::timestamp_or(time, tz, "None");
+    let mut cfg_tres = vec![
+        ("cpu", node.cpus.to_string()),
+        ("mem", format_mem_mb(node.real_memory_mb)),
+        ("billing", node.cpus.to_string()),
+    ];
+    if !node.gpus.is_empty() {
+        cfg_tres.push(("gres/gpu", node.gpus.len().to_string()));
+    }
+    let mut alloc_tres = Vec::new();
+    if node.cpus_alloc > 0 {
+        alloc_tres.push(("cpu", node.cpus_alloc.to_string()));
+    }
+    if node.mem_alloc_mb > 0 {
+        alloc_tres.push(("mem", format_mem_mb(node.mem_alloc_mb)));
+    }
+    if !node.gpus_alloc.is_empty() {
+        alloc_tres.push(("gres/gpu", node.gpus_alloc.len().to_string()));
+    }
+    let mut lines = vec![
+        format!("NodeName={} Arch=(null) CoresPerSocket={} ", node.name, node.cpus),
+        format!("CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad=N/A", node.cpus_alloc, node.cpus, node.cpus),
+        "AvailableFeatures=(null)".to_owned(),
+        "ActiveFeatures=(null)".to_owned(),
+        format!("Gres={}", gres_string(node)),
+    ];
+    if options.details {
+        lines.push(format!("GresUsed={}", super::sinfo::gres_used_string(node)));
+    }
+    lines.extend([
+        format!("NodeAddr={} NodeHostName={} Version={}", node.address, node.name, node.version),
+        "OS=(null) ".to_owned(),
+        format!("RealMemory={} AllocMem={} FreeMem=N/A Sockets=1 Boards=1", node.real_memory_mb, node.mem_alloc_mb),
+        format!("State={} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A", node_state(node)),
+        format!("Partitions={} ", node.partitions.join(",")),
+        format!("BootTime={} SlurmdStartTime={}", ts(node.boot_time), ts(node.noded_start_time)),
+        format!("LastBusyTime={}", ts(node.last_busy_time)),
+        format!("CfgTRES={}", common::tres_string(&cfg_tres)),
+        format!("AllocTRES={}", common::tres_string(&alloc_tres)),
+        "CapWatts=n/a".to_owned(),
+        "CurrentWatts=0 AveWatts=0".to_owned(),
+        "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s".to_owned(),
+    ]);
+    if let Some(reason) = node.reason.as_deref().filter(|r| !r.is_empty()) {
+        lines.push(format!("Reason={reason}"));
+    }
+    record(&lines, options)
+}
+
+fn record(lines: &[String], options: ShowOptions) -> String {
+    let mut out = lines.join(separator(options));
+    out.push('\n');
+    if !options.oneliner {
+        out.push('\n');
+    }
+    out
+}
+
+fn list_or_all(items: &[String]) -> String {
+    if items.is_empty() {
+        "ALL".into()
+    } else {
+        items.join(",")
+    }
+}
+
+/// One `scontrol show partition` record.
+pub(crate) fn render_partition(partition: &PartitionInfo, options: ShowOptions) -> String {
+    let time = |limit: TimeLimit| match limit {
+        TimeLimit::Minutes(minutes) => format::hms(i64::from(minutes) * 60),
+        TimeLimit::Unlimited => "UNLIMITED".into(),
+    };
+    let mut tres = vec![
+        ("cpu", partition.total_cpus.to_string()),
+        ("mem", format_mem_mb(partition.total_mem_mb)),
+        ("node", partition.nodes.len().to_string()),
+        ("billing", partition.total_cpus.to_string()),
+    ];
+    if partition.total_gpus > 0 {
+        tres.push(("gres/gpu", partition.total_gpus.to_string()));
+    }
+    let yes_no = |flag: bool| if flag { "YES" } else { "NO" };
+    let nodes = if partition.nodes.is_empty() { "(null)".to_owned() } else { hostlist::compress(&partition.nodes) };
+    let lines = [
+        format!("PartitionName={}", partition.name),
+        format!(
+            "AllowGroups=ALL AllowAccounts={} AllowQos={}",
+            list_or_all(&partition.allow_accounts),
+            list_or_all(&partition.allow_qos)
+        ),
+        format!("AllocNodes=ALL Default={} QoS=N/A", yes_no(partition.default)),
+        format!(
+            "DefaultTime={} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden={}",
+            partition.default_time.map_or_else(|| "NONE".to_owned(), time),
+            yes_no(partition.hidden)
+        ),
+        format!(
+            "MaxNodes={} MaxTime={} MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED",
+            partition.max_nodes.map_or_else(|| "UNLIMITED".to_owned(), |n| n.to_string()),
+            time(partition.max_time)
+        ),
+        format!("Nodes={nodes}"),
+        format!(
+            "PriorityJobFactor={} PriorityTier={} RootOnly=NO ReqResv=NO OverSubscribe=NO",
+            partition.priority_job_factor, partition.priority_tier
+        ),
+        "OverTimeLimit=NONE PreemptMode=OFF".to_owned(),
+        format!(
+            "State={} TotalCPUs={} TotalNodes={} SelectTypeParameters=NONE",
+            if partition.up { "UP" } else { "DOWN" },
+            partition.total_cpus,
+            partition.nodes.len()
+        ),
+        "JobDefaults=(null)".to_owned(),
+        "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED".to_owned(),
+        format!("TRES={}", common::tres_string(&tres)),
+    ];
+    record(&lines, options)
+}
+
+/// A parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Invocation {
+    options: ShowOptions,
+    quiet: bool,
+    words: Vec<String>,
+}
+
+/// Splits options from command words; options may come anywhere (`show job -o 25`).
+fn parse_invocation(args: &[String]) -> Result<Option<Invocation>, String> {
+    let mut invocation = Invocation { options: ShowOptions::default(), quiet: false, words: Vec::new() };
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, None),
+            };
+            let known = ["oneliner", "details", "all", "quiet", "verbose", "clusters", "help"];
+            let matches: Vec<&&str> = known.iter().filter(|k| !name.is_empty() && k.starts_with(name)).collect();
+            let [full] = matches.as_slice() else { return Err(format!("unrecognized option '{arg}'")) };
+            match **full {
+                "oneliner" => invocation.options.oneliner = true,
+                "details" => invocation.options.details = true,
+                "quiet" => invocation.quiet = true,
+                "clusters" if value.is_none() && iter.next().is_none() => {
+                    return Err(format!("option '{arg}' requires an argument"))
+                }
+                "help" => return Ok(None),
+                _ => {}
+            }
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            let mut flags = arg[1..].chars();
+            while let Some(flag) = flags.next() {
+                match flag {
+                    'o' => invocation.options.oneliner = true,
+                    'd' => invocation.options.details = true,
+                    'Q' => invocation.quiet = true,
+                    'a' | 'v' => {}
+                    'h' => return Ok(None),
+                    'M' => {
+                        if flags.as_str().is_empty() && iter.next().is_none() {
+                            return Err("option requires an argument -- 'M'".into());
+                        }
+                        break;
+                    }
+                    other => return Err(format!("invalid option -- '{other}'")),
+                }
+            }
+        } else {
+            invocation.words.push(arg.clone());
+        }
+    }
+    Ok(Some(invocation))
+}
+
+/// Whether `word` names `full` (case-insensitive, abbreviations of at least `min` letters).
+fn names(word: &str, full: &str, min: usize) -> bool {
+    let word = word.to_ascii_lowercase();
+    word.len() >= min.min(full.len()) && full.starts_with(&word)
+}
+
 /// Runs `scontrol`.
-pub(crate) fn run(_args: Vec<OsString>) -> anyhow::Result<i32> {
-    anyhow::bail!("scontrol is not implemented yet")
+pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let args: Vec<String> = args.into_iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let invocation = match parse_invocation(&args) {
+        Ok(Some(invocation)) => invocation,
+        Ok(None) => {
+            println!("{USAGE}");
+            return Ok(0);
+        }
+        Err(message) => {
+            eprintln!("scontrol: {message}\nTry \"scontrol --help\" for more information");
+            return Ok(1);
+        }
+    };
+    let words = &invocation.words;
+    let Some(command) = words.first() else {
+        eprintln!("scontrol: error: no command given (interactive mode is not supported)\n{USAGE}");
+        return Ok(1);
+    };
+    let options = invocation.options;
+    if names(command, "ping", 2) {
+        return ping();
+    }
+    if !names(command, "show", 3) {
+        anyhow::bail!("{command} is not supported yet");
+    }
+    let Some(entity) = words.get(1) else { anyhow::bail!("no entity specified for show") };
+    let name = words.get(2).map(String::as_str);
+    if names(entity, "jobs", 3) {
+        show_jobs(name, options)
+    } else if names(entity, "nodes", 4) {
+        show_nodes(name, options)
+    } else if names(entity, "partitions", 4) {
+        show_partitions(name, options)
+    } else if names(entity, "hostnames", 5) {
+        let expr = match name {
+            Some(expr) => expr.to_owned(),
+            None => std::env::var("SLURM_JOB_NODELIST").map_err(|_| anyhow::anyhow!("no hostlist given"))?,
+        };
+        for host in hostlist::expand(&expr)? {
+            println!("{host}");
+        }
+        Ok(0)
+    } else if names(entity, "hostlist", 5) {
+        let Some(expr) = name else { anyhow::bail!("no host names given") };
+        println!("{}", hostlist::compress(&hostlist::expand(expr)?));
+        Ok(0)
+    } else {
+        anyhow::bail!("show {entity} is not supported yet")
+    }
+}
+
+fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
+    let job_ids: Vec<JobId> = match name {
+        None => Vec::new(),
+        Some(text) => match text.parse::<JobId>() {
+            Ok(id) if id > 0 => vec![id],
+            _ => {
+                eprintln!("slurm_load_jobs error: Invalid job id specified");
+                return Ok(1);
+            }
+        },
+    };
+    let query = JobQuery { job_ids: job_ids.clone(), include_finished: true, ..JobQuery::default() };
+    let (now, jobs) = match crate::client::call(&Request::QueryJobs(query)) {
+        Ok(Response::Jobs { now, jobs }) => (now, jobs),
+        Ok(Response::Error { code, .. }) => {
+            eprintln!("slurm_load_jobs error: {}", code.message());
+            return Ok(1);
+        }
+        Ok(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        Err(error) => {
+            eprintln!("slurm_load_jobs error: {error}");
+            return Ok(1);
+        }
+    };
+    let jobs: Vec<&JobInfo> = jobs.iter().filter(|j| job_ids.is_empty() || job_ids.contains(&j.job_id)).collect();
+    if jobs.is_empty() {
+        if job_ids.is_empty() {
+            println!("No jobs in the system");
+            return Ok(0);
+        }
+        eprintln!("slurm_load_jobs error: Invalid job id specified");
+        return Ok(1);
+    }
+    for job in jobs {
+        print!("{}", render_job(job, now, Tz::Local, options));
+    }
+    Ok(0)
+}
+
+fn show_nodes(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
+    let wanted = name.map(hostlist::expand).transpose()?.unwrap_or_default();
+    let nodes = match crate::client::call(&Request::QueryNodes) {
+        Ok(Response::Nodes { nodes, .. }) => nodes,
+        Ok(Response::Error { code, .. }) => {
+            eprintln!("slurm_load_node error: {}", code.message());
+            return Ok(1);
+        }
+        Ok(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        Err(error) => {
+            eprintln!("slurm_load_node error: {error}");
+            return Ok(1);
+        }
+    };
+    let mut code = 0;
+    if wanted.is_empty() {
+        for node in &nodes {
+            print!("{}", render_node(node, Tz::Local, options));
+        }
+    } else {
+        for host in &wanted {
+            match nodes.iter().find(|n| &n.name == host) {
+                Some(node) => print!("{}", render_node(node, Tz::Local, options)),
+                None => {
+                    eprintln!("Node {host} not found");
+                    code = 1;
+                }
+            }
+        }
+    }
+    Ok(code)
+}
+
+fn show_partitions(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
+    let partitions = match crate::client::call(&Request::QueryPartitions) {
+        Ok(Response::Partitions { partitions }) => partitions,
+        Ok(Response::Error { code, .. }) => {
+            eprintln!("slurm_load_partitions error: {}", code.message());
+            return Ok(1);
+        }
+        Ok(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        Err(error) => {
+            eprintln!("slurm_load_partitions error: {error}");
+            return Ok(1);
+        }
+    };
+    let selected: Vec<&PartitionInfo> = partitions.iter().filter(|p| name.is_none_or(|n| p.name == n)).collect();
+    if let (Some(name), true) = (name, selected.is_empty()) {
+        eprintln!("Partition {name} not found");
+        return Ok(1);
+    }
+    for partition in selected {
+        print!("{}", render_partition(partition, options));
+    }
+    Ok(0)
+}
+
+fn ping() -> anyhow::Result<i32> {
+    match crate::client::call(&Request::Ping) {
+        Ok(Response::Pong { controller, .. }) => {
+            println!("Slurmctld(primary) at {controller} is UP");
+            Ok(0)
+        }
+        _ => {
+            let host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+            println!("Slurmctld(primary) at {host} is DOWN");
+            Ok(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scenario::{self, sample_stdout};
+    use super::*;
+    use expect_test::expect;
+
+    const UTC: Tz = Tz::Fixed(0);
+    const NORMAL: ShowOptions = ShowOptions { oneliner: false, details: false };
+
+    /// Slurm's session id of sbatch, which Drover does not record (it prints 0).
+    fn without_sid(text: &str) -> String {
+        text.replace("AllocNode:Sid=localhost:2180", "AllocNode:Sid=localhost:0")
+    }
+
+    fn queued(job_id: JobId) -> JobInfo {
+        scenario::queue().into_iter().find(|j| j.job_id == job_id).expect("job in the queue")
+    }
+
+    fn ended(job_id: JobId) -> JobInfo {
+        scenario::finished().into_iter().find(|j| j.job_id == job_id).expect("finished job")
+    }
+
+    #[test]
+    fn jobs_match_slurm() {
+        let cases = [
+            ("scontrol_show_job_completed.txt", ended(20)),
+            ("scontrol_show_job_timeout.txt", ended(23)),
+            ("scontrol_show_job_failed.txt", ended(24)),
+            ("scontrol_show_job_cancelled.txt", ended(25)),
+            ("scontrol_show_job_running.txt", queued(26)),
+            ("scontrol_show_job_gpu.txt", queued(27)),
+            ("scontrol_show_job_held.txt", queued(35)),
+            ("scontrol_show_job_dep_failed.txt", queued(36)),
+            ("scontrol_show_job_dep_wait.txt", queued(37)),
+        ];
+        for (sample, job) in cases {
+            let shown = render_job(&job, scenario::NOW, UTC, NORMAL);
+            assert_eq!(shown, without_sid(&sample_stdout(sample)), "{sample}");
+        }
+    }
+
+    #[test]
+    fn pending_job_matches_slurm_but_for_unrecorded_fields() {
+        // Slurm also prints the requested maximum node count (`4-4`) and the time of its last
+        // scheduling pass (23:35:37); JobInfo carries neither, so the submit time stands in.
+        let expected = without_sid(&sample_stdout("scontrol_show_job_pending.txt"))
+            .replace("NumNodes=4-4", "NumNodes=4")
+            .replace("LastSchedEval=2026-11-29T23:35:37", "LastSchedEval=2026-11-29T23:35:35");
+        assert_eq!(render_job(&queued(33), scenario::NOW, UTC, NORMAL), expected);
+    }
+
+    #[test]
+    fn oneliner_matches_slurm() {
+        let options = ShowOptions { oneliner: true, details: false };
+        assert_eq!(
+            render_job(&queued(25), scenario::NOW, UTC, options),
+            without_sid(&sample_stdout("scontrol_show_job_oneliner.txt"))
+        );
+    }
+
+    #[test]
+    fn partitions_match_slurm() {
+        let shown: String = scenario::partitions().iter().map(|p| render_partition(p, NORMAL)).collect();
+        assert_eq!(shown, sample_stdout("scontrol_show_partition.txt"));
+    }
+
+    #[test]
+    fn node_matches_slurm_but_for_unreported_hardware() {
+        // Drover's nodes do not report architecture, OS, load, free memory or a separate host
+        // name; those print as for a node that never reported them.
+        let expected = sample_stdout("scontrol_show_node.txt")
+            .replace("Arch=x86_64", "Arch=(null)")
+            .replace("CPULoad=0.23", "CPULoad=N/A")
+            .replace("NodeHostName=localhost Port=17001", "NodeHostName=n1")
+            .replace("OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0 ", "OS=(null) ")
+            .replace("FreeMem=23350", "FreeMem=N/A");
+        assert_eq!(render_node(&scenario::nodes()[0], UTC, NORMAL), expected);
+    }
+
+    #[test]
+    fn details_and_flags() {
+        let mut node = scenario::nodes().remove(3);
+        node.drain = true;
+        node.not_responding = true;
+        node.reason = Some("bad fan".into());
+        node.gpus_alloc = vec![0];
+        expect![[r#"
+            NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan
+        "#]]
+        .assert_eq(&render_node(&node, UTC, ShowOptions { oneliner: true, details: true }));
+        let mut partition = scenario::partitions().remove(1);
+        partition.allow_accounts = vec!["teama".into()];
+        partition.max_time = TimeLimit::Minutes(1440);
+        partition.default_time = Some(TimeLimit::Minutes(30));
+        partition.max_nodes = Some(2);
+        partition.total_gpus = 0;
+        partition.up = false;
+        expect![[r#"
+            PartitionName=teamA AllowGroups=ALL AllowAccounts=teama AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A DefaultTime=00:30:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=2 MaxTime=1-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=n[1-4] PriorityJobFactor=10 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF State=DOWN TotalCPUs=8 TotalNodes=4 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED TRES=cpu=8,mem=16000M,node=4,billing=8
+        "#]]
+        .assert_eq(&render_partition(&partition, ShowOptions { oneliner: true, details: false }));
+        let mut job = queued(26);
+        job.time_limit = None;
+        job.comment = Some("rule_a".into());
+        let shown = render_job(&job, scenario::NOW, UTC, ShowOptions { oneliner: false, details: true });
+        assert!(shown.contains("   DerivedExitCode=0:0\n   RunTime=00:00:08 TimeLimit=Partition_Limit"), "{shown}");
+        assert!(shown.contains("\n   Comment=rule_a\n   StdErr="), "{shown}");
+    }
+
+    #[test]
+    fn command_lines() {
+        let parse = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+            format!("{:?}", parse_invocation(&args))
+        };
+        expect![[r#"Ok(Some(Invocation { options: ShowOptions { oneliner: true, details: false }, quiet: false, words: ["show", "job", "25"] }))"#]]
+            .assert_eq(&parse(&["show", "job", "-o", "25"]));
+        expect![[r#"Ok(Some(Invocation { options: ShowOptions { oneliner: true, details: true }, quiet: true, words: ["show", "part"] }))"#]]
+            .assert_eq(&parse(&["-odQ", "--clusters=x", "show", "part"]));
+        expect![[r#"Ok(Some(Invocation { options: ShowOptions { oneliner: true, details: false }, quiet: false, words: ["ping"] }))"#]]
+            .assert_eq(&parse(&["--one", "-M", "c", "ping"]));
+        expect![[r#"Err("invalid option -- 'x'")"#]].assert_eq(&parse(&["-x", "ping"]));
+        expect!["Ok(None)"].assert_eq(&parse(&["--help"]));
+        assert!(
+            names("part", "partitions", 4)
+                && names("JOB", "jobs", 3)
+                && !names("jo", "jobs", 3)
+                && !names("jobz", "jobs", 3)
+        );
+    }
 }

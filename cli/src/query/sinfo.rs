@@ -1,8 +1,765 @@
-//! `sinfo`: placeholder until its implementation lands.
+//! `sinfo`: partitions and their nodes. Each row aggregates the nodes of one partition that
+//! print alike (same state, same CPU count …); node lists, node counts and the `A/I/O/T` counters
+//! add up over the row. `-N` prints one row per node and partition instead.
+//!
+//! [`run`] fetches partitions and nodes in one connection and prints through the pure
+//! [`render`].
 
+use super::common;
+use super::format::{self, Tz};
+use clap::{ArgAction, Parser};
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::hostlist;
+use drover_shared::node::{NodeInfo, NodeState, PartitionInfo};
+use drover_shared::proto::client::{Request, Response};
+use drover_shared::UnixTime;
 use std::ffi::OsString;
 
+#[derive(Debug, Parser)]
+#[command(name = "sinfo", about = "View Drover partitions and nodes", disable_help_flag = true, infer_long_args = true)]
+struct Args {
+    /// Show hidden partitions too.
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// Only nodes that are down or not responding.
+    #[arg(short = 'd', long = "dead")]
+    dead: bool,
+    /// Print no header line.
+    #[arg(short = 'h', long = "noheader")]
+    noheader: bool,
+    /// Print this help.
+    #[arg(long = "help", action = ArgAction::Help)]
+    help: Option<bool>,
+    /// Repeat every this many seconds.
+    #[arg(short = 'i', long = "iterate")]
+    iterate: Option<u64>,
+    /// Long format, preceded by the date.
+    #[arg(short = 'l', long = "long")]
+    long: bool,
+    /// Cluster to query (accepted; Drover serves one cluster).
+    #[arg(short = 'M', long = "clusters")]
+    clusters: Option<String>,
+    /// Only these nodes (a hostlist).
+    #[arg(short = 'n', long = "nodes")]
+    nodes: Vec<String>,
+    /// One line per node.
+    #[arg(short = 'N', long = "Node")]
+    node_oriented: bool,
+    /// Output format, `%[.][width]<letter>` fields.
+    #[arg(short = 'o', long = "format")]
+    format: Option<String>,
+    /// Output format, `Name[:[.]width[suffix]]` fields.
+    #[arg(short = 'O', long = "Format")]
+    format_long: Option<String>,
+    /// Only these partitions.
+    #[arg(short = 'p', long = "partition")]
+    partitions: Vec<String>,
+    /// Only responding nodes.
+    #[arg(short = 'r', long = "responding")]
+    responding: bool,
+    /// One line per partition with node counts by state.
+    #[arg(short = 's', long = "summarize")]
+    summarize: bool,
+    /// Only nodes in these states.
+    #[arg(short = 't', long = "states")]
+    states: Vec<String>,
+    /// More messages.
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    verbose: u8,
+}
+
+/// What a column shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Partition,
+    PartitionName,
+    Avail,
+    TimeLimit,
+    DefaultTime,
+    JobSize,
+    Root,
+    OverSubscribe,
+    Groups,
+    Nodes,
+    NodeList,
+    NodeHost,
+    NodeAddr,
+    NodesAi,
+    NodesAiot,
+    CpusAiot,
+    Cpus,
+    Memory,
+    StateCompact,
+    StateLong,
+    Gres,
+    GresUsed,
+    Reason,
+    Timestamp,
+    User,
+    Sct,
+    Sockets,
+    Cores,
+    Threads,
+    CpuLoad,
+    FreeMem,
+    Features,
+    Weight,
+    TmpDisk,
+    Version,
+    /// A letter or name Drover does not know: an empty column.
+    Unknown,
+}
+
+impl Field {
+    /// Fields that add up over the nodes of a row rather than tell rows apart.
+    fn aggregates(self) -> bool {
+        matches!(
+            self,
+            Field::Nodes
+                | Field::NodeList
+                | Field::NodeHost
+                | Field::NodeAddr
+                | Field::NodesAi
+                | Field::NodesAiot
+                | Field::CpusAiot
+        )
+    }
+}
+
+/// One row of the field table: `-o` letter, `-O` name, header, field.
+struct FieldDef {
+    letter: Option<char>,
+    name: &'static str,
+    header: &'static str,
+    field: Field,
+}
+
+const fn def(letter: Option<char>, name: &'static str, header: &'static str, field: Field) -> FieldDef {
+    FieldDef { letter, name, header, field }
+}
+
+const FIELDS: &[FieldDef] = &[
+    def(Some('P'), "Partition", "PARTITION", Field::Partition),
+    def(Some('R'), "PartitionName", "PARTITION", Field::PartitionName),
+    def(Some('a'), "Available", "AVAIL", Field::Avail),
+    def(Some('l'), "Time", "TIMELIMIT", Field::TimeLimit),
+    def(Some('L'), "DefaultTime", "DEFAULTTIME", Field::DefaultTime),
+    def(Some('s'), "Size", "JOB_SIZE", Field::JobSize),
+    def(Some('r'), "Root", "ROOT", Field::Root),
+    def(Some('h'), "OverSubscribe", "OVERSUBSCRIBE", Field::OverSubscribe),
+    def(Some('g'), "Groups", "GROUPS", Field::Groups),
+    def(Some('D'), "Nodes", "NODES", Field::Nodes),
+    def(Some('N'), "NodeList", "NODELIST", Field::NodeList),
+    def(Some('n'), "NodeHost", "HOSTNAMES", Field::NodeHost),
+    def(Some('o'), "NodeAddr", "NODE_ADDR", Field::NodeAddr),
+    def(Some('A'), "NodeAI", "NODES(A/I)", Field::NodesAi),
+    def(Some('F'), "NodeAIOT", "NODES(A/I/O/T)", Field::NodesAiot),
+    def(Some('C'), "CPUsState", "CPUS(A/I/O/T)", Field::CpusAiot),
+    def(Some('c'), "CPUs", "CPUS", Field::Cpus),
+    def(Some('m'), "Memory", "MEMORY", Field::Memory),
+    def(Some('t'), "StateCompact", "STATE", Field::StateCompact),
+    def(Some('T'), "StateLong", "STATE", Field::StateLong),
+    def(Some('G'), "Gres", "GRES", Field::Gres),
+    def(None, "GresUsed", "GRES_USED", Field::GresUsed),
+    def(Some('E'), "Reason", "REASON", Field::Reason),
+    def(Some('H'), "Timestamp", "TIMESTAMP", Field::Timestamp),
+    def(Some('u'), "User", "USER", Field::User),
+    def(Some('z'), "SocketCoreThread", "S:C:T", Field::Sct),
+    def(Some('X'), "Sockets", "SOCKETS", Field::Sockets),
+    def(Some('Y'), "Cores", "CORES", Field::Cores),
+    def(Some('Z'), "Threads", "THREADS", Field::Threads),
+    def(Some('O'), "CPUsLoad", "CPU_LOAD", Field::CpuLoad),
+    def(Some('e'), "FreeMem", "FREE_MEM", Field::FreeMem),
+    def(Some('f'), "Features", "AVAIL_FEATURES", Field::Features),
+    def(Some('b'), "FeaturesAct", "ACTIVE_FEATURES", Field::Features),
+    def(Some('w'), "Weight", "WEIGHT", Field::Weight),
+    def(Some('d'), "Disk", "TMP_DISK", Field::TmpDisk),
+    def(Some('v'), "Version", "VERSION", Field::Version),
+];
+
+/// One output column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Column {
+    prefix: String,
+    field: Field,
+    header: String,
+    width: Option<usize>,
+    right: bool,
+    suffix: String,
+}
+
+impl Column {
+    fn push(&self, out: &mut String, value: &str) {
+        out.push_str(&self.prefix);
+        let cut = !matches!(self.field, Field::NodeList | Field::NodeHost);
+        format::push_cell(out, value, self.width, self.right, cut);
+        out.push_str(&self.suffix);
+    }
+}
+
+/// Parses a `-o` format.
+pub(crate) fn parse_format(text: &str) -> Vec<Column> {
+    format::parse_percent(text)
+        .into_iter()
+        .map(|item| {
+            let found = FIELDS.iter().find(|f| f.letter == Some(item.letter));
+            Column {
+                prefix: item.prefix,
+                field: found.map_or(Field::Unknown, |f| f.field),
+                header: found.map_or("", |f| f.header).to_owned(),
+                width: item.width,
+                right: item.right,
+                suffix: item.suffix,
+            }
+        })
+        .collect()
+}
+
+/// Parses a `-O` format; unknown names become empty columns and are returned for a warning.
+pub(crate) fn parse_long_format(text: &str) -> (Vec<Column>, Vec<String>) {
+    let mut unknown = Vec::new();
+    let columns = format::parse_named(text)
+        .into_iter()
+        .map(|item| {
+            let found = FIELDS.iter().find(|f| f.name.eq_ignore_ascii_case(&item.name));
+            if found.is_none() {
+                unknown.push(item.name.clone());
+            }
+            Column {
+                prefix: String::new(),
+                field: found.map_or(Field::Unknown, |f| f.field),
+                header: found.map_or_else(|| item.name.to_ascii_uppercase(), |f| f.header.to_owned()),
+                width: item.width,
+                right: item.right,
+                suffix: item.suffix,
+            }
+        })
+        .collect();
+    (columns, unknown)
+}
+
+/// Which built-in layout to use when no `-o`/`-O` is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Default,
+    Summarize,
+    Long,
+    Node,
+    NodeLong,
+}
+
+/// The built-in format of `mode`; `#` widths (longest value, at least 9) are filled in from the
+/// data.
+pub(crate) fn builtin_format(mode: Mode, partitions: &[PartitionInfo], nodes: &[NodeInfo]) -> Vec<Column> {
+    let part_width = partitions.iter().map(|p| partition_label(p).len()).max().unwrap_or(0).max(9);
+    let node_width = nodes.iter().map(|n| n.name.len()).max().unwrap_or(0).max(9);
+    let text = match mode {
+        Mode::Default => format!("%{part_width}P %.5a %.10l %.6D %.6t %N"),
+        Mode::Summarize => format!("%{part_width}P %.5a %.10l %.16F %N"),
+        Mode::Long => format!("%{part_width}P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"),
+        Mode::Node => format!("%{node_width}N %.6D %{part_width}P %6t"),
+        Mode::NodeLong => {
+            format!("%{node_width}N %.6D %.{part_width}P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E")
+        }
+    };
+    parse_format(&text)
+}
+
+/// Everything [`render`] needs besides the data.
+#[derive(Debug, Clone)]
+pub(crate) struct RenderOptions {
+    pub(crate) columns: Vec<Column>,
+    pub(crate) header: bool,
+    /// `-N`: one row per node and partition.
+    pub(crate) node_oriented: bool,
+    pub(crate) date_line: bool,
+    pub(crate) tz: Tz,
+}
+
+fn partition_label(partition: &PartitionInfo) -> String {
+    if partition.default {
+        format!("{}*", partition.name)
+    } else {
+        partition.name.clone()
+    }
+}
+
+/// Compact state as sinfo prints it: lower case, `drain`/`drng` for drained nodes, `*` when not
+/// responding.
+fn state_compact(node: &NodeInfo) -> String {
+    let base = match (node.state, node.drain) {
+        (NodeState::Down, _) | (_, false) => node.state.compact_name(),
+        (_, true) if node.cpus_alloc > 0 => "drng",
+        (_, true) => "drain",
+    };
+    if node.not_responding {
+        format!("{base}*")
+    } else {
+        base.to_owned()
+    }
+}
+
+fn state_long(node: &NodeInfo) -> String {
+    let base = match (node.state, node.drain) {
+        (NodeState::Down, _) | (_, false) => node.state.long_name().to_ascii_lowercase(),
+        (_, true) if node.cpus_alloc > 0 => "draining".into(),
+        (_, true) => "drained".into(),
+    };
+    if node.not_responding {
+        format!("{base}*")
+    } else {
+        base
+    }
+}
+
+/// Whether a node counts as "other" (neither allocated nor idle) in the `A/I/O/T` counters.
+fn is_other(node: &NodeInfo) -> bool {
+    node.drain || node.not_responding || matches!(node.state, NodeState::Down | NodeState::Unknown)
+}
+
+/// GPUs by type as a GRES string (`gpu:a100:4`, `gpu:1`), `(null)` without GPUs.
+pub(crate) fn gres_string(node: &NodeInfo) -> String {
+    let mut types: Vec<(&str, u32)> = Vec::new();
+    for gpu in &node.gpus {
+        match types.iter_mut().find(|(t, _)| *t == gpu.gpu_type) {
+            Some((_, count)) => *count += 1,
+            None => types.push((&gpu.gpu_type, 1)),
+        }
+    }
+    if types.is_empty() {
+        return "(null)".into();
+    }
+    let items: Vec<String> =
+        types.iter().map(|(t, n)| if t.is_empty() { format!("gpu:{n}") } else { format!("gpu:{t}:{n}") }).collect();
+    items.join(",")
+}
+
+/// Allocated GPUs by type with their indices (`gpu:a100:2(IDX:0-1)`), `(null)` without GPUs.
+pub(crate) fn gres_used_string(node: &NodeInfo) -> String {
+    if node.gpus.is_empty() {
+        return "(null)".into();
+    }
+    let mut types: Vec<&str> = Vec::new();
+    for gpu in &node.gpus {
+        if !types.contains(&gpu.gpu_type.as_str()) {
+            types.push(&gpu.gpu_type);
+        }
+    }
+    let items: Vec<String> = types
+        .iter()
+        .map(|t| {
+            let used: Vec<u32> = node
+                .gpus
+                .iter()
+                .filter(|g| g.gpu_type == *t && node.gpus_alloc.contains(&g.index))
+                .map(|g| g.index)
+                .collect();
+            let indices = if used.is_empty() { "N/A".to_owned() } else { index_ranges(&used) };
+            let name = if t.is_empty() { "gpu".to_owned() } else { format!("gpu:{t}") };
+            format!("{name}:{}(IDX:{indices})", used.len())
+        })
+        .collect();
+    items.join(",")
+}
+
+/// `0-1,3` for sorted indices.
+fn index_ranges(indices: &[u32]) -> String {
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for index in sorted {
+        match ranges.last_mut() {
+            Some((_, hi)) if *hi + 1 == index => *hi = index,
+            _ => ranges.push((index, index)),
+        }
+    }
+    let items: Vec<String> =
+        ranges.iter().map(|(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") }).collect();
+    items.join(",")
+}
+
+fn limit(limit: Option<TimeLimit>, unset: &str) -> String {
+    match limit {
+        Some(TimeLimit::Unlimited) => "infinite".into(),
+        Some(TimeLimit::Minutes(minutes)) => format::clock(i64::from(minutes) * 60),
+        None => unset.into(),
+    }
+}
+
+/// A value that tells rows apart: the same for every node of a row.
+fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>) -> String {
+    let per_node = |f: &dyn Fn(&NodeInfo) -> String| node.map_or_else(|| "n/a".to_owned(), f);
+    match field {
+        Field::Partition => partition_label(partition),
+        Field::PartitionName => partition.name.clone(),
+        Field::Avail => if partition.up { "up" } else { "down" }.into(),
+        Field::TimeLimit => limit(Some(partition.max_time), "n/a"),
+        Field::DefaultTime => limit(partition.default_time, "n/a"),
+        Field::JobSize => match partition.max_nodes {
+            Some(max) => format!("1-{max}"),
+            None => "1-infinite".into(),
+        },
+        Field::Root => "no".into(),
+        Field::OverSubscribe => "NO".into(),
+        Field::Groups => "all".into(),
+        Field::Cpus => per_node(&|n| n.cpus.to_string()),
+        Field::Memory => per_node(&|n| n.real_memory_mb.to_string()),
+        Field::StateCompact => per_node(&state_compact),
+        Field::StateLong => per_node(&state_long),
+        Field::Gres => per_node(&gres_string),
+        Field::GresUsed => per_node(&gres_used_string),
+        Field::Reason => per_node(&|n| n.reason.clone().unwrap_or_else(|| "none".into())),
+        Field::Timestamp | Field::User => "Unknown".into(),
+        Field::Sct => per_node(&|n| format!("1:{}:1", n.cpus)),
+        Field::Sockets | Field::Threads => "1".into(),
+        Field::Cores => per_node(&|n| n.cpus.to_string()),
+        Field::CpuLoad | Field::FreeMem => "N/A".into(),
+        Field::Features => "(null)".into(),
+        Field::Weight => "1".into(),
+        Field::TmpDisk => "0".into(),
+        Field::Version => per_node(&|n| n.version.clone()),
+        Field::Unknown => String::new(),
+        // Aggregates are computed over the row in `row_value`.
+        Field::Nodes
+        | Field::NodeList
+        | Field::NodeHost
+        | Field::NodeAddr
+        | Field::NodesAi
+        | Field::NodesAiot
+        | Field::CpusAiot => String::new(),
+    }
+}
+
+fn row_value(field: Field, partition: &PartitionInfo, nodes: &[&NodeInfo]) -> String {
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let count = |f: &dyn Fn(&NodeInfo) -> bool| nodes.iter().filter(|n| f(n)).count();
+    let allocated = count(&|n| !is_other(n) && matches!(n.state, NodeState::Allocated | NodeState::Mixed));
+    let idle = count(&|n| !is_other(n) && n.state == NodeState::Idle);
+    let other = count(&|n| is_other(n));
+    match field {
+        Field::Nodes => nodes.len().to_string(),
+        Field::NodeList | Field::NodeHost => hostlist::compress(&names),
+        Field::NodeAddr => {
+            let mut addresses: Vec<&str> = Vec::new();
+            for node in nodes {
+                if !addresses.contains(&node.address.as_str()) {
+                    addresses.push(&node.address);
+                }
+            }
+            addresses.join(",")
+        }
+        Field::NodesAi => format!("{allocated}/{idle}"),
+        Field::NodesAiot => format!("{allocated}/{idle}/{other}/{}", nodes.len()),
+        Field::CpusAiot => {
+            let sum = |f: &dyn Fn(&NodeInfo) -> u32| nodes.iter().map(|n| f(n)).sum::<u32>();
+            let alloc = sum(&|n| n.cpus_alloc);
+            let free_ok = sum(&|n| if is_other(n) { 0 } else { n.cpus.saturating_sub(n.cpus_alloc) });
+            let free_other = sum(&|n| if is_other(n) { n.cpus.saturating_sub(n.cpus_alloc) } else { 0 });
+            format!("{alloc}/{free_ok}/{free_other}/{}", sum(&|n| n.cpus))
+        }
+        _ => node_value(field, partition, nodes.first().copied()),
+    }
+}
+
+/// Renders partitions (in the order given) and their nodes.
+pub(crate) fn render(
+    partitions: &[PartitionInfo],
+    nodes: &[NodeInfo],
+    now: UnixTime,
+    options: &RenderOptions,
+) -> String {
+    let mut out = String::new();
+    if options.date_line {
+        out.push_str(&format::date_line(now, options.tz));
+        out.push('\n');
+    }
+    if options.header {
+        for column in &options.columns {
+            out.push_str(&column.prefix);
+            format::push_cell(&mut out, &column.header, column.width, column.right, true);
+            out.push_str(&column.suffix);
+        }
+        out.push('\n');
+    }
+    let mut rows: Vec<(&PartitionInfo, Vec<&NodeInfo>)> = Vec::new();
+    if options.node_oriented {
+        for node in nodes {
+            for partition in partitions.iter().filter(|p| p.nodes.contains(&node.name)) {
+                rows.push((partition, vec![node]));
+            }
+        }
+    } else {
+        for partition in partitions {
+            let members: Vec<&NodeInfo> =
+                partition.nodes.iter().filter_map(|name| nodes.iter().find(|n| &n.name == name)).collect();
+            if members.is_empty() {
+                rows.push((partition, Vec::new()));
+                continue;
+            }
+            let mut groups: Vec<(String, Vec<&NodeInfo>)> = Vec::new();
+            for node in members {
+                let key: Vec<String> = options
+                    .columns
+                    .iter()
+                    .filter(|c| !c.field.aggregates())
+                    .map(|c| node_value(c.field, partition, Some(node)))
+                    .collect();
+                let key = key.join("\u{0}");
+                match groups.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, group)) => group.push(node),
+                    None => groups.push((key, vec![node])),
+                }
+            }
+            // Within a partition, rows go by state, descending.
+            groups.sort_by(|a, b| state_compact(b.1[0]).cmp(&state_compact(a.1[0])));
+            rows.extend(groups.into_iter().map(|(_, group)| (partition, group)));
+        }
+    }
+    for (partition, group) in rows {
+        for column in &options.columns {
+            column.push(&mut out, &row_value(column.field, partition, &group));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether `node` is in one of the `-t` states (compact or long names, `drain` for any drained
+/// node, `resp`/`no_resp`).
+fn node_in_states(node: &NodeInfo, states: &[String]) -> bool {
+    states.iter().any(|wanted| {
+        let wanted = wanted.to_ascii_lowercase();
+        let compact = state_compact(node);
+        let long = state_long(node);
+        compact.trim_end_matches('*') == wanted
+            || long.trim_end_matches('*') == wanted
+            || node.state.compact_name() == wanted
+            || node.state.long_name().eq_ignore_ascii_case(&wanted)
+            || (wanted == "drain" && node.drain)
+            || (wanted == "resp" && !node.not_responding)
+            || (wanted == "no_resp" && node.not_responding)
+    })
+}
+
+const NODE_STATE_NAMES: [&str; 17] = [
+    "idle",
+    "alloc",
+    "allocated",
+    "mix",
+    "mixed",
+    "down",
+    "drain",
+    "drained",
+    "drng",
+    "draining",
+    "unk",
+    "unknown",
+    "resp",
+    "no_resp",
+    "comp",
+    "completing",
+    "maint",
+];
+
 /// Runs `sinfo`.
-pub(crate) fn run(_args: Vec<OsString>) -> anyhow::Result<i32> {
-    anyhow::bail!("sinfo is not implemented yet")
+pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let args = match common::parse_args::<Args>("sinfo", args) {
+        Ok(args) => args,
+        Err(code) => return Ok(code),
+    };
+    let states = common::flat_list(&args.states);
+    if let Some(bad) = states.iter().find(|s| !NODE_STATE_NAMES.contains(&s.to_ascii_lowercase().as_str())) {
+        anyhow::bail!("Invalid node state specified: {bad}");
+    }
+    let mut wanted_nodes = Vec::new();
+    for expr in common::flat_list(&args.nodes) {
+        wanted_nodes.extend(hostlist::expand(&expr)?);
+    }
+    let wanted_partitions = common::flat_list(&args.partitions);
+    loop {
+        let (now, mut partitions, mut nodes) = match fetch() {
+            Ok(data) => data,
+            Err(error) => {
+                eprintln!("slurm_load_partitions: {error}");
+                return Ok(1);
+            }
+        };
+        partitions.retain(|p| {
+            if wanted_partitions.is_empty() {
+                args.all || !p.hidden
+            } else {
+                wanted_partitions.contains(&p.name)
+            }
+        });
+        nodes.retain(|n| {
+            (wanted_nodes.is_empty() || wanted_nodes.contains(&n.name))
+                && (states.is_empty() || node_in_states(n, &states))
+                && (!args.responding || !n.not_responding)
+                && (!args.dead || n.not_responding || n.state == NodeState::Down)
+        });
+        let node_filtered = !wanted_nodes.is_empty() || !states.is_empty() || args.responding || args.dead;
+        if node_filtered {
+            // Partitions left without a matching node print nothing.
+            partitions.retain(|p| p.nodes.iter().any(|name| nodes.iter().any(|n| &n.name == name)));
+        }
+        let mode = match (args.node_oriented, args.long, args.summarize) {
+            (true, true, _) => Mode::NodeLong,
+            (true, false, _) => Mode::Node,
+            (false, _, true) => Mode::Summarize,
+            (false, true, false) => Mode::Long,
+            (false, false, false) => Mode::Default,
+        };
+        let columns = if let Some(text) = &args.format_long {
+            let (columns, unknown) = parse_long_format(text);
+            for name in unknown {
+                eprintln!("sinfo: error: Invalid node format specification: {name}");
+            }
+            columns
+        } else if let Some(text) = &args.format {
+            parse_format(text)
+        } else {
+            builtin_format(mode, &partitions, &nodes)
+        };
+        let options = RenderOptions {
+            columns,
+            header: !args.noheader,
+            node_oriented: args.node_oriented,
+            date_line: args.long || args.iterate.is_some(),
+            tz: Tz::Local,
+        };
+        print!("{}", render(&partitions, &nodes, now, &options));
+        match args.iterate {
+            Some(secs) => {
+                println!();
+                std::thread::sleep(std::time::Duration::from_secs(secs.max(1)));
+            }
+            None => return Ok(0),
+        }
+    }
+}
+
+/// Partitions and nodes, in one connection.
+fn fetch() -> anyhow::Result<(UnixTime, Vec<PartitionInfo>, Vec<NodeInfo>)> {
+    let mut client = crate::client::Client::connect()?;
+    let partitions = match client.call(&Request::QueryPartitions)? {
+        Response::Partitions { partitions } => partitions,
+        Response::Error { code, .. } => anyhow::bail!("{}", code.message()),
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    };
+    match client.call(&Request::QueryNodes)? {
+        Response::Nodes { now, nodes } => Ok((now, partitions, nodes)),
+        Response::Error { code, .. } => anyhow::bail!("{}", code.message()),
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scenario::{self, sample_stdout};
+    use super::*;
+    use drover_shared::node::GpuDevice;
+    use expect_test::expect;
+
+    fn options(mode: Mode, partitions: &[PartitionInfo], nodes: &[NodeInfo]) -> RenderOptions {
+        RenderOptions {
+            columns: builtin_format(mode, partitions, nodes),
+            header: true,
+            node_oriented: matches!(mode, Mode::Node | Mode::NodeLong),
+            date_line: matches!(mode, Mode::Long | Mode::NodeLong),
+            tz: Tz::Fixed(0),
+        }
+    }
+
+    #[test]
+    fn builtin_formats_match_slurm() {
+        let (partitions, nodes) = (scenario::partitions(), scenario::nodes());
+        let render_mode = |mode| render(&partitions, &nodes, scenario::NOW, &options(mode, &partitions, &nodes));
+        assert_eq!(render_mode(Mode::Default), sample_stdout("sinfo_default.txt"));
+        assert_eq!(render_mode(Mode::Summarize), sample_stdout("sinfo_summarize.txt"));
+        assert_eq!(render_mode(Mode::NodeLong), sample_stdout("sinfo_nodes_long.txt"));
+    }
+
+    #[test]
+    fn format_matches_slurm() {
+        let (partitions, nodes) = (scenario::partitions(), scenario::nodes());
+        let opts = RenderOptions {
+            columns: parse_format("%P %a %l %D %t %N %C %G"),
+            ..options(Mode::Default, &partitions, &nodes)
+        };
+        assert_eq!(render(&partitions, &nodes, scenario::NOW, &opts), sample_stdout("sinfo_fmt.txt"));
+    }
+
+    #[test]
+    fn rows_split_by_state() {
+        let partitions = scenario::partitions();
+        let mut nodes = scenario::nodes();
+        nodes[0].state = NodeState::Idle;
+        nodes[0].cpus_alloc = 0;
+        nodes[1].state = NodeState::Mixed;
+        nodes[1].cpus_alloc = 1;
+        nodes[2].drain = true;
+        nodes[2].reason = Some("bad fan".into());
+        nodes[3].state = NodeState::Down;
+        nodes[3].not_responding = true;
+        nodes[3].cpus_alloc = 0;
+        nodes[3].gpus = vec![
+            GpuDevice { index: 0, gpu_type: "a100".into(), uuid: String::new() },
+            GpuDevice { index: 1, gpu_type: "a100".into(), uuid: String::new() },
+        ];
+        nodes[1].gpus_alloc = vec![0];
+        let partitions = &partitions[..1];
+        let opts = options(Mode::Default, partitions, &nodes);
+        expect![[r#"
+            PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST
+            main*        up   infinite      1    mix n2
+            main*        up   infinite      1   idle n1
+            main*        up   infinite      1   drng n3
+            main*        up   infinite      1  down* n4
+        "#]]
+        .assert_eq(&render(partitions, &nodes, scenario::NOW, &opts));
+        let opts = RenderOptions { columns: parse_format("%P|%F|%C|%A|%T|%E|%G|%c|%z"), ..opts };
+        expect![[r#"
+            PARTITION|NODES(A/I/O/T)|CPUS(A/I/O/T)|NODES(A/I)|STATE|REASON|GRES|CPUS|S:C:T
+            main*|1/0/0/1|1/1/0/2|1/0|mixed|none|gpu:1|2|1:2:1
+            main*|0/1/0/1|0/2/0/2|0/1|idle|none|gpu:1|2|1:2:1
+            main*|0/0/1/1|2/0/0/2|0/0|draining|bad fan|gpu:1|2|1:2:1
+            main*|0/0/1/1|0/0/2/2|0/0|down*|none|gpu:a100:2|2|1:2:1
+        "#]]
+        .assert_eq(&render(partitions, &nodes, scenario::NOW, &opts));
+        let (columns, unknown) = parse_long_format("NodeHost:5,GresUsed:20,StateLong:.10,Bogus");
+        assert_eq!(unknown, ["Bogus"]);
+        let opts = RenderOptions { columns, node_oriented: true, ..opts };
+        expect![[r#"
+            HOSTNGRES_USED                STATEBOGUS               $
+            n1   gpu:0(IDX:N/A)            idle                    $
+            n2   gpu:1(IDX:0)             mixed                    $
+            n3   gpu:0(IDX:N/A)        draining                    $
+            n4   gpu:a100:0(IDX:N/A)      down*                    $
+        "#]]
+        .assert_eq(&scenario::mark_line_ends(&render(partitions, &nodes, scenario::NOW, &opts)));
+    }
+
+    #[test]
+    fn partition_without_nodes_and_only_partition_column() {
+        let mut partitions = scenario::partitions();
+        partitions[2].nodes.clear();
+        partitions[1].max_time = TimeLimit::Minutes(90);
+        let nodes = scenario::nodes();
+        let opts =
+            RenderOptions { columns: parse_format("%P %l %D %t %N"), ..options(Mode::Default, &partitions, &nodes) };
+        expect![[r#"
+            PARTITION TIMELIMIT NODES STATE NODELIST$
+            main* infinite 4 alloc n[1-4]$
+            teamA 1:30:00 4 alloc n[1-4]$
+            teamB infinite 0 n/a $
+        "#]]
+        .assert_eq(&scenario::mark_line_ends(&render(&partitions, &nodes, scenario::NOW, &opts)));
+        let opts = RenderOptions { columns: parse_format("%P"), header: false, ..opts };
+        expect![[r#"
+            main*
+            teamA
+            teamB
+        "#]]
+        .assert_eq(&render(&partitions, &nodes, scenario::NOW, &opts));
+    }
 }

@@ -1,8 +1,959 @@
-//! `squeue`: placeholder until its implementation lands.
+//! `squeue`: the jobs ctld holds in memory, filtered, sorted and printed through Slurm's `-o`
+//! (`%[.][width]<letter>`) and `-O` (`Name[:[.]width[suffix]]`) format languages.
+//!
+//! Argument handling and the round trip to ctld live in [`run`]; everything that decides what a
+//! line looks like is the pure [`render`] (and [`render_steps`] for `-s`), driven by tests
+//! against real Slurm 22.05 output.
 
+use super::common::{self, StateFilter};
+use super::format::{self, Tz};
+use clap::{ArgAction, Parser};
+use drover_shared::grammar::mem::format_mem_mb;
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::hostlist;
+use drover_shared::job::{JobId, JobInfo, JobState, StepInfo};
+use drover_shared::proto::client::{JobQuery, Request, Response};
+use drover_shared::UnixTime;
+use std::cmp::Ordering;
 use std::ffi::OsString;
 
+const DEFAULT_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
+const LONG_FORMAT: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
+const START_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R";
+const STEPS_FORMAT: &str = "%.15i %.8j %.9P %.8u %.9M %N";
+const DEFAULT_SORT: &str = "P,t,-p";
+
+#[derive(Debug, Parser)]
+#[command(name = "squeue", about = "View jobs in the Drover queue", disable_help_flag = true, infer_long_args = true)]
+struct Args {
+    /// Only jobs of these accounts.
+    #[arg(short = 'A', long = "account")]
+    accounts: Vec<String>,
+    /// Show jobs in hidden partitions too.
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// One line per array element (no effect: Drover has no job arrays yet).
+    #[arg(short = 'r', long = "array")]
+    array: bool,
+    /// Print no header line.
+    #[arg(short = 'h', long = "noheader")]
+    noheader: bool,
+    /// Print this help.
+    #[arg(long = "help", action = ArgAction::Help)]
+    help: Option<bool>,
+    /// Repeat every this many seconds.
+    #[arg(short = 'i', long = "iterate")]
+    iterate: Option<u64>,
+    /// Only these job ids.
+    #[arg(short = 'j', long = "jobs")]
+    jobs: Vec<String>,
+    /// Long format, preceded by the date.
+    #[arg(short = 'l', long = "long")]
+    long: bool,
+    /// Only the caller's jobs.
+    #[arg(long = "me")]
+    me: bool,
+    /// Cluster to query (accepted; Drover serves one cluster).
+    #[arg(short = 'M', long = "clusters")]
+    clusters: Option<String>,
+    /// Only jobs with these names.
+    #[arg(short = 'n', long = "name")]
+    names: Vec<String>,
+    /// Accepted for compatibility; sizes are never converted.
+    #[arg(long = "noconvert")]
+    noconvert: bool,
+    /// Output format, `%[.][width]<letter>` fields.
+    #[arg(short = 'o', long = "format")]
+    format: Option<String>,
+    /// Output format, `Name[:[.]width[suffix]]` fields.
+    #[arg(short = 'O', long = "Format")]
+    format_long: Option<String>,
+    /// Only jobs in these partitions.
+    #[arg(short = 'p', long = "partition")]
+    partitions: Vec<String>,
+    /// Accepted for compatibility (one line per job and partition).
+    #[arg(short = 'P', long = "priority")]
+    priority: bool,
+    /// Only jobs with these QOS.
+    #[arg(short = 'q', long = "qos")]
+    qos: Vec<String>,
+    /// Sort keys: format letters, `-` for descending.
+    #[arg(short = 'S', long = "sort")]
+    sort: Option<String>,
+    /// Pending jobs with their expected start.
+    #[arg(long = "start")]
+    start: bool,
+    /// Show job steps instead of jobs.
+    #[arg(short = 's', long = "steps", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    steps: Option<String>,
+    /// Only jobs in these states (`all` for every state).
+    #[arg(short = 't', long = "states")]
+    states: Vec<String>,
+    /// Only jobs of these users (names or uids).
+    #[arg(short = 'u', long = "user")]
+    users: Vec<String>,
+    /// More messages.
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    verbose: u8,
+    /// Only jobs on these nodes.
+    #[arg(short = 'w', long = "nodelist")]
+    nodelist: Vec<String>,
+}
+
+/// What a column shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    JobId,
+    JobIdRaw,
+    ArrayJobId,
+    ArrayTaskId,
+    Name,
+    User,
+    Uid,
+    Account,
+    Partition,
+    Qos,
+    StateCompact,
+    State,
+    TimeUsed,
+    TimeLimit,
+    TimeLeft,
+    NumNodes,
+    NumCpus,
+    NumTasks,
+    TresPerNode,
+    TresAlloc,
+    MinMemory,
+    NodeList,
+    ReasonList,
+    Reason,
+    Priority,
+    PriorityLong,
+    SubmitTime,
+    StartTime,
+    EndTime,
+    EligibleTime,
+    Dependency,
+    Comment,
+    Command,
+    WorkDir,
+    Stdout,
+    Stderr,
+    Stdin,
+    Nice,
+    MinCpus,
+    CpusPerTask,
+    MinTmpDisk,
+    Features,
+    Group,
+    Gid,
+    OverSubscribe,
+    ReqNodes,
+    ExcNodes,
+    Reservation,
+    BatchHost,
+    Sct,
+    SchedNodes,
+    Wildcard,
+    Contiguous,
+    Null,
+    Requeue,
+    RestartCount,
+    ExitCode,
+    BatchFlag,
+    NotAvailable,
+    /// A letter or name Drover does not know: an empty column.
+    Unknown,
+}
+
+/// One row of the field table: `-o` letter, `-O` name, header, field.
+struct FieldDef {
+    letter: Option<char>,
+    name: &'static str,
+    header: &'static str,
+    field: Field,
+}
+
+const fn def(letter: Option<char>, name: &'static str, header: &'static str, field: Field) -> FieldDef {
+    FieldDef { letter, name, header, field }
+}
+
+/// Every field squeue can print, Slurm's letters, `-O` names and headers.
+const FIELDS: &[FieldDef] = &[
+    def(Some('i'), "JobArrayID", "JOBID", Field::JobId),
+    def(Some('A'), "JobID", "JOBID", Field::JobIdRaw),
+    def(Some('F'), "ArrayJobID", "ARRAY_JOB_ID", Field::ArrayJobId),
+    def(Some('K'), "ArrayTaskID", "ARRAY_TASK_ID", Field::ArrayTaskId),
+    def(Some('j'), "Name", "NAME", Field::Name),
+    def(Some('u'), "UserName", "USER", Field::User),
+    def(Some('U'), "UserID", "UID", Field::Uid),
+    def(Some('a'), "Account", "ACCOUNT", Field::Account),
+    def(Some('P'), "Partition", "PARTITION", Field::Partition),
+    def(Some('q'), "QOS", "QOS", Field::Qos),
+    def(Some('t'), "StateCompact", "ST", Field::StateCompact),
+    def(Some('T'), "State", "STATE", Field::State),
+    def(Some('M'), "TimeUsed", "TIME", Field::TimeUsed),
+    def(Some('l'), "TimeLimit", "TIME_LIMIT", Field::TimeLimit),
+    def(Some('L'), "TimeLeft", "TIME_LEFT", Field::TimeLeft),
+    def(Some('D'), "NumNodes", "NODES", Field::NumNodes),
+    def(Some('C'), "NumCPUs", "CPUS", Field::NumCpus),
+    def(None, "NumTasks", "TASKS", Field::NumTasks),
+    def(Some('b'), "tres-per-node", "TRES_PER_NODE", Field::TresPerNode),
+    def(None, "tres-alloc", "TRES_ALLOC", Field::TresAlloc),
+    def(Some('m'), "MinMemory", "MIN_MEMORY", Field::MinMemory),
+    def(Some('N'), "NodeList", "NODELIST", Field::NodeList),
+    def(Some('R'), "ReasonList", "NODELIST(REASON)", Field::ReasonList),
+    def(Some('r'), "Reason", "REASON", Field::Reason),
+    def(Some('p'), "Priority", "PRIORITY", Field::Priority),
+    def(Some('Q'), "PriorityLong", "PRIORITY", Field::PriorityLong),
+    def(Some('V'), "SubmitTime", "SUBMIT_TIME", Field::SubmitTime),
+    def(Some('S'), "StartTime", "START_TIME", Field::StartTime),
+    def(Some('e'), "EndTime", "END_TIME", Field::EndTime),
+    def(None, "EligibleTime", "ELIGIBLE_TIME", Field::EligibleTime),
+    def(None, "AccrueTime", "ACCRUE_TIME", Field::EligibleTime),
+    def(Some('E'), "Dependency", "DEPENDENCY", Field::Dependency),
+    def(Some('k'), "Comment", "COMMENT", Field::Comment),
+    def(Some('o'), "Command", "COMMAND", Field::Command),
+    def(Some('Z'), "WorkDir", "WORK_DIR", Field::WorkDir),
+    def(None, "STDOUT", "STDOUT", Field::Stdout),
+    def(None, "STDERR", "STDERR", Field::Stderr),
+    def(None, "STDIN", "STDIN", Field::Stdin),
+    def(Some('y'), "Nice", "NICE", Field::Nice),
+    def(Some('c'), "MinCpus", "MIN_CPUS", Field::MinCpus),
+    def(None, "cpus-per-task", "CPUS_PER_TASK", Field::CpusPerTask),
+    def(Some('d'), "MinTmpDisk", "MIN_TMP_DISK", Field::MinTmpDisk),
+    def(Some('f'), "Feature", "FEATURES", Field::Features),
+    def(Some('g'), "GroupName", "GROUP", Field::Group),
+    def(Some('G'), "GroupID", "GROUP", Field::Gid),
+    def(Some('h'), "OverSubscribe", "OVER_SUBSCRIBE", Field::OverSubscribe),
+    def(Some('n'), "ReqNodes", "REQ_NODES", Field::ReqNodes),
+    def(Some('x'), "ExcNodes", "EXC_NODES", Field::ExcNodes),
+    def(Some('v'), "Reservation", "RESERVATION", Field::Reservation),
+    def(Some('B'), "BatchHost", "EXEC_HOST", Field::BatchHost),
+    def(Some('z'), "SCT", "S:C:T", Field::Sct),
+    def(Some('Y'), "SchedNodes", "SCHEDNODES", Field::SchedNodes),
+    def(Some('H'), "Sockets", "SOCKETS_PER_NODE", Field::Wildcard),
+    def(Some('I'), "Cores", "CORES_PER_SOCKET", Field::Wildcard),
+    def(Some('J'), "Threads", "THREADS_PER_CORE", Field::Wildcard),
+    def(Some('O'), "Contiguous", "CONTIGUOUS", Field::Contiguous),
+    def(Some('w'), "WCKey", "WCKEY", Field::Null),
+    def(Some('W'), "Licenses", "LICENSES", Field::Null),
+    def(Some('X'), "CoreSpec", "CORE_SPEC", Field::NotAvailable),
+    def(None, "Requeue", "REQUEUE", Field::Requeue),
+    def(None, "RestartCnt", "RESTARTCNT", Field::RestartCount),
+    def(None, "exit_code", "EXIT_CODE", Field::ExitCode),
+    def(None, "BatchFlag", "BATCH_FLAG", Field::BatchFlag),
+    def(None, "MinTime", "MIN_TIME", Field::NotAvailable),
+    def(None, "Deadline", "DEADLINE", Field::NotAvailable),
+];
+
+/// One output column: the literal text around it, the field, and its width.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Column {
+    prefix: String,
+    field: Field,
+    /// The letter it came from, for step rows and sorting.
+    letter: Option<char>,
+    header: String,
+    /// `None`: the value's own width.
+    width: Option<usize>,
+    right: bool,
+    suffix: String,
+}
+
+impl Column {
+    /// Node lists and `%R` are padded but never cut.
+    fn cuts(&self) -> bool {
+        !matches!(self.field, Field::NodeList | Field::ReasonList)
+    }
+
+    fn push(&self, out: &mut String, value: &str) {
+        out.push_str(&self.prefix);
+        format::push_cell(out, value, self.width, self.right, self.cuts());
+        out.push_str(&self.suffix);
+    }
+}
+
+/// Parses a `-o` format; letters Drover does not know become empty columns.
+pub(crate) fn parse_format(text: &str) -> Vec<Column> {
+    format::parse_percent(text)
+        .into_iter()
+        .map(|item| {
+            let found = FIELDS.iter().find(|f| f.letter == Some(item.letter));
+            Column {
+                prefix: item.prefix,
+                field: found.map_or(Field::Unknown, |f| f.field),
+                letter: Some(item.letter),
+                header: found.map_or("", |f| f.header).to_owned(),
+                width: item.width,
+                right: item.right,
+                suffix: item.suffix,
+            }
+        })
+        .collect()
+}
+
+/// Parses a `-O` format; returns the columns and the names Drover does not know (printed as
+/// empty columns so that positions stay where a client expects them).
+pub(crate) fn parse_long_format(text: &str) -> (Vec<Column>, Vec<String>) {
+    let mut unknown = Vec::new();
+    let columns = format::parse_named(text)
+        .into_iter()
+        .map(|item| {
+            let found = FIELDS.iter().find(|f| f.name.eq_ignore_ascii_case(&item.name));
+            if found.is_none() {
+                unknown.push(item.name.clone());
+            }
+            Column {
+                prefix: String::new(),
+                field: found.map_or(Field::Unknown, |f| f.field),
+                letter: found.and_then(|f| f.letter),
+                header: found.map_or_else(|| item.name.to_ascii_uppercase(), |f| f.header.to_owned()),
+                width: item.width,
+                right: item.right,
+                suffix: item.suffix,
+            }
+        })
+        .collect();
+    (columns, unknown)
+}
+
+/// A sort key: format letter and direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SortKey {
+    letter: char,
+    descending: bool,
+}
+
+/// Parses `-S`: comma-separated format letters, each optionally prefixed by `+` or `-`.
+pub(crate) fn parse_sort(text: &str) -> Vec<SortKey> {
+    common::comma_list(text)
+        .filter_map(|item| {
+            let (descending, rest) = match item.as_bytes().first() {
+                Some(b'-') => (true, &item[1..]),
+                Some(b'+') => (false, &item[1..]),
+                _ => (false, item),
+            };
+            let rest = rest.strip_prefix('%').unwrap_or(rest);
+            rest.chars().next().map(|letter| SortKey { letter, descending })
+        })
+        .collect()
+}
+
+/// Everything [`render`] needs besides the jobs.
+#[derive(Debug, Clone)]
+pub(crate) struct RenderOptions {
+    pub(crate) columns: Vec<Column>,
+    pub(crate) header: bool,
+    pub(crate) sort: Vec<SortKey>,
+    /// `-l`: a `ctime` line before the header.
+    pub(crate) date_line: bool,
+    pub(crate) tz: Tz,
+}
+
+/// Renders `jobs` (already selected) sorted by `options.sort`; ties keep ctld's order.
+pub(crate) fn render(jobs: &[JobInfo], now: UnixTime, options: &RenderOptions) -> String {
+    let mut out = String::new();
+    if options.date_line {
+        out.push_str(&format::date_line(now, options.tz));
+        out.push('\n');
+    }
+    if options.header {
+        push_header(&mut out, &options.columns);
+    }
+    let mut sorted: Vec<&JobInfo> = jobs.iter().collect();
+    sorted.sort_by(|a, b| compare_jobs(a, b, &options.sort, now));
+    for job in sorted {
+        for column in &options.columns {
+            column.push(&mut out, &job_value(column.field, job, now, options.tz));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn push_header(out: &mut String, columns: &[Column]) {
+    for column in columns {
+        out.push_str(&column.prefix);
+        // Headers are cut like values, node lists included (`TIME_LIMI`).
+        format::push_cell(out, &column.header, column.width, column.right, true);
+        out.push_str(&column.suffix);
+    }
+    out.push('\n');
+}
+
+/// Renders the steps of `jobs` (`-s`), sorted by partition then job id.
+pub(crate) fn render_steps(jobs: &[JobInfo], now: UnixTime, options: &RenderOptions) -> String {
+    let mut out = String::new();
+    if options.header {
+        let columns: Vec<Column> =
+            options.columns.iter().map(|c| Column { header: step_header(c).to_owned(), ..c.clone() }).collect();
+        push_header(&mut out, &columns);
+    }
+    let mut sorted: Vec<&JobInfo> = jobs.iter().collect();
+    sorted.sort_by(|a, b| a.partition.cmp(&b.partition).then(a.job_id.cmp(&b.job_id)));
+    for job in sorted {
+        for step in job.steps.iter().filter(|s| !s.state.is_terminal()) {
+            for column in &options.columns {
+                column.push(&mut out, &step_value(column, job, step, now, options.tz));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn step_header(column: &Column) -> &str {
+    match column.letter {
+        Some('i') => "STEPID",
+        Some('M') => "TIME",
+        _ => &column.header,
+    }
+}
+
+fn step_value(column: &Column, job: &JobInfo, step: &StepInfo, now: UnixTime, tz: Tz) -> String {
+    match column.letter {
+        Some('i') => format!("{}.{}", job.job_id, step.step_id),
+        Some('A') => job.job_id.to_string(),
+        Some('j') => step.name.clone(),
+        Some('M') => {
+            let end = step.end_time.unwrap_or(now);
+            format::clock(step.start_time.map_or(0, |start| (end - start).max(0)))
+        }
+        Some('N') => hostlist::compress(&step.nodes),
+        Some('S') => format::timestamp_or(step.start_time, tz, "N/A"),
+        Some('C') => step.num_cpus.to_string(),
+        _ => job_value(column.field, job, now, tz),
+    }
+}
+
+/// Slurm's display of a time limit for squeue.
+fn time_limit(limit: Option<TimeLimit>) -> String {
+    match limit {
+        Some(TimeLimit::Unlimited) => "UNLIMITED".into(),
+        Some(TimeLimit::Minutes(minutes)) => format::clock(i64::from(minutes) * 60),
+        None => "NOT_SET".into(),
+    }
+}
+
+/// Elapsed seconds as squeue shows them: anything beyond a year is `INVALID`.
+fn time_used(job: &JobInfo, now: UnixTime) -> String {
+    let used = job.elapsed(now);
+    if used > 365 * 86_400 {
+        "INVALID".into()
+    } else {
+        format::clock(used)
+    }
+}
+
+/// The end squeue prints: actual, else start plus limit for a running job.
+fn expected_end(job: &JobInfo) -> Option<UnixTime> {
+    job.end_time.or_else(|| match (job.start_time, job.time_limit) {
+        (Some(start), Some(TimeLimit::Minutes(minutes))) => Some(start + i64::from(minutes) * 60),
+        _ => None,
+    })
+}
+
+/// Whether `%R` shows the reason (pending, or ended in a way that has one) rather than nodes.
+fn shows_reason(state: JobState) -> bool {
+    matches!(
+        state,
+        JobState::Pending | JobState::Failed | JobState::Timeout | JobState::OutOfMemory | JobState::Deadline
+    )
+}
+
+fn job_value(field: Field, job: &JobInfo, now: UnixTime, tz: Tz) -> String {
+    let state = job.state();
+    match field {
+        Field::JobId | Field::JobIdRaw | Field::ArrayJobId => job.job_id.to_string(),
+        Field::ArrayTaskId => "N/A".into(),
+        Field::Name => job.name.clone(),
+        Field::User => job.user.clone(),
+        Field::Uid => job.uid.to_string(),
+        Field::Account => job.account.clone(),
+        Field::Partition => job.partition.clone(),
+        Field::Qos => job.qos.clone(),
+        Field::StateCompact => state.compact_name().into(),
+        Field::State => state.long_name().into(),
+        Field::TimeUsed => time_used(job, now),
+        Field::TimeLimit => time_limit(job.time_limit),
+        Field::TimeLeft => match job.time_limit {
+            Some(TimeLimit::Minutes(minutes)) => format::clock(i64::from(minutes) * 60 - job.elapsed(now)),
+            other => time_limit(other),
+        },
+        Field::NumNodes => job.num_nodes.to_string(),
+        Field::NumCpus => job.num_cpus.to_string(),
+        Field::NumTasks => job.num_tasks.to_string(),
+        Field::TresPerNode => {
+            if job.tres_per_node.is_empty() {
+                "N/A".into()
+            } else {
+                job.tres_per_node.clone()
+            }
+        }
+        Field::TresAlloc => {
+            if common::has_started(job) {
+                common::tres_string(&common::job_tres(job))
+            } else {
+                "(null)".into()
+            }
+        }
+        Field::MinMemory => format_mem_mb(common::job_min_memory(job).1),
+        Field::NodeList => hostlist::compress(&job.nodes),
+        Field::ReasonList => {
+            if shows_reason(state) {
+                format!("({})", job.reason)
+            } else {
+                hostlist::compress(&job.nodes)
+            }
+        }
+        Field::Reason => job.reason.clone(),
+        Field::Priority => format!("{:16.14}", f64::from(job.priority) / f64::from(u32::MAX)),
+        Field::PriorityLong => job.priority.to_string(),
+        Field::SubmitTime => format::timestamp(job.submit_time, tz),
+        Field::StartTime => format::timestamp_or(job.start_time, tz, "N/A"),
+        Field::EndTime => format::timestamp_or(expected_end(job), tz, "N/A"),
+        Field::EligibleTime => format::timestamp_or(job.eligible_time, tz, "N/A"),
+        Field::Dependency => common::or_null(job.dependency.as_deref()),
+        Field::Comment => common::or_null(job.comment.as_deref()),
+        Field::Command => common::or_null(job.command.as_deref()),
+        Field::WorkDir => job.work_dir.clone(),
+        Field::Stdout => job.stdout.clone(),
+        Field::Stderr => job.stderr.clone(),
+        Field::Stdin => job.stdin.clone(),
+        Field::Nice => job.nice.to_string(),
+        Field::MinCpus | Field::CpusPerTask => job.cpus_per_task.max(1).to_string(),
+        Field::MinTmpDisk | Field::Contiguous => "0".into(),
+        Field::RestartCount => job.restarts.to_string(),
+        Field::Features => common::or_null(job.constraint.as_deref()),
+        Field::Group => job.group.clone(),
+        Field::Gid => job.gid.to_string(),
+        Field::OverSubscribe => if job.exclusive { "NO" } else { "OK" }.into(),
+        Field::ReqNodes => job.nodelist_requested.clone().unwrap_or_default(),
+        Field::ExcNodes => job.exclude.clone().unwrap_or_default(),
+        Field::Reservation | Field::SchedNodes | Field::Null => "(null)".into(),
+        Field::BatchHost => job.nodes.first().cloned().unwrap_or_else(|| "n/a".into()),
+        Field::Sct => "*:*:*".into(),
+        Field::Wildcard => "*".into(),
+        Field::Requeue => u8::from(job.requeue).to_string(),
+        Field::ExitCode => job.exit_status.to_string(),
+        Field::BatchFlag => "1".into(),
+        Field::NotAvailable => "N/A".into(),
+        Field::Unknown => String::new(),
+    }
+}
+
+fn compare_jobs(a: &JobInfo, b: &JobInfo, keys: &[SortKey], now: UnixTime) -> Ordering {
+    for key in keys {
+        let ordering = match key.letter {
+            'i' | 'A' | 'F' => a.job_id.cmp(&b.job_id),
+            'j' => a.name.cmp(&b.name),
+            'u' => a.user.cmp(&b.user),
+            'U' => a.uid.cmp(&b.uid),
+            'a' => a.account.cmp(&b.account),
+            'P' => a.partition.cmp(&b.partition),
+            'q' => a.qos.cmp(&b.qos),
+            't' => a.state().compact_name().cmp(b.state().compact_name()),
+            'T' => a.state().long_name().cmp(b.state().long_name()),
+            'p' | 'Q' => a.priority.cmp(&b.priority),
+            'M' => a.elapsed(now).cmp(&b.elapsed(now)),
+            'l' => limit_seconds(a).cmp(&limit_seconds(b)),
+            'D' => a.num_nodes.cmp(&b.num_nodes),
+            'C' => a.num_cpus.cmp(&b.num_cpus),
+            'V' => a.submit_time.cmp(&b.submit_time),
+            'S' => a.start_time.cmp(&b.start_time),
+            'e' => expected_end(a).cmp(&expected_end(b)),
+            'r' => a.reason.cmp(&b.reason),
+            'N' => a.nodes.cmp(&b.nodes),
+            'g' => a.group.cmp(&b.group),
+            'y' => a.nice.cmp(&b.nice),
+            _ => Ordering::Equal,
+        };
+        let ordering = if key.descending { ordering.reverse() } else { ordering };
+        if ordering != Ordering::Equal {
+            return ordering;
+        }
+    }
+    Ordering::Equal
+}
+
+fn limit_seconds(job: &JobInfo) -> u64 {
+    match job.time_limit {
+        Some(limit) => limit.seconds().unwrap_or(u64::MAX),
+        None => 0,
+    }
+}
+
+/// Which jobs to show.
+#[derive(Debug, Clone)]
+pub(crate) struct Filter {
+    pub(crate) job_ids: Vec<JobId>,
+    pub(crate) users: Vec<u32>,
+    pub(crate) accounts: Vec<String>,
+    pub(crate) partitions: Vec<String>,
+    pub(crate) names: Vec<String>,
+    pub(crate) qos: Vec<String>,
+    pub(crate) states: StateFilter,
+    /// Host names from `-w`, expanded.
+    pub(crate) nodes: Vec<String>,
+}
+
+impl Filter {
+    /// Whether `job` passes every filter; a job pending in several partitions matches any of them.
+    pub(crate) fn matches(&self, job: &JobInfo) -> bool {
+        let any_or = |list: &[String], value: &str| list.is_empty() || list.iter().any(|item| item == value);
+        (self.job_ids.is_empty() || self.job_ids.contains(&job.job_id))
+            && (self.users.is_empty() || self.users.contains(&job.uid))
+            && any_or(&self.accounts, &job.account)
+            && (self.partitions.is_empty() || common::comma_list(&job.partition).any(|p| any_or(&self.partitions, p)))
+            && any_or(&self.names, &job.name)
+            && any_or(&self.qos, &job.qos)
+            && self.states.matches(job.state())
+            && (self.nodes.is_empty() || job.nodes.iter().any(|node| self.nodes.contains(node)))
+    }
+}
+
+/// The default state selection: jobs that have not ended.
+fn default_states() -> StateFilter {
+    StateFilter::Only(vec![JobState::Pending, JobState::Running, JobState::Suspended])
+}
+
+/// A non-empty environment variable.
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// Options given on the command line, else taken from `var`.
+fn or_env(values: Vec<String>, var: &str) -> Vec<String> {
+    if values.is_empty() {
+        env_value(var).into_iter().collect()
+    } else {
+        values
+    }
+}
+
 /// Runs `squeue`.
-pub(crate) fn run(_args: Vec<OsString>) -> anyhow::Result<i32> {
-    anyhow::bail!("squeue is not implemented yet")
+pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let args = match common::parse_args::<Args>("squeue", args) {
+        Ok(args) => args,
+        Err(code) => return Ok(code),
+    };
+    if args.format.is_some() && args.format_long.is_some() {
+        anyhow::bail!("-o and -O options are mutually exclusive");
+    }
+    let steps = args.steps.is_some();
+    let (columns, unknown) = if let Some(text) = &args.format_long {
+        parse_long_format(text)
+    } else if let Some(text) = &args.format {
+        (parse_format(text), Vec::new())
+    } else if let Some(text) = env_value("SQUEUE_FORMAT") {
+        (parse_format(&text), Vec::new())
+    } else if let Some(text) = env_value("SQUEUE_FORMAT2") {
+        parse_long_format(&text)
+    } else {
+        let text = match (steps, args.start, args.long) {
+            (true, _, _) => STEPS_FORMAT,
+            (false, true, _) => START_FORMAT,
+            (false, false, true) => LONG_FORMAT,
+            (false, false, false) => DEFAULT_FORMAT,
+        };
+        (parse_format(text), Vec::new())
+    };
+    for name in unknown {
+        eprintln!("squeue: error: Invalid job format specification: {name}");
+    }
+    let sort_text = args.sort.clone().or_else(|| env_value("SQUEUE_SORT"));
+    let sort_text = sort_text.unwrap_or_else(|| if args.start { "S".into() } else { DEFAULT_SORT.into() });
+
+    let state_values = or_env(args.states.clone(), "SQUEUE_STATES");
+    let states = if state_values.is_empty() {
+        if args.start {
+            StateFilter::Only(vec![JobState::Pending])
+        } else {
+            default_states()
+        }
+    } else {
+        common::parse_states(&state_values)?
+    };
+    let mut users = common::resolve_users(&or_env(args.users.clone(), "SQUEUE_USERS"))?;
+    if args.me {
+        users.push(common::my_uid());
+    }
+    let mut nodes = Vec::new();
+    for expr in common::flat_list(&args.nodelist) {
+        nodes.extend(hostlist::expand(&expr)?);
+    }
+    let filter = Filter {
+        job_ids: common::parse_job_ids(&args.jobs).map_err(|_| anyhow::anyhow!("Invalid job id specified"))?,
+        users,
+        accounts: common::flat_list(&or_env(args.accounts.clone(), "SQUEUE_ACCOUNT")),
+        partitions: common::flat_list(&or_env(args.partitions.clone(), "SQUEUE_PARTITION")),
+        names: common::flat_list(&args.names),
+        qos: common::flat_list(&or_env(args.qos.clone(), "SQUEUE_QOS")),
+        states,
+        nodes,
+    };
+    let options = RenderOptions {
+        columns,
+        header: !args.noheader,
+        sort: parse_sort(&sort_text),
+        date_line: args.long || args.iterate.is_some(),
+        tz: Tz::Local,
+    };
+    loop {
+        let code = query_and_print(&filter, &options, steps)?;
+        match args.iterate {
+            Some(secs) if code == 0 => {
+                println!();
+                std::thread::sleep(std::time::Duration::from_secs(secs.max(1)));
+            }
+            _ => return Ok(code),
+        }
+    }
+}
+
+/// One round trip to ctld and one printout; returns the exit code.
+fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> anyhow::Result<i32> {
+    // A single id is looked up whatever its state, so that an unknown id can be told from one the
+    // state filter hides.
+    let single_id = filter.job_ids.len() == 1;
+    let query = JobQuery {
+        job_ids: filter.job_ids.clone(),
+        users: filter.users.clone(),
+        partitions: filter.partitions.clone(),
+        states: if single_id { Vec::new() } else { filter.states.to_query() },
+        include_finished: single_id
+            || match &filter.states {
+                StateFilter::All => true,
+                StateFilter::Only(states) => states.iter().any(|s| s.is_terminal()),
+            },
+    };
+    let response = match crate::client::call(&Request::QueryJobs(query)) {
+        Ok(response) => response,
+        Err(error) => {
+            eprintln!("slurm_load_jobs error: {error}");
+            return Ok(1);
+        }
+    };
+    let (now, jobs) = match response {
+        Response::Jobs { now, jobs } => (now, jobs),
+        Response::Error { code, .. } => {
+            eprintln!("slurm_load_jobs error: {}", code.message());
+            return Ok(1);
+        }
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    };
+    if single_id && !jobs.iter().any(|job| filter.job_ids.contains(&job.job_id)) {
+        eprintln!("slurm_load_jobs error: Invalid job id specified");
+        return Ok(1);
+    }
+    let selected: Vec<JobInfo> = jobs.into_iter().filter(|job| filter.matches(job)).collect();
+    let text = if steps { render_steps(&selected, now, options) } else { render(&selected, now, options) };
+    print!("{text}");
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scenario::{self, sample_stdout};
+    use super::*;
+    use expect_test::expect;
+
+    fn options(format: &str) -> RenderOptions {
+        RenderOptions {
+            columns: parse_format(format),
+            header: true,
+            sort: parse_sort(DEFAULT_SORT),
+            date_line: false,
+            tz: Tz::Fixed(0),
+        }
+    }
+
+    /// The queue of the sample capture, minus the array jobs (29, 32) Drover cannot have yet.
+    fn queue() -> Vec<JobInfo> {
+        scenario::queue()
+    }
+
+    /// The sample's stdout without the lines of array jobs.
+    fn without_arrays(name: &str) -> String {
+        let text = sample_stdout(name);
+        text.lines().filter(|line| !line.contains("29_") && !line.contains("32_")).map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn default_matches_slurm() {
+        let jobs: Vec<JobInfo> = queue().into_iter().filter(|j| default_states().matches(j.state())).collect();
+        assert_eq!(render(&jobs, scenario::NOW, &options(DEFAULT_FORMAT)), without_arrays("squeue_default.txt"));
+    }
+
+    #[test]
+    fn format_matches_slurm() {
+        let jobs = queue();
+        assert_eq!(render(&jobs, scenario::NOW, &options("%i %P %j %u %t %M %D %R")), without_arrays("squeue_fmt.txt"));
+        let mut noheader = options("%i|%T|%r");
+        noheader.header = false;
+        assert_eq!(render(&jobs, scenario::NOW, &noheader), without_arrays("squeue_noheader_fmt.txt"));
+    }
+
+    #[test]
+    fn long_matches_slurm() {
+        let mut long = options(LONG_FORMAT);
+        long.date_line = true;
+        assert_eq!(render(&queue(), scenario::NOW, &long), without_arrays("squeue_long.txt"));
+    }
+
+    #[test]
+    fn long_format_option_matches_slurm() {
+        // `-O JobID` is the job's own id; the array rows (29, 30, 31, 32) are left out.
+        let expected: String = sample_stdout("squeue_json_like_fields.txt")
+            .lines()
+            .filter(|line| !["29 ", "30 ", "31 ", "32 "].iter().any(|id| line.starts_with(id)))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let (columns, unknown) = parse_long_format("JobID,Name,State,Reason,TimeLimit,NumCPUs,Partition");
+        assert!(unknown.is_empty());
+        let opts = RenderOptions { columns, ..options("") };
+        assert_eq!(render(&queue(), scenario::NOW, &opts), expected);
+    }
+
+    #[test]
+    fn filters_match_slurm() {
+        let select = |filter: &Filter| -> Vec<JobInfo> { queue().into_iter().filter(|j| filter.matches(j)).collect() };
+        let base = Filter {
+            job_ids: Vec::new(),
+            users: Vec::new(),
+            accounts: Vec::new(),
+            partitions: Vec::new(),
+            names: Vec::new(),
+            qos: Vec::new(),
+            states: default_states(),
+            nodes: Vec::new(),
+        };
+        let nobody = Filter { users: vec![65534], ..base.clone() };
+        assert_eq!(
+            render(&select(&nobody), scenario::NOW, &options(DEFAULT_FORMAT)),
+            sample_stdout("squeue_user_nobody.txt")
+        );
+        let pending = Filter { states: StateFilter::Only(vec![JobState::Pending]), ..base.clone() };
+        assert_eq!(
+            render(&select(&pending), scenario::NOW, &options(DEFAULT_FORMAT)),
+            without_arrays("squeue_pending.txt")
+        );
+        let two = Filter { job_ids: vec![36, 37], ..base.clone() };
+        let mut jobs = select(&two);
+        for job in &mut jobs {
+            job.reason = "DependencyNeverSatisfied".into(); // captured after the sleeper was cancelled
+        }
+        assert_eq!(render(&jobs, scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_dep_never.txt"));
+    }
+
+    #[test]
+    fn start_matches_slurm() {
+        let mut jobs: Vec<JobInfo> = queue().into_iter().filter(|j| j.state() == JobState::Pending).collect();
+        jobs.sort_by_key(|job| job.job_id); // ctld's order; --start ties keep it
+        let opts = RenderOptions { sort: parse_sort("S"), ..options(START_FORMAT) };
+        assert_eq!(render(&jobs, scenario::NOW, &opts), without_arrays("squeue_start.txt"));
+    }
+
+    #[test]
+    fn steps_match_slurm() {
+        let jobs: Vec<JobInfo> = queue().into_iter().filter(|j| j.state() == JobState::Running).collect();
+        assert_eq!(render_steps(&jobs, scenario::NOW, &options(STEPS_FORMAT)), without_arrays("squeue_steps.txt"));
+    }
+
+    fn check(format: &str, expect: expect_test::Expect) {
+        let mut jobs = queue();
+        jobs.truncate(1);
+        jobs.push(scenario::queue().into_iter().find(|j| j.job_id == 25).expect("sleeper"));
+        let mut opts = options(format);
+        opts.sort = parse_sort("i");
+        expect.assert_eq(&render(&jobs, scenario::NOW, &opts));
+    }
+
+    #[test]
+    fn other_fields() {
+        check(
+            "%A|%F|%K|%a|%q|%U|%g|%G|%l|%L|%C|%b|%m|%N|%Q|%y|%c|%h|%B|%E|%k|%o|%Z|%Y|%z",
+            expect![[r#"
+                JOBID|ARRAY_JOB_ID|ARRAY_TASK_ID|ACCOUNT|QOS|UID|GROUP|GROUP|TIME_LIMIT|TIME_LEFT|CPUS|TRES_PER_NODE|MIN_MEMORY|NODELIST|PRIORITY|NICE|MIN_CPUS|OVER_SUBSCRIBE|EXEC_HOST|DEPENDENCY|COMMENT|COMMAND|WORK_DIR|SCHEDNODES|S:C:T
+                25|25|N/A|teama|normal|0|root|0|10:00|9:52|1|N/A|100M|n1|15187|0|1|OK|n1|(null)|(null)|(null)|/tmp/slurm-samples.CYvrXx|(null)|*:*:*
+                33|33|N/A|teama|normal|0|root|0|UNLIMITED|UNLIMITED|4|N/A|100M||11250|0|1|NO|n/a|(null)|(null)|(null)|/tmp/slurm-samples.CYvrXx|(null)|*:*:*
+            "#]],
+        );
+        check(
+            "%V|%S|%e|%p|%T|%R",
+            expect![[r#"
+                SUBMIT_TIME|START_TIME|END_TIME|PRIORITY|STATE|NODELIST(REASON)
+                2026-11-29T23:35:29|2026-11-29T23:35:31|2026-11-29T23:45:31|0.00000353599899|RUNNING|n1
+                2026-11-29T23:35:35|N/A|N/A|0.00000261934474|PENDING|(Resources)
+            "#]],
+        );
+        check(
+            ">%5i<%.5j>%!z%-",
+            expect![[r#"
+                >JOBID< NAME>z
+                >25   <sleep>z
+                >33   <waitr>z
+            "#]],
+        );
+    }
+
+    #[test]
+    fn long_format_widths_and_suffixes() {
+        let (columns, unknown) = parse_long_format("JobID:|,StateCompact:.4|,Bogus:x,NodeList:3");
+        assert_eq!(unknown, ["Bogus"]);
+        let mut jobs = queue();
+        jobs.retain(|j| j.job_id == 26);
+        let opts = RenderOptions { columns, ..options("") };
+        expect![[r#"
+            JOBID|  ST|BOGUSxNOD
+            26|   R|xn[2-3]
+        "#]]
+        .assert_eq(&render(&jobs, scenario::NOW, &opts));
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, i32> {
+        common::parse_args::<Args>("squeue", args.iter().map(OsString::from).collect())
+    }
+
+    #[test]
+    fn getopt_like_arguments() {
+        let args = parse(&["-aho", "%i %t", "--job", "5", "-j6,7", "--states=all", "-u", "nobody"]).expect("valid");
+        assert!(args.all && args.noheader);
+        assert_eq!(args.format.as_deref(), Some("%i %t"));
+        assert_eq!(args.jobs, ["5", "6,7"]);
+        assert_eq!((args.states, args.users), (vec!["all".to_owned()], vec!["nobody".to_owned()]));
+        let args = parse(&["-O", "JobID:\u{1f},StateCompact:\u{1f},", "--all", "--noconvert", "-s"]).expect("valid");
+        assert_eq!(args.steps.as_deref(), Some(""));
+        assert_eq!(parse(&["--only-job-state"]).err(), Some(1));
+        assert_eq!(parse(&["stray"]).err(), Some(1));
+    }
+
+    #[test]
+    fn sort_keys() {
+        assert_eq!(
+            parse_sort("P,t,-p"),
+            [
+                SortKey { letter: 'P', descending: false },
+                SortKey { letter: 't', descending: false },
+                SortKey { letter: 'p', descending: true }
+            ]
+        );
+        let mut opts = options("%i");
+        opts.header = false;
+        opts.sort = parse_sort("-i");
+        expect![[r#"
+            37
+            36
+            35
+            34
+            33
+            28
+            27
+            26
+            25
+            23
+        "#]]
+        .assert_eq(&render(&queue(), scenario::NOW, &opts));
+    }
 }

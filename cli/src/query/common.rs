@@ -1,0 +1,292 @@
+//! Pieces every query command needs: getopt-like argument parsing through clap with Slurm's exit
+//! codes, user and job-state lists, job id lists, and the job facts several commands print the
+//! same way (memory, TRES strings, the `N/A`-style placeholders).
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use drover_shared::grammar::mem::format_mem_mb;
+use drover_shared::job::{JobId, JobInfo, JobState, MemRequest};
+use std::ffi::OsString;
+
+/// Parses `args` (without the command name) into `P`. `--help` prints and yields `Err(0)`; a
+/// usage error prints `<command>: error: <what>` and Slurm's hint, and yields `Err(1)`, Slurm's
+/// status for a bad option (clients such as Snakemake rely on it).
+pub(crate) fn parse_args<P: Parser>(command: &str, args: Vec<OsString>) -> Result<P, i32> {
+    let argv = std::iter::once(OsString::from(command)).chain(args);
+    P::try_parse_from(argv).map_err(|error| {
+        if !error.use_stderr() {
+            // Nothing sensible is left to do when stdout is gone.
+            let _ = error.print();
+            return 0;
+        }
+        let rendered = error.render().to_string();
+        let what = rendered.lines().next().unwrap_or_default();
+        let what = what.strip_prefix("error: ").unwrap_or(what);
+        eprintln!("{command}: error: {what}\nTry \"{command} --help\" for more information");
+        1
+    })
+}
+
+/// Splits a comma list, dropping empty items (`a,,b,` → `a`, `b`).
+pub(crate) fn comma_list(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',').map(str::trim).filter(|item| !item.is_empty())
+}
+
+/// Every comma list of a repeatable option, flattened.
+pub(crate) fn flat_list(values: &[String]) -> Vec<String> {
+    values.iter().flat_map(|value| comma_list(value)).map(str::to_owned).collect()
+}
+
+/// Resolves user names or numeric uids to uids.
+pub(crate) fn resolve_users(values: &[String]) -> anyhow::Result<Vec<u32>> {
+    let mut uids = Vec::new();
+    for name in flat_list(values) {
+        let uid = if name.bytes().all(|b| b.is_ascii_digit()) {
+            name.parse().with_context(|| format!("Invalid user: {name}"))?
+        } else {
+            match nix::unistd::User::from_name(&name) {
+                Ok(Some(user)) => user.uid.as_raw(),
+                Ok(None) => bail!("Invalid user: {name}"),
+                Err(errno) => bail!("Invalid user: {name}: {errno}"),
+            }
+        };
+        if !uids.contains(&uid) {
+            uids.push(uid);
+        }
+    }
+    Ok(uids)
+}
+
+/// The caller's effective uid (`--me`).
+pub(crate) fn my_uid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// Parses a list of plain job ids (`12,13`). Array and step forms are rejected: Drover has no
+/// arrays yet, and these commands act on whole jobs.
+pub(crate) fn parse_job_ids(values: &[String]) -> anyhow::Result<Vec<JobId>> {
+    let mut ids = Vec::new();
+    for item in flat_list(values) {
+        match item.parse::<JobId>() {
+            Ok(id) if id > 0 => {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            _ => bail!("Invalid job id: {item}"),
+        }
+    }
+    Ok(ids)
+}
+
+/// Slurm state names Drover accepts in filters but never reports (flags such as COMPLETING, or
+/// states it has no use for yet): they select nothing.
+const UNREPRESENTED_STATES: [&str; 24] = [
+    "CG",
+    "COMPLETING",
+    "CF",
+    "CONFIGURING",
+    "RQ",
+    "REQUEUED",
+    "RH",
+    "REQUEUE_HOLD",
+    "RS",
+    "RESIZING",
+    "SE",
+    "SPECIAL_EXIT",
+    "ST",
+    "STOPPED",
+    "RV",
+    "REVOKED",
+    "SO",
+    "STAGE_OUT",
+    "RF",
+    "REQUEUE_FED",
+    "RD",
+    "RESV_DEL_HOLD",
+    "SI",
+    "SIGNALING",
+];
+
+/// A `-t/--states` or `-s/--state` selection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StateFilter {
+    /// `all`, or no selection where the command shows everything.
+    All,
+    /// Only these states (possibly none, when only unrepresented names were given).
+    Only(Vec<JobState>),
+}
+
+impl StateFilter {
+    /// Whether a job in `state` passes.
+    pub(crate) fn matches(&self, state: JobState) -> bool {
+        match self {
+            StateFilter::All => true,
+            StateFilter::Only(states) => states.contains(&state),
+        }
+    }
+
+    /// The states to ask ctld for (empty = any).
+    pub(crate) fn to_query(&self) -> Vec<JobState> {
+        match self {
+            StateFilter::All => Vec::new(),
+            StateFilter::Only(states) => states.clone(),
+        }
+    }
+
+    /// Whether no job can pass.
+    pub(crate) fn is_empty(&self) -> bool {
+        matches!(self, StateFilter::Only(states) if states.is_empty())
+    }
+}
+
+/// Parses a comma list of long or compact state names, case-insensitively; `all` selects every
+/// state.
+pub(crate) fn parse_states(values: &[String]) -> anyhow::Result<StateFilter> {
+    let mut states = Vec::new();
+    for name in flat_list(values) {
+        if name.eq_ignore_ascii_case("all") {
+            return Ok(StateFilter::All);
+        }
+        match JobState::parse(&name) {
+            Some(state) => {
+                if !states.contains(&state) {
+                    states.push(state);
+                }
+            }
+            None if UNREPRESENTED_STATES.iter().any(|s| s.eq_ignore_ascii_case(&name)) => {}
+            None => bail!("Invalid job state specified: {name}"),
+        }
+    }
+    Ok(StateFilter::Only(states))
+}
+
+/// `(null)` for an unset string, Slurm's placeholder in scontrol and squeue.
+pub(crate) fn or_null(value: Option<&str>) -> String {
+    match value {
+        Some(text) if !text.is_empty() => text.to_owned(),
+        _ => "(null)".to_owned(),
+    }
+}
+
+/// Whether the job ever got nodes.
+pub(crate) fn has_started(job: &JobInfo) -> bool {
+    job.start_time.is_some() && !job.nodes.is_empty()
+}
+
+/// GPUs of the job: allocated once started, else the per-node request times the node count.
+pub(crate) fn job_gpus(job: &JobInfo) -> u32 {
+    if has_started(job) || job.gpus_allocated > 0 {
+        return job.gpus_allocated;
+    }
+    gpus_per_node(&job.tres_per_node).saturating_mul(job.num_nodes.max(1))
+}
+
+/// The GPU count in a `gres:gpu[:type]:N` TRES-per-node string (0 when it asks for none).
+fn gpus_per_node(tres_per_node: &str) -> u32 {
+    comma_list(tres_per_node)
+        .filter_map(|item| {
+            let rest = item.strip_prefix("gres:").or_else(|| item.strip_prefix("gres/")).unwrap_or(item);
+            let mut parts = rest.split(':');
+            (parts.next() == Some("gpu")).then(|| parts.next_back().and_then(|n| n.parse::<u32>().ok()).unwrap_or(1))
+        })
+        .sum()
+}
+
+/// Total memory of the job in megabytes, from its request (`--mem-per-cpu` × CPUs, `--mem` ×
+/// nodes, `--mem-per-gpu` × GPUs), else from the allocation.
+pub(crate) fn job_mem_total_mb(job: &JobInfo) -> u64 {
+    let nodes = u64::from(job.num_nodes.max(1));
+    match job.mem {
+        Some(MemRequest::PerCpu(mb)) => mb.saturating_mul(u64::from(job.num_cpus)),
+        Some(MemRequest::PerNode(mb)) if mb > 0 => mb.saturating_mul(nodes),
+        Some(MemRequest::PerGpu(mb)) => mb.saturating_mul(u64::from(job_gpus(job))),
+        _ => job.mem_per_node_mb.saturating_mul(nodes),
+    }
+}
+
+/// The job's minimum memory as Slurm reports it: `(per-CPU?, megabytes)`.
+pub(crate) fn job_min_memory(job: &JobInfo) -> (bool, u64) {
+    match job.mem {
+        Some(MemRequest::PerCpu(mb)) => (true, mb),
+        Some(MemRequest::PerNode(mb)) if mb > 0 => (false, mb),
+        _ => (false, job.mem_per_node_mb),
+    }
+}
+
+/// The job's TRES in Slurm's TRES-id order (`cpu`, `mem`, `node`, `billing`, `gres/gpu`). Billing
+/// is the CPU count: Drover has no TRESBillingWeights yet.
+pub(crate) fn job_tres(job: &JobInfo) -> Vec<(&'static str, String)> {
+    let mut tres = vec![
+        ("cpu", job.num_cpus.to_string()),
+        ("mem", format_mem_mb(job_mem_total_mb(job))),
+        ("node", job.num_nodes.to_string()),
+        ("billing", job.num_cpus.to_string()),
+    ];
+    let gpus = job_gpus(job);
+    if gpus > 0 {
+        tres.push(("gres/gpu", gpus.to_string()));
+    }
+    tres
+}
+
+/// Joins `name=value` pairs with commas.
+pub(crate) fn tres_string(tres: &[(&str, String)]) -> String {
+    tres.iter().map(|(name, value)| format!("{name}={value}")).collect::<Vec<_>>().join(",")
+}
+
+/// `(E, S)` of a wait status as sacct prints it: exit statuses of 128 and above lose 128.
+pub(crate) fn sacct_exit_parts(status: drover_shared::job::WaitStatus) -> (i32, i32) {
+    let (code, signal) = status.parts();
+    (if code >= 128 { code - 128 } else { code }, signal)
+}
+
+/// Whether `state` is one a controller decides on its own (cancel, time limit, node failure …)
+/// rather than the batch script's exit: Slurm records the accounting exit code at that moment,
+/// before the script's status arrives, so sacct shows `0:0` for such jobs while scontrol shows
+/// the script's status.
+pub(crate) fn ended_by_controller(state: JobState) -> bool {
+    matches!(
+        state,
+        JobState::Cancelled | JobState::Timeout | JobState::NodeFail | JobState::Preempted | JobState::Deadline
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn states() {
+        let parse = |items: &[&str]| match parse_states(&strings(items)) {
+            Ok(filter) => format!("{filter:?}"),
+            Err(error) => error.to_string(),
+        };
+        assert_eq!(parse(&["PD,r"]), "Only([Pending, Running])");
+        assert_eq!(parse(&["pending", "CANCELLED,oom"]), "Only([Pending, Cancelled, OutOfMemory])");
+        assert_eq!(parse(&["CG"]), "Only([])");
+        assert_eq!(parse(&["r,ALL"]), "All");
+        assert_eq!(parse(&["bogus"]), "Invalid job state specified: bogus");
+    }
+
+    #[test]
+    fn job_ids_and_users() {
+        assert_eq!(parse_job_ids(&strings(&["20,24", "23", "20"])).ok(), Some(vec![20, 24, 23]));
+        assert_eq!(parse_job_ids(&strings(&["29_1"])).map_err(|e| e.to_string()), Err("Invalid job id: 29_1".into()));
+        assert_eq!(resolve_users(&strings(&["0,root", "65534"])).ok(), Some(vec![0, 65534]));
+        let unknown = resolve_users(&strings(&["no-such-user-here"])).map_err(|e| e.to_string());
+        assert_eq!(unknown, Err("Invalid user: no-such-user-here".into()));
+    }
+
+    #[test]
+    fn gpus_in_tres_per_node() {
+        assert_eq!(gpus_per_node("gres:gpu:1"), 1);
+        assert_eq!(gpus_per_node("gres:gpu:a100:2,gres:shard:1"), 2);
+        assert_eq!(gpus_per_node("gres/gpu"), 1);
+        assert_eq!(gpus_per_node(""), 0);
+    }
+}
