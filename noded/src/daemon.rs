@@ -46,6 +46,14 @@ impl NodeSettings {
 const RESCAN: Duration = Duration::from_secs(1);
 /// How long an unacknowledged end waits before it is sent again.
 const RESEND_END: Duration = Duration::from_secs(5);
+/// How long a launch request may sit without a supervisor pid file before the supervisor counts
+/// as never started (spawning takes milliseconds).
+const UNSTARTED_GRACE: Duration = Duration::from_secs(5);
+
+/// How long ago a file was last modified (zero if unknown).
+fn age(path: &std::path::Path) -> Duration {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).unwrap_or_default()
+}
 
 /// Runs the daemon until `shutdown` resolves. Running jobs are left to their supervisors.
 pub async fn run(settings: NodeSettings, shutdown: impl std::future::Future) -> anyhow::Result<()> {
@@ -302,6 +310,16 @@ async fn report(
                     start_time: supervisor::read_started(&dir).ok().flatten(),
                     end_time: drover_shared::now(),
                 })
+            }
+            // Written but never started: noded died between writing the launch request and
+            // starting the supervisor. The job has not run, so start it now.
+            None if age(&dir.join("launch")) > UNSTARTED_GRACE => {
+                tracing::warn!(job_id, "job was launched but its supervisor never started; starting it");
+                match supervisor::spawn(&settings.exe, &dir, &settings.socket()) {
+                    Ok(pid) => tracing::info!(job_id, pid, "supervisor started"),
+                    Err(e) => tracing::error!(job_id, error = %e, "could not start the supervisor"),
+                }
+                None
             }
             None => None,
         };

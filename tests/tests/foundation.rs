@@ -141,14 +141,21 @@ fn acknowledged_job_survives_ctld_crash() {
 fn running_job_survives_noded_crash() {
     let cluster = Cluster::start();
     let dir = cluster.workdir(None);
-    let job_id = cluster.submit(None, "slow.sh", "#!/bin/sh\n#SBATCH -w n1\n#SBATCH -o slow.out\nsleep 4\necho done\n", &[]);
-    cluster.wait_state(job_id, "RUNNING", LONG);
+    let script = "#!/bin/sh\n#SBATCH -w n1\n#SBATCH -o slow.out\necho started\nsleep 4\necho done\n";
+    let job_id = cluster.submit(None, "slow.sh", script, &[]);
+    // Wait until the script itself runs, not only until ctld has allocated it.
+    let output = dir.join("slow.out");
+    let deadline = std::time::Instant::now() + LONG;
+    while std::fs::read_to_string(&output).unwrap_or_default().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "job never started\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     cluster.kill9("noded-n1");
     std::thread::sleep(Duration::from_millis(500));
     let out = cluster.drover("up");
     assert!(out.status.success(), "restart failed: {}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
-    assert_eq!(std::fs::read_to_string(dir.join("slow.out")).unwrap(), "done\n");
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "started\ndone\n");
 }
 
 /// The "done when": a non-root user's job with the common directives completes and

@@ -86,9 +86,13 @@ fn running(path: &Path, binary: &str) -> Option<i32> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let argv0 = cmdline.split(|b| *b == 0).next()?;
     let argv0 = String::from_utf8_lossy(argv0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
-    (argv0.ends_with(binary) && !zombie).then_some(pid)
+    (argv0.ends_with(binary) && alive(pid)).then_some(pid)
+}
+
+/// Whether a process exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty() && !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
 }
 
 fn start(layout: &Layout, daemon: &str, program: &Path, args: &[String]) -> anyhow::Result<i32> {
@@ -163,16 +167,21 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     let ctld = sibling("drover-ctld")?;
     let noded = sibling("drover-noded")?;
     let conf = layout.config().to_string_lossy().into_owned();
-    match running(&layout.pid_file("ctld"), "drover-ctld") {
-        Some(pid) => println!("ctld already running (pid {pid})"),
+    let ctld_pid = match running(&layout.pid_file("ctld"), "drover-ctld") {
+        Some(pid) => {
+            println!("ctld already running (pid {pid})");
+            pid
+        }
         None => {
             let pid = start(&layout, "ctld", &ctld, &["--config".into(), conf.clone()])?;
             println!("started ctld (pid {pid})");
+            pid
         }
-    }
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ping(&socket) {
-        if Instant::now() > deadline || running(&layout.pid_file("ctld"), "drover-ctld").is_none() {
+        // The pid, not the pid file's command line: right after the fork it still reads `drover`.
+        if Instant::now() > deadline || !alive(ctld_pid) {
             bail!("ctld did not come up; see {}", layout.log_file("ctld").display());
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -244,7 +253,7 @@ fn stop(pid: i32) {
     let _ = kill(pid, Signal::SIGTERM);
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        if kill(pid, None).is_err() || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z")) {
+        if !alive(pid.as_raw()) {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
