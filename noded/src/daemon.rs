@@ -158,6 +158,8 @@ async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> an
 struct Reported {
     started: bool,
     end_sent: Option<Instant>,
+    /// A cancel the supervisor could not take yet (it was still starting); retried on each rescan.
+    undelivered: Option<SupervisorCommand>,
 }
 
 async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, poke: &Notify) -> anyhow::Result<()> {
@@ -189,7 +191,7 @@ async fn handle(
         CtldMessage::Registered { kill } => {
             for job_id in kill {
                 tracing::warn!(job_id, "ctld no longer runs this job here; cancelling it");
-                command(settings, job_id, &SupervisorCommand::Cancel { kill_wait: 5 }, messages).await?;
+                command(settings, job_id, SupervisorCommand::Cancel { kill_wait: 5 }, reported, messages).await?;
             }
         }
         CtldMessage::Launch(request) => {
@@ -208,10 +210,10 @@ async fn handle(
             }
         }
         CtldMessage::Signal { job_id, signal, batch_only } => {
-            command(settings, job_id, &SupervisorCommand::Signal { signal, batch_only }, messages).await?;
+            command(settings, job_id, SupervisorCommand::Signal { signal, batch_only }, reported, messages).await?;
         }
         CtldMessage::Cancel { job_id, kill_wait } => {
-            command(settings, job_id, &SupervisorCommand::Cancel { kill_wait }, messages).await?;
+            command(settings, job_id, SupervisorCommand::Cancel { kill_wait }, reported, messages).await?;
         }
         CtldMessage::JobEndAck { job_id } => {
             reported.remove(&job_id);
@@ -229,11 +231,12 @@ async fn handle(
 }
 
 /// Sends a command to a job's supervisor; a job this node does not hold is reported cancelled so
-/// ctld can release it.
+/// ctld can release it, and a cancel the supervisor cannot take yet is kept for the next rescan.
 async fn command(
     settings: &NodeSettings,
     job_id: JobId,
-    cmd: &SupervisorCommand,
+    cmd: SupervisorCommand,
+    reported: &mut HashMap<JobId, Reported>,
     messages: &mut MessageStream<TcpStream>,
 ) -> anyhow::Result<()> {
     let dir = job_dir(&settings.state_dir, job_id);
@@ -250,8 +253,11 @@ async fn command(
         }
         return Ok(());
     }
-    if let Err(e) = supervisor::send_command(&dir, cmd) {
-        tracing::warn!(job_id, error = %e, "could not reach the job's supervisor");
+    if let Err(e) = supervisor::send_command(&dir, &cmd) {
+        tracing::info!(job_id, error = %e, "supervisor not reachable yet; will retry");
+        if matches!(cmd, SupervisorCommand::Cancel { .. }) {
+            reported.entry(job_id).or_default().undelivered = Some(cmd);
+        }
     }
     Ok(())
 }
@@ -323,6 +329,14 @@ async fn report(
             }
             None => None,
         };
+        if end.is_some() {
+            entry.undelivered = None;
+        } else if let Some(cmd) = entry.undelivered.take() {
+            if let Err(e) = supervisor::send_command(&dir, &cmd) {
+                tracing::info!(job_id, error = %e, "supervisor still not reachable; will retry");
+                entry.undelivered = Some(cmd);
+            }
+        }
         if let Some(end) = end {
             if entry.end_sent.is_none_or(|t| now.duration_since(t) >= RESEND_END) {
                 entry.end_sent = Some(now);
