@@ -175,3 +175,30 @@ fn done_when() {
     assert!(output.starts_with("gpus="), "{output}");
     assert_ne!(output.trim(), "gpus=", "a GPU job sees its GPU");
 }
+
+/// A node that stops answering goes DOWN after `node_timeout` and its running job ends NODE_FAIL;
+/// the node comes back (and takes work again) once it registers.
+#[test]
+fn silent_node_goes_down_and_its_job_fails() {
+    let cluster = Cluster::start();
+    let job_id = cluster.submit(None, "victim.sh", "#!/bin/sh\n#SBATCH -w n2\nsleep 300\n", &[]);
+    cluster.wait_state(job_id, "RUNNING", LONG);
+    // Stop, not kill: the connection stays open but nothing more arrives (a hung node).
+    let pid = nix::unistd::Pid::from_raw(cluster.pid("noded-n2"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    cluster.wait_state(job_id, "NODE_FAIL", Duration::from_secs(30));
+    let sinfo = cluster.ok("sinfo", &["-h", "-N", "-o", "%N %t"]);
+    assert!(sinfo.contains("n2 down*"), "{sinfo}");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let sinfo = cluster.ok("sinfo", &["-h", "-N", "-o", "%N %t"]);
+        if sinfo.lines().any(|l| l == "n2 idle" || l == "n2 mix") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "n2 never came back: {sinfo}\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let next = cluster.submit(None, "after.sh", "#!/bin/sh\n#SBATCH -w n2\ntrue\n", &[]);
+    assert_eq!(cluster.wait_state(next, "COMPLETED", LONG), "0:0");
+}
