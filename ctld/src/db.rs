@@ -190,19 +190,18 @@ pub(crate) struct CommitReport {
     pub(crate) n_ops: usize,
 }
 
-/// Largest number of ops in one transaction, so one commit never holds the writer for long.
-const MAX_BATCH: usize = 4096;
-
-/// Runs the writer: blocks for the first op, drains what else is queued, commits, reports.
+/// Runs the writer: blocks for the first op, drains what else is queued (at most `max_batch` ops,
+/// so one commit never holds the writer for long), commits, reports.
 pub(crate) fn run_writer(
     mut conn: Connection,
     path: PathBuf,
     ops: std::sync::mpsc::Receiver<DbOp>,
+    max_batch: usize,
     report: impl Fn(CommitReport),
 ) {
     while let Ok(first) = ops.recv() {
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < max_batch.max(1) {
             match ops.try_recv() {
                 Ok(op) => batch.push(op),
                 Err(_) => break,

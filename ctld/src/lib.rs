@@ -25,11 +25,30 @@ pub struct Listeners {
     pub nodes: TcpListener,
 }
 
+/// Tuning knobs that are not cluster configuration.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Most database operations committed in one transaction (1 = a commit per change, the
+    /// baseline the ingest benchmark compares against).
+    pub max_commit_batch: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { max_commit_batch: 4096 }
+    }
+}
+
 /// How often the core checks node liveness, begin times and old jobs.
 const TICK: Duration = Duration::from_secs(1);
 
 /// Runs ctld until `shutdown` resolves.
-pub async fn run(config: Config, listeners: Listeners, shutdown: impl std::future::Future) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    options: Options,
+    listeners: Listeners,
+    shutdown: impl std::future::Future,
+) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let key = Arc::new(ClusterKey::load(&config.key_file)?);
     let db_path = config.state_dir.join("drover.db");
@@ -46,7 +65,7 @@ pub async fn run(config: Config, listeners: Listeners, shutdown: impl std::futur
     std::thread::Builder::new()
         .name("db-writer".into())
         .spawn(move || {
-            db::run_writer(conn, writer_path, db_rx, |report| {
+            db::run_writer(conn, writer_path, db_rx, options.max_commit_batch, |report| {
                 let _ = writer_events.send(core::Event::Committed(report));
             });
         })

@@ -22,6 +22,9 @@ struct Args {
     /// Writes the bound node port here once listening.
     #[arg(long)]
     port_file: Option<PathBuf>,
+    /// Most changes committed in one SQLite transaction (1 disables batching; for benchmarks).
+    #[arg(long, env = "DROVER_COMMIT_BATCH", default_value_t = 4096)]
+    commit_batch: usize,
 }
 
 #[tokio::main]
@@ -52,5 +55,6 @@ async fn main() -> anyhow::Result<()> {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
     };
-    drover_ctld::run(config, drover_ctld::Listeners { clients, nodes }, shutdown).await
+    let options = drover_ctld::Options { max_commit_batch: args.commit_batch };
+    drover_ctld::run(config, options, drover_ctld::Listeners { clients, nodes }, shutdown).await
 }
