@@ -255,6 +255,16 @@ impl Cluster {
         panic!("{daemon} did not die");
     }
 
+    /// ctld's client socket.
+    pub fn socket(&self) -> PathBuf {
+        self.home().join("ctld").join("ctld.sock")
+    }
+
+    /// ctld's node address, from the derived config.
+    pub fn node_address(&self) -> String {
+        drover_shared::config::Config::load(&self.home().join("cluster.toml")).expect("derived config").controller_address
+    }
+
     /// All daemon logs, for failure messages.
     pub fn logs(&self) -> String {
         let mut all = String::new();
