@@ -144,13 +144,22 @@ impl Core {
     fn committed(&mut self, report: CommitReport) {
         tracing::trace!(n_ops = report.n_ops, failed = report.error.is_some(), "commit reported");
         if let Some(error) = &report.error {
-            // Nothing in the batch is stored: refuse the submissions it carried and forget them.
+            // Nothing in the batch is stored: refuse the submissions it carried and forget them,
+            // put jobs whose allocation was not stored back in the queue, and leave job ends
+            // unacknowledged (the node repeats them, and each repeat stores the end again).
             for action in report.after {
-                if let AfterCommit::AnswerSubmit(job_id) = action {
-                    self.state.jobs.remove(&job_id);
-                    if let Some(reply) = self.waiting_submits.remove(&job_id) {
-                        let _ = reply.send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
+                match action {
+                    AfterCommit::AnswerSubmit(job_id) => {
+                        self.state.jobs.remove(&job_id);
+                        if let Some(reply) = self.waiting_submits.remove(&job_id) {
+                            let _ = reply.send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
+                        }
                     }
+                    AfterCommit::Launch(job_id) => {
+                        tracing::warn!(job_id, "allocation not stored; the job goes back to the queue");
+                        self.requeue(job_id);
+                    }
+                    AfterCommit::AckJobEnd { .. } => {}
                 }
             }
             return;
@@ -527,6 +536,9 @@ impl Core {
             self.audit(0, "end", Some(job_id), format!("{} {}", final_state.long_name(), exit_status));
             tracing::info!(job_id, state = final_state.long_name(), exit = %exit_status, "job ended");
             self.schedule_needed = true;
+        } else if self.state.jobs.contains_key(&job_id) {
+            // A repeated end: store the record again, in case the first store failed.
+            self.store_job(job_id, false);
         }
         // Acknowledge after the end (or an earlier identical one) is durable.
         self.store(DbOp::After(AfterCommit::AckJobEnd { node: node.to_owned(), job_id }));

@@ -109,6 +109,8 @@ accounts = ["vision", "nlp"]
 /// A running single-host cluster in a scratch directory.
 pub struct Cluster {
     dir: tempfile::TempDir,
+    /// File systems mounted inside the scratch directory, unmounted on drop.
+    mounts: Vec<PathBuf>,
 }
 
 impl Cluster {
@@ -119,13 +121,20 @@ impl Cluster {
 
     /// Starts a cluster with the given config text.
     pub fn start_with(config: &str) -> Cluster {
+        Cluster::start_prepared(config, |_| Vec::new())
+    }
+
+    /// Starts a cluster after `prepare` ran on the (not yet created) home directory; `prepare`
+    /// returns the mount points it created, which are unmounted when the cluster is dropped.
+    pub fn start_prepared(config: &str, prepare: impl FnOnce(&Path) -> Vec<PathBuf>) -> Cluster {
         let bin = bin_dir();
         let dir = tempfile::Builder::new().prefix("drover-e2e-").tempdir_in("/tmp").expect("scratch dir");
         set_mode(dir.path(), 0o755);
         let source = dir.path().join("source.toml");
         // The derived config gets a free port from `drover up`; `127.0.0.1:0` only has to parse.
         std::fs::write(&source, config.replace("127.0.0.1:0", "127.0.0.1:1")).expect("writing config");
-        let cluster = Cluster { dir };
+        let mounts = prepare(&dir.path().join("home"));
+        let cluster = Cluster { dir, mounts };
         let out = Command::new(bin.join("drover"))
             .args(["up", "--home"])
             .arg(cluster.home())
@@ -290,6 +299,9 @@ impl Drop for Cluster {
             std::thread::sleep(Duration::from_millis(100));
         }
         let _ = self.drover("down");
+        for mount in &self.mounts {
+            let _ = Command::new("umount").arg("-l").arg(mount).status();
+        }
     }
 }
 
