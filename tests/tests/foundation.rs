@@ -202,3 +202,23 @@ fn silent_node_goes_down_and_its_job_fails() {
     let next = cluster.submit(None, "after.sh", "#!/bin/sh\n#SBATCH -w n2\ntrue\n", &[]);
     assert_eq!(cluster.wait_state(next, "COMPLETED", LONG), "0:0");
 }
+
+/// Jobs that end while ctld is down are recorded with their real end state and exit code once
+/// ctld is back; jobs that keep running are still running.
+#[test]
+fn jobs_ending_while_ctld_is_down_are_recorded() {
+    let cluster = Cluster::start();
+    let failing = cluster.submit(None, "five.sh", "#!/bin/sh\nsleep 2\nexit 5\n", &[]);
+    let fine = cluster.submit(None, "fine.sh", "#!/bin/sh\nsleep 2\n", &[]);
+    let long = cluster.submit(None, "long.sh", "#!/bin/sh\nsleep 300\n", &[]);
+    for job_id in [failing, fine, long] {
+        cluster.wait_state(job_id, "RUNNING", LONG);
+    }
+    cluster.kill9("ctld");
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(cluster.drover("up").status.success());
+    assert_eq!(cluster.wait_state(failing, "FAILED", LONG), "5:0");
+    assert_eq!(cluster.wait_state(fine, "COMPLETED", LONG), "0:0");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(cluster.sacct_state(long).unwrap().0, "RUNNING");
+}
