@@ -22,6 +22,9 @@ fn applet(name: &str) -> Option<Applet> {
         "scancel" => query::scancel::run,
         "sinfo" => query::sinfo::run,
         "scontrol" => query::scontrol::run,
+        "sshare" => query::sshare::run,
+        "sprio" => query::sprio::run,
+        "why" => query::why::run,
         _ => return None,
     })
 }

@@ -11,7 +11,7 @@ use crate::validate::{self, is_admin, Caller};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
 use drover_shared::node::PartitionInfo;
-use drover_shared::proto::client::{CancelRequest, ErrorCode, JobQuery, Response};
+use drover_shared::proto::client::{CancelRequest, ErrorCode, JobQuery, JobUpdate, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, LaunchRequest, NodeMessage, NodeRegistration};
 use drover_shared::{now, UnixTime};
 use std::collections::HashMap;
@@ -23,15 +23,25 @@ use tokio::sync::{mpsc, oneshot};
 pub(crate) enum Event {
     Submit { caller: Caller, spec: Box<JobSpec>, reply: oneshot::Sender<Response> },
     Cancel { caller: Caller, request: CancelRequest, reply: oneshot::Sender<Response> },
+    CancelTasks { caller: Caller, request: CancelRequest, tasks: Vec<(JobId, u32)>, reply: oneshot::Sender<Response> },
+    Hold { caller: Caller, job_ids: Vec<JobId>, hold: Option<bool>, reply: oneshot::Sender<Response> },
+    Requeue { caller: Caller, job_ids: Vec<JobId>, reply: oneshot::Sender<Response> },
+    UpdateJob { caller: Caller, job_ids: Vec<JobId>, update: JobUpdate, reply: oneshot::Sender<Response> },
     QueryJobs { query: JobQuery, reply: oneshot::Sender<Response> },
     QueryNodes { reply: oneshot::Sender<Response> },
     QueryPartitions { reply: oneshot::Sender<Response> },
+    QueryShares { reply: oneshot::Sender<Response> },
+    QueryPriority { reply: oneshot::Sender<Response> },
+    Explain { job_id: JobId, reply: oneshot::Sender<Response> },
     Committed(CommitReport),
     NodeConnected { registration: NodeRegistration, link: NodeLink, address: String },
     NodeMessage { node: String, connection_id: u64, message: NodeMessage },
     NodeDisconnected { node: String, connection_id: u64 },
     Tick,
 }
+
+/// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
+const REQUEUE_DELAY: i64 = 10;
 
 /// Seconds a launched job may be missing from its node's reports before it counts as lost.
 const LAUNCH_GRACE: i64 = 15;
@@ -44,11 +54,16 @@ pub(crate) struct Core {
     schedule_needed: bool,
     ctld_socket: String,
     started_at: UnixTime,
+    /// Running jobs `scontrol requeue` is killing: when their end comes, they pend again.
+    requeue_on_end: std::collections::HashSet<JobId>,
+    /// `(start, end)` of the run each requeued job ended: a node repeats an end until it sees the
+    /// acknowledgement, and a repeat must not end the job's next run.
+    requeued_ends: HashMap<JobId, (Option<UnixTime>, UnixTime)>,
 }
 
 impl Core {
     pub(crate) fn new(state: State, db: std::sync::mpsc::Sender<DbOp>, ctld_socket: String) -> Core {
-        Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now() }
+        Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new() }
     }
 
     /// Runs until the event channel closes or `shutdown` resolves.
@@ -96,6 +111,22 @@ impl Core {
                 let response = self.cancel(caller, &request);
                 let _ = reply.send(response);
             }
+            Event::CancelTasks { caller, request, tasks, reply } => {
+                let response = self.cancel_tasks(caller, &request, &tasks);
+                let _ = reply.send(response);
+            }
+            Event::UpdateJob { caller, job_ids, update, reply } => {
+                let response = self.update_jobs(caller, &job_ids, &update);
+                let _ = reply.send(response);
+            }
+            Event::Requeue { caller, job_ids, reply } => {
+                let response = self.requeue_jobs(caller, &job_ids);
+                let _ = reply.send(response);
+            }
+            Event::Hold { caller, job_ids, hold, reply } => {
+                let response = self.hold(caller, &job_ids, hold);
+                let _ = reply.send(response);
+            }
             Event::QueryJobs { query, reply } => {
                 let _ = reply.send(self.query_jobs(&query));
             }
@@ -105,6 +136,15 @@ impl Core {
             }
             Event::QueryPartitions { reply } => {
                 let _ = reply.send(Response::Partitions { partitions: self.partitions() });
+            }
+            Event::QueryShares { reply } => {
+                let _ = reply.send(crate::report::shares(&self.state, now()));
+            }
+            Event::QueryPriority { reply } => {
+                let _ = reply.send(crate::report::priorities(&self.state, now()));
+            }
+            Event::Explain { job_id, reply } => {
+                let _ = reply.send(crate::explain::explain(&self.state, job_id, now()));
             }
             Event::Committed(report) => self.committed(report),
             Event::NodeConnected { registration, link, address } => self.node_registered(registration, link, address),
@@ -132,6 +172,8 @@ impl Core {
                 let job_id = self.state.next_job_id;
                 self.state.next_job_id += 1;
                 job.info.job_id = job_id;
+                self.state.usage.touch(&job.info.account, &job.info.user);
+                crate::array::init(&mut job);
                 self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec: Box::new((*job.spec).clone()) });
                 self.audit(caller.uid, "submit", Some(job_id), format!("name={} partition={}", job.info.name, job.info.partition));
                 self.store(DbOp::After(AfterCommit::AnswerSubmit(job_id)));
@@ -187,7 +229,49 @@ impl Core {
 
     fn schedule(&mut self) {
         let now = now();
+        self.refresh_dependencies(now);
+        // A pass starts at most one task of an array (its base record is one queue entry); more
+        // passes follow while tasks are split off, so the tasks that fit start together.
+        for _ in 0..crate::array::MAX_ARRAY_SIZE {
+            if !self.schedule_pass(now) {
+                break;
+            }
+        }
+        self.preempt();
+    }
+
+    /// Shows where each pending job's dependency stands and cancels the jobs that asked for it
+    /// once theirs can never be satisfied.
+    fn refresh_dependencies(&mut self, now: UnixTime) {
+        let (kill, changed) = crate::dependency::refresh(&mut self.state);
+        for job_id in changed {
+            self.store_job(job_id, false);
+        }
+        for job_id in kill {
+            self.state.end_job(job_id, JobState::Cancelled, "DependencyNeverSatisfied", now);
+            self.store_job(job_id, false);
+            self.audit(0, "cancel", Some(job_id), "dependency can never be satisfied".into());
+        }
+    }
+
+    /// Stores a task just split off array base record `base` (the task's insert, the base's update).
+    fn store_split(&self, base: JobId, task_job: JobId) {
+        if let Some(job) = self.state.jobs.get(&task_job) {
+            self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec: Box::new((*job.spec).clone()) });
+        }
+        self.store_job(base, false);
+    }
+
+    /// One scheduling pass; true when it split array tasks off their base records.
+    fn schedule_pass(&mut self, now: UnixTime) -> bool {
+        let mut split_any = false;
         for Start { job_id, partition, alloc } in scheduler::schedule(&mut self.state, now) {
+            let base = job_id;
+            let Some((job_id, split)) = crate::array::claim(&mut self.state, base, None) else { continue };
+            if split {
+                split_any = true;
+                self.store_split(base, job_id);
+            }
             let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
             let partition_config = self.state.config.partitions.iter().find(|p| p.name == partition);
             let info = &mut job.info;
@@ -212,6 +296,7 @@ impl Core {
             self.store_job(job_id, true);
             self.store(DbOp::After(AfterCommit::Launch(job_id)));
         }
+        split_any
     }
 
     fn launch(&mut self, job_id: JobId) {
@@ -242,6 +327,8 @@ impl Core {
             gpus: batch_share.gpus.clone(),
             kill_wait,
             ctld_socket: self.ctld_socket.clone(),
+            array: crate::array::launch_info(job),
+            restart_count: job.info.restarts,
         };
         let batch_host = batch_share.node.clone();
         let link = self.state.node_mut(&batch_host).and_then(|n| n.link.clone());
@@ -292,10 +379,248 @@ impl Core {
         let now = now();
         let mut results = Vec::with_capacity(targets.len());
         for job_id in targets {
-            let result = self.cancel_one(caller, admin, job_id, request, now);
+            let mut result = self.cancel_one(caller, admin, job_id, request, now);
+            // An array's id stands for all its records: the base record and every task.
+            let is_array = self.state.jobs.get(&job_id).is_some_and(|j| j.info.array_job_id == Some(job_id));
+            if is_array && !request.job_ids.is_empty() {
+                for member in crate::array::members(&self.state, job_id).into_iter().filter(|m| *m != job_id) {
+                    let member_result = self.cancel_one(caller, admin, member, request, now);
+                    if member_result.is_ok() && result == Err(ErrorCode::AlreadyDone) {
+                        result = Ok(());
+                    }
+                }
+            }
             results.push((job_id, result));
         }
         Response::Cancelled { results }
+    }
+
+    /// `scancel 12_3`: cancels (or signals) array tasks; a task still pending in its base record
+    /// is split off first, so that it ends as a record of its own, as in Slurm.
+    fn cancel_tasks(&mut self, caller: Caller, request: &CancelRequest, tasks: &[(JobId, u32)]) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let now = now();
+        let mut results = Vec::with_capacity(tasks.len());
+        for &(array_job_id, task) in tasks {
+            let own = self
+                .state
+                .jobs
+                .values()
+                .find(|j| j.committed && j.info.array_job_id == Some(array_job_id) && j.info.array_task_id == Some(task))
+                .map(|j| j.info.job_id);
+            let result = match own {
+                Some(job_id) => self.cancel_one(caller, admin, job_id, request, now),
+                None => match self.state.jobs.get(&array_job_id) {
+                    Some(base) if base.committed && base.info.array_tasks_pending.contains(&task) => {
+                        if base.info.uid != caller.uid && !admin {
+                            Err(ErrorCode::AccessDenied)
+                        } else if request.signal.is_some() || base.info.state().is_terminal() {
+                            // Nothing runs yet to signal; an ended base record has nothing to cancel.
+                            if base.info.state().is_terminal() { Err(ErrorCode::AlreadyDone) } else { Ok(()) }
+                        } else {
+                            match crate::array::claim(&mut self.state, array_job_id, Some(task)) {
+                                Some((job_id, split)) => {
+                                    if split {
+                                        self.store_split(array_job_id, job_id);
+                                    }
+                                    self.cancel_one(caller, admin, job_id, request, now)
+                                }
+                                None => Err(ErrorCode::InvalidJobId),
+                            }
+                        }
+                    }
+                    _ => Err(ErrorCode::InvalidJobId),
+                },
+            };
+            results.push((array_job_id, result));
+        }
+        Response::Cancelled { results }
+    }
+
+    /// `scontrol requeue`: one result per job id, in order. A running job is killed; when its
+    /// node reports the end, it pends again under the same id with its restart count raised.
+    fn requeue_jobs(&mut self, caller: Caller, job_ids: &[JobId]) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let kill_wait = self.state.config.kill_wait;
+        let mut results = Vec::with_capacity(job_ids.len());
+        for &job_id in job_ids {
+            let result = match self.state.jobs.get(&job_id).filter(|j| j.committed) {
+                None => Err(ErrorCode::InvalidJobId),
+                Some(job) if job.info.uid != caller.uid && !admin => Err(ErrorCode::AccessDenied),
+                Some(job) if job.info.state() == JobState::Pending => Err(ErrorCode::JobPending),
+                Some(job) if job.info.state().is_terminal() => Err(ErrorCode::AlreadyDone),
+                Some(job) if !job.info.requeue => Err(ErrorCode::Disabled),
+                Some(job) => {
+                    let batch_host = job.info.nodes.first().cloned();
+                    if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
+                        let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
+                    }
+                    self.requeue_on_end.insert(job_id);
+                    self.audit(caller.uid, "requeue", Some(job_id), String::new());
+                    Ok(())
+                }
+            };
+            results.push((job_id, result));
+        }
+        Response::Cancelled { results }
+    }
+
+    /// `scontrol update job`: one result per job id, in order. Every field but `Comment` and
+    /// `Requeue` changes only while the job pends; a user may lower a time limit, not raise it,
+    /// and may not set a negative nice.
+    fn update_jobs(&mut self, caller: Caller, job_ids: &[JobId], update: &JobUpdate) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let mut results = Vec::with_capacity(job_ids.len());
+        for &job_id in job_ids {
+            let result = self.update_one(caller, admin, job_id, update);
+            if result.is_ok() {
+                self.store_job(job_id, false);
+                self.audit(caller.uid, "update", Some(job_id), format!("{update:?}"));
+                self.schedule_needed = true;
+            }
+            results.push((job_id, result));
+        }
+        Response::Cancelled { results }
+    }
+
+    fn update_one(&mut self, caller: Caller, admin: bool, job_id: JobId, update: &JobUpdate) -> Result<(), ErrorCode> {
+        if let Some(text) = update.dependency.as_deref().filter(|t| !t.is_empty()) {
+            crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
+        }
+        let config = self.state.config.clone();
+        let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
+        if job.info.uid != caller.uid && !admin {
+            return Err(ErrorCode::AccessDenied);
+        }
+        let state = job.info.state();
+        if state.is_terminal() {
+            return Err(ErrorCode::AlreadyDone);
+        }
+        let pending_only = update.time_limit.is_some()
+            || update.name.is_some()
+            || update.nice.is_some()
+            || update.dependency.is_some()
+            || update.array_max_tasks.is_some();
+        if pending_only && state != JobState::Pending {
+            return Err(ErrorCode::JobNotHeld);
+        }
+        if let Some(limit) = update.time_limit {
+            let raises = match (limit, job.info.time_limit) {
+                (_, None) => false,
+                (TimeLimit::Unlimited, Some(current)) => current != TimeLimit::Unlimited,
+                (TimeLimit::Minutes(new), Some(TimeLimit::Minutes(current))) => new > current,
+                (TimeLimit::Minutes(_), Some(TimeLimit::Unlimited)) => false,
+            };
+            if raises && !admin {
+                return Err(ErrorCode::AccessDenied);
+            }
+            let over = |max: TimeLimit| match (limit, max) {
+                (TimeLimit::Minutes(new), TimeLimit::Minutes(max)) => new > max,
+                (TimeLimit::Unlimited, TimeLimit::Minutes(_)) => true,
+                _ => false,
+            };
+            let fits = config.partitions.iter().filter(|p| job.candidates.contains(&p.name)).any(|p| !over(p.max_time));
+            if !fits {
+                return Err(ErrorCode::InvalidTimeLimit);
+            }
+        }
+        if update.nice.is_some_and(|n| n < 0) && !admin {
+            return Err(ErrorCode::AccessDenied);
+        }
+        if update.array_max_tasks.is_some() && job.info.array_job_id != Some(job_id) {
+            return Err(ErrorCode::InvalidSpec);
+        }
+        let spec = std::sync::Arc::make_mut(&mut job.spec);
+        if let Some(limit) = update.time_limit {
+            spec.time_limit = Some(limit);
+            job.info.time_limit = Some(limit);
+        }
+        if let Some(name) = &update.name {
+            spec.name = name.clone();
+            job.info.name = name.clone();
+        }
+        if let Some(comment) = &update.comment {
+            spec.comment = Some(comment.clone());
+            job.info.comment = Some(comment.clone());
+        }
+        if let Some(nice) = update.nice {
+            if job.info.priority != 0 {
+                let adjusted = i64::from(job.info.priority) + i64::from(job.info.nice) - i64::from(nice);
+                job.info.priority = u32::try_from(adjusted.clamp(1, i64::from(u32::MAX - 1))).unwrap_or(1);
+            }
+            spec.nice = nice;
+            job.info.nice = nice;
+        }
+        if let Some(text) = &update.dependency {
+            spec.dependency = (!text.is_empty()).then(|| text.clone());
+            job.info.dependency = spec.dependency.clone();
+            if job.info.reason.starts_with("Dependency") {
+                job.info.reason = "None".into();
+            }
+        }
+        if let Some(max) = update.array_max_tasks {
+            job.info.array_max_tasks = max;
+        }
+        if let Some(requeue) = update.requeue {
+            spec.requeue = Some(requeue);
+            job.info.requeue = requeue;
+        }
+        Ok(())
+    }
+
+    /// `scontrol hold|uhold|release`: one result per job id, in order.
+    fn hold(&mut self, caller: Caller, job_ids: &[JobId], hold: Option<bool>) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let mut results = Vec::with_capacity(job_ids.len());
+        for &job_id in job_ids {
+            let result = self.hold_one(caller, admin, job_id, hold);
+            if result.is_ok() {
+                self.store_job(job_id, false);
+                let action = if hold.is_some() { "hold" } else { "release" };
+                self.audit(caller.uid, action, Some(job_id), String::new());
+                self.schedule_needed = true;
+            }
+            results.push((job_id, result));
+        }
+        Response::Cancelled { results }
+    }
+
+    fn hold_one(&mut self, caller: Caller, admin: bool, job_id: JobId, hold: Option<bool>) -> Result<(), ErrorCode> {
+        let config = self.state.config.clone();
+        let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
+        if job.info.uid != caller.uid && !admin {
+            return Err(ErrorCode::AccessDenied);
+        }
+        if job.info.state() != JobState::Pending {
+            return Err(ErrorCode::JobNotHeld);
+        }
+        match hold {
+            Some(user_hold) => {
+                job.info.priority = 0;
+                job.info.reason = if admin && !user_hold { "JobHeldAdmin" } else { "JobHeldUser" }.into();
+                std::sync::Arc::make_mut(&mut job.spec).hold = true;
+            }
+            None => {
+                if job.info.priority != 0 && !job.spec.hold {
+                    return Ok(());
+                }
+                if job.info.reason == "JobHeldAdmin" && !admin {
+                    return Err(ErrorCode::AccessDenied);
+                }
+                std::sync::Arc::make_mut(&mut job.spec).hold = false;
+                let qos_priority = config.qos.iter().find(|q| q.name == job.info.qos).map_or(0, |q| q.priority);
+                let factor = config
+                    .partitions
+                    .iter()
+                    .filter(|p| job.candidates.contains(&p.name))
+                    .map(|p| p.priority_job_factor)
+                    .max()
+                    .unwrap_or(1);
+                job.info.priority = validate::initial_priority(qos_priority, factor, job.info.nice);
+                job.info.reason = "None".into();
+            }
+        }
+        Ok(())
     }
 
     fn cancel_one(&mut self, caller: Caller, admin: bool, job_id: JobId, request: &CancelRequest, now: UnixTime) -> Result<(), ErrorCode> {
@@ -345,7 +670,11 @@ impl Core {
             .jobs
             .values()
             .filter(|j| j.committed)
-            .filter(|j| query.job_ids.is_empty() || query.job_ids.contains(&j.info.job_id))
+            .filter(|j| {
+                query.job_ids.is_empty()
+                    || query.job_ids.contains(&j.info.job_id)
+                    || j.info.array_job_id.is_some_and(|a| query.job_ids.contains(&a))
+            })
             .filter(|j| query.include_finished || !query.job_ids.is_empty() || !j.info.state().is_terminal())
             .filter(|j| query.users.is_empty() || query.users.contains(&j.info.uid))
             .filter(|j| query.partitions.is_empty() || j.info.partition.split(',').any(|p| query.partitions.iter().any(|q| q == p)))
@@ -479,16 +808,46 @@ impl Core {
                 }
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),
+            NodeMessage::Drain { reason } => {
+                if n.drain_reason.as_deref() != Some(reason.as_str()) {
+                    tracing::warn!(node, reason, "node drained");
+                    n.drain_reason = Some(reason.clone());
+                    self.audit(0, "node-drain", None, format!("node={node} reason={reason}"));
+                }
+            }
         }
     }
 
     fn job_ended(&mut self, node: &str, end: JobEnd, now: UnixTime) {
         let job_id = end.job_id;
+        // Charge the job up to now while it still counts as running.
+        self.charge_usage(now, true);
         let holds = self.state.jobs.get(&job_id).is_some_and(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node));
-        if holds {
+        if self.requeued_ends.get(&job_id) == Some(&(end.start_time, end.end_time)) {
+            // A repeat of the end of a run that was requeued: that run is accounted for.
+        } else if holds && self.requeue_on_end.remove(&job_id) {
+            self.requeued_ends.insert(job_id, (end.start_time, end.end_time));
+            self.requeue(job_id);
+            if let Some(job) = self.state.jobs.get_mut(&job_id) {
+                job.info.restarts += 1;
+                job.info.exit_status = WaitStatus::default();
+                job.info.end_time = None;
+                job.cancel_requested_by = None;
+                // The node keeps the old run's directory until it has seen the acknowledgement
+                // (and its supervisor is gone); a launch before that would be taken for a repeat.
+                let begin = now + REQUEUE_DELAY;
+                std::sync::Arc::make_mut(&mut job.spec).begin_time = Some(begin);
+                job.info.eligible_time = Some(begin);
+                job.info.reason = "BeginTime".into();
+            }
+            self.store_job(job_id, false);
+            tracing::info!(job_id, "job requeued");
+        } else if holds {
+            let preempted = self.state.preempt_cancel_on_end.remove(&job_id);
             let job = self.state.jobs.get_mut(&job_id).expect("checked above");
             let cancelled = job.cancel_requested_by.is_some() || job.info.state() == JobState::Cancelled;
             let (state, reason) = match &end.outcome {
+                _ if preempted => (JobState::Preempted, "None"),
                 _ if cancelled => (JobState::Cancelled, "None"),
                 JobOutcome::Cancelled => (JobState::Cancelled, "None"),
                 JobOutcome::TimedOut => (JobState::Timeout, "TimeLimit"),
@@ -502,7 +861,8 @@ impl Core {
             };
             let exit_status = match &end.outcome {
                 JobOutcome::LaunchFailed { .. } => WaitStatus::exited(1),
-                JobOutcome::OutOfMemory => WaitStatus::exited(253),
+                // Slurm shows an OOM-killed job's exit code as `0:125`.
+                JobOutcome::OutOfMemory => WaitStatus::signaled(125),
                 _ => end.exit_status,
             };
             if let JobOutcome::LaunchFailed { message } = &end.outcome {
@@ -573,8 +933,81 @@ impl Core {
             }
         }
         self.state.purge(now);
+        self.charge_usage(now, false);
         // Begin times and nodes coming back need a pass even without other events.
         self.schedule_needed = true;
+    }
+}
+
+impl Core {
+    /// Decays usage to `now`, charges the running jobs their billing, and saves it now and then.
+    /// Sends the preemptions the last pass decided: the job's `--signal` warning and SIGTERM
+    /// after its lead time, else SIGTERM now; SIGKILL after the victim QOS's `grace_time` (else
+    /// `kill_wait`); the job is requeued with the same id (restart count + 1)
+    /// or, with `preempt_mode = "cancel"` or `--no-requeue`, ends `PREEMPTED`.
+    fn preempt(&mut self) {
+        let requests = std::mem::take(&mut self.state.preempt_requests);
+        for crate::preempt::Preemption { victim, for_job } in requests {
+            let Some(job) = self.state.jobs.get(&victim) else { continue };
+            let qos = self.state.config.qos.iter().find(|q| q.name == job.info.qos);
+            let grace = qos.and_then(|q| q.grace_time).unwrap_or(self.state.config.kill_wait);
+            let requeue = qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue;
+            let batch_host = job.info.nodes.first().cloned();
+            if requeue {
+                self.requeue_on_end.insert(victim);
+            } else {
+                self.state.preempt_cancel_on_end.insert(victim);
+            }
+            let warning = job.spec.signal.as_deref().and_then(crate::preempt::warning);
+            let link = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone());
+            match (warning, link) {
+                (Some((signal, batch_only, lead)), Some(link)) => {
+                    let _ = link.tx.send(CtldMessage::Signal { job_id: victim, signal, batch_only });
+                    self.state.delayed_cancels.push((now() + i64::from(lead), victim, grace));
+                }
+                (None, Some(link)) => {
+                    let _ = link.tx.send(CtldMessage::Cancel { job_id: victim, kill_wait: grace });
+                }
+                (_, None) => {}
+            }
+            let how = if requeue { "requeue" } else { "cancel" };
+            self.audit(0, "preempt", Some(victim), format!("reclaimed for job {for_job} ({how}, grace {grace}s)"));
+        }
+        // Warned victims whose lead time is over.
+        let now = now();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.state.delayed_cancels).into_iter().partition(|(at, _, _)| *at <= now);
+        self.state.delayed_cancels = later;
+        for (_, job_id, grace) in due {
+            let running = self.state.jobs.get(&job_id).filter(|j| j.alloc.is_some()).and_then(|j| j.info.nodes.first().cloned());
+            if let Some(link) = running.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
+                let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait: grace });
+            }
+        }
+    }
+
+    /// `save` forces a save (a job just ended: its last seconds are charged and stored with its
+    /// end, so a restart never forgets a finished job's usage).
+    fn charge_usage(&mut self, now: UnixTime, save: bool) {
+        let config = self.state.config.clone();
+        let charges: Vec<(String, String, f64)> = self
+            .state
+            .jobs
+            .values()
+            .filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running)
+            .map(|j| {
+                let weights = config.partitions.iter().find(|p| p.name == j.info.partition).map(|p| p.tres_billing_weights.clone());
+                let billing = crate::tres::billing(&weights.unwrap_or_default(), &crate::tres::of_job(&self.state, j));
+                (j.info.account.clone(), j.info.user.clone(), billing)
+            })
+            .collect();
+        let usage = &mut self.state.usage;
+        usage.advance(now, config.priority.decay_half_life, charges.iter().map(|(a, u, b)| (a.as_str(), u.as_str(), *b)));
+        if save || usage.save_due(now) {
+            usage.saved = now;
+            let rows = usage.by_assoc.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            let updated = usage.updated;
+            self.store(DbOp::SaveUsage { updated, rows });
+        }
     }
 }
 

@@ -49,6 +49,16 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_active ON jobs(state) WHERE state < 3;
 CREATE INDEX IF NOT EXISTS jobs_uid ON jobs(uid, submit_time);
 CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
+CREATE TABLE IF NOT EXISTS usage (
+    account   TEXT NOT NULL,
+    user      TEXT NOT NULL,
+    raw_usage REAL NOT NULL,
+    PRIMARY KEY (account, user)
+);
+CREATE TABLE IF NOT EXISTS usage_clock (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    updated INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     id      INTEGER PRIMARY KEY,
     time    INTEGER NOT NULL,
@@ -81,8 +91,19 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
         // FULL: a commit is on disk when it returns, which is what "answered only after commit" means.
         conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
+        add_array_column(&conn).map_err(err)?;
     }
     Ok(conn)
+}
+
+/// Adds the `array_job_id` column (job arrays) to a database created before it existed, so that
+/// `sacct -j N` finds every task of array N.
+fn add_array_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has: bool = conn.query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'array_job_id'", [], |r| r.get::<_, i64>(0))? > 0;
+    if !has {
+        conn.execute_batch("ALTER TABLE jobs ADD COLUMN array_job_id INTEGER")?;
+    }
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job_id) WHERE array_job_id IS NOT NULL")
 }
 
 /// One job as stored: what it is, what it asked for, what it holds.
@@ -116,12 +137,37 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
     Ok((jobs, JobId::try_from(next).unwrap_or(JobId::MAX)))
 }
 
+/// Loads the stored usage into `usage` (decayed as of the stored clock).
+pub(crate) fn load_usage(conn: &Connection, path: &Path, usage: &mut crate::usage::Usage) -> Result<(), DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn.prepare("SELECT account, user, raw_usage FROM usage").map_err(err)?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, f64>(2)?))).map_err(err)?;
+    for row in rows {
+        let (account, user, value) = row.map_err(err)?;
+        usage.by_assoc.insert((account, user), value);
+    }
+    let updated: Option<i64> =
+        conn.query_row("SELECT updated FROM usage_clock WHERE id = 1", [], |r| r.get(0)).ok();
+    if let Some(updated) = updated {
+        usage.updated = updated;
+        usage.saved = updated;
+    }
+    Ok(())
+}
+
 /// Runs an accounting query on a read-only connection.
 pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<Vec<JobInfo>, DbError> {
     let conn = open(path, true)?;
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
     let mut sql = String::from("SELECT job_id, info FROM jobs WHERE 1=1");
     let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    if !query.job_ids.is_empty() {
+        // An array's id also selects every task of the array.
+        let marks = vec!["?"; query.job_ids.len()].join(",");
+        sql.push_str(&format!(" AND (job_id IN ({marks}) OR array_job_id IN ({marks}))"));
+        values.extend(query.job_ids.iter().map(|j| i64::from(*j).into()));
+        values.extend(query.job_ids.iter().map(|j| i64::from(*j).into()));
+    }
     let mut in_list = |sql: &mut String, column: &str, items: Vec<rusqlite::types::Value>| {
         if items.is_empty() {
             return;
@@ -129,7 +175,6 @@ pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<V
         sql.push_str(&format!(" AND {column} IN ({})", vec!["?"; items.len()].join(",")));
         values.extend(items);
     };
-    in_list(&mut sql, "job_id", query.job_ids.iter().map(|j| i64::from(*j).into()).collect());
     in_list(&mut sql, "uid", query.users.iter().map(|u| i64::from(*u).into()).collect());
     in_list(&mut sql, "account", query.accounts.iter().map(|a| a.clone().into()).collect());
     in_list(&mut sql, "partition", query.partitions.iter().map(|p| p.clone().into()).collect());
@@ -168,6 +213,8 @@ pub(crate) enum DbOp {
     Audit { time: UnixTime, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String },
     /// Something to do once everything queued before it is committed.
     After(AfterCommit),
+    /// The decayed usage of every association as of `updated` (replaces the stored values).
+    SaveUsage { updated: UnixTime, rows: Vec<((String, String), f64)> },
 }
 
 /// Actions the core performs once the ops queued before them are durable.
@@ -221,8 +268,8 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
     let tx = conn.transaction()?;
     {
         let mut insert = tx.prepare_cached(
-            "INSERT INTO jobs (job_id, uid, state, submit_time, start_time, end_time, account, partition, name, info, spec)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT INTO jobs (job_id, uid, state, submit_time, start_time, end_time, account, partition, name, info, spec,
+             array_job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?;
         let mut update = tx.prepare_cached(
             "UPDATE jobs SET state = ?2, start_time = ?3, end_time = ?4, account = ?5, partition = ?6, info = ?7,
@@ -245,6 +292,7 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                         info.name,
                         blob(&*info),
                         blob(&*spec),
+                        info.array_job_id,
                     ])?;
                 }
                 DbOp::UpdateJob { info, alloc } => {
@@ -263,6 +311,20 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                     audit.execute(params![time, uid, action, job_id, detail])?;
                 }
                 DbOp::After(action) => after.push(action),
+                DbOp::SaveUsage { updated, rows } => {
+                    let mut save = tx.prepare_cached(
+                        "INSERT INTO usage (account, user, raw_usage) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (account, user) DO UPDATE SET raw_usage = excluded.raw_usage",
+                    )?;
+                    for ((account, user), value) in rows {
+                        save.execute(params![account, user, value])?;
+                    }
+                    tx.execute(
+                        "INSERT INTO usage_clock (id, updated) VALUES (1, ?1)
+                         ON CONFLICT (id) DO UPDATE SET updated = excluded.updated",
+                        params![updated],
+                    )?;
+                }
             }
         }
     }

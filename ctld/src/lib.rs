@@ -2,12 +2,26 @@
 //! database. [`run`] wires the pieces together: the database writer thread, the core event loop,
 //! the client socket, the node port and a timer.
 
+mod array;
+mod backfill;
 mod core;
 mod db;
+mod dependency;
+mod explain;
+mod fairshare;
+mod limits;
 mod nodes;
+mod preempt;
+mod priority;
+mod quota;
+mod report;
 mod rpc;
 mod scheduler;
+#[cfg(test)]
+mod sim;
 mod state;
+mod tres;
+mod usage;
 mod validate;
 
 use anyhow::Context;
@@ -56,6 +70,7 @@ pub async fn run(
     let (stored, next_job_id) = db::load_active(&conn, &db_path)?;
     tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
     let mut state = state::State::new(config.clone(), next_job_id);
+    db::load_usage(&conn, &db_path, &mut state.usage)?;
     core::restore(&mut state, stored);
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();

@@ -1,10 +1,16 @@
-//! The first scheduler: pending jobs in priority order (then submit order), placed on the first
-//! nodes of their partition that have the CPUs, memory and GPUs (by count and type) free.
-//! Within a partition the order is strict: once a job cannot start, later jobs of that partition
-//! wait with reason `Priority` so a large job is never starved by small ones (backfill, which
-//! relaxes this safely, is a later issue).
+//! The scheduling pass: pending jobs in (partition tier, multifactor priority, submit time, job
+//! id) order, checked against QOS and association limits, placed gang-wise on the first nodes of a
+//! partition that have the CPUs, memory and GPUs (by count and type) free. A job that cannot start
+//! gets a backfill reservation (its earliest start, from the time limits of what runs); a later
+//! job may start ahead of it only where it does not touch the reserved nodes, or ends before the
+//! reservation begins, so backfill never delays a job that holds a reservation.
 
-use crate::state::{Allocation, Job, Node, NodeAllocation, State};
+use crate::backfill::{self, NodeView, Reservation};
+use crate::limits::Running;
+use crate::priority;
+use crate::quota::Quotas;
+use crate::state::{Allocation, Job, NodeAllocation, State};
+use crate::tres;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::gres::GresRequest;
 use drover_shared::job::{JobId, JobSpec, JobState, MemRequest};
@@ -63,11 +69,11 @@ impl PerNodeRequest {
     }
 
     /// CPUs wanted on the `i`-th node.
-    fn cpus(&self, i: usize) -> u32 {
+    pub(crate) fn cpus(&self, i: usize) -> u32 {
         self.tasks[i] * self.cpus_per_task
     }
 
-    fn mem_mb(&self, cpus: u32, node_mem: u64, default_mem_per_cpu: Option<u64>) -> u64 {
+    pub(crate) fn mem_mb(&self, cpus: u32, node_mem: u64, default_mem_per_cpu: Option<u64>) -> u64 {
         match self.mem {
             Some(MemRequest::PerNode(0)) => node_mem,
             Some(MemRequest::PerNode(mb)) => mb,
@@ -78,7 +84,7 @@ impl PerNodeRequest {
     }
 
     /// Whether a node of this shape could ever hold the `i`-th share (ignoring what runs there).
-    pub(crate) fn fits_config(&self, node: &Node, i: usize, partition: &PartitionConfig) -> bool {
+    pub(crate) fn fits_config(&self, node: &NodeView, i: usize, partition: &PartitionConfig) -> bool {
         let cpus = self.cpus(i);
         cpus <= node.cpus
             && self.mem_mb(cpus, node.real_memory_mb, partition.default_mem_per_cpu) <= node.real_memory_mb
@@ -86,7 +92,7 @@ impl PerNodeRequest {
     }
 
     /// Chooses GPU indices on a node, skipping `busy` ones; `None` if not enough are free.
-    fn pick_gpus(&self, node: &Node, busy: &[u32]) -> Option<Vec<u32>> {
+    fn pick_gpus(&self, node: &NodeView, busy: &[u32]) -> Option<Vec<u32>> {
         let mut picked = Vec::new();
         for (gpu_type, count) in &self.gpus {
             let free = node.gpus.iter().filter(|g| {
@@ -105,7 +111,7 @@ impl PerNodeRequest {
     }
 
     /// The share of the `i`-th node if it has room now.
-    fn place_on(&self, node: &Node, i: usize, partition: &PartitionConfig) -> Option<NodeAllocation> {
+    fn place_on(&self, node: &NodeView, i: usize, partition: &PartitionConfig) -> Option<NodeAllocation> {
         if !node.usable() {
             return None;
         }
@@ -122,12 +128,13 @@ impl PerNodeRequest {
         } else {
             self.pick_gpus(node, &node.gpus_alloc)?
         };
-        Some(NodeAllocation { node: node.config.name.clone(), cpus, mem_mb, gpus, tasks: self.tasks[i] })
+        Some(NodeAllocation { node: node.name.clone(), cpus, mem_mb, gpus, tasks: self.tasks[i] })
     }
 }
 
-/// The nodes a job may use in a partition: the partition's, minus `-x`, restricted by `-w`.
-fn eligible_nodes<'a>(state: &'a State, job: &Job, partition: &'a PartitionConfig) -> Vec<&'a Node> {
+/// The nodes a job may use in a partition (indexes into `views`): the partition's, minus `-x`,
+/// restricted by `-w`.
+pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConfig) -> Vec<usize> {
     let parse = |list: &Option<String>| {
         list.as_deref().and_then(|l| drover_shared::hostlist::expand(l).ok()).map(|v| v.into_iter().collect::<HashSet<_>>())
     };
@@ -138,16 +145,25 @@ fn eligible_nodes<'a>(state: &'a State, job: &Job, partition: &'a PartitionConfi
         .iter()
         .filter(|n| !exclude.contains(*n))
         .filter(|n| required.as_ref().is_none_or(|r| r.contains(*n)))
-        .filter_map(|n| state.node_index.get(n).map(|&i| &state.nodes[i]))
+        .filter_map(|n| state.node_index.get(n).copied())
         .collect()
 }
 
-/// Tries to place a job in one partition now.
-fn place(state: &State, job: &Job, partition: &PartitionConfig, request: &PerNodeRequest) -> Option<Allocation> {
+/// Tries to place a job on `views`, skipping nodes in `avoid`.
+pub(crate) fn place(
+    views: &[NodeView],
+    nodes: &[usize],
+    avoid: &HashSet<String>,
+    partition: &PartitionConfig,
+    request: &PerNodeRequest,
+) -> Option<Allocation> {
     let mut shares = Vec::new();
-    for node in eligible_nodes(state, job, partition) {
-        let i = shares.len();
-        if let Some(share) = request.place_on(node, i, partition) {
+    for &i in nodes {
+        let node = &views[i];
+        if avoid.contains(&node.name) {
+            continue;
+        }
+        if let Some(share) = request.place_on(node, shares.len(), partition) {
             shares.push(share);
             if shares.len() == request.n_nodes as usize {
                 return Some(Allocation { nodes: shares });
@@ -163,7 +179,7 @@ pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConf
     let fitting = eligible_nodes(state, job, partition)
         .into_iter()
         .enumerate()
-        .filter(|(i, node)| request.fits_config(node, (*i).min(request.tasks.len() - 1), partition))
+        .filter(|(k, i)| request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition))
         .count();
     fitting >= request.n_nodes as usize
 }
@@ -176,19 +192,72 @@ pub(crate) struct Start {
     pub(crate) alloc: Allocation,
 }
 
-/// One scheduling pass. Returns the jobs to start; pending reasons are updated in place.
+/// Recomputes the priority of every pending job that is not held: the best over its partitions.
+pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, now: UnixTime) {
+    let mut updates = Vec::new();
+    for job in state.jobs.values().filter(|j| j.committed && j.info.state() == JobState::Pending) {
+        if job.spec.hold || job.info.priority == 0 {
+            continue;
+        }
+        let best = job
+            .candidates
+            .iter()
+            .filter_map(|name| state.config.partitions.iter().find(|p| &p.name == name))
+            .map(|p| priority::priority(&context.config, &context.factors(state, job, p, now), job.info.nice))
+            .max()
+            .unwrap_or(1);
+        if best != job.info.priority {
+            updates.push((job.info.job_id, best));
+        }
+    }
+    for (job_id, value) in updates {
+        if let Some(job) = state.jobs.get_mut(&job_id) {
+            job.info.priority = value;
+        }
+    }
+}
+
+/// One scheduling pass. Returns the jobs to start; priorities and pending reasons are updated in
+/// place.
 pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
-    let mut order: Vec<(u32, JobId)> = state
+    let context = priority::Context::new(state);
+    update_priorities(state, &context, now);
+    let tier = |job: &Job| {
+        job.candidates.iter().filter_map(|n| state.config.partitions.iter().find(|p| &p.name == n)).map(|p| p.priority_tier).max()
+    };
+    // Preemptors first (jobs that ask only for what is left of their team's guarantee), as in
+    // Slurm's order; then partition tier, priority, submit time, job id.
+    let initial_quotas = Quotas::new(state);
+    let preemptor = |job: &Job| {
+        !state.config.quotas.is_empty() && {
+            let asked = tres::of_request(&PerNodeRequest::from_spec(&job.spec));
+            job.candidates.iter().any(|name| initial_quotas.may_reclaim(&state.config, job, name, &asked))
+        }
+    };
+    let mut order: Vec<(bool, u32, u32, UnixTime, JobId)> = state
         .jobs
         .values()
         .filter(|j| j.committed && j.info.state() == JobState::Pending)
-        .map(|j| (j.info.priority, j.info.job_id))
+        .map(|j| (preemptor(j), tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id))
         .collect();
-    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
 
+    let mut views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
+    let mut running = Running::new(state);
+    // Victims that ended no longer need tracking.
+    let still_running: Vec<JobId> =
+        state.preempting.keys().copied().filter(|j| state.jobs.get(j).is_some_and(|j| j.alloc.is_some())).collect();
+    state.preempting.retain(|victim, _| still_running.contains(victim));
+    let mut quotas = Quotas::new(state);
+    // Partitions where a job inside its team's guarantee could not start: borrowers must not
+    // start there for the rest of the pass (they would take what is being reclaimed).
+    let mut owners_waiting: HashSet<String> = HashSet::new();
+    let mut timeline = backfill::Timeline::new(state, now);
+    let mut reservations: Vec<Reservation> = Vec::new();
+    let max_reservations = state.config.priority.backfill_reservations as usize;
     let mut blocked: HashSet<String> = HashSet::new();
     let mut starts = Vec::new();
-    for (_, job_id) in order {
+    for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.hold || job.info.priority == 0 {
             continue;
@@ -197,34 +266,163 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             set_reason(state, job_id, "BeginTime");
             continue;
         }
+        if let Err(reason) = crate::dependency::eligibility(state, job, now) {
+            set_reason(state, job_id, reason);
+            continue;
+        }
         let request = PerNodeRequest::from_spec(&job.spec);
+        let asked = tres::of_request(&request);
+        if let Err(limit) = running.check(&state.config, job, &asked) {
+            // A job held back by a limit does not hold back the jobs behind it (as in Slurm).
+            set_reason(state, job_id, &limit.reason);
+            continue;
+        }
         let mut outcome = None;
-        let mut any_open = false;
+        let mut node_limited = false;
+        let mut first_in_line = false;
+        let mut quota_block = None;
+        let mut open_partitions = 0;
         for name in &job.candidates {
-            if blocked.contains(name) {
+            let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+            if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
+                node_limited = true;
                 continue;
             }
-            any_open = true;
-            let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
-            if let Some(alloc) = place(state, job, partition, &request) {
-                outcome = Some(Start { job_id, partition: name.clone(), alloc });
+            let borrows = match quotas.check(state, &views, job, partition, &asked) {
+                Ok(true) if owners_waiting.contains(name) => {
+                    // The idle guarantee is wanted back: no new borrower starts on it.
+                    let detail = format!("jobs inside their team's guarantee wait in {name}");
+                    quota_block = Some(crate::limits::Blocked { reason: "Resources".into(), detail });
+                    continue;
+                }
+                Ok(borrows) => borrows,
+                Err(limit) => {
+                    quota_block = Some(limit);
+                    continue;
+                }
+            };
+            open_partitions += 1;
+            first_in_line |= !blocked.contains(name);
+            let nodes = eligible_nodes(state, job, partition);
+            let limit = backfill::time_limit_secs(job, partition);
+            if let Some(alloc) = backfill::place_around(&views, &nodes, partition, &request, &reservations, now, limit) {
+                outcome = Some((Start { job_id, partition: name.clone(), alloc }, borrows));
                 break;
             }
         }
+        if outcome.is_none()
+            && open_partitions == 0
+            && let Some(limit) = quota_block
+        {
+            set_reason(state, job_id, &limit.reason);
+            continue;
+        }
+        if outcome.is_none() {
+            let job = &state.jobs[&job_id];
+            for name in &job.candidates {
+                if quotas.may_reclaim(&state.config, job, name, &asked) {
+                    owners_waiting.insert(name.clone());
+                }
+            }
+        }
+        if outcome.is_none() && reclaim(state, &views, &quotas, &context, job_id, &request, &asked, &mut reservations, now) {
+            set_reason(state, job_id, "Resources");
+            continue;
+        }
         match outcome {
-            Some(start) => {
+            Some((start, borrows)) => {
+                let job = &state.jobs[&job_id];
+                let partition = state.config.partitions.iter().find(|p| p.name == start.partition);
+                let limit = partition.map_or(backfill::UNLIMITED, |p| backfill::time_limit_secs(job, p));
+                for share in &start.alloc.nodes {
+                    if let Some(&i) = state.node_index.get(&share.node) {
+                        views[i].take(share);
+                    }
+                }
+                timeline.add(now.saturating_add(limit), &start.alloc);
+                running.add(&state.config, job, &asked);
+                quotas.add(&state.config, job, &start.partition, &asked, borrows);
                 state.hold(&start.alloc);
                 starts.push(start);
             }
             None => {
-                let reason = if any_open { "Resources" } else { "Priority" };
+                let reason = if node_limited && !first_in_line {
+                    "PartitionNodeLimit"
+                } else if first_in_line {
+                    "Resources"
+                } else {
+                    "Priority"
+                };
+                if reservations.len() < max_reservations {
+                    let job = &state.jobs[&job_id];
+                    let reservation = job.candidates.iter().find_map(|name| {
+                        let partition = state.config.partitions.iter().find(|p| &p.name == name)?;
+                        let nodes = eligible_nodes(state, job, partition);
+                        timeline.earliest(&views, &nodes, partition, &request, &reservations, job_id)
+                    });
+                    reservations.extend(reservation);
+                }
                 let candidates = state.jobs[&job_id].candidates.clone();
                 blocked.extend(candidates);
                 set_reason(state, job_id, reason);
             }
         }
     }
+    state.planned_starts = reservations.iter().map(|r| (r.job_id, r.start)).collect();
     starts
+}
+
+/// Reclaims a guarantee for a job that cannot start: when the job asks only for what is left of
+/// its team's guarantee in a partition, borrowed jobs of other teams there are chosen as victims
+/// and the job reserves the nodes they free (start: now), so nothing else takes them. True when
+/// the job now waits for preemptions (new or already under way).
+#[allow(clippy::too_many_arguments)]
+fn reclaim(
+    state: &mut State,
+    views: &[NodeView],
+    quotas: &Quotas,
+    context: &priority::Context,
+    job_id: JobId,
+    request: &PerNodeRequest,
+    asked: &tres::Tres,
+    reservations: &mut Vec<Reservation>,
+    now: UnixTime,
+) -> bool {
+    let job = &state.jobs[&job_id];
+    for name in &job.candidates {
+        let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+        if !quotas.may_reclaim(&state.config, job, name, asked) {
+            continue;
+        }
+        let own = crate::quota::quota_of(&state.config, &job.info.account, name);
+        let pool: HashSet<&String> = partition.nodes.iter().collect();
+        let candidates: Vec<JobId> = quotas
+            .borrowed
+            .iter()
+            .copied()
+            .filter(|v| {
+                state.jobs.get(v).is_some_and(|victim| {
+                    crate::quota::quota_of(&state.config, &victim.info.account, name) != own
+                        && victim.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| pool.contains(&n.node)))
+                })
+            })
+            .collect();
+        let nodes = eligible_nodes(state, job, partition);
+        let Some((victims, alloc)) =
+            crate::preempt::choose(state, views, &nodes, partition, request, &candidates, &context.fairshare, job_id)
+        else {
+            continue;
+        };
+        for victim in victims {
+            tracing::info!(victim, for_job = job_id, partition = name, "preempting a borrowed job to reclaim a guarantee");
+            state.preempting.insert(victim, job_id);
+            state.preempt_requests.push(crate::preempt::Preemption { victim, for_job: job_id });
+        }
+        let nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
+        reservations.push(Reservation { job_id, start: now, nodes });
+        return true;
+    }
+    false
 }
 
 fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
@@ -236,17 +434,4 @@ fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use drover_shared::grammar::gres::parse_gres;
-
-    #[test]
-    fn per_node_request_distributes_tasks_and_gpus() {
-        let spec = JobSpec { nodes_min: Some(2), ntasks: Some(5), cpus_per_task: Some(2), ..JobSpec::default() };
-        let r = PerNodeRequest::from_spec(&spec);
-        assert_eq!(r.tasks, vec![3, 2]);
-        assert_eq!((r.cpus(0), r.cpus(1)), (6, 4));
-        let spec = JobSpec { gres_per_node: parse_gres("gpu:h100:2").unwrap(), ..JobSpec::default() };
-        assert_eq!(PerNodeRequest::from_spec(&spec).gpus, vec![(Some("h100".into()), 2)]);
-    }
-}
+mod tests;

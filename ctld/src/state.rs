@@ -72,6 +72,8 @@ pub(crate) struct Node {
     pub(crate) start_time: Option<UnixTime>,
     pub(crate) last_busy_time: Option<UnixTime>,
     pub(crate) version: String,
+    /// Why the node is drained (its prolog, epilog or health check failed); no new work then.
+    pub(crate) drain_reason: Option<String>,
 }
 
 impl Node {
@@ -93,12 +95,13 @@ impl Node {
             start_time: None,
             last_busy_time: None,
             version: String::new(),
+            drain_reason: None,
         }
     }
 
     /// Whether the scheduler may place new work here.
     pub(crate) fn usable(&self) -> bool {
-        self.responding && self.link.is_some()
+        self.responding && self.link.is_some() && self.drain_reason.is_none()
     }
 
     /// The node's state as Slurm names it.
@@ -121,8 +124,8 @@ impl Node {
             name: self.config.name.clone(),
             state: self.state(),
             not_responding: self.registered_once && !self.responding || !self.registered_once,
-            drain: false,
-            reason: None,
+            drain: self.drain_reason.is_some(),
+            reason: self.drain_reason.clone(),
             cpus: self.cpus,
             cpus_alloc: self.cpus_alloc,
             real_memory_mb: self.real_memory_mb,
@@ -165,13 +168,33 @@ pub(crate) struct State {
     pub(crate) next_job_id: JobId,
     /// When each ended job may be dropped from memory.
     pub(crate) expiry: BTreeMap<UnixTime, Vec<JobId>>,
+    /// Decayed usage per user association, for fair share.
+    pub(crate) usage: crate::usage::Usage,
+    /// Running jobs being preempted → the job they make room for.
+    pub(crate) preempting: HashMap<JobId, JobId>,
+    /// Preemptions a scheduling pass decided; the core sends them to the nodes.
+    pub(crate) preempt_requests: Vec<crate::preempt::Preemption>,
+    /// Preempted jobs that end `PREEMPTED` instead of being requeued.
+    pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
+    /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
+    pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
+    /// Planned starts of the blocked jobs that got a backfill reservation in the last pass.
+    pub(crate) planned_starts: HashMap<JobId, UnixTime>,
 }
 
 impl State {
     pub(crate) fn new(config: Arc<Config>, next_job_id: JobId) -> State {
         let nodes: Vec<Node> = config.nodes.iter().map(Node::new).collect();
         let node_index = nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
-        State { config, jobs: BTreeMap::new(), nodes, node_index, next_job_id: next_job_id.max(1), expiry: BTreeMap::new() }
+        let usage = crate::usage::Usage::seeded(&config);
+        State { config, jobs: BTreeMap::new(), nodes, node_index, next_job_id: next_job_id.max(1), expiry: BTreeMap::new(),
+            usage,
+            preempting: HashMap::new(),
+            preempt_requests: Vec::new(),
+            preempt_cancel_on_end: Default::default(),
+            planned_starts: HashMap::new(),
+            delayed_cancels: Vec::new(),
+        }
     }
 
     pub(crate) fn node_mut(&mut self, name: &str) -> Option<&mut Node> {

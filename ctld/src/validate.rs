@@ -138,6 +138,13 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         return Err((ErrorCode::InvalidGres, format!("unknown generic resource `{}`", g.name)));
     }
 
+    if let Some(text) = &spec.array {
+        crate::array::parse(text)?;
+    }
+    if let Some(text) = &spec.dependency {
+        crate::dependency::validate(state, text)?;
+    }
+
     let spec = Arc::new(spec);
     let mut job = Job {
         info: JobInfo::default(),
@@ -153,9 +160,12 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         return Err((ErrorCode::NodeConfigUnavailable, "no node of the partition can ever hold the job".into()));
     }
 
-    let best = partitions.iter().map(|p| p.priority_job_factor).max().unwrap_or(1);
-    let priority = if spec.hold { 0 } else { initial_priority(qos.priority, best, spec.nice) };
     let request = crate::scheduler::PerNodeRequest::from_spec(&spec);
+    crate::limits::check_submit(state, qos, &user, &crate::tres::of_request(&request))
+        .map_err(|detail| (ErrorCode::AccountingPolicy, detail))?;
+    // The multifactor priority is computed by the scheduling pass that follows the commit; 0
+    // means held.
+    let priority = if spec.hold { 0 } else { initial_priority(qos.priority, 1, spec.nice) };
     job.info = JobInfo {
         job_id: 0,
         name: spec.name.clone(),
@@ -198,10 +208,11 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     Ok(job)
 }
 
-/// The first priority of a job: QOS priority dominates, then the partition's job factor, minus
-/// `--nice`. Never 0, which means held. The multifactor plugin (a later issue) replaces this.
+/// The placeholder priority of a job that becomes eligible (submit, release): never 0, which
+/// means held. The scheduling pass replaces it with the multifactor value (`priority.rs`) before
+/// it orders the queue, so the arguments only break ties until then.
 pub(crate) fn initial_priority(qos_priority: u32, partition_factor: u32, nice: i32) -> u32 {
-    let base = 1_000_000i64 + i64::from(qos_priority) * 1000 + i64::from(partition_factor) * 10 - i64::from(nice);
+    let base = 1i64 + i64::from(qos_priority.min(1000)) + i64::from(partition_factor.min(1000)) - i64::from(nice);
     u32::try_from(base.clamp(1, i64::from(u32::MAX - 1))).unwrap_or(1)
 }
 

@@ -5,7 +5,9 @@
 //! Everything about a job lives in its directory (see [`crate::jobs`]), so this loop keeps only
 //! bookkeeping about what it has told the current connection; a restart rebuilds it from disk.
 
+use crate::isolation::{self, NodeIsolation};
 use crate::jobs::{held, job_dir, jobs_root};
+use crate::prolog::{self, JobScripts};
 use crate::supervisor::{self, SupervisorCommand, SupervisorEvent};
 use anyhow::{bail, Context};
 use drover_shared::auth::{random_bytes, ClusterKey, NONCE_LEN};
@@ -34,6 +36,12 @@ pub struct NodeSettings {
     pub heartbeat: Duration,
     /// The drover-noded binary, re-executed as `supervise` for each job.
     pub exe: PathBuf,
+    /// What the kernel enforces for each job here.
+    pub isolation: NodeIsolation,
+    /// The prolog and epilog every job here gets.
+    pub scripts: JobScripts,
+    /// The health check and the time between two runs.
+    pub health_check: Option<(PathBuf, Duration)>,
 }
 
 impl NodeSettings {
@@ -49,6 +57,15 @@ const RESEND_END: Duration = Duration::from_secs(5);
 /// How long a launch request may sit without a supervisor pid file before the supervisor counts
 /// as never started (spawning takes milliseconds).
 const UNSTARTED_GRACE: Duration = Duration::from_secs(5);
+
+/// How long one health check may run.
+const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The health check's environment: a plain root environment with noded's `PATH`.
+fn health_environment() -> Vec<(String, String)> {
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    vec![("PATH".into(), path), ("SLURM_SCRIPT_CONTEXT".into(), "health_check".into())]
+}
 
 /// How long ago a file was last modified (zero if unknown).
 fn age(path: &std::path::Path) -> Duration {
@@ -158,6 +175,8 @@ async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> an
 struct Reported {
     started: bool,
     end_sent: Option<Instant>,
+    /// The supervisor's drain reason was sent.
+    drain_sent: bool,
     /// A cancel the supervisor could not take yet (it was still starting); retried on each rescan.
     undelivered: Option<SupervisorCommand>,
 }
@@ -166,8 +185,24 @@ async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, 
     let mut reported: HashMap<JobId, Reported> = HashMap::new();
     let mut heartbeat = tokio::time::interval(settings.heartbeat);
     let mut rescan = tokio::time::interval(RESCAN);
+    let (health_program, health_every) = settings.health_check.clone().unzip();
+    let mut health = tokio::time::interval(health_every.unwrap_or(Duration::from_secs(3600)));
     loop {
         tokio::select! {
+            _ = health.tick(), if health_program.is_some() => {
+                let program = health_program.clone().unwrap_or_default();
+                let check = move || prolog::run(&program, &health_environment(), HEALTH_CHECK_TIMEOUT);
+                let checked = tokio::task::spawn_blocking(check).await;
+                match checked {
+                    Ok(Ok(())) => tracing::debug!("health check passed"),
+                    Ok(Err(message)) => {
+                        let reason = format!("Health check failed: {message}");
+                        tracing::warn!(reason, "draining this node");
+                        messages.send(&NodeMessage::Drain { reason }).await?;
+                    }
+                    Err(error) => tracing::error!(error = %error, "health check task failed"),
+                }
+            }
             incoming = messages.recv::<CtldMessage>() => {
                 let Some(message) = incoming? else { return Ok(()) };
                 handle(settings, message, &mut reported, &mut messages).await?;
@@ -272,6 +307,18 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
     }
     std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
     supervisor::write_launch(&dir, request)?;
+    let busy_cpus: Vec<Vec<u32>> = held(&settings.state_dir)
+        .into_iter()
+        .filter(|&job_id| job_id != request.job_id)
+        .filter_map(|job_id| isolation::read(&job_dir(&settings.state_dir, job_id)).ok().flatten())
+        .filter_map(|plan| plan.limits.cpus.map(|cpus| isolation::parse_cpu_list(&cpus)))
+        .collect();
+    let plan = settings.isolation.plan(request, &settings.gpus, &busy_cpus).map_err(anyhow::Error::msg)?;
+    if let Some(plan) = &plan {
+        let path = dir.join(isolation::ISOLATION_FILE);
+        isolation::write(&dir, plan).with_context(|| format!("writing {}", path.display()))?;
+    }
+    settings.scripts.write(&dir).with_context(|| format!("writing {}", dir.join(prolog::SCRIPTS_FILE).display()))?;
     let pid = supervisor::spawn(&settings.exe, &dir, &settings.socket())?;
     tracing::info!(job_id = request.job_id, pid, "supervisor started");
     Ok(())
@@ -295,6 +342,13 @@ async fn report(
                 None
             }
         };
+        if !entry.drain_sent
+            && let Some(reason) = prolog::read_drain(&dir)
+        {
+            entry.drain_sent = true;
+            tracing::warn!(job_id, reason, "draining this node");
+            messages.send(&NodeMessage::Drain { reason }).await?;
+        }
         if !entry.started {
             if let Ok(Some(start_time)) = supervisor::read_started(&dir) {
                 entry.started = true;
@@ -309,6 +363,13 @@ async fn report(
             // the job does not hang forever. Before its pid file exists it may still be starting.
             None if dir.join("supervisor.pid").exists() => {
                 tracing::warn!(job_id, "supervisor died without recording the job's end");
+                // Nothing of the job may outlive it: kill what is left in its cgroups.
+                if let Ok(Some(plan)) = isolation::read(&dir)
+                    && let Err(error) = crate::cgroup::JobCgroup::existing(&plan.cgroup, job_id).remove()
+                {
+                    let error = format!("{:#}", anyhow::Error::new(error));
+                    tracing::error!(job_id, error, "could not remove the job's cgroups");
+                }
                 Some(JobEnd {
                     job_id,
                     outcome: JobOutcome::LaunchFailed { message: "job supervisor died".into() },

@@ -1,7 +1,15 @@
 //! drover-noded, the node daemon: registers the node with ctld, launches each job under a per-job
 //! supervisor that outlives the daemon, relays cancels and signals, and reports job ends until
-//! ctld acknowledges them. The same binary is the supervisor (`drover-noded supervise`).
+//! ctld acknowledges them. The same binary is the supervisor (`drover-noded supervise`). Jobs are
+//! isolated by the kernel: cgroups ([`cgroup`]) with a device program ([`bpf`]), planned per job
+//! in [`isolation`]. GPUs are found through NVML ([`nvml`]) where the driver is present; admin programs run in [`prolog`].
 
+pub mod bpf;
+pub mod cgroup;
 pub mod daemon;
+pub mod isolation;
 mod jobs;
+pub mod nvml;
+pub mod prolog;
+pub mod spank;
 pub mod supervisor;

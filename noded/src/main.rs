@@ -57,6 +57,8 @@ fn main() -> anyhow::Result<()> {
     }
     let args = args.daemon;
     let config = drover_shared::config::Config::load(&args.config)?;
+    // SAFETY: no other thread runs yet; job supervisors inherit the variable (`spank` module).
+    unsafe { std::env::set_var(drover_noded::spank::PLUGSTACK_ENV, &config.plugstack) };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -66,24 +68,41 @@ fn main() -> anyhow::Result<()> {
         None => nix::unistd::gethostname()?.to_string_lossy().split('.').next().unwrap_or_default().to_owned(),
     };
     let node = config.node(&name).with_context(|| format!("node `{name}` is not in {}", config.path.display()))?;
+    let (gpus, source) = drover_noded::nvml::node_gpus(&node.gpus, &node.gpu_files)
+        .map_err(|message| anyhow::anyhow!("the GPU inventory of node `{name}` disagrees with {}: {message}", config.path.display()))?;
+    for gpu in &gpus {
+        let files: Vec<String> = gpu.files.iter().map(|path| path.display().to_string()).collect();
+        tracing::info!(index = gpu.device.index, gpu_type = gpu.device.gpu_type, uuid = gpu.device.uuid, files = files.join(","), source, "GPU");
+    }
+    let gpu_files = gpus.iter().map(|gpu| gpu.files.clone()).collect();
     let settings = daemon::NodeSettings {
         name: name.clone(),
         controller: args.controller.unwrap_or_else(|| config.controller_address.clone()),
-        state_dir: args.state_dir,
+        state_dir: args.state_dir.clone(),
         key: Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?),
         cpus: node.cpus,
         real_memory_mb: node.real_memory_mb,
-        gpus: node.gpus.clone(),
+        gpus: gpus.into_iter().map(|gpu| gpu.device).collect(),
         heartbeat: Duration::from_secs(args.heartbeat.max(1)),
         exe: std::env::current_exe().context("locating the drover-noded binary")?,
+        isolation: drover_noded::isolation::NodeIsolation::set_up(node, &args.state_dir, gpu_files),
+        scripts: drover_noded::prolog::JobScripts {
+            prolog: node.prolog.clone(),
+            epilog: node.epilog.clone(),
+            timeout_seconds: node.prolog_epilog_timeout,
+        },
+        health_check: node.health_check_program.clone().map(|program| (program, Duration::from_secs(u64::from(node.health_check_interval)))),
     };
     tracing::info!(node = name, controller = settings.controller, "drover-noded starting");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let isolation = settings.isolation.clone();
     runtime.block_on(async {
         let shutdown = async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
             tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
         };
         daemon::run(settings, shutdown).await
-    })
+    })?;
+    isolation.tear_down();
+    Ok(())
 }

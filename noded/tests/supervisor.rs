@@ -96,6 +96,8 @@ impl Fixture {
             gpus: Vec::new(),
             kill_wait: 5,
             ctld_socket: "/nonexistent/ctld.sock".into(),
+            array: None,
+            restart_count: 0,
         }
     }
 

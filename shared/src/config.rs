@@ -8,9 +8,14 @@
 use crate::grammar::time::{parse_time_limit, TimeLimit};
 use crate::hostlist;
 use crate::node::GpuDevice;
+pub use sched::{FairShareAlgorithm, PriorityConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+
+/// `pids.max` of a job's cgroup when the node set does not say: room for any real job, not for a
+/// fork bomb.
+pub const DEFAULT_JOB_PIDS_MAX: u32 = 4096;
 
 /// A config error with its place in the file.
 #[derive(Debug, Error)]
@@ -46,6 +51,14 @@ pub mod raw {
         pub users: Vec<User>,
         #[serde(default)]
         pub qos: Vec<Qos>,
+        /// Multifactor priority, fair share and backfill settings.
+        #[serde(default)]
+        pub priority: super::sched::RawPriority,
+        /// Guaranteed team quotas with borrowing and reclaim.
+        #[serde(default)]
+        pub quotas: Vec<super::sched::RawQuota>,
+        /// SPANK plugin stack file, relative to the config file; default `plugstack.conf` beside it.
+        pub plugstack: Option<String>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -98,6 +111,22 @@ pub mod raw {
         pub gpus: BTreeMap<String, u32>,
         #[serde(default)]
         pub features: Vec<String>,
+        /// Device files of each GPU type, gres.conf's `File=`: `{ h100 = "/dev/nvidia[0-3]" }`,
+        /// one file per GPU of that type, in index order.
+        #[serde(default)]
+        pub gpu_files: BTreeMap<String, Spanned<String>>,
+        /// `pids.max` of every job's cgroup on these nodes (default 4096).
+        pub job_pids_max: Option<u32>,
+        /// Slurm's `Prolog`: run as root with the job's environment before each job.
+        pub prolog: Option<String>,
+        /// Slurm's `Epilog`: run as root with the job's environment after each job.
+        pub epilog: Option<String>,
+        /// Slurm's `PrologEpilogTimeout`, seconds (default 60).
+        pub prolog_epilog_timeout: Option<u32>,
+        /// Slurm's `HealthCheckProgram`: a failure drains the node.
+        pub health_check_program: Option<String>,
+        /// Slurm's `HealthCheckInterval`, seconds (default 300).
+        pub health_check_interval: Option<u32>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -125,6 +154,8 @@ pub mod raw {
         pub priority_tier: u32,
         /// Memory per CPU for jobs that ask for none, megabytes.
         pub default_mem_per_cpu: Option<u64>,
+        /// `TRESBillingWeights`: `"CPU=1.0,Mem=0.25G,GRES/gpu:h100=8"`.
+        pub tres_billing_weights: Option<Spanned<String>>,
     }
 
     fn one() -> u32 {
@@ -140,6 +171,10 @@ pub mod raw {
         #[serde(default = "one")]
         pub shares: u32,
         pub description: Option<String>,
+        /// Association `GrpTRES` over the account's subtree: `"gres/gpu=8"`.
+        pub grp_tres: Option<Spanned<String>>,
+        /// Association `GrpJobs`.
+        pub grp_jobs: Option<u32>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -161,6 +196,22 @@ pub mod raw {
         #[serde(default)]
         pub priority: u32,
         pub max_wall: Option<Spanned<String>>,
+        /// `GrpTRES`: running TRES of all the QOS's jobs.
+        pub grp_tres: Option<Spanned<String>>,
+        /// `GrpJobs`: running jobs of the QOS.
+        pub grp_jobs: Option<u32>,
+        /// `MaxTRESPerUser`: running TRES of one user's jobs in the QOS.
+        pub max_tres_per_user: Option<Spanned<String>>,
+        /// `MaxTRESPerJob`: refused at submit time when exceeded.
+        pub max_tres_per_job: Option<Spanned<String>>,
+        /// `MaxJobsPerUser`: running jobs of one user in the QOS.
+        pub max_jobs_per_user: Option<u32>,
+        /// `MaxSubmitJobsPerUser`: pending plus running jobs of one user; more are refused.
+        pub max_submit_jobs_per_user: Option<u32>,
+        /// `PreemptMode` of the QOS's jobs when they are preempted: `requeue` (default) or `cancel`.
+        pub preempt_mode: Option<Spanned<String>>,
+        /// `GraceTime`: seconds between SIGTERM and SIGKILL for a preempted job.
+        pub grace_time: Option<u32>,
     }
 }
 
@@ -173,6 +224,17 @@ pub struct NodeConfig {
     /// GPUs numbered from 0 in type order, as noded reports them when it has no NVML.
     pub gpus: Vec<GpuDevice>,
     pub features: Vec<String>,
+    /// The device file of each GPU, in `gpus` order; empty when the config names none.
+    pub gpu_files: Vec<PathBuf>,
+    /// `pids.max` of every job's cgroup.
+    pub job_pids_max: u32,
+    pub prolog: Option<PathBuf>,
+    pub epilog: Option<PathBuf>,
+    /// Seconds a prolog or epilog may run.
+    pub prolog_epilog_timeout: u32,
+    pub health_check_program: Option<PathBuf>,
+    /// Seconds between health checks.
+    pub health_check_interval: u32,
 }
 
 /// One configured partition, with its nodes resolved.
@@ -191,6 +253,8 @@ pub struct PartitionConfig {
     pub priority_job_factor: u32,
     pub priority_tier: u32,
     pub default_mem_per_cpu: Option<u64>,
+    /// TRES name → billing weight per unit (memory per MB); empty = bill allocated CPUs.
+    pub tres_billing_weights: sched::TresWeights,
 }
 
 /// One account of the tree.
@@ -200,6 +264,9 @@ pub struct AccountConfig {
     /// `None` only for `root`.
     pub parent: Option<String>,
     pub shares: u32,
+    /// TRES name → count; empty = no limit.
+    pub grp_tres: BTreeMap<String, u64>,
+    pub grp_jobs: Option<u32>,
 }
 
 /// One user's associations.
@@ -217,6 +284,17 @@ pub struct QosConfig {
     pub name: String,
     pub priority: u32,
     pub max_wall: Option<TimeLimit>,
+    /// TRES name → count for each limit; empty = no limit.
+    pub grp_tres: BTreeMap<String, u64>,
+    pub grp_jobs: Option<u32>,
+    pub max_tres_per_user: BTreeMap<String, u64>,
+    pub max_tres_per_job: BTreeMap<String, u64>,
+    pub max_jobs_per_user: Option<u32>,
+    pub max_submit_jobs_per_user: Option<u32>,
+    /// Whether a preempted job is requeued (else cancelled, state `PREEMPTED`).
+    pub preempt_requeue: bool,
+    /// Seconds between SIGTERM and SIGKILL when preempted; `None` = the controller's `kill_wait`.
+    pub grace_time: Option<u32>,
 }
 
 /// The validated cluster configuration.
@@ -241,6 +319,12 @@ pub struct Config {
     pub accounts: Vec<AccountConfig>,
     pub users: Vec<UserConfig>,
     pub qos: Vec<QosConfig>,
+    /// Multifactor priority and backfill settings.
+    pub priority: PriorityConfig,
+    /// Guaranteed quotas, file order.
+    pub quotas: Vec<sched::QuotaConfig>,
+    /// The SPANK plugin stack file (`plugstack.conf`); a missing file is an empty stack.
+    pub plugstack: PathBuf,
 }
 
 impl Config {
@@ -314,6 +398,13 @@ impl Validator<'_> {
             .transpose()
     }
 
+    fn tres(&self, value: &Option<Spanned<String>>, key: String) -> Result<BTreeMap<String, u64>, ConfigError> {
+        match value {
+            Some(v) => sched::parse_tres_limits(v.get_ref()).map_err(|e| self.error(v, key, e)),
+            None => Ok(BTreeMap::new()),
+        }
+    }
+
     fn name_ok(&self, name: &Spanned<String>, key: String) -> Result<String, ConfigError> {
         let n = name.get_ref();
         let valid = !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
@@ -321,6 +412,32 @@ impl Validator<'_> {
             return Err(self.error(name, key, format!("`{n}` is not a valid name (letters, digits, `_`, `-`, `.`)")));
         }
         Ok(n.clone())
+    }
+
+    /// A node set's GPU device files in GPU index order: every type with GPUs names exactly one
+    /// file per GPU, or no type names any.
+    fn gpu_files(&self, set: &raw::NodeSet, i: usize) -> Result<Vec<PathBuf>, ConfigError> {
+        let mut files = Vec::new();
+        for (gpu_type, expr) in &set.gpu_files {
+            let key = format!("nodes[{i}].gpu_files.{gpu_type}");
+            let Some(&count) = set.gpus.get(gpu_type) else {
+                return Err(self.error(expr, key, format!("no GPUs of type `{gpu_type}` are declared")));
+            };
+            let paths = hostlist::expand(expr.get_ref()).map_err(|e| self.error(expr, key.clone(), e.to_string()))?;
+            if paths.len() != usize::try_from(count).unwrap_or(usize::MAX) {
+                return Err(self.error(expr, key, format!("names {} files for {count} GPUs of type `{gpu_type}`", paths.len())));
+            }
+            if let Some(path) = paths.iter().find(|path| !path.starts_with('/')) {
+                return Err(self.error(expr, key, format!("`{path}` is not an absolute path")));
+            }
+            files.extend(paths.into_iter().map(PathBuf::from));
+        }
+        if let Some((gpu_type, _)) = set.gpus.iter().find(|(gpu_type, count)| **count > 0 && !set.gpu_files.contains_key(*gpu_type))
+            && let Some((_, expr)) = set.gpu_files.iter().next()
+        {
+            return Err(self.error(expr, format!("nodes[{i}].gpu_files"), format!("names no files for the GPUs of type `{gpu_type}`")));
+        }
+        Ok(files)
     }
 
     fn validate(&self, file: raw::File) -> Result<Config, ConfigError> {
@@ -338,6 +455,7 @@ impl Validator<'_> {
             if set.cpus == 0 {
                 return Err(self.error(&set.names, format!("nodes[{i}].cpus"), "a node needs at least one CPU"));
             }
+            let gpu_files = self.gpu_files(set, i)?;
             for name in names {
                 if node_index.insert(name.clone(), nodes.len()).is_some() {
                     return Err(self.error(&set.names, key, format!("node `{name}` is defined twice")));
@@ -355,11 +473,19 @@ impl Validator<'_> {
                     real_memory_mb: set.real_memory,
                     gpus,
                     features: set.features.clone(),
+                    gpu_files: gpu_files.clone(),
+                    job_pids_max: set.job_pids_max.unwrap_or(DEFAULT_JOB_PIDS_MAX),
+                    prolog: set.prolog.as_deref().map(|path| self.relative(path)),
+                    epilog: set.epilog.as_deref().map(|path| self.relative(path)),
+                    prolog_epilog_timeout: set.prolog_epilog_timeout.unwrap_or(60),
+                    health_check_program: set.health_check_program.as_deref().map(|path| self.relative(path)),
+                    health_check_interval: set.health_check_interval.unwrap_or(300).max(1),
                 });
             }
         }
 
-        let mut accounts = vec![AccountConfig { name: "root".into(), parent: None, shares: 1 }];
+        let mut accounts =
+            vec![AccountConfig { name: "root".into(), parent: None, shares: 1, grp_tres: BTreeMap::new(), grp_jobs: None }];
         let mut account_names: BTreeMap<String, usize> = BTreeMap::from([("root".to_owned(), 0)]);
         for (i, account) in file.accounts.iter().enumerate() {
             let name = self.name_ok(&account.name, format!("accounts[{i}].name"))?;
@@ -370,6 +496,8 @@ impl Validator<'_> {
                 name,
                 parent: Some(account.parent.as_ref().map_or_else(|| "root".to_owned(), |p| p.get_ref().clone())),
                 shares: account.shares,
+                grp_tres: self.tres(&account.grp_tres, format!("accounts[{i}].grp_tres"))?,
+                grp_jobs: account.grp_jobs,
             });
         }
         for (i, account) in file.accounts.iter().enumerate() {
@@ -409,10 +537,45 @@ impl Validator<'_> {
             if qos.iter().any(|existing: &QosConfig| existing.name == name) {
                 return Err(self.error(&q.name, format!("qos[{i}].name"), format!("QOS `{name}` is defined twice")));
             }
-            qos.push(QosConfig { name, priority: q.priority, max_wall: self.time(&q.max_wall, format!("qos[{i}].max_wall"))? });
+            qos.push(QosConfig {
+                name,
+                priority: q.priority,
+                max_wall: self.time(&q.max_wall, format!("qos[{i}].max_wall"))?,
+                grp_tres: self.tres(&q.grp_tres, format!("qos[{i}].grp_tres"))?,
+                grp_jobs: q.grp_jobs,
+                max_tres_per_user: self.tres(&q.max_tres_per_user, format!("qos[{i}].max_tres_per_user"))?,
+                max_tres_per_job: self.tres(&q.max_tres_per_job, format!("qos[{i}].max_tres_per_job"))?,
+                max_jobs_per_user: q.max_jobs_per_user,
+                max_submit_jobs_per_user: q.max_submit_jobs_per_user,
+                preempt_requeue: match q.preempt_mode.as_ref().map(|m| m.get_ref().to_ascii_lowercase()) {
+                    None => true,
+                    Some(m) if m == "requeue" => true,
+                    Some(m) if m == "cancel" => false,
+                    Some(_) => {
+                        let mode = q.preempt_mode.as_ref().expect("matched Some");
+                        return Err(self.error(mode, format!("qos[{i}].preempt_mode"), "expected `requeue` or `cancel`"));
+                    }
+                },
+                grace_time: q.grace_time,
+            });
         }
         if !qos.iter().any(|q| q.name == "normal") {
-            qos.insert(0, QosConfig { name: "normal".into(), priority: 0, max_wall: None });
+            qos.insert(
+                0,
+                QosConfig {
+                    name: "normal".into(),
+                    priority: 0,
+                    max_wall: None,
+                    grp_tres: BTreeMap::new(),
+                    grp_jobs: None,
+                    max_tres_per_user: BTreeMap::new(),
+                    max_tres_per_job: BTreeMap::new(),
+                    max_jobs_per_user: None,
+                    max_submit_jobs_per_user: None,
+                    preempt_requeue: true,
+                    grace_time: None,
+                },
+            );
         }
 
         let mut partitions: Vec<PartitionConfig> = Vec::new();
@@ -454,6 +617,11 @@ impl Validator<'_> {
                 priority_job_factor: p.priority_job_factor,
                 priority_tier: p.priority_tier,
                 default_mem_per_cpu: p.default_mem_per_cpu,
+                tres_billing_weights: match &p.tres_billing_weights {
+                    Some(text) => sched::parse_tres_weights(text.get_ref())
+                        .map_err(|e| self.error(text, format!("partitions[{i}].tres_billing_weights"), e))?,
+                    None => sched::TresWeights::default(),
+                },
             });
         }
         let defaults: Vec<_> = file.partitions.iter().enumerate().filter(|(_, p)| p.default).collect();
@@ -489,12 +657,27 @@ impl Validator<'_> {
             .map(|a| account_known(a, "default_account".into()))
             .transpose()?;
 
+        let mut quotas = Vec::new();
+        for (i, q) in file.quotas.iter().enumerate() {
+            let account = account_known(&q.account, format!("quotas[{i}].account"))?;
+            if !partitions.iter().any(|p| &p.name == q.partition.get_ref()) {
+                return Err(self.error(&q.partition, format!("quotas[{i}].partition"), format!("unknown partition `{}`", q.partition.get_ref())));
+            }
+            if quotas.iter().any(|o: &sched::QuotaConfig| o.account == account && &o.partition == q.partition.get_ref()) {
+                return Err(self.error(&q.account, format!("quotas[{i}]"), "a second quota for the same account and partition"));
+            }
+            let guarantee = self.tres(&Some(q.guarantee.clone()), format!("quotas[{i}].guarantee"))?;
+            let burst = self.tres(&q.burst, format!("quotas[{i}].burst"))?;
+            let lend = q.lend.as_ref().map(|l| self.tres(&Some(l.clone()), format!("quotas[{i}].lend"))).transpose()?;
+            quotas.push(sched::QuotaConfig { account, partition: q.partition.get_ref().clone(), guarantee, burst, lend });
+        }
         Ok(Config {
             path: self.path.to_owned(),
             cluster_name,
             controller_address: address.get_ref().clone(),
             state_dir: self.relative(&file.controller.state_dir),
             key_file: self.relative(&file.controller.key_file),
+            plugstack: self.relative(file.plugstack.as_deref().unwrap_or("plugstack.conf")),
             node_timeout: file.controller.node_timeout.max(1),
             kill_wait: file.controller.kill_wait,
             min_job_age: file.controller.min_job_age,
@@ -505,9 +688,15 @@ impl Validator<'_> {
             accounts,
             users,
             qos,
+            quotas,
+            priority: file
+                .priority
+                .validate()
+                .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
         })
     }
 }
 
+pub mod sched;
 #[cfg(test)]
 mod tests;

@@ -102,6 +102,10 @@ pub struct JobSpec {
     pub umask: u32,
     /// The whole command line, for `SubmitLine`.
     pub submit_line: String,
+    /// `--kill-on-invalid-dep=yes`: cancel the job once its dependency can never be satisfied.
+    pub kill_on_invalid_dep: bool,
+    /// `--wckey`: recorded only (Slurm with `TrackWCKey=no` does the same).
+    pub wckey: Option<String>,
 }
 
 /// How much memory a job asks for.
@@ -326,12 +330,58 @@ pub struct JobInfo {
     pub nodelist_requested: Option<String>,
     pub exclude: Option<String>,
     pub constraint: Option<String>,
+    /// The array this record belongs to (`ArrayJobId`); `None` for a job that is not an array.
+    pub array_job_id: Option<JobId>,
+    /// The one task this record is (`ArrayTaskId`); `None` for a plain job, and for an array's
+    /// base record while it still stands for several pending tasks.
+    pub array_task_id: Option<u32>,
+    /// Task indexes the array's base record still stands for, ascending; empty otherwise.
+    pub array_tasks_pending: Vec<u32>,
+    /// `--array=…%N`: most tasks of the array running at once; 0 = no limit.
+    pub array_max_tasks: u32,
 }
 
 impl JobInfo {
     /// The job's current state, `PENDING` for a record not yet scheduled.
     pub fn state(&self) -> JobState {
         self.state.unwrap_or(JobState::Pending)
+    }
+
+    /// The id Slurm shows for this record: `12`, `12_3`, or `12_[4-7%2]` for an array's base
+    /// record that still stands for several pending tasks.
+    pub fn display_id(&self) -> String {
+        match (self.array_job_id, self.array_task_id) {
+            (Some(array), Some(task)) => format!("{array}_{task}"),
+            (Some(array), None) => {
+                let throttle = if self.array_max_tasks > 0 { format!("%{}", self.array_max_tasks) } else { String::new() };
+                format!("{array}_[{}{throttle}]", crate::grammar::array::format_ranges(&self.array_tasks_pending))
+            }
+            (None, _) => self.job_id.to_string(),
+        }
+    }
+
+    /// `ArrayTaskId` as squeue `%K` and scontrol show it: the index, the pending ranges, `N/A`.
+    pub fn array_task_text(&self) -> String {
+        match (self.array_job_id, self.array_task_id) {
+            (Some(_), Some(task)) => task.to_string(),
+            (Some(_), None) => {
+                let throttle = if self.array_max_tasks > 0 { format!("%{}", self.array_max_tasks) } else { String::new() };
+                format!("{}{throttle}", crate::grammar::array::format_ranges(&self.array_tasks_pending))
+            }
+            (None, _) => "N/A".into(),
+        }
+    }
+
+    /// One record per pending task of an array's base record (`squeue -r`); the record itself
+    /// otherwise.
+    pub fn expand_array(&self) -> Vec<JobInfo> {
+        if self.array_job_id.is_none() || self.array_task_id.is_some() || self.array_tasks_pending.is_empty() {
+            return vec![self.clone()];
+        }
+        self.array_tasks_pending
+            .iter()
+            .map(|&task| JobInfo { array_task_id: Some(task), array_tasks_pending: Vec::new(), ..self.clone() })
+            .collect()
     }
 
     /// Elapsed run time in seconds at `now`.

@@ -62,21 +62,73 @@ pub(crate) fn my_uid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 
-/// Parses a list of plain job ids (`12,13`). Array and step forms are rejected: Drover has no
-/// arrays yet, and these commands act on whole jobs.
-pub(crate) fn parse_job_ids(values: &[String]) -> anyhow::Result<Vec<JobId>> {
-    let mut ids = Vec::new();
-    for item in flat_list(values) {
-        match item.parse::<JobId>() {
-            Ok(id) if id > 0 => {
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
+/// A job id argument: a job or a whole array (`12`), one array task (`12_3`), or several
+/// (`12_[1-3,5]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobTarget {
+    pub(crate) job_id: JobId,
+    /// `None` for the whole job or array.
+    pub(crate) tasks: Option<Vec<u32>>,
+}
+
+impl JobTarget {
+    /// Whether `job` (a record ctld reported) is, or stands for, what this argument names.
+    pub(crate) fn matches(&self, job: &JobInfo) -> bool {
+        match &self.tasks {
+            None => job.job_id == self.job_id || job.array_job_id == Some(self.job_id),
+            Some(tasks) => {
+                job.array_job_id == Some(self.job_id)
+                    && match job.array_task_id {
+                        Some(task) => tasks.contains(&task),
+                        None => job.array_tasks_pending.iter().any(|t| tasks.contains(t)),
+                    }
             }
-            _ => bail!("Invalid job id: {item}"),
         }
     }
-    Ok(ids)
+}
+
+/// Splits a comma list whose items may hold bracketed comma lists (`12_[1,3],14`).
+pub(crate) fn split_ids(text: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(text[start..].trim());
+    items.into_iter().filter(|item| !item.is_empty()).collect()
+}
+
+/// Parses one job id argument (see [`JobTarget`]).
+pub(crate) fn parse_job_target(text: &str) -> Option<JobTarget> {
+    let number = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<u32>().ok()).flatten();
+    let (job, tasks) = match text.split_once('_') {
+        None => return number(text).filter(|id| *id > 0).map(|job_id| JobTarget { job_id, tasks: None }),
+        Some(parts) => parts,
+    };
+    let job_id = number(job).filter(|id| *id > 0)?;
+    let inner = tasks.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(tasks);
+    let tasks = drover_shared::grammar::array::parse_array(inner, u32::MAX - 1).ok().filter(|s| s.max_running == 0)?.indexes;
+    Some(JobTarget { job_id, tasks: Some(tasks) })
+}
+
+/// Parses every job id argument of a repeatable option.
+pub(crate) fn parse_job_targets(values: &[String]) -> anyhow::Result<Vec<JobTarget>> {
+    let mut targets: Vec<JobTarget> = Vec::new();
+    for item in values.iter().flat_map(|v| split_ids(v)) {
+        let target = parse_job_target(item).ok_or_else(|| anyhow::anyhow!("Invalid job id: {item}"))?;
+        if !targets.contains(&target) {
+            targets.push(target);
+        }
+    }
+    Ok(targets)
 }
 
 /// Slurm state names Drover accepts in filters but never reports (flags such as COMPLETING, or
@@ -275,8 +327,12 @@ mod tests {
 
     #[test]
     fn job_ids_and_users() {
-        assert_eq!(parse_job_ids(&strings(&["20,24", "23", "20"])).ok(), Some(vec![20, 24, 23]));
-        assert_eq!(parse_job_ids(&strings(&["29_1"])).map_err(|e| e.to_string()), Err("Invalid job id: 29_1".into()));
+        let ids = |values: &[&str]| {
+            parse_job_targets(&strings(values)).map(|t| t.iter().map(|t| (t.job_id, t.tasks.clone())).collect::<Vec<_>>())
+        };
+        assert_eq!(ids(&["20,24", "23", "20"]).ok(), Some(vec![(20, None), (24, None), (23, None)]));
+        assert_eq!(ids(&["29_1,29_[2-3]"]).ok(), Some(vec![(29, Some(vec![1])), (29, Some(vec![2, 3]))]));
+        assert_eq!(ids(&["29_x"]).map_err(|e| e.to_string()), Err("Invalid job id: 29_x".into()));
         assert_eq!(resolve_users(&strings(&["0,root", "65534"])).ok(), Some(vec![0, 65534]));
         let unknown = resolve_users(&strings(&["no-such-user-here"])).map_err(|e| e.to_string());
         assert_eq!(unknown, Err("Invalid user: no-such-user-here".into()));

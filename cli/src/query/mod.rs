@@ -1,4 +1,4 @@
-//! The read-and-act commands: squeue, sacct, scancel, sinfo, scontrol.
+//! The read-and-act commands: squeue, sacct, scancel, sinfo, scontrol, sshare, sprio.
 //!
 //! Each command file parses its arguments, makes one or two round trips to ctld and prints
 //! through a pure `render` function; [`format`] and [`common`] hold what they share. Test
@@ -12,4 +12,7 @@ pub(crate) mod scancel;
 mod scenario;
 pub(crate) mod scontrol;
 pub(crate) mod sinfo;
+pub(crate) mod sprio;
 pub(crate) mod squeue;
+pub(crate) mod sshare;
+pub(crate) mod why;

@@ -332,29 +332,29 @@ pub(crate) enum Layout {
 }
 
 /// A `-j` item: a job, or one step of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JobSelector {
-    job_id: JobId,
+    target: common::JobTarget,
     step: Option<StepId>,
 }
 
 /// Parses `-j` items: `N`, `N.batch`, `N.extern`, `N.<n>`.
 fn parse_selectors(values: &[String]) -> anyhow::Result<Vec<JobSelector>> {
     let mut selectors = Vec::new();
-    for item in common::flat_list(values) {
+    for item in values.iter().flat_map(|v| common::split_ids(v)) {
         let (job, step) = match item.split_once('.') {
             Some((job, step)) => (job, Some(step)),
-            None => (item.as_str(), None),
+            None => (item, None),
         };
-        let job_id = common::parse_job_ids(&[job.to_owned()])?.first().copied();
+        let target = common::parse_job_target(job);
         let step = match step {
             None => None,
             Some("batch") => Some(StepId::Batch),
             Some("extern") => Some(StepId::Extern),
             Some(n) => Some(StepId::Numbered(n.parse().map_err(|_| anyhow::anyhow!("Invalid job id: {item}"))?)),
         };
-        let Some(job_id) = job_id else { anyhow::bail!("Invalid job id: {item}") };
-        selectors.push(JobSelector { job_id, step });
+        let Some(target) = target else { anyhow::bail!("Invalid job id: {item}") };
+        selectors.push(JobSelector { target, step });
     }
     Ok(selectors)
 }
@@ -395,12 +395,12 @@ pub(crate) fn render(jobs: &[JobInfo], now: UnixTime, options: &RenderOptions) -
     }
     for job in jobs {
         let mut rows = Vec::new();
-        if selected(options, job.job_id, None) {
+        if selected(options, job, None) {
             rows.push(Row::Job(job));
         }
         if !options.allocations {
             rows.extend(
-                job.steps.iter().filter(|s| selected(options, job.job_id, Some(s.step_id))).map(|s| Row::Step(job, s)),
+                job.steps.iter().filter(|s| selected(options, job, Some(s.step_id))).map(|s| Row::Step(job, s)),
             );
         }
         for row in rows {
@@ -412,9 +412,9 @@ pub(crate) fn render(jobs: &[JobInfo], now: UnixTime, options: &RenderOptions) -
     out
 }
 
-fn selected(options: &RenderOptions, job_id: JobId, step: Option<StepId>) -> bool {
+fn selected(options: &RenderOptions, job: &JobInfo, step: Option<StepId>) -> bool {
     options.selectors.is_empty()
-        || options.selectors.iter().any(|s| s.job_id == job_id && (s.step.is_none() || s.step == step))
+        || options.selectors.iter().any(|s| s.target.matches(job) && (s.step.is_none() || s.step == step))
 }
 
 /// One line; `values` are cut with a `+` (fixed layout) when `mark_cut`, headers without.
@@ -501,7 +501,8 @@ fn job_value(field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions
         }
         Field::Gid => job.gid.to_string(),
         Field::Group => job.group.clone(),
-        Field::JobId | Field::JobIdRaw => job.job_id.to_string(),
+        Field::JobId => job.display_id(),
+        Field::JobIdRaw => job.job_id.to_string(),
         Field::JobName => job.name.clone(),
         Field::NNodes | Field::ReqNodes => job.num_nodes.to_string(),
         Field::NodeList => {
@@ -575,7 +576,8 @@ fn step_value(field: Field, job: &JobInfo, step: &StepInfo, now: UnixTime, optio
         Field::Eligible | Field::Start | Field::Submit => format::timestamp_or(step.start_time, tz, "Unknown"),
         Field::End => format::timestamp_or(step.end_time, tz, "Unknown"),
         Field::ExitCode => exit_code(step.exit_status),
-        Field::JobId | Field::JobIdRaw => format!("{}.{}", job.job_id, step.step_id),
+        Field::JobId => format!("{}.{}", job.display_id(), step.step_id),
+        Field::JobIdRaw => format!("{}.{}", job.job_id, step.step_id),
         Field::JobName => step.name.clone(),
         Field::NodeList => {
             if step.nodes.is_empty() {
@@ -676,7 +678,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     let start = args.start_time.as_deref().map(|t| format::parse_time_spec(t, now, tz)).transpose()?;
     let end = args.end_time.as_deref().map(|t| format::parse_time_spec(t, now, tz)).transpose()?;
     let (window_start, window_end) = time_window(!selectors.is_empty(), !args.states.is_empty(), start, end, now, tz);
-    let mut job_ids: Vec<JobId> = selectors.iter().map(|s| s.job_id).collect();
+    let mut job_ids: Vec<JobId> = selectors.iter().map(|s| s.target.job_id).collect();
     job_ids.dedup();
     let query = AccountingQuery {
         job_ids,
@@ -717,6 +719,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     for expr in common::flat_list(&args.nodelist) {
         nodes.extend(hostlist::expand(&expr)?);
     }
+    // An array's records follow each other by task index, its base record last (as Slurm).
+    jobs.sort_by_key(|job| (job.array_job_id.unwrap_or(job.job_id), job.array_task_id.unwrap_or(u32::MAX), job.job_id));
     jobs.retain(|job| {
         (names.is_empty() || names.contains(&job.name))
             && (qos.is_empty() || qos.contains(&job.qos))
@@ -762,34 +766,40 @@ mod tests {
         RenderOptions { layout: Layout::Parsable { delimiter: "|".into(), trailing: false }, ..options(fields) }
     }
 
-    /// Jobs 20, 23, 24, 25, 26 and 36 of the capture (the sample's `-j 20,24,23,25,26,29,36`
-    /// without the array 29).
+    /// Jobs 20, 23, 24, 25, 26, array 29 and job 36 of the capture (the sample's
+    /// `-j 20,24,23,25,26,29,36`).
     fn jobs() -> Vec<JobInfo> {
         scenario::finished().into_iter().filter(|j| j.job_id != 28).collect()
     }
 
-    fn without_arrays(name: &str) -> String {
-        sample_stdout(name).lines().filter(|l| !l.starts_with("29_")).map(|l| format!("{l}\n")).collect()
+    #[test]
+    fn arrays_match_slurm() {
+        let array: Vec<JobInfo> = jobs().into_iter().filter(|j| j.array_job_id == Some(29)).collect();
+        assert_eq!(render(&array, scenario::NOW, &options(DEFAULT_FIELDS)), sample_stdout("sacct_array.txt"));
+        let opts = parsable2("JobID,JobIDRaw,JobName,State,ExitCode,Elapsed");
+        assert_eq!(render(&array, scenario::NOW, &opts), sample_stdout("sacct_array_P.txt"));
+        let one = RenderOptions { selectors: parse_selectors(&["29_2".to_owned()]).expect("selector"), ..parsable2("JobID,JobIDRaw") };
+        assert_eq!(render(&array, scenario::NOW, &one), "JobID|JobIDRaw\n29_2|38\n29_2.batch|38.batch\n29_[2-3]|29\n");
     }
 
     #[test]
     fn default_matches_slurm() {
-        assert_eq!(render(&jobs(), scenario::NOW, &options(DEFAULT_FIELDS)), without_arrays("sacct_default.txt"));
+        assert_eq!(render(&jobs(), scenario::NOW, &options(DEFAULT_FIELDS)), sample_stdout("sacct_default.txt"));
     }
 
     #[test]
     fn allocations_match_slurm() {
         let opts =
             RenderOptions { allocations: true, ..options("JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode") };
-        assert_eq!(render(&jobs(), scenario::NOW, &opts), without_arrays("sacct_X_fmt.txt"));
+        assert_eq!(render(&jobs(), scenario::NOW, &opts), sample_stdout("sacct_X_fmt.txt"));
     }
 
     #[test]
     fn parsable_matches_slurm() {
         let opts = parsable2("JobID,JobName,State,ExitCode,Elapsed");
-        assert_eq!(render(&jobs(), scenario::NOW, &opts), without_arrays("sacct_fmt_P.txt"));
+        assert_eq!(render(&jobs(), scenario::NOW, &opts), sample_stdout("sacct_fmt_P.txt"));
         let opts = RenderOptions { header: false, ..parsable2(DEFAULT_FIELDS) };
-        assert_eq!(render(&jobs(), scenario::NOW, &opts), without_arrays("sacct_parsable2_noheader.txt"));
+        assert_eq!(render(&jobs(), scenario::NOW, &opts), sample_stdout("sacct_parsable2_noheader.txt"));
         let states: Vec<JobInfo> = jobs().into_iter().filter(|j| [23, 24, 25, 36].contains(&j.job_id)).collect();
         let opts = RenderOptions { allocations: true, ..parsable2("JobID,State,ExitCode,DerivedExitCode,Reason") };
         assert_eq!(render(&states, scenario::NOW, &opts), sample_stdout("sacct_states_fmt.txt"));
@@ -882,6 +892,10 @@ mod tests {
                24 fa+ FAI+ $
                25 sl+ CAN+ $
                26 bi+ CAN+ $
+             29_0 ar+ CAN+ $
+             29_1 ar+ CAN+ $
+             29_2 ar+ CAN+ $
+            29_[+ ar+ CAN+ $
                36 de+ CAN+ $
         "#]]
         .assert_eq(&scenario::mark_line_ends(&render(&jobs(), scenario::NOW, &opts)));

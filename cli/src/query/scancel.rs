@@ -92,14 +92,14 @@ pub(crate) fn parse_signal(text: &str) -> anyhow::Result<i32> {
         .map_err(|_| anyhow::anyhow!("Invalid job signal: {text}"))
 }
 
-/// Parses a job id argument.
-fn parse_job_id(text: &str) -> anyhow::Result<JobId> {
-    match text.parse::<JobId>() {
-        Ok(id) if id > 0 => Ok(id),
-        _ if text.contains(['_', '.', '+']) => {
-            anyhow::bail!("array tasks, job steps and heterogeneous job components are not supported yet: {text}")
+/// Parses a job id argument: a job or array (`12`), array tasks (`12_3`, `12_[1-3]`).
+fn parse_job_id(text: &str) -> anyhow::Result<common::JobTarget> {
+    match common::parse_job_target(text) {
+        Some(target) => Ok(target),
+        None if text.contains(['.', '+']) => {
+            anyhow::bail!("job steps and heterogeneous job components are not supported yet: {text}")
         }
-        _ => anyhow::bail!("Invalid job ID {text}"),
+        None => anyhow::bail!("Invalid job ID {text}"),
     }
 }
 
@@ -112,7 +112,7 @@ pub(crate) struct ReportOptions {
 }
 
 /// What scancel writes to stderr for ctld's per-job outcomes, and its exit code.
-pub(crate) fn report(results: &[(JobId, Result<(), ErrorCode>)], options: ReportOptions) -> (String, i32) {
+pub(crate) fn report<I: std::fmt::Display>(results: &[(I, Result<(), ErrorCode>)], options: ReportOptions) -> (String, i32) {
     let mut stderr = String::new();
     let mut code = 0;
     for (job_id, result) in results {
@@ -165,12 +165,13 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {
         anyhow::bail!("{option} is not supported yet");
     }
-    let job_ids = args
-        .job_ids
+    let targets =
+        args.job_ids.iter().flat_map(|a| common::split_ids(a)).map(parse_job_id).collect::<anyhow::Result<Vec<_>>>()?;
+    let job_ids: Vec<JobId> = targets.iter().filter(|t| t.tasks.is_none()).map(|t| t.job_id).collect();
+    let tasks: Vec<(JobId, u32)> = targets
         .iter()
-        .flat_map(|a| common::comma_list(a))
-        .map(parse_job_id)
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .flat_map(|t| t.tasks.iter().flatten().map(move |task| (t.job_id, *task)))
+        .collect();
     let mut users = common::resolve_users(&env_list(args.users.clone(), "SCANCEL_USER"))?;
     if args.me {
         users.push(common::my_uid());
@@ -198,10 +199,29 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         || !request.partitions.is_empty()
         || !request.names.is_empty()
         || !request.states.is_empty();
-    if request.job_ids.is_empty() && !has_filter {
+    if request.job_ids.is_empty() && tasks.is_empty() && !has_filter {
         anyhow::bail!("No job identification provided");
     }
-    let results = match crate::client::call(&Request::Cancel(request.clone()))? {
+    let mut results: Vec<(String, Result<(), ErrorCode>)> = Vec::new();
+    if !tasks.is_empty() {
+        match crate::client::call(&Request::CancelTasks { request: request.clone(), tasks: tasks.clone() })? {
+            Response::Cancelled { results: answers } => {
+                results.extend(tasks.iter().zip(answers).map(|((job, task), (_, result))| (format!("{job}_{task}"), result)));
+            }
+            Response::Error { code, detail } => {
+                let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+                anyhow::bail!("{}{detail}", code.message())
+            }
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        }
+        if request.job_ids.is_empty() {
+            let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
+            let (stderr, code) = report(&results, options);
+            eprint!("{stderr}");
+            return Ok(code);
+        }
+    }
+    let answer: Vec<(JobId, Result<(), ErrorCode>)> = match crate::client::call(&Request::Cancel(request.clone()))? {
         Response::Cancelled { results } => results,
         // A whole-request "no such job" answer for named ids is reported per id, like Slurm does.
         Response::Error { code: ErrorCode::InvalidJobId, .. } if !request.job_ids.is_empty() => {
@@ -213,6 +233,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         }
         other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
     };
+    results.extend(answer.into_iter().map(|(id, result)| (id.to_string(), result)));
     let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
     let (stderr, code) = report(&results, options);
     eprint!("{stderr}");
@@ -238,9 +259,13 @@ mod tests {
 
     #[test]
     fn job_ids() {
-        assert_eq!(parse_job_id("25").ok(), Some(25));
+        let target = |job_id, tasks: Option<Vec<u32>>| common::JobTarget { job_id, tasks };
+        assert_eq!(parse_job_id("25").ok(), Some(target(25, None)));
         assert_eq!(parse_job_id("12x").map_err(|e| e.to_string()), Err("Invalid job ID 12x".into()));
-        assert!(parse_job_id("29_1").is_err());
+        assert_eq!(parse_job_id("29_1").ok(), Some(target(29, Some(vec![1]))));
+        assert_eq!(parse_job_id("29_[1-3,7]").ok(), Some(target(29, Some(vec![1, 2, 3, 7]))));
+        assert!(parse_job_id("29.1").is_err());
+        assert_eq!(common::split_ids("29_[1,3],30"), vec!["29_[1,3]", "30"]);
     }
 
     fn check(results: &[(JobId, Result<(), ErrorCode>)], options: ReportOptions, expect: expect_test::Expect) {

@@ -2,7 +2,8 @@
 //! `testdata/` (see `/work/shared/baseline/samples/README.md`), as ctld would report them, and a
 //! reader for the samples' stdout part.
 //!
-//! Array jobs (29, 32) are left out: Drover has no job arrays yet.
+//! Array 29 (`--array=0-3`: tasks 0 and 1 run as jobs 30 and 31, 2-3 pend in the base record;
+//! task 2 later ran as job 38) and array 32 (`--array=0-3 --hold`) are here as ctld keeps them.
 
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobInfo, JobState, MemRequest, StepId, StepInfo, WaitStatus};
@@ -157,6 +158,46 @@ fn nobodyjob() -> JobInfo {
     running(nobodyjob, &["n1"])
 }
 
+/// An array's base record standing for the pending `tasks`.
+fn array_base(mut job: JobInfo, tasks: &[u32]) -> JobInfo {
+    job.submit_time = at(32);
+    job.eligible_time = job.eligible_time.map(|_| at(34));
+    job.array_job_id = Some(job.job_id);
+    job.array_tasks_pending = tasks.to_vec();
+    job
+}
+
+/// Task `task` of array `array`, split off into record `job_id`, running on `node` since 23:35:34.
+fn array_task(array: u32, task: u32, job_id: u32, node: &str) -> JobInfo {
+    let mut job = job(job_id, "arrjob");
+    job.submit_time = at(32);
+    job.eligible_time = Some(at(34));
+    job.array_job_id = Some(array);
+    job.array_task_id = Some(task);
+    let mut job = running(job, &[node]);
+    job.start_time = Some(at(34));
+    job.steps[0].start_time = Some(at(34));
+    job
+}
+
+/// Array 29's base record with tasks 2-3 pending, and array 32, held.
+fn arrays_pending() -> (JobInfo, JobInfo) {
+    let arrjob = array_base(pending(job(29, "arrjob"), "Priority", true), &[2, 3]);
+    let mut arrheld = array_base(pending(job(32, "arrheld"), "JobHeldUser", false), &[0, 1, 2, 3]);
+    arrheld.priority = 0;
+    (arrjob, arrheld)
+}
+
+/// The records of array 29 at [`NOW`] in the order Slurm listed them for `squeue -j 29`.
+pub(crate) fn array_29() -> Vec<JobInfo> {
+    vec![arrays_pending().0, array_task(29, 1, 31, "n4"), array_task(29, 0, 30, "n3")]
+}
+
+/// Array 32 at [`NOW`].
+pub(crate) fn array_32() -> Vec<JobInfo> {
+    vec![arrays_pending().1]
+}
+
 /// The queue at [`NOW`], in the order Slurm listed ties.
 pub(crate) fn queue() -> Vec<JobInfo> {
     let mut depwait = pending(job(37, "depwait"), "Dependency", false);
@@ -166,7 +207,23 @@ pub(crate) fn queue() -> Vec<JobInfo> {
     let waitprio = pending(job(34, "waitprio"), "Priority", true);
     let mut heldjob = pending(job(35, "heldjob"), "JobHeldUser", false);
     heldjob.priority = 0;
-    vec![waitres(), depwait, depjob, waitprio, heldjob, bigjob(), timeoutjob(), gpujob(), sleeper(), nobodyjob()]
+    let (arrjob, arrheld) = arrays_pending();
+    vec![
+        waitres(),
+        depwait,
+        depjob,
+        waitprio,
+        arrjob,
+        heldjob,
+        arrheld,
+        bigjob(),
+        array_task(29, 0, 30, "n3"),
+        array_task(29, 1, 31, "n4"),
+        timeoutjob(),
+        gpujob(),
+        sleeper(),
+        nobodyjob(),
+    ]
 }
 
 fn ended(mut job: JobInfo, state: JobState, end: UnixTime, exit: WaitStatus, step: (JobState, WaitStatus)) -> JobInfo {
@@ -219,6 +276,12 @@ pub(crate) fn finished() -> Vec<JobInfo> {
     let mut depjob = cancelled(pending(job(36, "depjob"), "DependencyNeverSatisfied", false), at(39));
     depjob.dependency = Some("afterok:24(failed)".into());
 
+    let mut task_2 = array_task(29, 2, 38, "n1");
+    task_2.start_time = Some(at(31 + 16));
+    task_2.steps[0].start_time = task_2.start_time;
+    let mut arrjob = cancelled(arrays_pending().0, at(31 + 80));
+    arrjob.eligible_time = Some(at(34));
+
     vec![
         wrap,
         timeoutjob,
@@ -226,6 +289,10 @@ pub(crate) fn finished() -> Vec<JobInfo> {
         cancelled(sleeper(), at(39)),
         cancelled(bigjob(), at(31 + 80)),
         cancelled(nobodyjob(), at(31 + 80)),
+        cancelled(array_task(29, 0, 30, "n3"), at(34 + 77)),
+        cancelled(array_task(29, 1, 31, "n4"), at(34 + 77)),
+        cancelled(task_2, at(31 + 80)),
+        arrjob,
         depjob,
     ]
 }

@@ -1,7 +1,9 @@
 //! `scontrol`: the read side of Slurm's control command. `show job|node|partition [name]`
 //! print `Key=Value` records (continuation lines indented three spaces, or one line each with
 //! `-o`), `show hostnames|hostlist` convert hostlists, and `ping` asks ctld whether it is up.
-//! Commands that change state (`hold`, `update`, `requeue` …) are refused as not supported yet.
+//! `hold`, `uhold`, `release`, `requeue` and `update job` act on jobs, arrays and started array
+//! tasks; the other commands that change state (`update node`, `requeuehold` …) are refused as
+//! not supported yet.
 //!
 //! scontrol's grammar is a small command language rather than options, so it is parsed by hand;
 //! the records are built by the pure `render_*` functions.
@@ -14,7 +16,8 @@ use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo};
 use drover_shared::node::{NodeInfo, PartitionInfo};
-use drover_shared::proto::client::{JobQuery, Request, Response};
+use drover_shared::grammar::time::parse_time_limit;
+use drover_shared::proto::client::{JobQuery, JobUpdate, Request, Response};
 use drover_shared::UnixTime;
 use std::ffi::OsString;
 
@@ -64,7 +67,21 @@ pub(crate) fn render_job(job: &JobInfo, now: UnixTime, tz: Tz, options: ShowOpti
     });
     let (per_cpu, min_mem) = common::job_min_memory(job);
     let mut lines = vec![
-        format!("JobId={} JobName={}", job.job_id, job.name),
+        match job.array_job_id {
+            Some(array) => {
+                let throttle = if job.array_max_tasks > 0 && job.array_task_id.is_none() {
+                    format!(" ArrayTaskThrottle={}", job.array_max_tasks)
+                } else {
+                    String::new()
+                };
+                let tasks = match job.array_task_id {
+                    Some(task) => task.to_string(),
+                    None => drover_shared::grammar::array::format_ranges(&job.array_tasks_pending),
+                };
+                format!("JobId={} ArrayJobId={array} ArrayTaskId={tasks}{throttle} JobName={}", job.job_id, job.name)
+            }
+            None => format!("JobId={} JobName={}", job.job_id, job.name),
+        },
         format!("UserId={}({}) GroupId={}({}) MCS_label=N/A", job.user, job.uid, job.group, job.gid),
         format!("Priority={} Nice={} Account={} QOS={}", job.priority, job.nice, job.account, job.qos),
         format!(
@@ -377,6 +394,13 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if names(command, "ping", 2) {
         return ping();
     }
+    let lower = command.to_ascii_lowercase();
+    if matches!(lower.as_str(), "hold" | "uhold" | "release" | "requeue") {
+        return job_command(&lower, &words[1..]);
+    }
+    if names(command, "update", 2) {
+        return update(&words[1..]);
+    }
     if !names(command, "show", 3) {
         anyhow::bail!("{command} is not supported yet");
     }
@@ -388,6 +412,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         show_nodes(name, options)
     } else if names(entity, "partitions", 4) {
         show_partitions(name, options)
+    } else if names(entity, "config", 1) {
+        show_config()
     } else if names(entity, "hostnames", 5) {
         let expr = match name {
             Some(expr) => expr.to_owned(),
@@ -406,17 +432,153 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
 }
 
+/// Resolves job id arguments to the records to act on: jobs and arrays by their id, array
+/// tasks (`12_3`, as jobs inside an array see themselves) by the records that run them.
+fn resolve_records(targets: &[common::JobTarget]) -> anyhow::Result<Vec<JobId>> {
+    let mut ids = Vec::new();
+    for target in targets {
+        let Some(tasks) = &target.tasks else {
+            ids.push(target.job_id);
+            continue;
+        };
+        let query = JobQuery { job_ids: vec![target.job_id], include_finished: true, ..JobQuery::default() };
+        let jobs = match crate::client::call(&Request::QueryJobs(query))? {
+            Response::Jobs { jobs, .. } => jobs,
+            Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        };
+        for &task in tasks {
+            let record = jobs.iter().find(|j| j.array_job_id == Some(target.job_id) && j.array_task_id == Some(task));
+            match record {
+                Some(job) => ids.push(job.job_id),
+                None if jobs.iter().any(|j| j.array_tasks_pending.contains(&task)) => anyhow::bail!(
+                    "array task {}_{task} has not started yet; acting on single pending tasks is not supported yet, name the whole array",
+                    target.job_id
+                ),
+                None => anyhow::bail!("Invalid job id specified for job {}_{task}", target.job_id),
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// Parses the `Key=Value` words of `scontrol update` for a job into the job ids and the change.
+fn parse_update(words: &[String]) -> anyhow::Result<(Vec<common::JobTarget>, JobUpdate)> {
+    let mut targets = Vec::new();
+    let mut update = JobUpdate::default();
+    for word in words {
+        let Some((key, value)) = word.split_once('=') else { anyhow::bail!("Invalid input: {word}") };
+        match key.to_ascii_lowercase().as_str() {
+            "jobid" | "job" => targets.extend(common::parse_job_targets(&[value.to_owned()])?),
+            "timelimit" => update.time_limit = Some(parse_time_limit(value)?),
+            "jobname" | "name" => update.name = Some(value.to_owned()),
+            "comment" => update.comment = Some(value.to_owned()),
+            "nice" => update.nice = Some(value.parse().map_err(|_| anyhow::anyhow!("Invalid nice value: {value}"))?),
+            "dependency" => update.dependency = Some(value.to_owned()),
+            "arraytaskthrottle" => {
+                update.array_max_tasks =
+                    Some(value.parse().map_err(|_| anyhow::anyhow!("Invalid ArrayTaskThrottle value: {value}"))?);
+            }
+            "requeue" => {
+                update.requeue = match value {
+                    "0" => Some(false),
+                    "1" => Some(true),
+                    _ => anyhow::bail!("Invalid Requeue value: {value}"),
+                }
+            }
+            "nodename" | "partitionname" | "reservationname" | "frontendname" | "stepid" => {
+                anyhow::bail!("update of {key} is not supported yet")
+            }
+            _ => anyhow::bail!("Update of {key} is not supported yet"),
+        }
+    }
+    if targets.is_empty() {
+        anyhow::bail!("No job identification provided");
+    }
+    Ok((targets, update))
+}
+
+/// `scontrol update JobId=<ids> Key=Value …`.
+fn update(words: &[String]) -> anyhow::Result<i32> {
+    let (targets, update) = parse_update(words)?;
+    let job_ids = resolve_records(&targets)?;
+    let results = match crate::client::call(&Request::UpdateJob { job_ids, update })? {
+        Response::Cancelled { results } => results,
+        Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    };
+    let mut code = 0;
+    for (job_id, result) in results {
+        if let Err(error) = result {
+            eprintln!("{} for job {job_id}", error.message());
+            code = 1;
+        }
+    }
+    Ok(code)
+}
+
+/// `scontrol hold|uhold|release|requeue <job_list>`.
+fn job_command(command: &str, words: &[String]) -> anyhow::Result<i32> {
+    if words.is_empty() {
+        anyhow::bail!("no job id given to {command}");
+    }
+    let job_ids = resolve_records(&common::parse_job_targets(words)?)?;
+    let request = match command {
+        "hold" => Request::Hold { job_ids, hold: Some(false) },
+        "uhold" => Request::Hold { job_ids, hold: Some(true) },
+        "release" => Request::Hold { job_ids, hold: None },
+        _ => Request::Requeue { job_ids },
+    };
+    let results = match crate::client::call(&request)? {
+        Response::Cancelled { results } => results,
+        Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    };
+    let mut code = 0;
+    for (job_id, result) in results {
+        if let Err(error) = result {
+            eprintln!("{} for job {job_id}", error.message());
+            code = 1;
+        }
+    }
+    Ok(code)
+}
+
+/// `scontrol show config`: `Configuration data as of <time>`, then `Name = value` lines.
+fn show_config() -> anyhow::Result<i32> {
+    match crate::client::call(&Request::ShowConfig)? {
+        Response::Config { now, entries } => {
+            print!("{}", render_config(now, &entries, Tz::Local));
+            Ok(0)
+        }
+        Response::Error { code, .. } => {
+            eprintln!("slurm_load_ctl_conf error: {}", code.message());
+            Ok(1)
+        }
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    }
+}
+
+fn render_config(now: UnixTime, entries: &[(String, String)], tz: Tz) -> String {
+    let mut out = format!("Configuration data as of {}\n", format::timestamp(now, tz));
+    for (name, value) in entries {
+        out.push_str(&format!("{name:<23} = {value}\n"));
+    }
+    out
+}
+
 fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
-    let job_ids: Vec<JobId> = match name {
+    let targets: Vec<common::JobTarget> = match name {
         None => Vec::new(),
-        Some(text) => match text.parse::<JobId>() {
-            Ok(id) if id > 0 => vec![id],
-            _ => {
+        Some(text) => match common::parse_job_target(text) {
+            Some(target) => vec![target],
+            None => {
                 eprintln!("slurm_load_jobs error: Invalid job id specified");
                 return Ok(1);
             }
         },
     };
+    let job_ids: Vec<JobId> = targets.iter().map(|t| t.job_id).collect();
     let query = JobQuery { job_ids: job_ids.clone(), include_finished: true, ..JobQuery::default() };
     let (now, jobs) = match crate::client::call(&Request::QueryJobs(query)) {
         Ok(Response::Jobs { now, jobs }) => (now, jobs),
@@ -430,7 +592,7 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
             return Ok(1);
         }
     };
-    let jobs: Vec<&JobInfo> = jobs.iter().filter(|j| job_ids.is_empty() || job_ids.contains(&j.job_id)).collect();
+    let jobs: Vec<&JobInfo> = jobs.iter().filter(|j| targets.is_empty() || targets.iter().any(|t| t.matches(j))).collect();
     if jobs.is_empty() {
         if job_ids.is_empty() {
             println!("No jobs in the system");
@@ -565,6 +727,81 @@ mod tests {
             .replace("NumNodes=4-4", "NumNodes=4")
             .replace("LastSchedEval=2026-11-29T23:35:37", "LastSchedEval=2026-11-29T23:35:35");
         assert_eq!(render_job(&queued(33), scenario::NOW, UTC, NORMAL), expected);
+    }
+
+    #[test]
+    fn arrays_match_slurm() {
+        let shown: String = scenario::array_29().iter().map(|job| render_job(job, scenario::NOW, UTC, NORMAL)).collect();
+        // As for any pending job, the time of the last scheduling pass is not recorded.
+        let expected = without_sid(&sample_stdout("scontrol_show_job_array.txt"))
+            .replace("LastSchedEval=2026-11-29T23:35:37", "LastSchedEval=2026-11-29T23:35:32");
+        assert_eq!(shown, expected);
+        let task = scenario::array_29().pop().expect("task 0");
+        assert_eq!(
+            render_job(&task, scenario::NOW, UTC, NORMAL),
+            without_sid(&sample_stdout("scontrol_show_job_array_task.txt"))
+        );
+    }
+
+    #[test]
+    fn update_words() {
+        let words = |text: &str| text.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        expect![[r#"
+            Ok(
+                (
+                    [
+                        JobTarget {
+                            job_id: 12,
+                            tasks: None,
+                        },
+                    ],
+                    JobUpdate {
+                        time_limit: Some(
+                            Minutes(
+                                90,
+                            ),
+                        ),
+                        name: Some(
+                            "x",
+                        ),
+                        comment: None,
+                        nice: Some(
+                            5,
+                        ),
+                        dependency: Some(
+                            "",
+                        ),
+                        array_max_tasks: Some(
+                            2,
+                        ),
+                        requeue: Some(
+                            false,
+                        ),
+                    },
+                ),
+            )
+        "#]]
+        .assert_debug_eq(
+            &parse_update(&words("JobId=12 TimeLimit=1:30:00 Name=x Nice=5 Dependency= ArrayTaskThrottle=2 Requeue=0"))
+                .map_err(|e| e.to_string()),
+        );
+        expect![[r#"
+            Err(
+                "Update of Partition is not supported yet",
+            )
+        "#]]
+        .assert_debug_eq(&parse_update(&words("JobId=12 Partition=x")).map_err(|e| e.to_string()));
+    }
+
+    #[test]
+    fn config_layout() {
+        let entries = vec![("MaxArraySize".to_owned(), "1001".to_owned()), ("MinJobAge".to_owned(), "300 sec".to_owned())];
+        expect![[r#"
+            Configuration data as of 2026-11-29T23:35:39
+            MaxArraySize            = 1001
+            MinJobAge               = 300 sec
+        "#]]
+        .assert_eq(&render_config(scenario::NOW, &entries, UTC));
     }
 
     #[test]

@@ -32,7 +32,7 @@ struct Args {
     /// Show jobs in hidden partitions too.
     #[arg(short = 'a', long = "all")]
     all: bool,
-    /// One line per array element (no effect: Drover has no job arrays yet).
+    /// One line per array element (pending tasks of an array are otherwise one `N_[a-b]` line).
     #[arg(short = 'r', long = "array")]
     array: bool,
     /// Print no header line.
@@ -413,7 +413,7 @@ fn step_header(column: &Column) -> &str {
 
 fn step_value(column: &Column, job: &JobInfo, step: &StepInfo, now: UnixTime, tz: Tz) -> String {
     match column.letter {
-        Some('i') => format!("{}.{}", job.job_id, step.step_id),
+        Some('i') => format!("{}.{}", job.display_id(), step.step_id),
         Some('A') => job.job_id.to_string(),
         Some('j') => step.name.clone(),
         Some('M') => {
@@ -465,8 +465,10 @@ fn shows_reason(state: JobState) -> bool {
 fn job_value(field: Field, job: &JobInfo, now: UnixTime, tz: Tz) -> String {
     let state = job.state();
     match field {
-        Field::JobId | Field::JobIdRaw | Field::ArrayJobId => job.job_id.to_string(),
-        Field::ArrayTaskId => "N/A".into(),
+        Field::JobId => job.display_id(),
+        Field::JobIdRaw => job.job_id.to_string(),
+        Field::ArrayJobId => job.array_job_id.unwrap_or(job.job_id).to_string(),
+        Field::ArrayTaskId => job.array_task_text(),
         Field::Name => job.name.clone(),
         Field::User => job.user.clone(),
         Field::Uid => job.uid.to_string(),
@@ -588,6 +590,10 @@ fn limit_seconds(job: &JobInfo) -> u64 {
 #[derive(Debug, Clone)]
 pub(crate) struct Filter {
     pub(crate) job_ids: Vec<JobId>,
+    /// `-j` as given (jobs, arrays, array tasks); `job_ids` are the ids asked of ctld.
+    pub(crate) targets: Vec<common::JobTarget>,
+    /// `-r`: one line per pending array task.
+    pub(crate) expand_arrays: bool,
     pub(crate) users: Vec<u32>,
     pub(crate) accounts: Vec<String>,
     pub(crate) partitions: Vec<String>,
@@ -602,7 +608,12 @@ impl Filter {
     /// Whether `job` passes every filter; a job pending in several partitions matches any of them.
     pub(crate) fn matches(&self, job: &JobInfo) -> bool {
         let any_or = |list: &[String], value: &str| list.is_empty() || list.iter().any(|item| item == value);
-        (self.job_ids.is_empty() || self.job_ids.contains(&job.job_id))
+        let id_matches = if self.targets.is_empty() {
+            self.job_ids.is_empty() || self.job_ids.contains(&job.job_id)
+        } else {
+            self.targets.iter().any(|t| t.matches(job))
+        };
+        id_matches
             && (self.users.is_empty() || self.users.contains(&job.uid))
             && any_or(&self.accounts, &job.account)
             && (self.partitions.is_empty() || common::comma_list(&job.partition).any(|p| any_or(&self.partitions, p)))
@@ -683,8 +694,13 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     for expr in common::flat_list(&args.nodelist) {
         nodes.extend(hostlist::expand(&expr)?);
     }
+    let targets = common::parse_job_targets(&args.jobs).map_err(|_| anyhow::anyhow!("Invalid job id specified"))?;
+    let mut job_ids: Vec<JobId> = targets.iter().map(|t| t.job_id).collect();
+    job_ids.dedup();
     let filter = Filter {
-        job_ids: common::parse_job_ids(&args.jobs).map_err(|_| anyhow::anyhow!("Invalid job id specified"))?,
+        job_ids,
+        expand_arrays: args.array || env_value("SQUEUE_ARRAY").is_some() || targets.iter().any(|t| t.tasks.is_some()),
+        targets,
         users,
         accounts: common::flat_list(&or_env(args.accounts.clone(), "SQUEUE_ACCOUNT")),
         partitions: common::flat_list(&or_env(args.partitions.clone(), "SQUEUE_PARTITION")),
@@ -743,10 +759,12 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
         }
         other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
     };
-    if single_id && !jobs.iter().any(|job| filter.job_ids.contains(&job.job_id)) {
+    if single_id && !jobs.iter().any(|job| filter.targets.iter().any(|t| t.matches(job))) {
         eprintln!("slurm_load_jobs error: Invalid job id specified");
         return Ok(1);
     }
+    let jobs: Vec<JobInfo> =
+        if filter.expand_arrays { jobs.iter().flat_map(JobInfo::expand_array).collect() } else { jobs };
     let selected: Vec<JobInfo> = jobs.into_iter().filter(|job| filter.matches(job)).collect();
     let text = if steps { render_steps(&selected, now, options) } else { render(&selected, now, options) };
     print!("{text}");
@@ -769,47 +787,37 @@ mod tests {
         }
     }
 
-    /// The queue of the sample capture, minus the array jobs (29, 32) Drover cannot have yet.
+    /// The queue of the sample capture.
     fn queue() -> Vec<JobInfo> {
         scenario::queue()
-    }
-
-    /// The sample's stdout without the lines of array jobs.
-    fn without_arrays(name: &str) -> String {
-        let text = sample_stdout(name);
-        text.lines().filter(|line| !line.contains("29_") && !line.contains("32_")).map(|l| format!("{l}\n")).collect()
     }
 
     #[test]
     fn default_matches_slurm() {
         let jobs: Vec<JobInfo> = queue().into_iter().filter(|j| default_states().matches(j.state())).collect();
-        assert_eq!(render(&jobs, scenario::NOW, &options(DEFAULT_FORMAT)), without_arrays("squeue_default.txt"));
+        assert_eq!(render(&jobs, scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_default.txt"));
     }
 
     #[test]
     fn format_matches_slurm() {
         let jobs = queue();
-        assert_eq!(render(&jobs, scenario::NOW, &options("%i %P %j %u %t %M %D %R")), without_arrays("squeue_fmt.txt"));
+        assert_eq!(render(&jobs, scenario::NOW, &options("%i %P %j %u %t %M %D %R")), sample_stdout("squeue_fmt.txt"));
         let mut noheader = options("%i|%T|%r");
         noheader.header = false;
-        assert_eq!(render(&jobs, scenario::NOW, &noheader), without_arrays("squeue_noheader_fmt.txt"));
+        assert_eq!(render(&jobs, scenario::NOW, &noheader), sample_stdout("squeue_noheader_fmt.txt"));
     }
 
     #[test]
     fn long_matches_slurm() {
         let mut long = options(LONG_FORMAT);
         long.date_line = true;
-        assert_eq!(render(&queue(), scenario::NOW, &long), without_arrays("squeue_long.txt"));
+        assert_eq!(render(&queue(), scenario::NOW, &long), sample_stdout("squeue_long.txt"));
     }
 
     #[test]
     fn long_format_option_matches_slurm() {
-        // `-O JobID` is the job's own id; the array rows (29, 30, 31, 32) are left out.
-        let expected: String = sample_stdout("squeue_json_like_fields.txt")
-            .lines()
-            .filter(|line| !["29 ", "30 ", "31 ", "32 "].iter().any(|id| line.starts_with(id)))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        // `-O JobID` is the record's own id (30, not 29_0).
+        let expected = sample_stdout("squeue_json_like_fields.txt");
         let (columns, unknown) = parse_long_format("JobID,Name,State,Reason,TimeLimit,NumCPUs,Partition");
         assert!(unknown.is_empty());
         let opts = RenderOptions { columns, ..options("") };
@@ -821,6 +829,8 @@ mod tests {
         let select = |filter: &Filter| -> Vec<JobInfo> { queue().into_iter().filter(|j| filter.matches(j)).collect() };
         let base = Filter {
             job_ids: Vec::new(),
+            targets: Vec::new(),
+            expand_arrays: false,
             users: Vec::new(),
             accounts: Vec::new(),
             partitions: Vec::new(),
@@ -837,7 +847,7 @@ mod tests {
         let pending = Filter { states: StateFilter::Only(vec![JobState::Pending]), ..base.clone() };
         assert_eq!(
             render(&select(&pending), scenario::NOW, &options(DEFAULT_FORMAT)),
-            without_arrays("squeue_pending.txt")
+            sample_stdout("squeue_pending.txt")
         );
         let two = Filter { job_ids: vec![36, 37], ..base.clone() };
         let mut jobs = select(&two);
@@ -848,17 +858,49 @@ mod tests {
     }
 
     #[test]
+    fn arrays_match_slurm() {
+        let expand = |jobs: &[JobInfo]| -> Vec<JobInfo> { jobs.iter().flat_map(JobInfo::expand_array).collect() };
+        let array = scenario::array_29();
+        assert_eq!(render(&array, scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array.txt"));
+        assert_eq!(render(&expand(&array), scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array_r.txt"));
+        let held = scenario::array_32();
+        assert_eq!(render(&held, scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array_held.txt"));
+        assert_eq!(render(&expand(&held), scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array_r_flag.txt"));
+        // `-j 29_2,29_1` picks single tasks, pending or running.
+        let filter = Filter {
+            job_ids: vec![29],
+            targets: common::parse_job_targets(&["29_2,29_1".to_owned()]).expect("targets"),
+            expand_arrays: true,
+            users: Vec::new(),
+            accounts: Vec::new(),
+            partitions: Vec::new(),
+            names: Vec::new(),
+            qos: Vec::new(),
+            states: default_states(),
+            nodes: Vec::new(),
+        };
+        let picked: Vec<JobInfo> = expand(&array).into_iter().filter(|j| filter.matches(j)).collect();
+        let mut opts = options("%i %F %K %A %t");
+        opts.header = false;
+        expect![[r#"
+            29_2 29 2 29 PD
+            29_1 29 1 31 R
+        "#]]
+        .assert_eq(&render(&picked, scenario::NOW, &opts));
+    }
+
+    #[test]
     fn start_matches_slurm() {
         let mut jobs: Vec<JobInfo> = queue().into_iter().filter(|j| j.state() == JobState::Pending).collect();
         jobs.sort_by_key(|job| job.job_id); // ctld's order; --start ties keep it
         let opts = RenderOptions { sort: parse_sort("S"), ..options(START_FORMAT) };
-        assert_eq!(render(&jobs, scenario::NOW, &opts), without_arrays("squeue_start.txt"));
+        assert_eq!(render(&jobs, scenario::NOW, &opts), sample_stdout("squeue_start.txt"));
     }
 
     #[test]
     fn steps_match_slurm() {
         let jobs: Vec<JobInfo> = queue().into_iter().filter(|j| j.state() == JobState::Running).collect();
-        assert_eq!(render_steps(&jobs, scenario::NOW, &options(STEPS_FORMAT)), without_arrays("squeue_steps.txt"));
+        assert_eq!(render_steps(&jobs, scenario::NOW, &options(STEPS_FORMAT)), sample_stdout("squeue_steps.txt"));
     }
 
     fn check(format: &str, expect: expect_test::Expect) {
@@ -948,6 +990,10 @@ mod tests {
             35
             34
             33
+            32_[0-3]
+            29_1
+            29_0
+            29_[2-3]
             28
             27
             26

@@ -349,6 +349,15 @@ fn get_user_env(value: Option<&str>) -> Result<String, OptionError> {
     Ok(value.to_owned())
 }
 
+/// `yes` or `no`, as `--kill-on-invalid-dep` takes it.
+fn yes_no(value: &str) -> Result<bool, OptionError> {
+    match value.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(invalid("--kill-on-invalid-dep value", value, "yes or no")),
+    }
+}
+
 /// `-a/--array`: `spec[,spec…][%max]`, spec = `n`, `a-b` or `a-b:step`.
 fn array(value: &str) -> Result<String, OptionError> {
     let err = || invalid("job array specification", value, "indexes such as 0-15, 0,6,16-32, 0-15:4 or 0-15%4");
@@ -589,6 +598,9 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("list")
         .env("SBATCH_GRES")
         .help("generic resources needed on each node"),
+    OptionDef::new("kill-on-invalid-dep", Apply::Value(|low, v, _| set(&mut low.kill_on_invalid_dep, yes_no(v))))
+        .value("yes|no")
+        .help("cancel the job if its dependency can never be satisfied"),
     OptionDef::new("hold", Apply::Flag(|low| low.hold = Some(true)))
         .short('H')
         .help("submit the job held (scontrol release frees it)"),
@@ -669,7 +681,19 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('v')
         .env("SBATCH_DEBUG")
         .help("report each option and where it came from"),
-    OptionDef::new("wait", Apply::NotYet(ArgKind::None)).short('W').env("SBATCH_WAIT"),
+    OptionDef::new("clusters", Apply::Value(|low, v, _| set(&mut low.clusters, text(v))))
+        .short('M')
+        .value("names")
+        .env("SBATCH_CLUSTERS")
+        .help("cluster to submit to (Drover serves one; its name must be in the list)"),
+    OptionDef::new("wckey", Apply::Value(|low, v, _| set(&mut low.wckey, text(v))))
+        .value("key")
+        .env("SBATCH_WCKEY")
+        .help("workload characterization key (recorded only)"),
+    OptionDef::new("wait", Apply::Flag(|low| low.wait = Some(true)))
+        .short('W')
+        .env("SBATCH_WAIT")
+        .help("wait for the job (every task of an array) to end; exit with its exit code"),
     OptionDef::new("wrap", Apply::Value(|low, v, _| set(&mut low.wrap, text(v))))
         .value("command")
         .command_line_only()
@@ -749,7 +773,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("batch", Apply::NotYet(ArgKind::Required)).env("SBATCH_BATCH"),
     OptionDef::new("bb", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("bbf", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("clusters", Apply::NotYet(ArgKind::Required)).short('M').env("SBATCH_CLUSTERS"),
     OptionDef::new("cluster-constraint", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("container", Apply::NotYet(ArgKind::Required)).env("SBATCH_CONTAINER"),
     OptionDef::new("contiguous", Apply::NotYet(ArgKind::None)),
@@ -769,7 +792,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("hint", Apply::NotYet(ArgKind::Required)).env("SBATCH_HINT"),
     OptionDef::new("immediate", Apply::NotYet(ArgKind::Optional)).short('I'),
     OptionDef::new("jobid", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("kill-on-invalid-dep", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("licenses", Apply::NotYet(ArgKind::Required)).short('L'),
     OptionDef::new("mcs-label", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("mem-bind", Apply::NotYet(ArgKind::Required)).env("SBATCH_MEM_BIND"),
@@ -798,5 +820,4 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("uid", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("use-min-nodes", Apply::NotYet(ArgKind::None)).env("SBATCH_USE_MIN_NODES"),
     OptionDef::new("wait-all-nodes", Apply::NotYet(ArgKind::Required)).env("SBATCH_WAIT_ALL_NODES"),
-    OptionDef::new("wckey", Apply::NotYet(ArgKind::Required)).env("SBATCH_WCKEY"),
 ];

@@ -59,6 +59,11 @@ pub(crate) struct HiArgs {
     pub(crate) quiet: bool,
     /// `-v` count.
     pub(crate) verbose: u8,
+    /// `-W/--wait`: block until the job ends and exit with its exit code.
+    pub(crate) wait: bool,
+    /// `-M/--clusters` as given; once checked against ctld's cluster name, sbatch names the
+    /// cluster in its output (`… on cluster <name>`, `<id>;<name>`).
+    pub(crate) clusters: Option<String>,
 }
 
 /// `path` made absolute against `base`, with `.` components dropped (`..` is kept: the directory
@@ -166,11 +171,15 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         mail_user: low.mail_user,
         umask,
         submit_line: ctx.argv.join(" "),
+        kill_on_invalid_dep: low.kill_on_invalid_dep.unwrap_or(false),
+        wckey: low.wckey,
     };
     Ok(HiArgs {
         job_spec,
         parsable: low.parsable.unwrap_or(false),
         quiet: low.quiet.unwrap_or(false),
         verbose: low.verbose.unwrap_or(0),
+        wait: low.wait.unwrap_or(false),
+        clusters: low.clusters,
     })
 }

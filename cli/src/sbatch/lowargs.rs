@@ -134,6 +134,14 @@ low_args! {
     mail_type: String,
     /// `--mail-user`.
     mail_user: String,
+    /// `--kill-on-invalid-dep=yes|no`.
+    kill_on_invalid_dep: bool,
+    /// `-W/--wait`.
+    wait: bool,
+    /// `--wckey`.
+    wckey: String,
+    /// `-M/--clusters`: a comma list of cluster names.
+    clusters: String,
     /// `--get-user-env[=timeout][mode]`: the argument as given, empty when none.
     get_user_env: String,
     /// `-v`, counted.

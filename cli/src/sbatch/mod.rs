@@ -18,6 +18,7 @@ mod help;
 mod hiargs;
 mod layers;
 mod lowargs;
+mod spank;
 mod system;
 #[cfg(test)]
 mod tests;
@@ -204,6 +205,14 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return Ok(fail("the current working directory is not valid UTF-8"));
     };
     let environment = process_environment();
+    let plugins = match spank::Allocator::start(&environment) {
+        Ok(plugins) => plugins,
+        Err(message) => return Ok(fail(&message)),
+    };
+    let args = match plugins.take_options(args) {
+        Ok(args) => args,
+        Err(message) => return Ok(fail(&message)),
+    };
     let read_script = |name: Option<&str>| -> Result<(String, Vec<u8>), String> {
         match name {
             Some(name) => {
@@ -233,10 +242,14 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     };
     match prepare(&args, &world) {
         Ok(Prepared::Answer(text)) => {
-            print!("{text}");
+            let plugin_help = if args.iter().any(|arg| arg == "--help" || arg == "-h") { plugins.help() } else { String::new() };
+            print!("{text}{plugin_help}");
             Ok(0)
         }
-        Ok(Prepared::Submit { hi, notes, report }) => {
+        Ok(Prepared::Submit { mut hi, notes, report }) => {
+            if let Err(message) = plugins.finish(&mut hi.job_spec.environment) {
+                return Ok(fail(&message));
+            }
             for note in &notes {
                 fail(note);
             }
@@ -272,10 +285,12 @@ pub(crate) fn outcome(answer: anyhow::Result<Response>, hi: &hiargs::HiArgs) -> 
     };
     match answer {
         Ok(Response::Submitted { job_id }) => {
-            let stdout = match (hi.quiet, hi.parsable) {
-                (true, _) => String::new(),
-                (false, true) => format!("{job_id}\n"),
-                (false, false) => format!("Submitted batch job {job_id}\n"),
+            let stdout = match (hi.quiet, hi.parsable, &hi.clusters) {
+                (true, _, _) => String::new(),
+                (false, true, None) => format!("{job_id}\n"),
+                (false, true, Some(cluster)) => format!("{job_id};{cluster}\n"),
+                (false, false, None) => format!("Submitted batch job {job_id}\n"),
+                (false, false, Some(cluster)) => format!("Submitted batch job {job_id} on cluster {cluster}\n"),
             };
             Outcome { stdout, stderr: Vec::new(), ok: true }
         }
@@ -307,12 +322,84 @@ pub(crate) fn outcome(answer: anyhow::Result<Response>, hi: &hiargs::HiArgs) -> 
 
 /// Sends the job and prints the outcome; returns the exit code.
 fn submit(mut hi: hiargs::HiArgs) -> i32 {
+    if let Some(wanted) = hi.clusters.take() {
+        // Drover serves one cluster: `-M` must name it (a list must contain it).
+        let cluster = match crate::client::call(&Request::Ping) {
+            Ok(Response::Pong { cluster, .. }) => cluster,
+            _ => return fail("Batch job submission failed: Unable to contact slurm controller (connect failure)"),
+        };
+        if !wanted.split(',').any(|name| name == cluster) {
+            return fail(&format!(
+                "'{wanted}' can't be reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available clusters."
+            ));
+        }
+        hi.clusters = Some(cluster);
+    }
     // The spec moves into the request; the partitions stay behind for the error message.
     let partitions = hi.job_spec.partitions.clone();
     let job_spec = std::mem::replace(&mut hi.job_spec, JobSpec { partitions, ..JobSpec::default() });
     let answer = crate::client::call(&Request::Submit(Box::new(job_spec)));
+    let submitted = match &answer {
+        Ok(Response::Submitted { job_id }) => Some(*job_id),
+        _ => None,
+    };
     let outcome = outcome(answer, &hi);
     print!("{}", outcome.stdout);
     outcome.stderr.iter().for_each(|line| eprintln!("{line}"));
-    if outcome.ok { 0 } else { exit_error() }
+    match (outcome.ok, submitted) {
+        (true, Some(job_id)) if hi.wait => {
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            match wait_for(job_id) {
+                Ok(code) => code,
+                Err(e) => fail(&format!("--wait: {e:#}")),
+            }
+        }
+        (true, _) => 0,
+        (false, _) => exit_error(),
+    }
+}
+
+/// `--wait`: polls ctld until the job, or every record of the array, has ended; returns the
+/// exit code Slurm's sbatch gives: the job's exit code, 1 for a job ended by a signal, and the
+/// highest of them for an array.
+fn wait_for(job_id: drover_shared::job::JobId) -> anyhow::Result<i32> {
+    let mut delay = std::time::Duration::from_millis(250);
+    loop {
+        let query = drover_shared::proto::client::JobQuery {
+            job_ids: vec![job_id],
+            include_finished: true,
+            ..Default::default()
+        };
+        let jobs = match crate::client::call(&Request::QueryJobs(query))? {
+            Response::Jobs { jobs, .. } if !jobs.is_empty() => jobs,
+            // Aged out of ctld's memory: accounting has the final records.
+            Response::Jobs { .. } => {
+                let query = drover_shared::proto::client::AccountingQuery {
+                    job_ids: vec![job_id],
+                    all_users: true,
+                    ..Default::default()
+                };
+                match crate::client::call(&Request::QueryAccounting(query))? {
+                    Response::Accounting { jobs, .. } => jobs,
+                    other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+                }
+            }
+            Response::Error { code, .. } => anyhow::bail!("{}", code.message()),
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        };
+        if !jobs.is_empty() && jobs.iter().all(|j| j.state().is_terminal()) {
+            let code = jobs
+                .iter()
+                .map(|j| match j.exit_status.parts() {
+                    (_, signal) if signal != 0 => 1,
+                    (code, _) => code,
+                })
+                .max()
+                .unwrap_or(0);
+            return Ok(code);
+        }
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(std::time::Duration::from_secs(2));
+    }
 }

@@ -447,7 +447,9 @@ fn directive_errors_name_file_line_and_column() {
         "#!/bin/sh\n#SBATCH --wrap=hostname\n",
         expect!["error: job.sh:2:9: --wrap is only valid on the command line"],
     );
-    check_directives("#!/bin/sh\n#SBATCH -W\n", expect!["error: job.sh:2:9: --wait is not supported yet"]);
+    check_directives("#!/bin/sh\n#SBATCH -W\n", expect![[r#"
+        wait: true
+    "#]]);
     check_directives(
         "#!/bin/sh\n#SBATCH --test-only\n",
         expect!["error: job.sh:2:9: --test-only is not supported yet"],
@@ -561,9 +563,9 @@ fn command_line_errors() {
     check_cli(
         &["--wait", "job.sh"],
         expect![[r#"
-        operands: ["job.sh"]
-        deferred error: --wait is not supported yet
-    "#]],
+            wait: true
+            operands: ["job.sh"]
+        "#]],
     );
     check_cli(
         &["--mem=1G", "--mem-per-cpu=1G"],
@@ -603,7 +605,9 @@ fn environment_layer() {
             "error: SBATCH_TIMELIMIT: invalid time limit `soon`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED"
         ],
     );
-    check_env_layer(&[("SBATCH_WAIT", "1")], expect!["error: SBATCH_WAIT: --wait is not supported yet"]);
+    check_env_layer(&[("SBATCH_WAIT", "1")], expect![[r#"
+        wait: true
+    "#]]);
     check_env_layer(&[("SBATCH_WAIT", "no")], expect![""]);
 }
 

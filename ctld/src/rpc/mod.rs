@@ -4,6 +4,7 @@
 //! for that operation.
 
 mod accounting;
+mod config;
 
 use crate::core::Event;
 use crate::validate::Caller;
@@ -93,6 +94,18 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
+        Request::QueryShares => ask(Box::new(|reply| Event::QueryShares { reply })).await,
+        Request::QueryPriority => ask(Box::new(|reply| Event::QueryPriority { reply })).await,
+        Request::Explain { job_id } => ask(Box::new(move |reply| Event::Explain { job_id, reply })).await,
+        Request::CancelTasks { request, tasks } => {
+            ask(Box::new(move |reply| Event::CancelTasks { caller, request, tasks, reply })).await
+        }
+        Request::ShowConfig => config::show(context),
+        Request::UpdateJob { job_ids, update } => {
+            ask(Box::new(move |reply| Event::UpdateJob { caller, job_ids, update, reply })).await
+        }
+        Request::Requeue { job_ids } => ask(Box::new(move |reply| Event::Requeue { caller, job_ids, reply })).await,
+        Request::Hold { job_ids, hold } => ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await,
         Request::Ping => Response::Pong {
             cluster: context.config.cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),

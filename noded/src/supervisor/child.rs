@@ -46,6 +46,8 @@ pub(super) struct JobCommand<'a> {
     /// `None` when the supervisor already runs as the job's user (a developer's unprivileged run).
     identity: Option<Identity>,
     hostname: String,
+    /// Set when the job's device cgroup hides its other GPUs.
+    cuda_visible_devices: Option<String>,
 }
 
 struct Identity {
@@ -57,7 +59,11 @@ struct Identity {
 /// Resolves the job's user and files, and writes the script where the user can execute it:
 /// `job_dir/script` owned by the user, mode 0500, in a `job_dir` made 0711 (traversable, not
 /// listable).
-pub(super) fn prepare<'a>(job_dir: &Path, launch: &'a LaunchRequest) -> Result<JobCommand<'a>, SupervisorError> {
+pub(super) fn prepare<'a>(
+    job_dir: &Path,
+    launch: &'a LaunchRequest,
+    cuda_visible_devices: Option<String>,
+) -> Result<JobCommand<'a>, SupervisorError> {
     let spec = &launch.spec;
     let uid = Uid::from_raw(launch.uid);
     let gid = Gid::from_raw(launch.gid);
@@ -90,13 +96,14 @@ pub(super) fn prepare<'a>(job_dir: &Path, launch: &'a LaunchRequest) -> Result<J
     let work_dir = PathBuf::from(&spec.work_dir);
     let context = PatternContext {
         job_id: launch.job_id,
-        array: None,
+        array: launch.array.as_ref().map(|a| (a.array_job_id, a.task_id)),
         node_name: launch.nodes.first().map_or(hostname.as_str(), String::as_str),
         user: &launch.user,
         job_name: &spec.name,
     };
     let resolve = |pattern: &str| work_dir.join(expand_pattern(pattern, &context));
-    let stdout = resolve(spec.stdout.as_deref().unwrap_or("slurm-%j.out"));
+    let default_stdout = if launch.array.is_some() { "slurm-%A_%a.out" } else { "slurm-%j.out" };
+    let stdout = resolve(spec.stdout.as_deref().unwrap_or(default_stdout));
     let stderr = spec.stderr.as_deref().map(resolve).filter(|stderr| *stderr != stdout);
     let stdin = spec.stdin.as_deref().map_or_else(|| PathBuf::from("/dev/null"), resolve);
 
@@ -117,7 +124,19 @@ pub(super) fn prepare<'a>(job_dir: &Path, launch: &'a LaunchRequest) -> Result<J
         umask: Mode::from_bits_truncate(spec.umask & 0o777),
         identity,
         hostname,
+        cuda_visible_devices,
     })
+}
+
+impl JobCommand<'_> {
+    /// The environment of the job's prolog and epilog: the job's, with global GPU indices, and
+    /// `SLURM_SCRIPT_CONTEXT` (`prolog_slurmd`, `epilog_slurmd`).
+    pub(super) fn script_environment(&self, context: &str) -> Vec<(String, String)> {
+        let mut env = batch_environment(self.launch, &self.hostname, 0, None);
+        env.retain(|(name, _)| name != "SLURM_SCRIPT_CONTEXT");
+        env.push(("SLURM_SCRIPT_CONTEXT".to_owned(), context.to_owned()));
+        env
+    }
 }
 
 /// Writes the script, mode 0500, owned by `owner` (by the supervisor's own user when `None`).
@@ -250,6 +269,9 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
         // The supervisor shields itself from the OOM killer; the job must not inherit that.
         let _ = std::fs::write("/proc/self/oom_score_adj", "0");
     }
+    if let Err(message) = crate::spank::task_init_privileged() {
+        return message;
+    }
     if let Some(identity) = &command.identity {
         if let Err(errno) = nix::unistd::setgroups(&identity.groups) {
             return sys("could not set the supplementary groups", errno);
@@ -270,7 +292,11 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
     }
 
     let task_pid = nix::unistd::getpid().as_raw().unsigned_abs();
-    let env: Vec<CString> = batch_environment(command.launch, &command.hostname, task_pid)
+    let mut env = batch_environment(command.launch, &command.hostname, task_pid, command.cuda_visible_devices.as_deref());
+    if let Err(message) = crate::spank::task_init(&mut env) {
+        return message;
+    }
+    let env: Vec<CString> = env
         .into_iter()
         .filter(|(name, _)| !name.is_empty() && !name.contains('='))
         .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())

@@ -4,8 +4,9 @@
 //! and computed in the job's child process, where its pid is known.
 //!
 //! `USER`, `HOME`, `LOGNAME` and `SHELL` come only from the submitted environment, as in Slurm.
-//! `CUDA_VISIBLE_DEVICES` carries the global indices; once job device cgroups hide the other GPUs
-//! it must be renumbered from 0 (§9.5), while `SLURM_JOB_GPUS` keeps the global ones.
+//! `CUDA_VISIBLE_DEVICES` carries the global indices, except where the job's device cgroup hides
+//! the other GPUs: then it is renumbered from 0 or lists MIG UUIDs (§9.5), while `SLURM_JOB_GPUS`
+//! keeps the global ones.
 
 use drover_shared::hostlist;
 use drover_shared::job::MemRequest;
@@ -13,7 +14,14 @@ use drover_shared::proto::node::LaunchRequest;
 
 /// The batch script's environment, in order: the submitted variables first (a computed variable
 /// replaces a submitted one of the same name in place), then the computed ones.
-pub(super) fn batch_environment(launch: &LaunchRequest, hostname: &str, task_pid: u32) -> Vec<(String, String)> {
+/// `cuda_visible_devices` replaces the global indices in `CUDA_VISIBLE_DEVICES` and
+/// `GPU_DEVICE_ORDINAL` when the job's device cgroup hides its other GPUs.
+pub(super) fn batch_environment(
+    launch: &LaunchRequest,
+    hostname: &str,
+    task_pid: u32,
+    cuda_visible_devices: Option<&str>,
+) -> Vec<(String, String)> {
     let spec = &launch.spec;
     let mut env = Environment(spec.environment.clone());
     let join = |numbers: &[u32]| numbers.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
@@ -76,12 +84,49 @@ pub(super) fn batch_environment(launch: &LaunchRequest, hostname: &str, task_pid
         let gpus = join(&launch.gpus);
         env.set("SLURM_JOB_GPUS", &gpus);
         env.set("SLURM_GPUS_ON_NODE", launch.gpus.len());
-        env.set("CUDA_VISIBLE_DEVICES", &gpus);
-        env.set("GPU_DEVICE_ORDINAL", &gpus);
+        match cuda_visible_devices {
+            Some(visible) => {
+                env.set("CUDA_VISIBLE_DEVICES", visible);
+                env.set("GPU_DEVICE_ORDINAL", (0..launch.gpus.len()).map(|idx| idx.to_string()).collect::<Vec<_>>().join(","));
+            }
+            None => {
+                env.set("CUDA_VISIBLE_DEVICES", &gpus);
+                env.set("GPU_DEVICE_ORDINAL", &gpus);
+            }
+        }
+    }
+    match &launch.array {
+        Some(array) => {
+            env.set("SLURM_ARRAY_JOB_ID", array.array_job_id);
+            env.set("SLURM_ARRAY_TASK_ID", array.task_id);
+            env.set("SLURM_ARRAY_TASK_COUNT", array.count);
+            env.set("SLURM_ARRAY_TASK_MAX", array.max);
+            env.set("SLURM_ARRAY_TASK_MIN", array.min);
+            env.set("SLURM_ARRAY_TASK_STEP", array.step);
+        }
+        None => {
+            // A job submitted from inside an array task must not look like one (clients.md §9).
+            for name in ARRAY_VARIABLES {
+                env.0.retain(|(n, _)| n != name);
+            }
+        }
+    }
+    if launch.restart_count > 0 {
+        env.set("SLURM_RESTART_COUNT", launch.restart_count);
     }
     env.set("DROVER_SOCKET", &launch.ctld_socket);
     env.0
 }
+
+/// The array variables, removed from the environment of a job that is not an array task.
+const ARRAY_VARIABLES: [&str; 6] = [
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MAX",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_STEP",
+];
 
 /// Slurm's run-length list: `[72, 72, 36]` → `72(x2),36`.
 fn run_length(counts: &[u32]) -> String {
@@ -162,6 +207,8 @@ mod tests {
             gpus: vec![0, 3],
             kill_wait: 30,
             ctld_socket: "/run/drover/ctld.sock".into(),
+            array: None,
+            restart_count: 0,
         }
     }
 
@@ -171,7 +218,7 @@ mod tests {
 
     #[test]
     fn full_batch_environment() {
-        let env = batch_environment(&launch(), "gpu01.cluster", 777);
+        let env = batch_environment(&launch(), "gpu01.cluster", 777, None);
         assert_eq!(
             render(&env),
             "\
@@ -229,7 +276,7 @@ DROVER_SOCKET=/run/drover/ctld.sock
         launch.spec.ntasks = Some(6);
         launch.spec.cpus_per_task = Some(4);
         launch.spec.umask = 0o077;
-        let env = batch_environment(&launch, "h", 1);
+        let env = batch_environment(&launch, "h", 1, None);
         let get = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
         assert_eq!(get("SLURM_JOB_ACCOUNT"), None);
         assert_eq!(get("SLURM_JOB_QOS"), None);
@@ -247,7 +294,7 @@ DROVER_SOCKET=/run/drover/ctld.sock
 
         launch.spec.mem = Some(MemRequest::PerCpu(1000));
         launch.spec.open_append = Some(false);
-        let env = batch_environment(&launch, "h", 1);
+        let env = batch_environment(&launch, "h", 1, None);
         let get = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
         assert_eq!(get("SLURM_MEM_PER_CPU"), Some("1000"));
         assert_eq!(get("SLURM_MEM_PER_NODE"), None);
@@ -271,5 +318,19 @@ DROVER_SOCKET=/run/drover/ctld.sock
         assert_eq!(run_length(&[1]), "1");
         assert_eq!(run_length(&[2, 2, 2, 1, 2]), "2(x3),1,2");
         assert_eq!(run_length(&[]), "");
+    }
+
+    #[test]
+    fn constrained_gpus_are_renumbered() {
+        let mut launch = launch();
+        launch.gpus = vec![2, 3];
+        let env = batch_environment(&launch, "h", 1, Some("0,1"));
+        let get = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        assert_eq!(get("CUDA_VISIBLE_DEVICES"), Some("0,1"));
+        assert_eq!(get("GPU_DEVICE_ORDINAL"), Some("0,1"));
+        assert_eq!(get("SLURM_JOB_GPUS"), Some("2,3"));
+        assert_eq!(get("SLURM_GPUS_ON_NODE"), Some("2"));
+        let env = batch_environment(&launch, "h", 1, Some("MIG-a,MIG-b"));
+        assert!(env.contains(&("CUDA_VISIBLE_DEVICES".to_owned(), "MIG-a,MIG-b".to_owned())));
     }
 }

@@ -27,7 +27,12 @@
 //! A job's processes are the supervisor's descendants: the supervisor is a child subreaper, so a
 //! process that daemonizes out of the script's session is still reparented to it and signalled
 //! with the job. When the batch shell exits, whatever it left behind gets SIGKILL, as under
-//! Slurm's process tracking, and is reaped before `end` is written. Test hook: `DROVER_TIME_SCALE=<factor>` in the
+//! Slurm's process tracking, and is reaped before `end` is written.
+//!
+//! When noded wrote an `isolation` file ([`crate::isolation`]), the supervisor creates the job's
+//! cgroups and device filter before the fork and moves the child into them before it may run any
+//! of the job's code; after the end it reads the OOM count (a kill makes the job
+//! `OUT_OF_MEMORY`), kills whatever is left in them and removes them. Test hook: `DROVER_TIME_SCALE=<factor>` in the
 //! supervisor's environment multiplies the time limit (`0.01` turns a minute into 0.6 s).
 
 mod child;
@@ -37,6 +42,7 @@ mod env;
 mod jobfiles;
 mod procfs;
 mod run;
+mod warning;
 
 use drover_shared::job::JobId;
 use drover_shared::proto::frame::FrameError;
@@ -115,6 +121,9 @@ pub enum SupervisorError {
     /// The launch cannot proceed; the message says why.
     #[error("{0}")]
     Refused(String),
+    /// The job's cgroups could not be set up.
+    #[error("could not set up the job's cgroups")]
+    Cgroup(#[source] crate::cgroup::CgroupError),
 }
 
 /// The supervisor's entry point, run by `drover-noded supervise --job-dir <dir> --noded-socket

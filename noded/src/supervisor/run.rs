@@ -5,6 +5,10 @@
 //! writes `end`, tells noded, and exits.
 
 use super::child::{self, ForkedJob};
+use super::warning::{self, TimeLimitWarning};
+use crate::cgroup::JobCgroup;
+use crate::isolation;
+use crate::prolog::{self, JobScripts};
 use super::{SupervisorCommand, SupervisorError, SupervisorEvent, SupervisorReply, control, error_chain, jobfiles, procfs};
 use drover_shared::UnixTime;
 use drover_shared::job::WaitStatus;
@@ -12,6 +16,7 @@ use drover_shared::proto::frame;
 use drover_shared::proto::node::{JobEnd, JobOutcome, LaunchRequest};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -67,6 +72,7 @@ pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorE
     }
 
     let job_end = supervise(&job_dir, noded_socket, &launch);
+    crate::spank::exit();
     let _ = std::fs::remove_file(job_dir.join(jobfiles::CONTROL_SOCKET));
     jobfiles::write_end(&job_dir, &job_end)?;
     log(format_args!("job {} ended: {:?}, exit status {}", job_end.job_id, job_end.outcome, job_end.exit_status));
@@ -91,7 +97,12 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         log(format_args!("job {} could not start: {message}", launch.job_id));
         job_end(launch, JobOutcome::LaunchFailed { message }, WaitStatus::exited(1), None)
     };
-    let command = match child::prepare(job_dir, launch) {
+    let isolation = match isolation::read(job_dir) {
+        Ok(isolation) => isolation,
+        Err(source) => return launch_failed(SupervisorError::Read { path: job_dir.join(isolation::ISOLATION_FILE), source }),
+    };
+    let cuda_visible_devices = isolation.as_ref().and_then(|isolation| isolation.cuda_visible_devices.clone());
+    let command = match child::prepare(job_dir, launch, cuda_visible_devices) {
         Ok(command) => command,
         Err(error) => return launch_failed(error),
     };
@@ -99,13 +110,63 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         Ok(listener) => listener,
         Err(error) => return launch_failed(error),
     };
+    let cgroup = match &isolation {
+        Some(isolation) => match JobCgroup::create(&isolation.cgroup, launch.job_id, &isolation.limits) {
+            Ok(cgroup) => Some(cgroup),
+            Err(error) => return launch_failed(SupervisorError::Cgroup(error)),
+        },
+        None => None,
+    };
+    let scripts = match JobScripts::read(job_dir) {
+        Ok(scripts) => scripts,
+        Err(source) => {
+            remove_cgroup(cgroup.as_ref());
+            return launch_failed(SupervisorError::Read { path: job_dir.join(prolog::SCRIPTS_FILE), source });
+        }
+    };
+    let script_timeout = Duration::from_secs(u64::from(scripts.timeout_seconds.max(1)));
+    if let Some(program) = &scripts.prolog
+        && let Err(message) = prolog::run(program, &command.script_environment("prolog_slurmd"), script_timeout)
+    {
+        log(format_args!("job {}: prolog failed: {message}", launch.job_id));
+        prolog::write_drain(job_dir, &format!("Prolog error: {message}"));
+        remove_cgroup(cgroup.as_ref());
+        return launch_failed(SupervisorError::Refused(format!("the prolog failed: {message}")));
+    }
+    let epilog = scripts.epilog.clone().map(|program| (program, command.script_environment("epilog_slurmd"), script_timeout));
+    if let Err(error) = crate::spank::start(launch, &job_dir.join(jobfiles::SCRIPT)) {
+        crate::spank::exit();
+        remove_cgroup(cgroup.as_ref());
+        return launch_failed(SupervisorError::Refused(error.to_string()));
+    }
     let (mut job, report) = match child::fork_job(&command) {
         Ok(forked) => forked,
-        Err(error) => return launch_failed(error),
+        Err(error) => {
+            remove_cgroup(cgroup.as_ref());
+            return launch_failed(error);
+        }
     };
-    // A job cgroup, once there is one, is entered here: the child waits for this release.
+    // The child waits for this release: nothing of the job runs outside its cgroups.
+    if let Some(cgroup) = &cgroup
+        && let Err(error) = cgroup.enter(job.pid.as_raw())
+    {
+        let _ = nix::sys::signal::kill(job.pid, Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(job.pid, None);
+        remove_cgroup(Some(cgroup));
+        return launch_failed(SupervisorError::Cgroup(error));
+    }
     job.release();
-    let limit_at = launch.time_limit.seconds().map(|seconds| Instant::now() + scaled_time_limit(seconds));
+    crate::spank::task_post_fork(job.pid.as_raw());
+    let limit = launch.time_limit.seconds().map(scaled_time_limit);
+    let limit_at = limit.map(|limit| Instant::now() + limit);
+    let warning = launch.spec.signal.as_deref().and_then(warning::parse);
+    let warn_at = match (limit_at, warning) {
+        (Some(limit_at), Some(warning)) => {
+            let lead = scaled_time_limit(warning.lead_seconds);
+            Some(limit_at.checked_sub(lead).unwrap_or_else(Instant::now))
+        }
+        _ => None,
+    };
 
     // One std channel into the single-threaded main loop: every source blocks in a system call
     // in its own thread, and events are few, so an unbounded channel never grows.
@@ -136,8 +197,29 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         kill_at: None,
         no_children: false,
         leftovers_since: None,
+        cgroup,
+        warning,
+        warn_at,
+        stderr: None,
     };
-    supervision.run(&events_rx)
+    let job_end = supervision.run(&events_rx);
+    if let Some((program, env, timeout)) = epilog
+        && let Err(message) = prolog::run(&program, &env, timeout)
+    {
+        log(format_args!("job {}: epilog failed: {message}", launch.job_id));
+        prolog::write_drain(job_dir, &format!("Epilog error: {message}"));
+    }
+    job_end
+}
+
+/// Kills what is left in the job's cgroups and removes them; a failure is logged (the
+/// directories then stay for an admin to see).
+fn remove_cgroup(cgroup: Option<&JobCgroup>) {
+    if let Some(cgroup) = cgroup
+        && let Err(error) = cgroup.remove()
+    {
+        log(format_args!("{}", error_chain(&error)));
+    }
 }
 
 fn spawn_thread(name: &str, events: mpsc::Sender<Event>, body: impl FnOnce(mpsc::Sender<Event>) + Send + 'static) {
@@ -191,13 +273,20 @@ struct Supervision<'a> {
     no_children: bool,
     /// When the batch shell's end was first seen with processes left over.
     leftovers_since: Option<Instant>,
+    /// The job's cgroups, when noded gave it some.
+    cgroup: Option<JobCgroup>,
+    /// `--signal`, and when to send it.
+    warning: Option<TimeLimitWarning>,
+    warn_at: Option<Instant>,
+    /// The batch shell's stderr, kept from its start for messages after its end.
+    stderr: Option<File>,
 }
 
 impl Supervision<'_> {
     fn run(mut self, events: &mpsc::Receiver<Event>) -> JobEnd {
         loop {
             let now = Instant::now();
-            let mut wake_at = [self.limit_at, self.kill_at].into_iter().flatten().min();
+            let mut wake_at = [self.limit_at, self.kill_at, self.warn_at].into_iter().flatten().min();
             if let (Some(_), Some(_)) = (self.status, &self.setup) {
                 if self.no_children {
                     break;
@@ -209,6 +298,9 @@ impl Supervision<'_> {
                     break;
                 }
                 self.signal_job(Signal::SIGKILL);
+                if let Some(cgroup) = &self.cgroup {
+                    cgroup.kill();
+                }
                 wake_at = Some(now + LEFTOVER_KILL_INTERVAL);
             }
             let event = match wake_at {
@@ -221,7 +313,18 @@ impl Supervision<'_> {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        self.job_end()
+        let cgroup = self.cgroup.take();
+        let oom_kills = cgroup.as_ref().map_or(0, JobCgroup::oom_kills);
+        if oom_kills > 0 {
+            let job_id = self.launch.job_id;
+            log(format_args!("job {job_id}: {oom_kills} oom-kill event(s)"));
+            if let Some(stderr) = &mut self.stderr {
+                let _ = stderr.write_all(oom_notice(job_id, oom_kills).as_bytes());
+            }
+        }
+        let job_end = self.job_end(oom_kills > 0);
+        remove_cgroup(cgroup.as_ref());
+        job_end
     }
 
     fn handle(&mut self, event: Event) {
@@ -231,6 +334,7 @@ impl Supervision<'_> {
                 self.start_time = Some(start_time);
                 self.setup = Some(Ok(()));
                 log(format_args!("job {} started as pid {}", self.launch.job_id, self.job.pid));
+                self.stderr = self.job.shell_stderr();
                 if let Err(error) = jobfiles::write_started(self.job_dir, start_time) {
                     log(format_args!("{}", error_chain(&error)));
                 }
@@ -244,6 +348,7 @@ impl Supervision<'_> {
             }
             Event::Reaped { pid, status } => {
                 if pid == self.job.pid {
+                    crate::spank::task_exit(pid.as_raw(), status.0);
                     self.status = Some(status);
                 }
             }
@@ -282,6 +387,17 @@ impl Supervision<'_> {
     }
 
     fn handle_deadlines(&mut self, now: Instant) {
+        if self.warn_at.is_some_and(|warn_at| warn_at <= now) {
+            self.warn_at = None;
+            if let (Some(warning), None) = (self.warning, self.status) {
+                log(format_args!("job {}: {:?} before the time limit", self.launch.job_id, warning.signal));
+                if warning.batch_only {
+                    let _ = self.job.signal_shell(warning.signal);
+                } else {
+                    self.signal_job(warning.signal);
+                }
+            }
+        }
         if self.limit_at.is_some_and(|limit_at| limit_at <= now) {
             self.limit_at = None;
             if self.status.is_none() {
@@ -330,12 +446,13 @@ impl Supervision<'_> {
         procfs::descendants(nix::unistd::getpid().as_raw())
     }
 
-    fn job_end(self) -> JobEnd {
+    fn job_end(self, out_of_memory: bool) -> JobEnd {
         let exit_status = self.status.unwrap_or(WaitStatus::exited(1));
         let outcome = match (self.setup, self.termination) {
             (Some(Err(message)), _) => JobOutcome::LaunchFailed { message },
             (_, Some(Termination::Cancelled)) => JobOutcome::Cancelled,
             (_, Some(Termination::TimedOut)) => JobOutcome::TimedOut,
+            (_, None) if out_of_memory => JobOutcome::OutOfMemory,
             (_, None) => JobOutcome::Exited,
         };
         job_end(self.launch, outcome, exit_status, self.start_time)
@@ -353,6 +470,13 @@ fn termination_notice(job_id: u32, node_name: &str, timestamp: &str, termination
         Termination::TimedOut => " DUE TO TIME LIMIT",
     };
     format!("slurmstepd: error: *** JOB {job_id} ON {node_name} CANCELLED AT {timestamp}{reason} ***\n")
+}
+
+/// Slurm's line in the job's stderr when the OOM killer struck in the job.
+fn oom_notice(job_id: u32, oom_kills: u64) -> String {
+    format!(
+        "slurmstepd: error: Detected {oom_kills} oom-kill event(s) in StepId={job_id}.batch. Some of your processes may have been killed by the cgroup out-of-memory handler.\n"
+    )
 }
 
 /// `2024-05-01T10:00:00` in the node's local time, as Slurm prints times.

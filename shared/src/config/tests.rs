@@ -35,6 +35,16 @@ fn example_config_loads() {
     assert!(config.partitions.len() >= 3);
     assert!(config.accounts.len() >= 3);
     assert_eq!(config.key_file, path.parent().unwrap().join("cluster.key"));
+    assert_eq!(config.plugstack, path.parent().unwrap().join("plugstack.conf"));
+}
+
+#[test]
+fn plugstack_is_relative_to_the_config_file() {
+    let path = Path::new("/etc/drover/cluster.toml");
+    let config = Config::parse(path, &format!("plugstack = \"spank/stack.conf\"\n{BASE}")).unwrap();
+    assert_eq!(config.plugstack, Path::new("/etc/drover/spank/stack.conf"));
+    let config = Config::parse(path, &format!("plugstack = \"/opt/plugstack.conf\"\n{BASE}")).unwrap();
+    assert_eq!(config.plugstack, Path::new("/opt/plugstack.conf"));
 }
 
 #[test]
@@ -46,7 +56,7 @@ fn base_loads() {
 fn errors_have_place_and_key() {
     assert_eq!(
         check(&BASE.replace("cpus = 2", "cpus = 2\ncpu = 3")),
-        "/etc/drover/cluster.toml:9:1: nodes[0].cpu: unknown field `cpu`, expected one of `names`, `cpus`, `real_memory`, `gpus`, `features`"
+        "/etc/drover/cluster.toml:9:1: nodes[0].cpu: unknown field `cpu`, expected one of `names`, `cpus`, `real_memory`, `gpus`, `features`, `gpu_files`, `job_pids_max`, `prolog`, `epilog`, `prolog_epilog_timeout`, `health_check_program`, `health_check_interval`"
     );
     assert_eq!(
         check(&BASE.replace("cpus = 2", "cpus = \"two\"")),
@@ -73,4 +83,53 @@ fn errors_have_place_and_key() {
         "/etc/drover/cluster.toml:4:11: controller.address: expected an IP address and port, e.g. 127.0.0.1:6817"
     );
     assert!(check("cluster_name = [").starts_with("/etc/drover/cluster.toml:1:"));
+}
+
+#[test]
+fn gpu_files_follow_gpu_index_order() {
+    let gpus = "real_memory = 1000\ngpus = { h100 = 2, a100 = 1 }\ngpu_files = { a100 = \"/dev/nvidia0\", h100 = \"/dev/nvidia[1-2]\" }\njob_pids_max = 64";
+    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &BASE.replace("real_memory = 1000", gpus)).unwrap();
+    let node = &config.nodes[0];
+    let types: Vec<&str> = node.gpus.iter().map(|gpu| gpu.gpu_type.as_str()).collect();
+    assert_eq!(types, ["a100", "h100", "h100"]);
+    assert_eq!(node.gpu_files, [PathBuf::from("/dev/nvidia0"), PathBuf::from("/dev/nvidia1"), PathBuf::from("/dev/nvidia2")]);
+    assert_eq!(node.job_pids_max, 64);
+    assert_eq!((node.prolog.as_ref(), node.prolog_epilog_timeout, node.health_check_interval), (None, 60, 300));
+    assert_eq!(Config::parse(Path::new("/x.toml"), BASE).unwrap().nodes[0].job_pids_max, DEFAULT_JOB_PIDS_MAX);
+
+    let wrong_count = "real_memory = 1000\ngpus = { h100 = 2 }\ngpu_files = { h100 = \"/dev/nvidia[0-2]\" }";
+    assert_eq!(
+        check(&BASE.replace("real_memory = 1000", wrong_count)),
+        "/etc/drover/cluster.toml:11:22: nodes[0].gpu_files.h100: names 3 files for 2 GPUs of type `h100`"
+    );
+    let unknown_type = "real_memory = 1000\ngpus = { h100 = 1 }\ngpu_files = { h100 = \"/dev/nvidia0\", a100 = \"/dev/nvidia1\" }";
+    assert_eq!(
+        check(&BASE.replace("real_memory = 1000", unknown_type)),
+        "/etc/drover/cluster.toml:11:45: nodes[0].gpu_files.a100: no GPUs of type `a100` are declared"
+    );
+    let missing_type = "real_memory = 1000\ngpus = { h100 = 1, a100 = 1 }\ngpu_files = { h100 = \"/dev/nvidia0\" }";
+    assert!(check(&BASE.replace("real_memory = 1000", missing_type)).ends_with("names no files for the GPUs of type `a100`"));
+}
+
+#[test]
+fn scheduling_keys_load_and_are_checked() {
+    let text = format!(
+        "{BASE}[priority]\nfairshare = \"classic\"\nweight_age = 10\nweight_tres = \"GRES/gpu=3000\"\ndecay_half_life = \"1-0\"\n\
+         [[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu=4\"\nmax_jobs_per_user = 2\nmax_submit_jobs_per_user = 10\n\
+         [[accounts]]\nname = \"team\"\ngrp_tres = \"gres/gpu:h100=2\"\n"
+    );
+    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &text).unwrap();
+    assert_eq!(config.priority.fairshare, FairShareAlgorithm::Classic);
+    assert_eq!((config.priority.weight_age, config.priority.decay_half_life), (10, 86400));
+    assert_eq!(config.priority.weight_tres.get("gres/gpu"), 3000.0);
+    let qos = config.qos.iter().find(|q| q.name == "gpu").unwrap();
+    assert_eq!((qos.grp_tres["gres/gpu"], qos.max_jobs_per_user, qos.max_submit_jobs_per_user), (4, Some(2), Some(10)));
+    assert_eq!(config.accounts.iter().find(|a| a.name == "team").unwrap().grp_tres["gres/gpu:h100"], 2);
+    // Unknown keys and bad TRES lists are errors with their place.
+    assert!(check(&format!("{BASE}[priority]\nweight_luck = 1\n")).contains("priority.weight_luck: unknown field"));
+    assert_eq!(
+        check(&format!("{BASE}[[qos]]\nname = \"q\"\ngrp_tres = \"licenses=1\"\n")),
+        "/etc/drover/cluster.toml:16:12: qos[0].grp_tres: unknown TRES `licenses` (cpu, mem, node, billing, gres/gpu, gres/gpu:<type>)"
+    );
+    assert!(check(&BASE.replace("default = true", "default = true\ntres_billing_weights = \"CPU=x\"")).contains("tres_billing_weights"));
 }

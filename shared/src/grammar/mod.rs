@@ -1,6 +1,7 @@
 //! Slurm's value grammars, one module per grammar: each parses the text a user typed into a typed
 //! value or a [`ValueError`] that says what was expected.
 
+pub mod array;
 pub mod date;
 pub mod gres;
 pub mod mem;

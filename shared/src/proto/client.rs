@@ -22,6 +22,39 @@ pub enum Request {
     QueryPartitions,
     /// `scontrol ping`.
     Ping,
+    /// `scancel 12_3`: array tasks by `(array job id, task index)`; answered with
+    /// [`Response::Cancelled`], one result per task in the order given (keyed by the array job id).
+    CancelTasks { request: CancelRequest, tasks: Vec<(JobId, u32)> },
+    /// `scontrol hold|uhold|release`: `hold = None` releases; `Some(true)` is a user hold
+    /// (`uhold`). Answered with [`Response::Cancelled`], one result per job id in order.
+    Hold { job_ids: Vec<JobId>, hold: Option<bool> },
+    /// `scontrol requeue`: running jobs are killed and queued again under the same id.
+    /// Answered with [`Response::Cancelled`], one result per job id in order.
+    Requeue { job_ids: Vec<JobId> },
+    /// `scontrol show config`: answered with [`Response::Config`].
+    ShowConfig,
+    /// `scontrol update job`: answered with [`Response::Cancelled`], one result per job id.
+    UpdateJob { job_ids: Vec<JobId>, update: JobUpdate },
+    /// `sshare`: the fair-share tree with usage.
+    QueryShares,
+    /// `sprio`: the priority factors of pending jobs.
+    QueryPriority,
+    /// `drover why JOBID`: every reason a job waits (or how it runs), with numbers.
+    Explain { job_id: JobId },
+}
+
+/// The fields `scontrol update job` changes; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobUpdate {
+    pub time_limit: Option<crate::grammar::time::TimeLimit>,
+    pub name: Option<String>,
+    pub comment: Option<String>,
+    pub nice: Option<i32>,
+    /// An empty text removes the dependency.
+    pub dependency: Option<String>,
+    /// `ArrayTaskThrottle`; 0 removes the limit.
+    pub array_max_tasks: Option<u32>,
+    pub requeue: Option<bool>,
 }
 
 /// Filters for [`Request::QueryJobs`]; empty lists mean "any".
@@ -78,6 +111,14 @@ pub enum Response {
     Pong { cluster: String, controller: String },
     /// The request failed as a whole.
     Error { code: ErrorCode, detail: String },
+    /// Answer to [`Request::QueryShares`]: every association in tree order.
+    Shares { fair_tree: bool, rows: Vec<ShareRow> },
+    /// Answer to [`Request::QueryPriority`]: one row per pending job and partition.
+    Priorities { weights: PriorityWeights, rows: Vec<PriorityRow> },
+    /// Answer to [`Request::ShowConfig`]: Slurm's parameter names and values, in display order.
+    Config { now: UnixTime, entries: Vec<(String, String)> },
+    /// Answer to [`Request::Explain`]: one finding per line.
+    Explanation { job_id: JobId, lines: Vec<String> },
 }
 
 /// Failures a client can see, each with Slurm's message for it.
@@ -98,6 +139,18 @@ pub enum ErrorCode {
     Internal,
     /// The user has no association (not in the config and no default account).
     InvalidUser,
+    /// `--dependency` names a job ctld does not know, or uses a form Drover does not support.
+    Dependency,
+    /// `--array` is malformed or larger than `MaxArraySize`.
+    BadArraySpec,
+    /// `scontrol release` of a job that is not held.
+    JobNotHeld,
+    /// The operation is turned off for this job (`scontrol requeue` of a `--no-requeue` job).
+    Disabled,
+    /// The operation needs a job that has started (`scontrol requeue` of a pending job).
+    JobPending,
+    /// A QOS or association limit refuses the job at submit time.
+    AccountingPolicy,
 }
 
 impl ErrorCode {
@@ -117,6 +170,14 @@ impl ErrorCode {
             ErrorCode::StorageUnavailable => "Unable to store the job: controller storage unavailable",
             ErrorCode::Internal => "Unexpected error",
             ErrorCode::InvalidUser => "Invalid user id",
+            ErrorCode::Dependency => "Job dependency problem",
+            ErrorCode::BadArraySpec => "Invalid job array specification",
+            ErrorCode::JobNotHeld => "Job is no longer pending execution",
+            ErrorCode::Disabled => "Requested operation is presently disabled",
+            ErrorCode::JobPending => "Job is pending execution",
+            ErrorCode::AccountingPolicy => {
+                "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+            }
         }
     }
 }
@@ -125,4 +186,76 @@ impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.message())
     }
+}
+
+/// A float on the wire, carried as its bits so messages stay `Eq`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Real(pub u64);
+
+impl Real {
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+impl From<f64> for Real {
+    fn from(value: f64) -> Real {
+        Real(value.to_bits())
+    }
+}
+
+/// One association as `sshare` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareRow {
+    /// The account, or for a user association the account it belongs to.
+    pub account: String,
+    /// `Some` for a user association.
+    pub user: Option<String>,
+    /// Depth in the tree: root 0, its children 1; a user row is one deeper than its account.
+    pub depth: u32,
+    /// `None` for root.
+    pub raw_shares: Option<u32>,
+    pub norm_shares: Real,
+    pub raw_usage: Real,
+    pub norm_usage: Real,
+    pub effective_usage: Real,
+    /// Fair Tree: user rows only; classic: every row.
+    pub fairshare: Option<Real>,
+    /// Fair Tree only; `None` on the root row.
+    pub level_fs: Option<Real>,
+    /// `cpu=…,mem=…,…`: TRES-minutes the running jobs still hold.
+    pub tres_run_mins: String,
+    pub grp_tres_mins: String,
+}
+
+/// The configured weights, for `sprio -w`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorityWeights {
+    pub age: u32,
+    pub assoc: u32,
+    pub fairshare: u32,
+    pub job_size: u32,
+    pub partition: u32,
+    pub qos: u32,
+    /// `cpu=1000,mem=2000` as configured, empty when none.
+    pub tres: String,
+}
+
+/// One pending job in one partition, with its normalized factors (0–1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorityRow {
+    pub job_id: JobId,
+    pub partition: String,
+    pub user: String,
+    pub priority: u32,
+    pub site: u32,
+    pub age: Real,
+    pub assoc: Real,
+    pub fairshare: Real,
+    pub job_size: Real,
+    pub partition_factor: Real,
+    pub qos: Real,
+    pub nice: i32,
+    /// Weighted TRES factors, `cpu=12,gres/gpu=300`; empty when no TRES weight is set.
+    pub tres: String,
 }

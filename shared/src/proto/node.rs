@@ -19,6 +19,9 @@ pub enum NodeMessage {
     JobStarted { job_id: JobId, start_time: UnixTime },
     /// A job ended (or never started); noded repeats it until acknowledged.
     JobEnded(JobEnd),
+    /// The node must take no new work: its prolog, epilog or health check failed (`reason`, as
+    /// `sinfo -R` shows it).
+    Drain { reason: String },
 }
 
 /// What a node has and holds.
@@ -102,4 +105,20 @@ pub struct LaunchRequest {
     pub kill_wait: u32,
     /// Path of ctld's client socket, for commands run inside the job.
     pub ctld_socket: String,
+    /// The array task this job is; `None` for a job that is not an array task.
+    pub array: Option<ArrayTask>,
+    /// How often the job was requeued (`SLURM_RESTART_COUNT` when > 0).
+    pub restart_count: u32,
+}
+
+/// An array task's place in its array (`%A`, `%a`, `SLURM_ARRAY_*`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTask {
+    pub array_job_id: JobId,
+    pub task_id: u32,
+    /// Number of tasks in the whole array, and its lowest and highest index and step.
+    pub count: u32,
+    pub min: u32,
+    pub max: u32,
+    pub step: u32,
 }

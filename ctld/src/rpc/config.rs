@@ -1,0 +1,24 @@
+//! `scontrol show config`: the parameters Drover has, under Slurm's names and in Slurm's units,
+//! so that clients that read them (Snakemake reads `MaxArraySize` and `MinJobAge`) find them.
+//! Parameters Drover has no counterpart for are left out rather than invented.
+
+use super::ClientContext;
+use drover_shared::proto::client::Response;
+
+pub(super) fn show(context: &ClientContext) -> Response {
+    let config = &context.config;
+    let controller = config.controller_address.split(':').next().unwrap_or_default().to_owned();
+    let entries = [
+        ("ClusterName", config.cluster_name.clone()),
+        ("JobRequeue", "1".to_owned()),
+        ("KillWait", format!("{} sec", config.kill_wait)),
+        ("MaxArraySize", crate::array::MAX_ARRAY_SIZE.to_string()),
+        ("MinJobAge", format!("{} sec", config.min_job_age)),
+        ("SlurmctldHost[0]", controller),
+        ("SlurmdTimeout", format!("{} sec", config.node_timeout)),
+    ];
+    Response::Config {
+        now: drover_shared::now(),
+        entries: entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+    }
+}

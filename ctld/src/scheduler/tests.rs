@@ -1,0 +1,373 @@
+//! The scheduling pass over an in-memory cluster (no daemons): request shapes, QOS and
+//! association limits with Slurm's reasons, backfill that never delays a reservation, and fair
+//! share ordering after decayed usage.
+
+use super::*;
+use crate::state::NodeLink;
+use drover_shared::config::Config;
+use drover_shared::grammar::gres::parse_gres;
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::job::JobInfo;
+use std::path::Path;
+use std::sync::Arc;
+
+const NOW: UnixTime = 1_700_000_000;
+
+const BASE: &str = r#"
+cluster_name = "c"
+default_account = "shared"
+[controller]
+address = "127.0.0.1:6817"
+state_dir = "state"
+[[nodes]]
+names = "n[1-2]"
+cpus = 4
+real_memory = 8000
+gpus = { h100 = 2 }
+[[partitions]]
+name = "main"
+nodes = "n[1-2]"
+default = true
+max_time = "1-00:00:00"
+[[accounts]]
+name = "vision"
+shares = 60
+[[accounts]]
+name = "nlp"
+shares = 40
+[[accounts]]
+name = "shared"
+[[users]]
+name = "alice"
+default_account = "vision"
+[[users]]
+name = "bob"
+default_account = "nlp"
+"#;
+
+/// A state whose nodes are all up (each with a channel nobody reads).
+fn cluster(extra: &str) -> State {
+    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &format!("{BASE}{extra}")).unwrap();
+    let mut state = State::new(Arc::new(config), 1);
+    for (i, node) in state.nodes.iter_mut().enumerate() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        node.link = Some(NodeLink { connection_id: i as u64, tx });
+        node.responding = true;
+        node.registered_once = true;
+    }
+    state
+}
+
+/// Adds a committed pending job; `args` is a small sbatch-like list: `c=2 g=1 N=2 t=30 q=gpu x`.
+fn submit(state: &mut State, user: &str, args: &str) -> JobId {
+    let mut spec = JobSpec { script: "#!/bin/sh\n".into(), work_dir: "/".into(), ..JobSpec::default() };
+    let mut qos = "normal".to_owned();
+    for arg in args.split_whitespace() {
+        let (key, value) = arg.split_once('=').unwrap_or((arg, ""));
+        match key {
+            "c" => spec.cpus_per_task = Some(value.parse().unwrap()),
+            "g" => spec.gres_per_node = parse_gres(&format!("gpu:{value}")).unwrap(),
+            "N" => spec.nodes_min = Some(value.parse().unwrap()),
+            "t" => spec.time_limit = Some(TimeLimit::Minutes(value.parse().unwrap())),
+            "q" => qos = value.to_owned(),
+            "x" => spec.exclusive = true,
+            other => panic!("unknown test arg {other}"),
+        }
+    }
+    let job_id = state.next_job_id;
+    state.next_job_id += 1;
+    let account = state.config.users.iter().find(|u| u.name == user).map_or("shared".into(), |u| u.default_account.clone());
+    state.usage.touch(&account, user);
+    let info = JobInfo {
+        job_id,
+        user: user.into(),
+        account,
+        qos,
+        partition: "main".into(),
+        state: Some(JobState::Pending),
+        reason: "None".into(),
+        priority: 1,
+        submit_time: NOW - 100 + i64::from(job_id),
+        eligible_time: Some(NOW - 100 + i64::from(job_id)),
+        time_limit: spec.time_limit,
+        ..JobInfo::default()
+    };
+    let job = Job {
+        info,
+        spec: Arc::new(spec),
+        candidates: vec!["main".into()],
+        alloc: None,
+        committed: true,
+        launched_at: None,
+        cancel_requested_by: None,
+    };
+    state.jobs.insert(job_id, job);
+    job_id
+}
+
+/// One pass, applied the way the core applies it; returns the started job ids.
+fn pass(state: &mut State, now: UnixTime) -> Vec<JobId> {
+    let starts = schedule(state, now);
+    let mut started = Vec::new();
+    for start in starts {
+        let job = state.jobs.get_mut(&start.job_id).unwrap();
+        job.info.state = Some(JobState::Running);
+        job.info.start_time = Some(now);
+        job.info.time_limit = job.info.time_limit.or(Some(TimeLimit::Minutes(24 * 60)));
+        job.info.nodes = start.alloc.nodes.iter().map(|n| n.node.clone()).collect();
+        job.alloc = Some(start.alloc);
+        started.push(start.job_id);
+    }
+    started
+}
+
+fn reason(state: &State, job_id: JobId) -> &str {
+    &state.jobs[&job_id].info.reason
+}
+
+#[test]
+fn per_node_request_distributes_tasks_and_gpus() {
+    let spec = JobSpec { nodes_min: Some(2), ntasks: Some(5), cpus_per_task: Some(2), ..JobSpec::default() };
+    let r = PerNodeRequest::from_spec(&spec);
+    assert_eq!(r.tasks, vec![3, 2]);
+    assert_eq!((r.cpus(0), r.cpus(1)), (6, 4));
+    let spec = JobSpec { gres_per_node: parse_gres("gpu:h100:2").unwrap(), ..JobSpec::default() };
+    assert_eq!(PerNodeRequest::from_spec(&spec).gpus, vec![(Some("h100".into()), 2)]);
+}
+
+/// Data-driven: each case is a QOS/account config, jobs to submit in order, and the expected
+/// outcome per job (`R` started, otherwise the pending reason).
+#[test]
+fn limits_give_slurms_reasons() {
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case] = &[
+        (
+            "[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu=2\"\n",
+            &[("alice", "g=2 q=gpu"), ("bob", "g=1 q=gpu"), ("bob", "g=1")],
+            // The limited job does not hold back the one behind it.
+            &["R", "QOSGrpGRES", "R"],
+        ),
+        ("[[qos]]\nname = \"gpu\"\ngrp_tres = \"cpu=2\"\n", &[("alice", "c=2 q=gpu"), ("bob", "q=gpu")], &["R", "QOSGrpCpuLimit"]),
+        ("[[qos]]\nname = \"gpu\"\ngrp_jobs = 1\n", &[("alice", "q=gpu"), ("bob", "q=gpu")], &["R", "QOSGrpJobsLimit"]),
+        (
+            "[[qos]]\nname = \"gpu\"\nmax_tres_per_user = \"gres/gpu=1\"\n",
+            &[("alice", "g=1 q=gpu"), ("alice", "g=1 q=gpu"), ("bob", "g=1 q=gpu")],
+            &["R", "QOSMaxGRESPerUser", "R"],
+        ),
+        (
+            "[[qos]]\nname = \"gpu\"\nmax_jobs_per_user = 1\n",
+            &[("alice", "q=gpu"), ("alice", "q=gpu"), ("bob", "q=gpu")],
+            &["R", "QOSMaxJobsPerUserLimit", "R"],
+        ),
+        (
+            "[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu:h100=1\"\n",
+            &[("alice", "g=h100:1 q=gpu"), ("bob", "g=h100:1 q=gpu")],
+            &["R", "QOSGrpGRES"],
+        ),
+    ];
+    for (extra, jobs, expected) in cases {
+        let mut state = cluster(extra);
+        let ids: Vec<JobId> = jobs.iter().map(|(user, args)| submit(&mut state, user, args)).collect();
+        let started = pass(&mut state, NOW);
+        let got: Vec<&str> = ids.iter().map(|id| if started.contains(id) { "R" } else { reason(&state, *id) }).collect();
+        assert_eq!(&got, expected, "{extra}");
+    }
+}
+
+#[test]
+fn account_limits_cover_the_subtree() {
+    let extra = "[[accounts]]\nname = \"team\"\ngrp_tres = \"gres/gpu=2\"\ngrp_jobs = 5\n[[accounts]]\nname = \"sub\"\nparent = \"team\"\n\
+        [[users]]\nname = \"carol\"\ndefault_account = \"sub\"\n";
+    let mut state = cluster(extra);
+    let a = submit(&mut state, "carol", "g=2");
+    let b = submit(&mut state, "carol", "g=1");
+    let started = pass(&mut state, NOW);
+    assert_eq!(started, vec![a]);
+    assert_eq!(reason(&state, b), "AssocGrpGRES");
+}
+
+#[test]
+fn submit_limits_refuse() {
+    let mut state = cluster("[[qos]]\nname = \"gpu\"\nmax_submit_jobs_per_user = 1\nmax_tres_per_job = \"gres/gpu=2\"\n");
+    let qos = state.config.qos.iter().find(|q| q.name == "gpu").unwrap().clone();
+    let one_gpu: tres::Tres = [("gres/gpu".to_owned(), 1)].into();
+    let three_gpus: tres::Tres = [("gres/gpu".to_owned(), 3)].into();
+    assert!(crate::limits::check_submit(&state, &qos, "alice", &three_gpus).unwrap_err().contains("MaxTRESPerJob"));
+    assert_eq!(crate::limits::check_submit(&state, &qos, "alice", &one_gpu), Ok(()));
+    submit(&mut state, "alice", "q=gpu");
+    assert!(crate::limits::check_submit(&state, &qos, "alice", &one_gpu).unwrap_err().contains("MaxSubmitJobsPerUser=1"));
+    assert_eq!(crate::limits::check_submit(&state, &qos, "bob", &one_gpu), Ok(()));
+}
+
+/// n1 is busy for an hour; a 2-node exclusive job waits for it and reserves both nodes from
+/// then. A 30-minute job fits on n2 and ends before the reservation: it backfills. A 2-hour job
+/// would still run when the big job should start: it waits (Priority).
+#[test]
+fn backfill_never_delays_the_reserved_job() {
+    let mut state = cluster("");
+    let running = submit(&mut state, "alice", "c=4 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![running]);
+    let big = submit(&mut state, "bob", "N=2 x t=60");
+    let long = submit(&mut state, "alice", "c=1 t=120");
+    let short = submit(&mut state, "alice", "c=1 t=30");
+    // Make sure the big job comes first whatever the factors say.
+    state.jobs.get_mut(&big).unwrap().info.nice = -100_000;
+    let started = pass(&mut state, NOW + 60);
+    assert_eq!(started, vec![short]);
+    assert_eq!(reason(&state, big), "Resources");
+    assert_eq!(reason(&state, long), "Priority");
+    // Without backfill reservations (depth 0) the long job would have been started.
+    let mut state = cluster("[priority]\nbackfill_reservations = 0\n");
+    let running = submit(&mut state, "alice", "c=4 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![running]);
+    let big = submit(&mut state, "bob", "N=2 x t=60");
+    state.jobs.get_mut(&big).unwrap().info.nice = -100_000;
+    let long = submit(&mut state, "alice", "c=1 t=120");
+    assert_eq!(pass(&mut state, NOW + 60), vec![long]);
+}
+
+/// After alice's account used a lot, bob's job (submitted later, same shape) goes first.
+#[test]
+fn fair_share_orders_after_decayed_usage() {
+    let mut state = cluster("[priority]\nweight_age = 0\nweight_job_size = 0\n");
+    state.usage.touch("vision", "alice");
+    state.usage.touch("nlp", "bob");
+    state.usage.by_assoc.insert(("vision".into(), "alice".into()), 36_000.0);
+    state.usage.by_assoc.insert(("nlp".into(), "bob".into()), 3_600.0);
+    let blocker = submit(&mut state, "alice", "c=4 N=2 x");
+    assert_eq!(pass(&mut state, NOW), vec![blocker]);
+    let first = submit(&mut state, "alice", "c=1");
+    let second = submit(&mut state, "bob", "c=1");
+    pass(&mut state, NOW);
+    // Fair Tree: vision LF = 0.6/(36000/39600) = 0.66, nlp LF = 0.4/(3600/39600) = 4.4, so nlp's
+    // users rank first: two user associations (alice, bob) → bob 2/2 = 1.0, alice 1/2.
+    let p = |id: JobId| state.jobs[&id].info.priority;
+    assert!(p(second) > p(first), "bob {} alice {}", p(second), p(first));
+    assert_eq!(reason(&state, second), "Resources");
+    assert_eq!(reason(&state, first), "Priority");
+}
+
+const QUOTAS: &str = "[[quotas]]\naccount = \"vision\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\n\
+    [[quotas]]\naccount = \"nlp\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\nburst = \"gres/gpu=4\"\n";
+
+/// Marks a job ended and frees what it held (what the core does when the node reports it).
+fn end(state: &mut State, job_id: JobId) {
+    state.release_job(job_id, NOW);
+    state.jobs.get_mut(&job_id).unwrap().info.state = Some(JobState::Cancelled);
+}
+
+/// bob (nlp) fills the idle GPUs of vision; alice (vision) submits inside her guarantee: exactly
+/// one borrowed job is preempted (the oldest of the least fair-share ones), and once it ended
+/// alice's job starts. Nothing else takes the freed GPU meanwhile.
+#[test]
+fn borrowed_gpus_are_reclaimed_exactly() {
+    let mut state = cluster(QUOTAS);
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs);
+    let quotas = crate::quota::Quotas::new(&state);
+    let mut borrowed: Vec<JobId> = quotas.borrowed.iter().copied().collect();
+    borrowed.sort_unstable();
+    assert_eq!(borrowed, bobs[2..].to_vec(), "the first two are inside nlp's guarantee");
+
+    let alice = submit(&mut state, "alice", "g=1 t=60");
+    let other = submit(&mut state, "bob", "g=1 t=5");
+    assert_eq!(pass(&mut state, NOW + 10), Vec::<JobId>::new());
+    let victims: Vec<JobId> = std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect();
+    assert_eq!(victims, vec![bobs[2]]);
+    assert_eq!(reason(&state, alice), "Resources");
+    // A second pass while the victim is still dying preempts nothing more.
+    assert_eq!(pass(&mut state, NOW + 11), Vec::<JobId>::new());
+    assert!(state.preempt_requests.is_empty());
+    // The victim comes back requeued, older (so higher priority) than alice's job: it must not
+    // take the reclaimed GPU back, or the two would preempt each other forever.
+    state.release_job(bobs[2], NOW + 20);
+    let victim = state.jobs.get_mut(&bobs[2]).unwrap();
+    victim.info.state = Some(JobState::Pending);
+    victim.info.nodes.clear();
+    assert_eq!(pass(&mut state, NOW + 20), vec![alice]);
+    assert_eq!(reason(&state, bobs[2]), "Resources");
+    assert_ne!(reason(&state, other), "None");
+    assert!(state.preempt_requests.is_empty());
+}
+
+/// vision has a GPU guarantee and no CPU guarantee; nlp has no quota, so all its jobs borrow.
+/// Alice's 2-GPU job reclaims both GPUs of one node: two victims on the same node, no more.
+#[test]
+fn gpu_guarantee_is_reclaimed_without_a_cpu_guarantee() {
+    let mut state = cluster("[[quotas]]\naccount = \"vision\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\n");
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs);
+    let alice = submit(&mut state, "alice", "g=2 t=60");
+    pass(&mut state, NOW + 10);
+    let victims: Vec<JobId> = std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect();
+    assert_eq!(victims.len(), 2, "{victims:?}");
+    let nodes: HashSet<String> = victims.iter().map(|v| state.jobs[v].info.nodes[0].clone()).collect();
+    assert_eq!(nodes.len(), 1, "both victims free the same node");
+    for victim in victims {
+        end(&mut state, victim);
+    }
+    assert_eq!(pass(&mut state, NOW + 20), vec![alice]);
+}
+
+/// Jobs inside their team's guarantee are never preempted; a job beyond its own guarantee
+/// does not reclaim.
+#[test]
+fn owned_jobs_are_never_preempted() {
+    let mut state = cluster(QUOTAS);
+    let bobs: Vec<JobId> = (0..2).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    let alices: Vec<JobId> = (0..2).map(|_| submit(&mut state, "alice", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW).len(), 4);
+    let extra = submit(&mut state, "alice", "g=1 t=60");
+    assert!(pass(&mut state, NOW + 10).is_empty());
+    assert!(state.preempt_requests.is_empty());
+    assert_eq!(reason(&state, extra), "Resources");
+    assert!(crate::quota::Quotas::new(&state).borrowed.is_empty(), "{bobs:?} {alices:?}");
+}
+
+/// Burst and lending limits: nlp may hold at most 3 GPUs; vision lends none of its idle guarantee.
+#[test]
+fn burst_and_lend_limits() {
+    let config = QUOTAS.replace("burst = \"gres/gpu=4\"", "burst = \"gres/gpu=3\"");
+    let mut state = cluster(&config);
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs[..3].to_vec());
+    assert_eq!(reason(&state, bobs[3]), "QuotaBurstLimit");
+
+    let config = QUOTAS.replace("guarantee = \"gres/gpu=2\"\n[[quotas]]", "guarantee = \"gres/gpu=2\"\nlend = \"gres/gpu=0\"\n[[quotas]]");
+    let mut state = cluster(&config);
+    let bobs: Vec<JobId> = (0..3).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs[..2].to_vec());
+    assert_eq!(reason(&state, bobs[2]), "QuotaLendLimit");
+}
+
+fn explanation(state: &State, job_id: JobId) -> String {
+    match crate::explain::explain(state, job_id, NOW + 60) {
+        drover_shared::proto::client::Response::Explanation { lines, .. } => lines.join("\n"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `drover why` names the limit with its numbers, what each node lacks, and the planned start.
+#[test]
+fn explanations_name_every_blocker() {
+    let mut state = cluster("[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu=2\"\n");
+    let first = submit(&mut state, "alice", "g=2 q=gpu t=60");
+    let limited = submit(&mut state, "bob", "g=1 q=gpu");
+    pass(&mut state, NOW);
+    let text = explanation(&state, limited);
+    assert!(text.starts_with(&format!("job {limited} is PENDING, Reason=QOSGrpGRES\n")), "{text}");
+    assert!(text.contains("QOSGrpGRES: QOS gpu GrpTRES gres/gpu=2: 2 in use, job asks 1"), "{text}");
+    assert!(text.contains("  node n1: GPUs 0 free, job needs 1"), "{text}");
+    assert!(!text.contains("node n2"), "n2 has room:\n{text}");
+    let text = explanation(&state, first);
+    assert_eq!(text, format!("job {first} is RUNNING, Reason=None"));
+
+    let mut state = cluster("");
+    let running = submit(&mut state, "alice", "c=4 N=2 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![running]);
+    let big = submit(&mut state, "bob", "N=2 x t=60");
+    pass(&mut state, NOW + 60);
+    let text = explanation(&state, big);
+    assert!(text.contains("estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"), "{text}");
+    assert!(text.contains("  node n1: CPUs 0 free of 4, job needs 4"), "{text}");
+}

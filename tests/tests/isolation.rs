@@ -1,0 +1,277 @@
+//! Node isolation end to end, on a real `drover up` cluster whose nodes declare four fake GPUs
+//! (`c 195:N` nodes made here; no driver is loaded, so an allowed open fails with ENXIO and a
+//! denied one with EPERM): a job sees only the GPU it was given, from its script and from the
+//! processes it starts, and still only that one after its node daemon was killed and restarted
+//! (with `CUDA_VISIBLE_DEVICES=0` and a cpuset of the one CPU it asked for); a job over its
+//! memory ends `OUT_OF_MEMORY 0:125` and the node goes on running jobs; no job process or cgroup
+//! is left behind, even when the job's supervisor is killed; the prolog and epilog run around
+//! each job, and a failing prolog or health check drains the node with its reason (sinfo's
+//! `%E`). Needs root (as CI runs); skips with a message otherwise.
+
+use drover_e2e::{CONFIG, Cluster, text};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn root() -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    if !root {
+        eprintln!("SKIPPED: isolation tests need root");
+    }
+    root
+}
+
+/// Four fake GPU nodes in a scratch directory, and the test config declaring them.
+fn fake_gpus() -> (tempfile::TempDir, String) {
+    let dir = tempfile::Builder::new().prefix("drover-fake-dev-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for minor in 0..4 {
+        let path = dir.path().join(format!("nvidia{minor}"));
+        let dev = nix::sys::stat::makedev(195, minor);
+        nix::sys::stat::mknod(
+            &path,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            dev,
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let gpus = format!("gpus = {{ tesla = 4 }}\ngpu_files = {{ tesla = \"{}/nvidia[0-3]\" }}", dir.path().display());
+    let config = CONFIG.replace("gpus = { tesla = 2 }", &gpus);
+    assert_ne!(config, CONFIG, "the harness config changed its GPU line");
+    (dir, config)
+}
+
+fn wait_file(path: &Path, cluster: &Cluster) -> String {
+    let deadline = Instant::now() + LONG;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with("done\n") {
+                return text;
+            }
+        }
+        assert!(Instant::now() < deadline, "{} never completed\n{}", path.display(), cluster.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Checks one probe: exactly GPU `allowed` opened to the driver (ENXIO), the others EPERM.
+fn check_probe(probe: &str, allowed: u32) {
+    for who in ["batch", "child"] {
+        for minor in 0..4 {
+            let line = probe
+                .lines()
+                .find(|line| line.starts_with(&format!("{who} nvidia{minor} ")))
+                .unwrap_or_else(|| panic!("{probe}"));
+            let expected = if minor == allowed { "No such device or address" } else { "Operation not permitted" };
+            assert!(line.contains(expected), "{who} nvidia{minor}: expected {expected}, got `{line}`\n{probe}");
+        }
+    }
+}
+
+/// The job cgroups named in `recorded` (the job's own `/proc/self/cgroup`) that still exist, in
+/// any hierarchy.
+fn job_cgroups_left(recorded: &str) -> Vec<PathBuf> {
+    let job_paths: Vec<&str> = recorded
+        .lines()
+        .filter_map(|line| line.splitn(3, ':').nth(2))
+        .filter_map(|path| path.strip_suffix("/step_batch"))
+        .collect();
+    assert!(!job_paths.is_empty(), "the job ran in no step_batch cgroup:\n{recorded}");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let mut left = Vec::new();
+    for mount in
+        mounts.lines().filter(|line| line.contains(" cgroup")).filter_map(|line| line.split_whitespace().nth(1))
+    {
+        for job_path in &job_paths {
+            let dir = Path::new(mount).join(job_path.trim_start_matches('/'));
+            if dir.exists() {
+                left.push(dir);
+            }
+        }
+    }
+    left
+}
+
+#[test]
+fn a_job_opens_only_its_gpu_even_after_noded_restarts() {
+    if !root() {
+        return;
+    }
+    let (dev, config) = fake_gpus();
+    let cluster = Cluster::start_with(&config);
+    let dev = dev.path().display().to_string();
+    let script = format!(
+        "#!/bin/sh\n#SBATCH --gres=gpu:1 -t 5\n\
+         probe() {{ for d in 0 1 2 3; do if dd if={dev}/nvidia$d of=/dev/null count=0 status=none 2>err.$1.$$; then echo \"$1 nvidia$d opened\"; else echo \"$1 nvidia$d $(cat err.$1.$$)\"; fi; done; rm -f err.$1.$$; }}\n\
+         run() {{ probe batch; (probe child) > child.$$; cat child.$$; rm child.$$; echo gpus=$SLURM_JOB_GPUS cuda=$CUDA_VISIBLE_DEVICES; grep Cpus_allowed_list /proc/self/status; echo done; }}\n\
+         run > probe1.$SLURM_JOB_ID\n\
+         while [ ! -e go.$SLURM_JOB_ID ]; do sleep 0.1; done\n\
+         run > probe2.$SLURM_JOB_ID\n\
+         cat /proc/self/cgroup > cgroup.$SLURM_JOB_ID\n"
+    );
+    let job_id = cluster.submit(None, "gpu.sh", &script, &[]);
+    let workdir = cluster.workdir(None);
+    let first = wait_file(&workdir.join(format!("probe1.{job_id}")), &cluster);
+    let allowed: u32 = first
+        .lines()
+        .find_map(|line| line.strip_prefix("gpus="))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no single GPU in SLURM_JOB_GPUS:\n{first}"));
+    check_probe(&first, allowed);
+    // Its one GPU is device 0 to CUDA, and its one CPU is all it may run on.
+    assert!(first.contains(&format!("gpus={allowed} cuda=0\n")), "{first}");
+    let cpus =
+        first.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:")).unwrap_or_else(|| panic!("{first}"));
+    assert!(cpus.trim().parse::<u32>().is_ok(), "one CPU expected, the job may run on {cpus}");
+
+    // The device program lives in the kernel: killing and restarting noded changes nothing.
+    let node = cluster.ok("squeue", &["-h", "-j", &job_id.to_string(), "-o", "%N"]).trim().to_owned();
+    cluster.kill9(&format!("noded-{node}"));
+    let out = cluster.drover("up");
+    assert!(out.status.success(), "restarting noded: {}{}", text(&out.stdout), text(&out.stderr));
+    std::fs::write(workdir.join(format!("go.{job_id}")), "").unwrap();
+    let second = wait_file(&workdir.join(format!("probe2.{job_id}")), &cluster);
+    check_probe(&second, allowed);
+    assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
+    let left = job_cgroups_left(&std::fs::read_to_string(workdir.join(format!("cgroup.{job_id}"))).unwrap());
+    assert!(left.is_empty(), "job cgroups left behind: {left:?}");
+}
+
+#[test]
+fn a_job_over_its_memory_ends_out_of_memory_and_the_node_stays_up() {
+    if !root() {
+        return;
+    }
+    let cluster = Cluster::start();
+    // `tail` keeps a newline-free stream in memory, far past the 50 MB asked for.
+    let job_id = cluster.submit(
+        None,
+        "oom.sh",
+        "#!/bin/sh\n#SBATCH --mem=50M -t 5\ncat /proc/self/cgroup > cgroup.$SLURM_JOB_ID\nhead -c 1G /dev/zero | tail\necho survived\n",
+        &[],
+    );
+    assert_eq!(cluster.wait_state(job_id, "OUT_OF_MEMORY", LONG), "0:125");
+    let output = std::fs::read_to_string(cluster.workdir(None).join(format!("slurm-{job_id}.out"))).unwrap();
+    assert!(output.contains(&format!("Detected 1 oom-kill event(s) in StepId={job_id}.batch")), "{output}");
+    let next = cluster.submit(None, "after.sh", "#!/bin/sh\n#SBATCH --mem=50M -t 5\necho fine\n", &[]);
+    assert_eq!(cluster.wait_state(next, "COMPLETED", LONG), "0:0");
+    let left =
+        job_cgroups_left(&std::fs::read_to_string(cluster.workdir(None).join(format!("cgroup.{job_id}"))).unwrap());
+    assert!(left.is_empty(), "job cgroups left behind: {left:?}");
+}
+
+#[test]
+fn prolog_epilog_and_health_check_drain_the_node_on_failure() {
+    if !root() {
+        return;
+    }
+    let admin = tempfile::Builder::new().prefix("drover-admin-").tempdir_in("/tmp").unwrap();
+    let dir = admin.path().display().to_string();
+    let script = |name: &str, body: &str| {
+        let path = admin.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    };
+    let prolog = script(
+        "prolog",
+        &format!(
+            "echo \"$SLURM_JOB_ID $SLURM_SCRIPT_CONTEXT $(id -u)\" >> {dir}/log\n[ \"$SLURM_JOB_NAME\" != badprolog ] || {{ echo 'no scratch' >&2; exit 7; }}\n"
+        ),
+    );
+    let epilog = script("epilog", &format!("echo \"$SLURM_JOB_ID $SLURM_SCRIPT_CONTEXT $(id -u)\" >> {dir}/log\n"));
+    let health = script("health", &format!("[ ! -e {dir}/sick ] || {{ echo 'fan 3 failed'; exit 1; }}\n"));
+    let node_settings = format!(
+        "gpus = {{ tesla = 2 }}\nprolog = \"{prolog}\"\nepilog = \"{epilog}\"\nprolog_epilog_timeout = 10\nhealth_check_program = \"{health}\"\nhealth_check_interval = 1"
+    );
+    let cluster = Cluster::start_with(&CONFIG.replace("gpus = { tesla = 2 }", &node_settings));
+
+    let good = cluster.submit(None, "good.sh", "#!/bin/sh\n#SBATCH -t 5\ntrue\n", &[]);
+    assert_eq!(cluster.wait_state(good, "COMPLETED", LONG), "0:0");
+    let deadline = Instant::now() + LONG;
+    let log = loop {
+        let log = std::fs::read_to_string(admin.path().join("log")).unwrap_or_default();
+        if log.contains(&format!("{good} epilog_slurmd 0")) || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(log.contains(&format!("{good} prolog_slurmd 0\n{good} epilog_slurmd 0\n")), "{log}");
+
+    let bad =
+        cluster.submit(None, "bad.sh", "#!/bin/sh\n#SBATCH -t 5 -J badprolog\necho ran > ran.$SLURM_JOB_ID\n", &[]);
+    cluster.wait_state(bad, "FAILED", LONG);
+    assert!(!cluster.workdir(None).join(format!("ran.{bad}")).exists(), "the job ran although its prolog failed");
+    let drained = wait_reason(&cluster, "Prolog error: exit code 7: no scratch");
+    let mut drained_nodes: Vec<&str> = drained
+        .lines()
+        .filter(|line| line.contains("Prolog error"))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    drained_nodes.sort_unstable();
+    drained_nodes.dedup();
+    assert_eq!(drained_nodes.len(), 1, "only the node that ran the prolog drains:\n{drained}");
+
+    std::fs::write(admin.path().join("sick"), "").unwrap();
+    wait_reason(&cluster, "Health check failed: exit code 1: fan 3 failed");
+    // A drained node takes no new job.
+    let next = cluster.submit(None, "next.sh", "#!/bin/sh\n#SBATCH -t 5\ntrue\n", &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    let state = cluster.ok("squeue", &["-h", "-j", &next.to_string(), "-o", "%T"]);
+    assert_eq!(state.trim(), "PENDING", "{}", cluster.ok("sinfo", &["-o", "%N %E"]));
+}
+
+/// Waits until sinfo's reason column (`%E`, what `sinfo -R` shows) lists `reason`, and returns
+/// the `%N %E` lines.
+fn wait_reason(cluster: &Cluster, reason: &str) -> String {
+    let deadline = Instant::now() + LONG;
+    loop {
+        let out = cluster.ok("sinfo", &["-h", "-o", "%N %E"]);
+        if out.contains(reason) {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "sinfo -R never showed `{reason}`:\n{out}\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_job_whose_supervisor_is_killed_leaves_no_process_or_cgroup() {
+    if !root() {
+        return;
+    }
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\n#SBATCH -t 5\ncat /proc/self/cgroup > cgroup.$SLURM_JOB_ID\n\
+        sleep 600 &\necho $! > sleeper.$SLURM_JOB_ID\nwait\n";
+    let job_id = cluster.submit(None, "orphan.sh", script, &[]);
+    let workdir = cluster.workdir(None);
+    let sleeper_file = workdir.join(format!("sleeper.{job_id}"));
+    let deadline = Instant::now() + LONG;
+    let sleeper: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&sleeper_file).ok().and_then(|text| text.trim().parse().ok()) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the job never started its sleeper\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let node = cluster.ok("squeue", &["-h", "-j", &job_id.to_string(), "-o", "%N"]).trim().to_owned();
+    let pid_file =
+        cluster.home().join(format!("noded-{node}")).join("jobs").join(job_id.to_string()).join("supervisor.pid");
+    let supervisor: i32 =
+        std::fs::read_to_string(&pid_file).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), nix::sys::signal::Signal::SIGKILL).unwrap();
+
+    cluster.wait_state(job_id, "FAILED", LONG);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Path::new(&format!("/proc/{sleeper}")).exists() {
+        let stat = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "the job's sleeper {sleeper} outlived its supervisor: {stat}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left = job_cgroups_left(&std::fs::read_to_string(workdir.join(format!("cgroup.{job_id}"))).unwrap());
+    assert!(left.is_empty(), "job cgroups left behind: {left:?}");
+}
