@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"DRVR";
 
 /// The protocol version this build speaks; ctld also accepts the previous one.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// First frame from the connecting side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,9 +59,11 @@ pub struct NodeProof {
     pub proof: Vec<u8>,
 }
 
-/// Whether a peer's version can be served.
+/// Whether a peer's version can be served. Version 1 (the foundation's messages, before job
+/// arrays, scheduling and isolation fields were appended) was never released, so only the current
+/// version is accepted; from the first release on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
-    version == PROTOCOL_VERSION || version + 1 == PROTOCOL_VERSION
+    version == PROTOCOL_VERSION
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ fn hex<T: serde::Serialize>(message: &T) -> String {
 #[test]
 fn golden_bytes() {
     let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: "n1".into() }, nonce: vec![7] };
-    assert_eq!(hex(&hello), "445256520101026e310107");
+    assert_eq!(hex(&hello), "445256520201026e310107");
     assert_eq!(hex(&Request::Ping), "06");
     assert_eq!(hex(&Response::Submitted { job_id: 300 }), "00ac02");
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
