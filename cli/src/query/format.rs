@@ -5,6 +5,7 @@
 //! Time zones are a value ([`Tz`]) rather than process state, so renderers stay pure functions
 //! and tests pin them to UTC without touching `TZ`.
 
+use drover_shared::grammar::date;
 use drover_shared::UnixTime;
 
 /// How unix seconds map to wall-clock time.
@@ -101,19 +102,9 @@ fn local_mktime(civil: Civil) -> Option<UnixTime> {
     }
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
 fn utc_from_civil(civil: Civil) -> i64 {
-    days_from_civil(civil.year, civil.month, civil.day) * 86_400
+    let year = i32::try_from(civil.year).unwrap_or(if civil.year < 0 { i32::MIN } else { i32::MAX });
+    date::days_from_civil(year, civil.month, civil.day) * 86_400
         + i64::from(civil.hour) * 3600
         + i64::from(civil.minute) * 60
         + i64::from(civil.second)
@@ -127,19 +118,11 @@ fn small(value: i64) -> u32 {
 fn civil_from_utc(time: i64) -> Civil {
     let days = time.div_euclid(86_400);
     let secs = time.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = date::civil_from_days(days);
     Civil {
-        year,
-        month: small(month),
-        day: small(day),
+        year: i64::from(year),
+        month,
+        day,
         hour: small(secs / 3600),
         minute: small(secs % 3600 / 60),
         second: small(secs % 60),
