@@ -1,12 +1,15 @@
-//! `drover`, the one command-line binary. Invoked through a link named `sbatch`, `squeue`, `sacct`,
-//! `scancel`, `sinfo` or `scontrol` it behaves as that Slurm command; invoked as `drover` it takes
-//! the applet as its first argument (`drover sbatch …`) or runs an admin verb (`up`, `down`,
+//! `drover`, the one command-line binary. Invoked through a link named `sbatch`, `srun`,
+//! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo` or `scontrol` it behaves as that Slurm command;
+//! invoked as `drover` it takes the applet as its first argument (`drover sbatch …`) or runs an admin verb (`up`, `down`,
 //! `status`, `keygen`).
 
 mod admin;
 mod client;
 mod query;
+mod report;
+mod salloc;
 mod sbatch;
+mod srun;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -25,6 +28,10 @@ fn applet(name: &str) -> Option<Applet> {
         "sshare" => query::sshare::run,
         "sprio" => query::sprio::run,
         "why" => query::why::run,
+        "report" => report::run,
+        "sreport" => report::sreport,
+        "srun" => srun::run,
+        "salloc" => salloc::run,
         _ => return None,
     })
 }

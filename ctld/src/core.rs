@@ -18,6 +18,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
+#[path = "step.rs"]
+mod step;
+
 /// Everything the core reacts to.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -33,11 +36,16 @@ pub(crate) enum Event {
     QueryShares { reply: oneshot::Sender<Response> },
     QueryPriority { reply: oneshot::Sender<Response> },
     Explain { job_id: JobId, reply: oneshot::Sender<Response> },
+    CreateStep { caller: Caller, job_id: JobId, spec: Box<drover_shared::job::StepSpec>, reply: oneshot::Sender<Response> },
+    StepDone { caller: Caller, job_id: JobId, step_id: u32, state: JobState, exit_status: WaitStatus, reply: oneshot::Sender<Response> },
+    CancelStep { caller: Caller, job_id: JobId, step_id: u32, signal: Option<i32>, reply: oneshot::Sender<Response> },
     Committed(CommitReport),
     NodeConnected { registration: NodeRegistration, link: NodeLink, address: String },
     NodeMessage { node: String, connection_id: u64, message: NodeMessage },
     NodeDisconnected { node: String, connection_id: u64 },
     Tick,
+    /// `/metrics` and the status page: a snapshot of the cluster.
+    Metrics { reply: oneshot::Sender<crate::metrics::Snapshot> },
 }
 
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
@@ -59,11 +67,25 @@ pub(crate) struct Core {
     /// `(start, end)` of the run each requeued job ended: a node repeats an end until it sees the
     /// acknowledgement, and a repeat must not end the job's next run.
     requeued_ends: HashMap<JobId, (Option<UnixTime>, UnixTime)>,
+    /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
+    steps: step::Steps,
+    /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
+    runs: std::cell::RefCell<HashMap<JobId, crate::accounting::RunSnapshot>>,
+    /// When usage older than the retention periods was last deleted.
+    usage_purged_at: UnixTime,
+    /// Counters `/metrics` serves (scheduler pass times are recorded here).
+    metrics: Arc<crate::metrics::Registry>,
+    /// Account → GPU-seconds allocated since ctld started, and when it was last advanced.
+    gpu_seconds: std::collections::BTreeMap<String, u64>,
+    gpu_seconds_at: UnixTime,
 }
 
 impl Core {
     pub(crate) fn new(state: State, db: std::sync::mpsc::Sender<DbOp>, ctld_socket: String) -> Core {
-        Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new() }
+        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now() };
+        let running: Vec<JobId> = core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
+        core.snapshot_runs(&running);
+        core
     }
 
     /// Runs until the event channel closes or `shutdown` resolves.
@@ -80,7 +102,9 @@ impl Core {
                     }
                     if self.schedule_needed {
                         self.schedule_needed = false;
+                        let began = std::time::Instant::now();
                         self.schedule();
+                        self.metrics.scheduler_pass(began.elapsed());
                     }
                 }
                 _ = &mut shutdown => break,
@@ -95,6 +119,9 @@ impl Core {
 
     fn store_job(&self, job_id: JobId, with_alloc: bool) {
         if let Some(job) = self.state.jobs.get(&job_id) {
+            if job.info.state().is_terminal() {
+                self.record_run(job_id, job.info.state().long_name(), job.info.end_time.unwrap_or_else(now));
+            }
             let alloc = if with_alloc { job.alloc.clone().map(Box::new) } else { None };
             self.store(DbOp::UpdateJob { info: Box::new(job.info.clone()), alloc });
         }
@@ -146,6 +173,13 @@ impl Core {
             Event::Explain { job_id, reply } => {
                 let _ = reply.send(crate::explain::explain(&self.state, job_id, now()));
             }
+            Event::CreateStep { caller, job_id, spec, reply } => self.create_step(caller, job_id, spec, reply),
+            Event::StepDone { caller, job_id, step_id, state, exit_status, reply } => {
+                let _ = reply.send(self.step_done(caller, job_id, step_id, state, exit_status));
+            }
+            Event::CancelStep { caller, job_id, step_id, signal, reply } => {
+                let _ = reply.send(self.cancel_step(caller, job_id, step_id, signal));
+            }
             Event::Committed(report) => self.committed(report),
             Event::NodeConnected { registration, link, address } => self.node_registered(registration, link, address),
             Event::NodeMessage { node, connection_id, message } => self.node_message(&node, connection_id, message),
@@ -158,6 +192,9 @@ impl Core {
                 }
             }
             Event::Tick => self.tick(),
+            Event::Metrics { reply } => {
+                let _ = reply.send(self.metrics_snapshot());
+            }
         }
     }
 
@@ -202,6 +239,7 @@ impl Core {
                         self.requeue(job_id);
                     }
                     AfterCommit::AckJobEnd { .. } => {}
+                    AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, Some(error)),
                 }
             }
             return;
@@ -218,6 +256,7 @@ impl Core {
                     }
                 }
                 AfterCommit::Launch(job_id) => self.launch(job_id),
+                AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, None),
                 AfterCommit::AckJobEnd { node, job_id } => {
                     if let Some(link) = self.state.node_mut(&node).and_then(|n| n.link.clone()) {
                         let _ = link.tx.send(CtldMessage::JobEndAck { job_id });
@@ -265,6 +304,7 @@ impl Core {
     /// One scheduling pass; true when it split array tasks off their base records.
     fn schedule_pass(&mut self, now: UnixTime) -> bool {
         let mut split_any = false;
+        let mut started = Vec::new();
         for Start { job_id, partition, alloc } in scheduler::schedule(&mut self.state, now) {
             let base = job_id;
             let Some((job_id, split)) = crate::array::claim(&mut self.state, base, None) else { continue };
@@ -292,10 +332,12 @@ impl Core {
             info.steps = vec![validate::batch_step(info, now)];
             job.alloc = Some(alloc);
             job.launched_at = Some(now);
+            started.push(job_id);
             tracing::info!(job_id, partition, nodes = ?job.info.nodes, "job allocated");
             self.store_job(job_id, true);
             self.store(DbOp::After(AfterCommit::Launch(job_id)));
         }
+        self.snapshot_runs(&started);
         split_any
     }
 
@@ -344,6 +386,7 @@ impl Core {
     /// Puts a job that never started back in the queue.
     fn requeue(&mut self, job_id: JobId) {
         let now = now();
+        self.runs.borrow_mut().remove(&job_id);
         self.state.release_job(job_id, now);
         if let Some(job) = self.state.jobs.get_mut(&job_id) {
             let info = &mut job.info;
@@ -642,6 +685,9 @@ impl Core {
                     let _ = link.tx.send(CtldMessage::Signal { job_id, signal, batch_only: request.batch_only });
                 }
             }
+            if !request.batch_only {
+                self.signal_steps(job_id, signal);
+            }
             self.audit(caller.uid, "signal", Some(job_id), format!("signal {signal}"));
             return Ok(());
         }
@@ -808,6 +854,7 @@ impl Core {
                 }
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),
+            NodeMessage::GpuUsage(samples) => self.gpu_samples(&samples, now),
             NodeMessage::Drain { reason } => {
                 if n.drain_reason.as_deref() != Some(reason.as_str()) {
                     tracing::warn!(node, reason, "node drained");
@@ -827,6 +874,10 @@ impl Core {
             // A repeat of the end of a run that was requeued: that run is accounted for.
         } else if holds && self.requeue_on_end.remove(&job_id) {
             self.requeued_ends.insert(job_id, (end.start_time, end.end_time));
+            if let (Some(start), Some(job)) = (end.start_time, self.state.jobs.get_mut(&job_id)) {
+                job.info.start_time = Some(start);
+            }
+            self.record_run(job_id, "REQUEUED", end.end_time);
             self.requeue(job_id);
             if let Some(job) = self.state.jobs.get_mut(&job_id) {
                 job.info.restarts += 1;
@@ -890,6 +941,7 @@ impl Core {
             } else {
                 self.state.end_job(job_id, state, reason, end.end_time.max(now.min(end.end_time)));
             }
+            self.end_steps(job_id, end.end_time);
             self.state.release_job(job_id, now);
             self.store_job(job_id, false);
             let final_state = self.state.jobs.get(&job_id).map_or(state, |j| j.info.state());
@@ -934,6 +986,12 @@ impl Core {
         }
         self.state.purge(now);
         self.charge_usage(now, false);
+        self.advance_gpu_seconds(now);
+        if now - self.usage_purged_at >= crate::accounting::HOUR {
+            self.usage_purged_at = now;
+            let a = &self.state.config.accounting;
+            self.store(DbOp::PurgeUsage { now, hours_days: a.retention_hours_days, jobs_days: a.retention_jobs_days });
+        }
         // Begin times and nodes coming back need a pass even without other events.
         self.schedule_needed = true;
     }
@@ -1008,6 +1066,132 @@ impl Core {
             let updated = usage.updated;
             self.store(DbOp::SaveUsage { updated, rows });
         }
+    }
+}
+
+impl Core {
+    /// Adds a node's GPU samples to the running jobs' usage and applies the idle-GPU policy of
+    /// their partitions: warn, then cancel (reason `IdleGPU`) or requeue.
+    fn gpu_samples(&mut self, samples: &[drover_shared::proto::usage::JobGpuSample], now: UnixTime) {
+        use crate::accounting::IdleStep;
+        use drover_shared::config::usage::IdleAction;
+        let mut steps = Vec::new();
+        {
+            let mut runs = self.runs.borrow_mut();
+            for sample in samples.iter().filter(|s| s.gpus > 0) {
+                let Some(run) = runs.get_mut(&sample.job_id) else { continue };
+                run.add_sample(sample.utilization_percent_sum, now);
+                let Some(job) = self.state.jobs.get(&sample.job_id).filter(|j| j.info.state() == JobState::Running) else { continue };
+                let Some(policy) = self.state.config.accounting.idle_gpu.iter().find(|p| p.partition == job.info.partition) else { continue };
+                let step = run.idle_check(policy, sample.utilization_percent_sum / sample.gpus, now);
+                if step != IdleStep::Nothing {
+                    steps.push((sample.job_id, step, policy.threshold_percent));
+                }
+            }
+        }
+        let kill_wait = self.state.config.kill_wait;
+        for (job_id, step, threshold) in steps {
+            let (action, idle) = match step {
+                IdleStep::Nothing => continue,
+                IdleStep::Warn(idle) => (IdleAction::Warn, idle),
+                IdleStep::Act(action, idle) => (action, idle),
+            };
+            let detail = format!("GPUs below {threshold}% utilization for {idle}s");
+            tracing::warn!(job_id, ?action, detail, "idle GPUs");
+            let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
+            let link_of = |state: &mut State, job_host: Option<String>| job_host.and_then(|h| state.node_mut(&h)).and_then(|n| n.link.clone());
+            let host = job.info.nodes.first().cloned();
+            match action {
+                IdleAction::Warn => self.audit(0, "idle-gpu-warning", Some(job_id), detail),
+                IdleAction::Requeue if job.info.requeue => {
+                    job.info.reason = "IdleGPU".into();
+                    self.requeue_on_end.insert(job_id);
+                    if let Some(link) = link_of(&mut self.state, host) {
+                        let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
+                    }
+                    self.audit(0, "idle-gpu-requeue", Some(job_id), detail);
+                }
+                IdleAction::Requeue | IdleAction::Cancel => {
+                    job.cancel_requested_by = Some(0);
+                    job.info.cancelled_by = Some(0);
+                    if let Some(link) = link_of(&mut self.state, host) {
+                        let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
+                    }
+                    self.state.end_job(job_id, JobState::Cancelled, "IdleGPU", now);
+                    self.store_job(job_id, false);
+                    self.audit(0, "idle-gpu-cancel", Some(job_id), detail);
+                    self.schedule_needed = true;
+                }
+            }
+        }
+    }
+
+    /// Serves `/metrics` from this core's registry.
+    pub(crate) fn with_metrics(mut self, registry: Arc<crate::metrics::Registry>) -> Core {
+        self.metrics = registry;
+        self
+    }
+
+    /// Adds the GPU-seconds of running jobs since the last call to their accounts' counters.
+    fn advance_gpu_seconds(&mut self, now: UnixTime) {
+        let dt = u64::try_from(now - self.gpu_seconds_at).unwrap_or(0);
+        self.gpu_seconds_at = now;
+        for job in self.state.jobs.values().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running) {
+            *self.gpu_seconds.entry(job.info.account.clone()).or_default() += dt * u64::from(job.info.gpus_allocated);
+        }
+    }
+
+    fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
+        let mut snap = crate::metrics::Snapshot { start_time: self.started_at, gpu_seconds: self.gpu_seconds.clone(), ..Default::default() };
+        let borrowed = crate::quota::Quotas::new(&self.state).borrowed;
+        for job in self.state.jobs.values().filter(|j| j.committed) {
+            let state = job.info.state();
+            *snap.jobs.entry((state.long_name().to_owned(), job.info.partition.clone())).or_default() += 1;
+            if state == JobState::Pending {
+                snap.backlog += 1;
+                *snap.pending_reasons.entry((job.info.reason.clone(), job.info.partition.clone())).or_default() += 1;
+                *snap.pending_by_account.entry(job.info.account.clone()).or_default() += 1;
+            }
+            if job.alloc.is_some() && state == JobState::Running {
+                let key = (job.info.account.clone(), job.info.partition.clone());
+                let gpus = u64::from(job.info.gpus_allocated);
+                *snap.gpus_allocated.entry(key.clone()).or_default() += gpus;
+                if borrowed.contains(&job.info.job_id) {
+                    *snap.gpus_borrowed.entry(key).or_default() += gpus;
+                }
+            }
+        }
+        for node in &self.state.nodes {
+            snap.nodes.push((node.config.name.clone(), node.state().long_name().to_owned(), node.drain_reason.is_some()));
+            snap.gpus_total += node.gpus.len() as u64;
+            snap.cpus_total += u64::from(node.cpus);
+            snap.cpus_allocated += u64::from(node.cpus_alloc);
+        }
+        snap
+    }
+
+    /// Takes the usage snapshot of jobs that just got (or, after a restart, hold) an allocation;
+    /// whether each borrows comes from the quota split with them running.
+    fn snapshot_runs(&mut self, job_ids: &[JobId]) {
+        if job_ids.is_empty() {
+            return;
+        }
+        let borrowed = crate::quota::Quotas::new(&self.state).borrowed;
+        let mut runs = self.runs.borrow_mut();
+        for job_id in job_ids {
+            let Some(job) = self.state.jobs.get(job_id) else { continue };
+            if let Some(snap) = crate::accounting::snapshot(&self.state, job, borrowed.contains(job_id)) {
+                runs.insert(*job_id, snap);
+            }
+        }
+    }
+
+    /// Queues the usage record of a run that ended (once: the snapshot is taken out).
+    fn record_run(&self, job_id: JobId, state_name: &str, end: UnixTime) {
+        let Some(snap) = self.runs.borrow_mut().remove(&job_id) else { return };
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
+        let record = crate::accounting::record(job, &snap, state_name, end);
+        self.store(DbOp::RecordUsage(Box::new(record)));
     }
 }
 

@@ -91,6 +91,7 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
         // FULL: a commit is on disk when it returns, which is what "answered only after commit" means.
         conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
+        conn.execute_batch(crate::accounting::SCHEMA).map_err(err)?;
         add_array_column(&conn).map_err(err)?;
     }
     Ok(conn)
@@ -215,6 +216,10 @@ pub(crate) enum DbOp {
     After(AfterCommit),
     /// The decayed usage of every association as of `updated` (replaces the stored values).
     SaveUsage { updated: UnixTime, rows: Vec<((String, String), f64)> },
+    /// A job run's usage record, added to the hourly rollups (once per run).
+    RecordUsage(Box<crate::accounting::UsageRecord>),
+    /// Deletes usage rows older than the retention periods (days).
+    PurgeUsage { now: UnixTime, hours_days: u32, jobs_days: u32 },
 }
 
 /// Actions the core performs once the ops queued before them are durable.
@@ -226,6 +231,8 @@ pub(crate) enum AfterCommit {
     Launch(JobId),
     /// Tell the node that ctld has recorded the job's end.
     AckJobEnd { node: String, job_id: JobId },
+    /// Answer `srun` and send the step to its nodes: its row is stored.
+    StepCreated { job_id: JobId, step_id: u32 },
 }
 
 /// The outcome of one transaction, sent back to the core.
@@ -325,6 +332,8 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                         params![updated],
                     )?;
                 }
+                DbOp::RecordUsage(record) => crate::accounting::write(&tx, &record)?,
+                DbOp::PurgeUsage { now, hours_days, jobs_days } => crate::accounting::purge(&tx, now, hours_days, jobs_days)?,
             }
         }
     }

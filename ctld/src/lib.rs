@@ -2,6 +2,7 @@
 //! database. [`run`] wires the pieces together: the database writer thread, the core event loop,
 //! the client socket, the node port and a timer.
 
+mod accounting;
 mod array;
 mod backfill;
 mod core;
@@ -9,7 +10,9 @@ mod db;
 mod dependency;
 mod explain;
 mod fairshare;
+mod http;
 mod limits;
+mod metrics;
 mod nodes;
 mod preempt;
 mod priority;
@@ -20,6 +23,7 @@ mod scheduler;
 #[cfg(test)]
 mod sim;
 mod state;
+mod status_page;
 mod tres;
 mod usage;
 mod validate;
@@ -87,8 +91,21 @@ pub async fn run(
         .context("starting the database writer thread")?;
 
     let socket = config.client_socket().to_string_lossy().into_owned();
-    let core = core::Core::new(state, db_tx, socket);
-    let client_context = rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone() };
+    let registry = Arc::new(metrics::Registry::default());
+    let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone());
+    let http = match &config.metrics.listen {
+        Some(listen) => {
+            let listener = TcpListener::bind(listen).await.with_context(|| format!("binding the metrics port {listen}"))?;
+            let bound = listener.local_addr()?;
+            let addr_file = config.state_dir.join("metrics.addr");
+            std::fs::write(&addr_file, format!("{bound}\n")).with_context(|| format!("writing {}", addr_file.display()))?;
+            tracing::info!(%bound, "serving /metrics and the status page");
+            let context = http::HttpContext { events: events_tx.clone(), metrics: registry.clone(), db_path: db_path.clone(), config: config.clone() };
+            Some(tokio::spawn(http::serve(listener, context)))
+        }
+        None => None,
+    };
+    let client_context = rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone(), metrics: registry };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
     let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone()));
     let ticker = tokio::spawn(async move {
@@ -104,5 +121,8 @@ pub async fn run(
     clients.abort();
     nodes.abort();
     ticker.abort();
+    if let Some(http) = http {
+        http.abort();
+    }
     Ok(())
 }

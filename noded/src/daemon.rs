@@ -9,13 +9,13 @@ use crate::isolation::{self, NodeIsolation};
 use crate::jobs::{held, job_dir, jobs_root};
 use crate::prolog::{self, JobScripts};
 use crate::supervisor::{self, SupervisorCommand, SupervisorEvent};
-use anyhow::{bail, Context};
-use drover_shared::auth::{random_bytes, ClusterKey, NONCE_LEN};
+use anyhow::Context;
+use drover_shared::auth::ClusterKey;
 use drover_shared::job::{JobId, WaitStatus};
 use drover_shared::node::GpuDevice;
-use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
+use drover_shared::proto::frame::MessageStream;
+use drover_shared::proto::handshake::node_handshake;
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, LaunchRequest, NodeMessage, NodeRegistration};
-use drover_shared::proto::{Hello, HelloReply, NodeProof, Role, MAGIC, PROTOCOL_VERSION};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -140,22 +140,8 @@ async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> an
         .with_context(|| format!("connecting to ctld at {}", settings.controller))?;
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
-    let nonce = random_bytes::<NONCE_LEN>()?.to_vec();
-    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: settings.name.clone() }, nonce: nonce.clone() };
-    messages.send(&hello).await?;
-    let reply = tokio::time::timeout(Duration::from_secs(10), messages.recv::<HelloReply>()).await.context("ctld did not answer hello")??;
-    match reply {
-        Some(HelloReply::Accept { protocol_version, nonce: server_nonce, proof }) => {
-            if !settings.key.verify("ctld", &settings.name, &nonce, &server_nonce, protocol_version, &proof) {
-                bail!("ctld failed to prove the cluster key; refusing to talk to it");
-            }
-            let proof = settings.key.prove("node", &settings.name, &nonce, &server_nonce, protocol_version);
-            messages.send(&NodeProof { proof }).await?;
-        }
-        Some(HelloReply::Reject { message }) => bail!("ctld refused: {message}"),
-        None => bail!("ctld closed the connection during hello"),
-    }
-    messages.set_max_frame(MAX_FRAME);
+    let handshake = node_handshake(&mut messages, &settings.key, &settings.name);
+    tokio::time::timeout(Duration::from_secs(10), handshake).await.context("ctld did not answer hello")??;
     let registration = NodeRegistration {
         name: settings.name.clone(),
         cpus: settings.cpus,
@@ -209,6 +195,11 @@ async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, 
             }
             _ = heartbeat.tick() => {
                 messages.send(&NodeMessage::Heartbeat { running: held(&settings.state_dir) }).await?;
+                let (dir, gpus) = (settings.state_dir.clone(), settings.gpus.clone());
+                let samples = tokio::task::spawn_blocking(move || crate::gpu_usage::sample_held(&dir, &gpus)).await.unwrap_or_default();
+                if !samples.is_empty() {
+                    messages.send(&NodeMessage::GpuUsage(samples)).await?;
+                }
             }
             _ = rescan.tick() => report(settings, &mut reported, &mut messages).await?,
             () = poke.notified() => report(settings, &mut reported, &mut messages).await?,
@@ -249,6 +240,18 @@ async fn handle(
         }
         CtldMessage::Cancel { job_id, kill_wait } => {
             command(settings, job_id, SupervisorCommand::Cancel { kill_wait }, reported, messages).await?;
+        }
+        CtldMessage::LaunchStep(request) => {
+            let (job_id, step_id) = (request.job.job_id, request.step_id);
+            match crate::step::launch(&settings.exe, &settings.state_dir, &settings.isolation, &settings.gpus, &request) {
+                Ok(pid) => tracing::info!(job_id, step_id, pid, "step runner started"),
+                Err(e) => tracing::error!(job_id, step_id, error = %format!("{:#}", anyhow::Error::new(e)), "step launch failed"),
+            }
+        }
+        CtldMessage::SignalStep { job_id, step_id, signal, kill_wait } => {
+            if let Err(e) = crate::step::signal(&settings.state_dir, job_id, step_id, signal, kill_wait) {
+                tracing::info!(job_id, step_id, error = %e, "step not signalled");
+            }
         }
         CtldMessage::JobEndAck { job_id } => {
             reported.remove(&job_id);

@@ -7,9 +7,11 @@
 pub mod bpf;
 pub mod cgroup;
 pub mod daemon;
+pub mod gpu_usage;
 pub mod isolation;
 mod jobs;
 pub mod nvml;
 pub mod prolog;
 pub mod spank;
+pub mod step;
 pub mod supervisor;

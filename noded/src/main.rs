@@ -48,12 +48,21 @@ enum Command {
         #[arg(long)]
         noded_socket: PathBuf,
     },
+    /// Run this node's tasks of one srun step (started by the daemon, not by hand).
+    #[command(hide = true)]
+    Step {
+        #[arg(long)]
+        step_dir: PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(Command::Supervise { job_dir, noded_socket }) = args.command {
         std::process::exit(supervisor::main(&job_dir, &noded_socket));
+    }
+    if let Some(Command::Step { step_dir }) = args.command {
+        std::process::exit(drover_noded::step::main(&step_dir));
     }
     let args = args.daemon;
     let config = drover_shared::config::Config::load(&args.config)?;

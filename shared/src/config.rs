@@ -59,6 +59,12 @@ pub mod raw {
         pub quotas: Vec<super::sched::RawQuota>,
         /// SPANK plugin stack file, relative to the config file; default `plugstack.conf` beside it.
         pub plugstack: Option<String>,
+        /// Prometheus endpoint and status page.
+        #[serde(default)]
+        pub metrics: super::usage::RawMetrics,
+        /// Usage rollup retention and GPU-hour prices.
+        #[serde(default)]
+        pub accounting: super::usage::RawAccounting,
     }
 
     #[derive(Debug, Deserialize)]
@@ -325,6 +331,10 @@ pub struct Config {
     pub quotas: Vec<sched::QuotaConfig>,
     /// The SPANK plugin stack file (`plugstack.conf`); a missing file is an empty stack.
     pub plugstack: PathBuf,
+    /// `[metrics]`: the HTTP listener for Prometheus text and the status page.
+    pub metrics: usage::MetricsConfig,
+    /// `[accounting]`: usage retention and GPU-hour prices.
+    pub accounting: usage::AccountingConfig,
 }
 
 impl Config {
@@ -671,6 +681,8 @@ impl Validator<'_> {
             let lend = q.lend.as_ref().map(|l| self.tres(&Some(l.clone()), format!("quotas[{i}].lend"))).transpose()?;
             quotas.push(sched::QuotaConfig { account, partition: q.partition.get_ref().clone(), guarantee, burst, lend });
         }
+        let partition_names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
+        let accounting = file.accounting.validate(&partition_names).map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
         Ok(Config {
             path: self.path.to_owned(),
             cluster_name,
@@ -693,10 +705,13 @@ impl Validator<'_> {
                 .priority
                 .validate()
                 .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
+            metrics: file.metrics.validate().map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
+            accounting,
         })
     }
 }
 
 pub mod sched;
+pub mod usage;
 #[cfg(test)]
 mod tests;

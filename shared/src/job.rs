@@ -393,3 +393,63 @@ impl JobInfo {
         }
     }
 }
+
+/// What `srun` asks of a job's allocation for one step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepSpec {
+    /// `-J`; defaults to the command's name.
+    pub name: String,
+    /// `-n`; `None`: the job's task count (or one per node with `-N`).
+    pub ntasks: Option<u32>,
+    /// `-N`.
+    pub nodes: Option<u32>,
+    /// `--ntasks-per-node`.
+    pub ntasks_per_node: Option<u32>,
+    /// `-c`.
+    pub cpus_per_task: Option<u32>,
+    /// `--overlap`: share CPUs with the steps already running.
+    pub overlap: bool,
+    /// Where srun listens for task I/O (`host:port`).
+    pub srun_address: String,
+    pub argv: Vec<String>,
+    pub environment: Vec<(String, String)>,
+    pub work_dir: String,
+    pub label: bool,
+    /// `--pty`: task 0 runs on a pseudo-terminal of this size (rows, columns).
+    pub pty: Option<(u16, u16)>,
+}
+
+/// Where a step's tasks run, as ctld decided it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepLayout {
+    pub job_id: JobId,
+    pub step_id: u32,
+    /// The step's nodes, in the job's node order.
+    pub nodes: Vec<String>,
+    /// Task ids on each node, in the order of `nodes` (block distribution).
+    pub tasks: Vec<Vec<u32>>,
+    pub ntasks: u32,
+    pub cpus_per_task: u32,
+    /// Proves a node's I/O connection to srun (random, per step).
+    #[serde(with = "serde_bytes")]
+    pub token: Vec<u8>,
+}
+
+impl StepLayout {
+    /// `SLURM_TASKS_PER_NODE`/`SLURM_STEP_TASKS_PER_NODE`: `2(x2),1`.
+    pub fn tasks_per_node_text(&self) -> String {
+        let counts: Vec<usize> = self.tasks.iter().map(Vec::len).collect();
+        let mut parts: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < counts.len() {
+            let mut j = i;
+            while j + 1 < counts.len() && counts[j + 1] == counts[i] {
+                j += 1;
+            }
+            let run = j - i + 1;
+            parts.push(if run > 1 { format!("{}(x{run})", counts[i]) } else { counts[i].to_string() });
+            i = j + 1;
+        }
+        parts.join(",")
+    }
+}

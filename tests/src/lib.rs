@@ -127,6 +127,15 @@ impl Cluster {
     /// Starts a cluster after `prepare` ran on the (not yet created) home directory; `prepare`
     /// returns the mount points it created, which are unmounted when the cluster is dropped.
     pub fn start_prepared(config: &str, prepare: impl FnOnce(&Path) -> Vec<PathBuf>) -> Cluster {
+        Cluster::start_full(config, prepare, &[])
+    }
+
+    /// Starts a cluster whose daemons get `env` (e.g. the fake NVML library for noded).
+    pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Cluster {
+        Cluster::start_full(config, |_| Vec::new(), env)
+    }
+
+    fn start_full(config: &str, prepare: impl FnOnce(&Path) -> Vec<PathBuf>, env: &[(&str, &str)]) -> Cluster {
         let bin = bin_dir();
         let dir = tempfile::Builder::new().prefix("drover-e2e-").tempdir_in("/tmp").expect("scratch dir");
         set_mode(dir.path(), 0o755);
@@ -142,6 +151,7 @@ impl Cluster {
             .arg(&source)
             .env_remove("DROVER_CONF")
             .env_remove("DROVER_SOCKET")
+            .envs(env.iter().copied())
             .output()
             .expect("running drover up");
         assert!(out.status.success(), "drover up failed:\n{}{}\n{}", text(&out.stdout), text(&out.stderr), cluster.logs());

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const APPLETS: [&str; 8] = ["sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio"];
+const APPLETS: [&str; 11] = ["sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport"];
 /// Number of noded processes `up` starts.
 const N_NODES: usize = 2;
 

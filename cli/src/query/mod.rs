@@ -5,7 +5,7 @@
 //! fixtures rebuild the scenario of the Slurm 22.05 samples in `testdata/` ([`scenario`]).
 
 mod common;
-mod format;
+pub(crate) mod format;
 pub(crate) mod sacct;
 pub(crate) mod scancel;
 #[cfg(test)]

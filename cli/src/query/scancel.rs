@@ -103,6 +103,12 @@ fn parse_job_id(text: &str) -> anyhow::Result<common::JobTarget> {
     }
 }
 
+/// A step id argument, `12.0`: the job and the step number.
+fn parse_step_id(text: &str) -> Option<(JobId, u32)> {
+    let (job, step) = text.split_once('.')?;
+    Some((job.parse().ok()?, step.parse().ok()?))
+}
+
 /// How outcomes are reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ReportOptions {
@@ -165,8 +171,10 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {
         anyhow::bail!("{option} is not supported yet");
     }
-    let targets =
-        args.job_ids.iter().flat_map(|a| common::split_ids(a)).map(parse_job_id).collect::<anyhow::Result<Vec<_>>>()?;
+    let words: Vec<String> = args.job_ids.iter().flat_map(|a| common::split_ids(a)).map(str::to_owned).collect();
+    let (step_words, job_words): (Vec<String>, Vec<String>) = words.into_iter().partition(|w| parse_step_id(w).is_some());
+    let steps: Vec<(JobId, u32)> = step_words.iter().filter_map(|w| parse_step_id(w)).collect();
+    let targets = job_words.iter().map(|w| parse_job_id(w)).collect::<anyhow::Result<Vec<_>>>()?;
     let job_ids: Vec<JobId> = targets.iter().filter(|t| t.tasks.is_none()).map(|t| t.job_id).collect();
     let tasks: Vec<(JobId, u32)> = targets
         .iter()
@@ -199,10 +207,24 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         || !request.partitions.is_empty()
         || !request.names.is_empty()
         || !request.states.is_empty();
-    if request.job_ids.is_empty() && tasks.is_empty() && !has_filter {
+    if request.job_ids.is_empty() && tasks.is_empty() && steps.is_empty() && !has_filter {
         anyhow::bail!("No job identification provided");
     }
     let mut results: Vec<(String, Result<(), ErrorCode>)> = Vec::new();
+    for &(job_id, step_id) in &steps {
+        let result = match crate::client::call(&Request::CancelStep { job_id, step_id, signal })? {
+            Response::StepOk => Ok(()),
+            Response::Error { code, .. } => Err(code),
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        };
+        results.push((format!("{job_id}.{step_id}"), result));
+    }
+    if request.job_ids.is_empty() && tasks.is_empty() && !has_filter {
+        let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
+        let (stderr, code) = report(&results, options);
+        eprint!("{stderr}");
+        return Ok(code);
+    }
     if !tasks.is_empty() {
         match crate::client::call(&Request::CancelTasks { request: request.clone(), tasks: tasks.clone() })? {
             Response::Cancelled { results: answers } => {

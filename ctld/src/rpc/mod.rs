@@ -5,6 +5,7 @@
 
 mod accounting;
 mod config;
+mod usage;
 
 use crate::core::Event;
 use crate::validate::Caller;
@@ -30,6 +31,8 @@ pub(crate) struct ClientContext {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     pub(crate) db_path: PathBuf,
     pub(crate) config: Arc<drover_shared::config::Config>,
+    /// RPC counts and latencies for `/metrics`.
+    pub(crate) metrics: Arc<crate::metrics::Registry>,
 }
 
 /// Accepts client connections until the listener fails.
@@ -74,7 +77,9 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
             Ok(r) => r?,
         };
         let Some(request) = request else { return Ok(()) };
+        let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
         let response = dispatch(request, caller, &context).await;
+        context.metrics.rpc(kind, began.elapsed());
         messages.send(&response).await?;
     }
 }
@@ -106,6 +111,16 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         }
         Request::Requeue { job_ids } => ask(Box::new(move |reply| Event::Requeue { caller, job_ids, reply })).await,
         Request::Hold { job_ids, hold } => ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await,
+        Request::QueryUsage(query) => usage::query(context, query).await,
+        Request::CreateStep { job_id, spec } => {
+            ask(Box::new(move |reply| Event::CreateStep { caller, job_id, spec, reply })).await
+        }
+        Request::StepDone { job_id, step_id, state, exit_status } => {
+            ask(Box::new(move |reply| Event::StepDone { caller, job_id, step_id, state, exit_status, reply })).await
+        }
+        Request::CancelStep { job_id, step_id, signal } => {
+            ask(Box::new(move |reply| Event::CancelStep { caller, job_id, step_id, signal, reply })).await
+        }
         Request::Ping => Response::Pong {
             cluster: context.config.cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),

@@ -41,6 +41,15 @@ pub enum Request {
     QueryPriority,
     /// `drover why JOBID`: every reason a job waits (or how it runs), with numbers.
     Explain { job_id: JobId },
+    /// `drover report`, `sreport`: usage rollups for a window; answered with [`Response::Usage`].
+    QueryUsage(super::usage::UsageQuery),
+    /// `srun` in job `job_id`: answered with [`Response::StepCreated`] once the step row is
+    /// committed; ctld then sends the step's tasks to its nodes.
+    CreateStep { job_id: JobId, spec: Box<crate::job::StepSpec> },
+    /// `srun` reports the end of a step it created: the highest task status and the state.
+    StepDone { job_id: JobId, step_id: u32, state: JobState, exit_status: crate::job::WaitStatus },
+    /// `scancel N.S` (with `signal`: `scancel --signal`): one step only.
+    CancelStep { job_id: JobId, step_id: u32, signal: Option<i32> },
 }
 
 /// The fields `scontrol update job` changes; `None` leaves a field as it is.
@@ -119,6 +128,12 @@ pub enum Response {
     Config { now: UnixTime, entries: Vec<(String, String)> },
     /// Answer to [`Request::Explain`]: one finding per line.
     Explanation { job_id: JobId, lines: Vec<String> },
+    /// Answer to [`Request::QueryUsage`].
+    Usage(Box<super::usage::UsageReport>),
+    /// Answer to [`Request::CreateStep`].
+    StepCreated(Box<crate::job::StepLayout>),
+    /// Answer to [`Request::StepDone`] and [`Request::CancelStep`].
+    StepOk,
 }
 
 /// Failures a client can see, each with Slurm's message for it.
@@ -151,6 +166,8 @@ pub enum ErrorCode {
     JobPending,
     /// A QOS or association limit refuses the job at submit time.
     AccountingPolicy,
+    /// A step's CPUs are all taken by the job's running steps now (srun retries).
+    StepsBusy,
 }
 
 impl ErrorCode {
@@ -178,6 +195,7 @@ impl ErrorCode {
             ErrorCode::AccountingPolicy => {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
+            ErrorCode::StepsBusy => "Requested nodes are busy",
         }
     }
 }

@@ -7,7 +7,10 @@
 
 pub mod client;
 pub mod frame;
+pub mod handshake;
 pub mod node;
+pub mod stepio;
+pub mod usage;
 
 use serde::{Deserialize, Serialize};
 

@@ -22,6 +22,9 @@ pub enum NodeMessage {
     /// The node must take no new work: its prolog, epilog or health check failed (`reason`, as
     /// `sinfo -R` shows it).
     Drain { reason: String },
+    /// NVML samples of the GPUs of the jobs this node holds, sent with heartbeats when the node
+    /// has NVML (usage accounting's active GPU time).
+    GpuUsage(Vec<super::usage::JobGpuSample>),
 }
 
 /// What a node has and holds.
@@ -76,6 +79,35 @@ pub enum CtldMessage {
     Cancel { job_id: JobId, kill_wait: u32 },
     /// ctld committed this job's end; noded may forget it.
     JobEndAck { job_id: JobId },
+    /// Start this node's tasks of an srun step.
+    LaunchStep(Box<StepLaunch>),
+    /// Signal one step's tasks on this node; `None` cancels it (SIGTERM, SIGKILL after
+    /// `kill_wait` seconds).
+    SignalStep { job_id: JobId, step_id: u32, signal: Option<i32>, kill_wait: u32 },
+}
+
+/// This node's share of one srun step, resolved by ctld.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepLaunch {
+    /// The job's launch request as this node would get it (cgroup limits, GPUs, user).
+    pub job: LaunchRequest,
+    pub step_id: u32,
+    pub layout: crate::job::StepLayout,
+    /// This node's index in `layout.nodes`.
+    pub node_index: u32,
+    /// Where srun listens for task I/O and exit codes (`host:port`).
+    pub srun_address: String,
+    /// Proves to srun that the connection comes from a node ctld sent (random, per step).
+    #[serde(with = "serde_bytes")]
+    pub token: Vec<u8>,
+    /// The command and its arguments.
+    pub argv: Vec<String>,
+    /// The tasks' environment as srun sent it (before the per-task variables).
+    pub environment: Vec<(String, String)>,
+    pub work_dir: String,
+    pub label: bool,
+    /// `--pty`: task 0 runs on a pseudo-terminal of this size (rows, columns).
+    pub pty: Option<(u16, u16)>,
 }
 
 /// Everything a supervisor needs to run a batch script, resolved by ctld.

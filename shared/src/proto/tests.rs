@@ -36,3 +36,12 @@ fn frames_round_trip_and_enforce_limits() {
     let garbage = [0, 0, 0, 2, 0xff, 0xff];
     assert!(matches!(read_message::<_, Request>(&mut garbage.as_slice(), 100), Err(FrameError::Decode(_))));
 }
+
+#[test]
+fn usage_golden_bytes() {
+    use super::usage::{JobGpuSample, UsageQuery};
+    let query = Request::QueryUsage(UsageQuery { start: 1, end: 2, with_jobs: true });
+    assert_eq!(hex(&query), "0f020401");
+    let sample = JobGpuSample { job_id: 5, gpus: 2, utilization_percent_sum: 40, memory_used_bytes: 0 };
+    assert_eq!(hex(&NodeMessage::GpuUsage(vec![sample])), "050105022800");
+}

@@ -1,0 +1,119 @@
+//! `salloc`: obtain an allocation, run a command (default `$SHELL`) with the allocation's
+//! environment (`SLURM_JOB_ID`, `SLURM_JOB_NODELIST`, …, and `DROVER_SOCKET` so `srun` inside
+//! finds ctld), and release the allocation when the command exits; salloc exits with the
+//! command's status. `srun` outside an allocation uses the same [`with_allocation`].
+//!
+//! The allocation is an ordinary job whose batch step only holds it: a shell on the first node
+//! that waits for SIGUSR1. Releasing sends SIGUSR1 to that shell alone (`scancel -b
+//! --signal=USR1`), so the job ends `COMPLETED` with exit code 0 (Slurm's interactive jobs end
+//! the same way; Drover's sacct also shows the holder as the `.batch` step).
+
+use crate::srun::options::{self, StepOptions};
+use anyhow::{Context, bail};
+use drover_shared::job::{JobInfo, JobSpec, JobState};
+use drover_shared::proto::client::{CancelRequest, JobQuery, Request, Response};
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+/// The batch step of an allocation: wait until released.
+const HOLDER: &str = "#!/bin/sh\ntrap 'exit 0' USR1\nwhile :; do sleep 1; done\n";
+
+/// `salloc [options] [command [args…]]`.
+pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let mut options: StepOptions = options::parse(&args)?;
+    if options.command.is_empty() {
+        options.command = vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())];
+    }
+    let socket = crate::srun::socket_path()?;
+    with_allocation(&socket, &options.allocation, |job_id| {
+        let info = query(&socket, job_id)?.context("the allocation vanished")?;
+        let nodelist = drover_shared::hostlist::compress(&info.nodes);
+        let status = std::process::Command::new(&options.command[0])
+            .args(&options.command[1..])
+            .env("SLURM_JOB_ID", job_id.to_string())
+            .env("SLURM_JOBID", job_id.to_string())
+            .env("SLURM_JOB_NAME", &info.name)
+            .env("SLURM_JOB_NODELIST", &nodelist)
+            .env("SLURM_NODELIST", &nodelist)
+            .env("SLURM_JOB_NUM_NODES", info.nodes.len().to_string())
+            .env("SLURM_NNODES", info.nodes.len().to_string())
+            .env("SLURM_NTASKS", info.num_tasks.max(1).to_string())
+            .env("SLURM_NPROCS", info.num_tasks.max(1).to_string())
+            .env("SLURM_JOB_PARTITION", &info.partition)
+            .env("SLURM_JOB_ACCOUNT", &info.account)
+            .env("DROVER_SOCKET", &socket)
+            .status()
+            .with_context(|| format!("running {}", options.command[0]))?;
+        Ok(status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
+    })
+}
+
+fn query(socket: &Path, job_id: u32) -> anyhow::Result<Option<JobInfo>> {
+    let request = Request::QueryJobs(JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() });
+    match crate::client::call_at(socket, &request)? {
+        Response::Jobs { jobs, .. } => Ok(jobs.into_iter().find(|j| j.job_id == job_id)),
+        Response::Error { code, detail } => bail!("{code} ({detail})"),
+        other => bail!("unexpected answer from ctld: {other:?}"),
+    }
+}
+
+/// Allocates what `request` asks, runs `body` with the job id once the allocation is granted,
+/// and releases it whatever `body` returns.
+pub(crate) fn with_allocation(
+    socket: &Path,
+    request: &JobSpec,
+    body: impl FnOnce(u32) -> anyhow::Result<i32>,
+) -> anyhow::Result<i32> {
+    let mut spec = request.clone();
+    let cwd = std::env::current_dir().context("reading the working directory")?.to_string_lossy().into_owned();
+    if spec.name.is_empty() {
+        spec.name = "interactive".into();
+    }
+    spec.work_dir = cwd.clone();
+    spec.submit_dir = cwd;
+    spec.submit_host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+    spec.environment = std::env::vars().collect();
+    spec.script = HOLDER.as_bytes().to_vec();
+    spec.stdout = Some("/dev/null".into());
+    let mask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    nix::sys::stat::umask(mask);
+    spec.umask = mask.bits();
+    spec.submit_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let job_id = match crate::client::call_at(socket, &Request::Submit(Box::new(spec)))? {
+        Response::Submitted { job_id } => job_id,
+        Response::Error { code, detail } => bail!("Job submit/allocate failed: {code} ({detail})"),
+        other => bail!("unexpected answer from ctld: {other:?}"),
+    };
+    let mut announced = false;
+    loop {
+        let state = query(socket, job_id)?.map(|j| j.state());
+        match state {
+            Some(JobState::Running) => break,
+            Some(JobState::Pending) | None => {
+                if !announced {
+                    eprintln!("salloc: Pending job allocation {job_id}");
+                    announced = true;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Some(other) => bail!("job allocation {job_id} ended before it was granted ({})", other.long_name()),
+        }
+    }
+    eprintln!("salloc: Granted job allocation {job_id}");
+    let granted = std::time::Instant::now();
+    let result = body(job_id);
+    // The holder installs its trap within milliseconds of the grant; never signal it before.
+    std::thread::sleep(Duration::from_secs(1).saturating_sub(granted.elapsed()));
+    eprintln!("salloc: Relinquishing job allocation {job_id}");
+    let release = CancelRequest {
+        job_ids: vec![job_id],
+        signal: Some(libc::SIGUSR1),
+        batch_only: true,
+        ..CancelRequest::default()
+    };
+    if let Err(error) = crate::client::call_at(socket, &Request::Cancel(release)) {
+        eprintln!("salloc: error: could not release job {job_id}: {error:#}");
+    }
+    result
+}

@@ -1,0 +1,486 @@
+//! `srun`: run a job step. Inside an allocation (`SLURM_JOB_ID`, or `--jobid`) it asks ctld for a
+//! step, listens on a TCP port for the step's nodes, prints their tasks' output (prefixed with
+//! the task id under `-l`) and exits with Slurm's rule: the highest task exit code, or 128 plus
+//! the signal of a task killed by one. Outside an allocation it first allocates one the way
+//! `salloc` does (an interactive job), runs the step in it and releases it.
+//!
+//! srun's stdin goes to the tasks (task 0 alone under `--pty`); SIGINT/SIGTERM cancel the step;
+//! SIGUSR1/SIGUSR2 are ignored (`scancel --signal` reaches the tasks through ctld).
+//!
+//! ctld is found through `DROVER_SOCKET`, else through the `DROVER_SOCKET` in the environment of
+//! the nearest ancestor process of the same user that has it (the batch shell, when a workflow
+//! manager stripped srun's environment down to `SLURM_JOB_ID`), else through the configuration
+//! (`DROVER_CONF`, default `/etc/drover/cluster.toml`).
+
+pub(crate) mod options;
+mod output;
+
+use crate::client::Client;
+use anyhow::{Context, bail};
+use drover_shared::job::{JobState, StepLayout, WaitStatus};
+use drover_shared::proto::client::{ErrorCode, Request, Response};
+use drover_shared::proto::stepio;
+use options::StepOptions;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Set by SIGINT/SIGTERM: srun cancels its step (its tasks get SIGTERM, then SIGKILL) and goes on
+/// collecting their exits.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn catch_interrupts() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let action = SigAction::new(SigHandler::Handler(on_interrupt), SaFlags::SA_RESTART, SigSet::empty());
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(signal, &action) };
+    }
+    // `scancel --signal=USR1 N` reaches srun (a process of the job) and, through ctld, the
+    // step's tasks: srun itself must survive it.
+    let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    for signal in [Signal::SIGUSR1, Signal::SIGUSR2] {
+        // SAFETY: ignoring a signal installs no handler.
+        let _ = unsafe { sigaction(signal, &ignore) };
+    }
+}
+
+/// How long srun waits for every node of its step to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `srun [options] command [args…]`.
+pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let options = options::parse(&args)?;
+    if options.command.is_empty() {
+        bail!("No command given to execute.");
+    }
+    let job_id = options.job_id.or_else(|| {
+        ["SLURM_JOB_ID", "SLURM_JOBID"].iter().find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
+    });
+    let socket = socket_path()?;
+    match job_id {
+        Some(job_id) => run_step(&socket, job_id, &options),
+        None => {
+            crate::salloc::with_allocation(&socket, &options.allocation, |job_id| run_step(&socket, job_id, &options))
+        }
+    }
+}
+
+/// Where ctld's socket is (see the module documentation).
+pub(crate) fn socket_path() -> anyhow::Result<PathBuf> {
+    if let Some(socket) = std::env::var_os("DROVER_SOCKET") {
+        return Ok(PathBuf::from(socket));
+    }
+    if let Some(socket) = inherited_socket() {
+        return Ok(socket);
+    }
+    crate::client::socket_path()
+}
+
+/// `DROVER_SOCKET` from the nearest ancestor whose environment we may read (same user).
+fn inherited_socket() -> Option<PathBuf> {
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..64 {
+        if pid <= 1 {
+            return None;
+        }
+        if let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) {
+            for entry in environ.split(|&b| b == 0) {
+                if let Some(value) = entry.strip_prefix(b"DROVER_SOCKET=") {
+                    return Some(PathBuf::from(String::from_utf8_lossy(value).into_owned()));
+                }
+            }
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The parent pid is the second field after the command name in parentheses.
+        let after = &stat[stat.rfind(')')? + 1..];
+        pid = after.split_whitespace().nth(1)?.parse().ok()?;
+    }
+    None
+}
+
+/// The address the step's nodes connect back to.
+fn advertised_host() -> String {
+    if let Ok(host) = std::env::var("SLURM_SRUN_COMM_HOST") {
+        return host;
+    }
+    nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "127.0.0.1".into())
+}
+
+/// What srun learns from the step's nodes.
+enum Incoming {
+    Output {
+        kind: u8,
+        task: u32,
+        data: Vec<u8>,
+    },
+    Exit {
+        task: u32,
+        status: i32,
+    },
+    /// A node proved the step token; srun writes the tasks' input here.
+    Connected {
+        node: u32,
+        stream: TcpStream,
+    },
+    /// A node's connection ended (cleanly or not).
+    Closed,
+}
+
+fn serve_node(mut stream: TcpStream, token: Vec<u8>, tx: mpsc::Sender<Incoming>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let Ok((proof, node)) = stepio::read_hello(&mut stream) else { return };
+    if proof != token {
+        return;
+    }
+    let _ = stream.set_read_timeout(None);
+    if let Ok(writer) = stream.try_clone() {
+        let _ = tx.send(Incoming::Connected { node, stream: writer });
+    }
+    loop {
+        match stepio::read_frame(&mut stream) {
+            Ok(Some((stepio::EXIT, task, data))) => {
+                let status = data.get(..4).and_then(|b| b.try_into().ok()).map_or(9, i32::from_le_bytes);
+                let _ = tx.send(Incoming::Exit { task, status });
+            }
+            Ok(Some((kind, task, data))) => {
+                let _ = tx.send(Incoming::Output { kind, task, data });
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let _ = tx.send(Incoming::Closed);
+}
+
+/// srun's own terminal under `--pty`: its size, and its settings to restore (it is put in raw
+/// mode so that every key reaches the remote task).
+struct Terminal {
+    size: (u16, u16),
+    saved: Option<nix::sys::termios::Termios>,
+}
+
+impl Terminal {
+    fn take() -> Terminal {
+        use nix::sys::termios::{SetArg, cfmakeraw, tcgetattr, tcsetattr};
+        let stdin = std::io::stdin();
+        let mut size = libc::winsize { ws_row: 24, ws_col: 80, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we own; on failure (stdin is
+        // not a terminal) it is left as initialised.
+        let _ = unsafe { libc::ioctl(0, libc::TIOCGWINSZ, &mut size) };
+        let saved = tcgetattr(&stdin).ok();
+        if let Some(saved) = &saved {
+            let mut raw = saved.clone();
+            cfmakeraw(&mut raw);
+            let _ = tcsetattr(&stdin, SetArg::TCSANOW, &raw);
+        }
+        Terminal { size: (size.ws_row.max(1), size.ws_col.max(1)), saved }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, saved);
+        }
+    }
+}
+
+/// Copies srun's stdin to the tasks once every node is connected: to all tasks, or to task 0
+/// alone under `--pty`; end of input is passed on as an empty frame.
+fn forward_stdin(mut targets: Vec<(u32, TcpStream)>, pty: bool) {
+    use std::io::Read;
+    let task = if pty { 0 } else { stepio::ALL_TASKS };
+    if pty {
+        targets.retain(|(node, _)| *node == 0);
+    }
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => 0,
+        };
+        for (_, stream) in &mut targets {
+            let _ = stepio::write_frame(stream, stepio::STDIN, task, &buf[..n]);
+        }
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+/// Per task, per stream: the bytes after the last newline, held back under `-l`.
+struct Printer {
+    label: bool,
+    width: usize,
+    partial: HashMap<(u8, u32), Vec<u8>>,
+    /// Per task: the `-o` and `-e` files, expanded (`None`: srun's own stdout/stderr).
+    files: HashMap<u32, (Option<String>, Option<String>)>,
+    open: output::Files,
+    base: PathBuf,
+}
+
+impl Printer {
+    fn emit(&mut self, kind: u8, task: u32, data: &[u8]) {
+        let (stdout, stderr) = self.files.get(&task).cloned().unwrap_or_default();
+        let file = if kind == stepio::STDERR { stderr.or(stdout) } else { stdout };
+        if let Some(path) = file {
+            if let Err(error) = self.open.write(&self.base, &path, data) {
+                eprintln!("srun: error: writing {path}: {error}");
+            }
+            return;
+        }
+        let mut out: Box<dyn Write> =
+            if kind == stepio::STDERR { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+        let _ = out.write_all(data);
+        let _ = out.flush();
+    }
+
+    fn write(&mut self, kind: u8, task: u32, data: &[u8]) {
+        if !self.label {
+            self.emit(kind, task, data);
+            return;
+        }
+        let buffer = self.partial.entry((kind, task)).or_default();
+        buffer.extend_from_slice(data);
+        let mut lines = Vec::new();
+        while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            lines.extend_from_slice(format!("{task:>width$}: ", width = self.width).as_bytes());
+            lines.extend_from_slice(&line);
+        }
+        if !lines.is_empty() {
+            self.emit(kind, task, &lines);
+        }
+    }
+
+    fn flush_all(&mut self) {
+        let rest: Vec<((u8, u32), Vec<u8>)> = self.partial.drain().filter(|(_, b)| !b.is_empty()).collect();
+        for ((kind, task), mut data) in rest {
+            data.push(b'\n');
+            let label = self.label;
+            self.label = false;
+            let prefix = format!("{task:>width$}: ", width = self.width);
+            self.write(kind, task, &[prefix.as_bytes(), &data].concat());
+            self.label = label;
+        }
+    }
+}
+
+/// Creates the step in `job_id`, runs it and returns srun's exit code.
+pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOptions) -> anyhow::Result<i32> {
+    let listener = TcpListener::bind("0.0.0.0:0").context("opening srun's I/O port")?;
+    let port = listener.local_addr()?.port();
+    let mut spec = options.step.clone();
+    spec.srun_address = format!("{}:{port}", advertised_host());
+    spec.argv = options.command.clone();
+    spec.environment = options.environment();
+    spec.work_dir = match &options.chdir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("reading the working directory")?.to_string_lossy().into_owned(),
+    };
+    let work_dir = spec.work_dir.clone();
+    let terminal = if options.pty { Some(Terminal::take()) } else { None };
+    spec.pty = terminal.as_ref().map(|t| t.size);
+    let spec_pty = options.pty;
+    let layout = create_step(socket, job_id, spec, options.verbose)?;
+    if options.verbose {
+        eprintln!("srun: launching StepId={}.{} on host(s) {}", job_id, layout.step_id, layout.nodes.join(","));
+    }
+    let (tx, rx) = mpsc::channel();
+    let expected = layout.nodes.len();
+    {
+        let token = layout.token.clone();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(expected * 4).flatten() {
+                let (token, tx) = (token.clone(), tx.clone());
+                std::thread::spawn(move || serve_node(stream, token, tx));
+            }
+        });
+    }
+    drop(tx);
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name).unwrap_or_default();
+    let mut files = HashMap::new();
+    for (index, (node, tasks)) in layout.nodes.iter().zip(&layout.tasks).enumerate() {
+        for &task in tasks {
+            let context = output::TaskContext {
+                job_id,
+                step_id: layout.step_id,
+                task,
+                node_index: u32::try_from(index).unwrap_or(u32::MAX),
+                node_name: node,
+                user: &user,
+                job_name: &options.step.name,
+            };
+            let expand = |pattern: &Option<String>| pattern.as_deref().map(|p| output::expand(p, &context));
+            files.insert(task, (expand(&options.output), expand(&options.error)));
+        }
+    }
+    let mut printer = Printer {
+        label: options.label,
+        width: (layout.ntasks.saturating_sub(1)).to_string().len(),
+        partial: HashMap::new(),
+        files,
+        open: output::Files::default(),
+        base: PathBuf::from(&work_dir),
+    };
+    let mut statuses: HashMap<u32, i32> = HashMap::new();
+    let mut closed = 0;
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let total = layout.ntasks as usize;
+    catch_interrupts();
+    let mut cancel_sent = false;
+    let mut writers: Vec<(u32, TcpStream)> = Vec::new();
+    while statuses.len() < total && closed < expected {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) && !cancel_sent {
+            cancel_sent = true;
+            eprintln!("srun: interrupt: cancelling step {job_id}.{}", layout.step_id);
+            let cancel = Request::CancelStep { job_id, step_id: layout.step_id, signal: None };
+            if let Err(error) = Client::connect_at(socket).and_then(|mut c| c.call(&cancel)) {
+                eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
+            }
+        }
+        if statuses.is_empty() && Instant::now() >= deadline {
+            break;
+        }
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Ok(Incoming::Output { kind, task, data }) => printer.write(kind, task, &data),
+            Ok(Incoming::Exit { task, status }) => {
+                statuses.insert(task, status);
+            }
+            Ok(Incoming::Closed) => closed += 1,
+            Ok(Incoming::Connected { node, stream }) => {
+                writers.push((node, stream));
+                if writers.len() == expected {
+                    let targets = std::mem::take(&mut writers);
+                    let pty = spec_pty;
+                    std::thread::spawn(move || forward_stdin(targets, pty));
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    // Output that raced the last exit frame.
+    while let Ok(message) = rx.try_recv() {
+        if let Incoming::Output { kind, task, data } = message {
+            printer.write(kind, task, &data);
+        }
+    }
+    printer.flush_all();
+    drop(terminal);
+    let (code, worst, state) = summarize(&layout, &statuses);
+    let done = Request::StepDone { job_id, step_id: layout.step_id, state, exit_status: worst };
+    if let Err(error) = Client::connect_at(socket).and_then(|mut c| c.call(&done)) {
+        eprintln!("srun: error: could not record the end of step {job_id}.{}: {error:#}", layout.step_id);
+    }
+    Ok(code)
+}
+
+/// Asks ctld for the step; while the job's running steps hold the CPUs it needs, waits and asks
+/// again, as Slurm's srun does.
+fn create_step(
+    socket: &std::path::Path,
+    job_id: u32,
+    spec: drover_shared::job::StepSpec,
+    verbose: bool,
+) -> anyhow::Result<StepLayout> {
+    catch_interrupts();
+    let mut waited = false;
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let request = Request::CreateStep { job_id, spec: Box::new(spec.clone()) };
+        match Client::connect_at(socket)?.call(&request)? {
+            Response::StepCreated(layout) => {
+                if waited {
+                    eprintln!("srun: Step created for StepId={job_id}.{}", layout.step_id);
+                }
+                return Ok(*layout);
+            }
+            Response::Error { code: ErrorCode::StepsBusy, detail } => {
+                if !waited {
+                    eprintln!(
+                        "srun: Job {job_id} step creation temporarily disabled, retrying ({})",
+                        ErrorCode::StepsBusy
+                    );
+                    if verbose {
+                        eprintln!("srun: {detail}");
+                    }
+                    waited = true;
+                }
+                if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+                    bail!("Unable to create step for job {job_id}: interrupted");
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Response::Error { code, detail } => bail!("Unable to create step for job {job_id}: {code} ({detail})"),
+            other => bail!("unexpected answer from ctld: {other:?}"),
+        }
+    }
+}
+
+/// srun's exit code, the step's recorded status and state, and Slurm's error lines for tasks
+/// that failed (a task that never reported counts as killed).
+fn summarize(layout: &StepLayout, statuses: &HashMap<u32, i32>) -> (i32, WaitStatus, JobState) {
+    let mut code = 0;
+    let mut worst = WaitStatus::default();
+    let mut worst_code = 0;
+    let mut signaled = false;
+    for (node, tasks) in layout.nodes.iter().zip(&layout.tasks) {
+        let mut by_message: Vec<(String, Vec<u32>)> = Vec::new();
+        for &task in tasks {
+            let status = WaitStatus(statuses.get(&task).copied().unwrap_or(9));
+            let (exit, signal) = status.parts();
+            let (this, message) = if signal != 0 {
+                signaled = true;
+                (128 + signal, signal_name(signal))
+            } else {
+                (exit, format!("Exited with exit code {exit}"))
+            };
+            if this > worst_code {
+                worst_code = this;
+                worst = status;
+            }
+            code = code.max(this);
+            if this != 0 {
+                match by_message.iter_mut().find(|(m, _)| *m == message) {
+                    Some((_, ids)) => ids.push(task),
+                    None => by_message.push((message, vec![task])),
+                }
+            }
+        }
+        for (message, ids) in by_message {
+            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+            let plural = if ids.len() > 1 { "tasks" } else { "task" };
+            eprintln!("srun: error: {node}: {plural} {}: {message}", ids.join(","));
+        }
+    }
+    let state = match (code, signaled) {
+        (0, _) => JobState::Completed,
+        (_, true) => JobState::Cancelled,
+        _ => JobState::Failed,
+    };
+    (code, worst, state)
+}
+
+fn signal_name(signal: i32) -> String {
+    match signal {
+        9 => "Killed".into(),
+        15 => "Terminated".into(),
+        11 => "Segmentation fault".into(),
+        6 => "Aborted".into(),
+        2 => "Interrupt".into(),
+        _ => format!("Killed by signal {signal}"),
+    }
+}

@@ -1,0 +1,382 @@
+//! Job steps (`srun` inside an allocation): ctld checks that the caller owns the running job,
+//! lays the step's tasks out over the job's nodes (block distribution), records the step row
+//! `N.k` and answers srun only once that row is committed; then it sends each node its share
+//! ([`CtldMessage::LaunchStep`]). srun reports the step's end ([`Request::StepDone`]); a step
+//! still running when its job ends is recorded `CANCELLED` and its tasks on every node are
+//! killed. `scancel N.S` signals or cancels one step only.
+//!
+//! This file is a child module of `core` (declared there), so it extends [`Core`] directly.
+//!
+//! [`Request::StepDone`]: drover_shared::proto::client::Request::StepDone
+
+use super::Core;
+use crate::db::{AfterCommit, DbOp};
+use crate::validate::{Caller, is_admin};
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
+use drover_shared::proto::client::{ErrorCode, Response};
+use drover_shared::proto::node::{CtldMessage, LaunchRequest, StepLaunch};
+use drover_shared::{UnixTime, now};
+use std::collections::HashMap;
+use tokio::sync::oneshot;
+
+/// Steps whose row is queued for commit, waiting to be answered and launched.
+type PendingSteps = HashMap<(JobId, u32), (oneshot::Sender<Response>, Box<StepSpec>, StepLayout)>;
+
+/// What the core remembers about steps besides their rows.
+#[derive(Default)]
+pub(crate) struct Steps {
+    pending: PendingSteps,
+    /// CPUs each running step holds on each of its nodes (by node name); `--overlap` steps hold
+    /// none. Lost on a ctld restart (steps then overlap until they end).
+    held: HashMap<(JobId, u32), Vec<(String, u32)>>,
+}
+
+impl Steps {
+    /// CPUs the job's running steps hold on `node`.
+    fn held_on(&self, job_id: JobId, node: &str) -> u32 {
+        self.held
+            .iter()
+            .filter(|((job, _), _)| *job == job_id)
+            .flat_map(|(_, shares)| shares.iter())
+            .filter(|(name, _)| name == node)
+            .map(|(_, cpus)| cpus)
+            .sum()
+    }
+}
+
+fn refuse(code: ErrorCode, detail: impl Into<String>) -> Response {
+    Response::Error { code, detail: detail.into() }
+}
+
+/// Splits `ntasks` over `nodes` nodes: `per_node` each when given, else as evenly as possible with
+/// the first nodes taking one more (Slurm's block distribution).
+pub(crate) fn block_layout(ntasks: u32, nodes: u32, per_node: Option<u32>) -> Vec<Vec<u32>> {
+    let mut next = 0;
+    (0..nodes)
+        .map(|i| {
+            let count = match per_node {
+                Some(k) => k.min(ntasks.saturating_sub(next)),
+                None => ntasks / nodes + u32::from(i < ntasks % nodes),
+            };
+            let ids = (next..next + count).collect();
+            next += count;
+            ids
+        })
+        .collect()
+}
+
+impl Core {
+    /// `srun` asks for a step in `job_id`.
+    pub(crate) fn create_step(
+        &mut self,
+        caller: Caller,
+        job_id: JobId,
+        spec: Box<StepSpec>,
+        reply: oneshot::Sender<Response>,
+    ) {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let Some(job) = self.state.jobs.get_mut(&job_id) else {
+            let _ = reply.send(refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found")));
+            return;
+        };
+        if job.info.uid != caller.uid && !admin {
+            let _ = reply.send(refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user")));
+            return;
+        }
+        let (Some(JobState::Running), Some(alloc)) = (job.info.state, &job.alloc) else {
+            let code = if job.info.state().is_terminal() { ErrorCode::AlreadyDone } else { ErrorCode::JobPending };
+            let _ = reply.send(refuse(code, format!("job {job_id} is not running")));
+            return;
+        };
+        let job_nodes = u32::try_from(alloc.nodes.len()).unwrap_or(u32::MAX);
+        let cpus_per_task = spec.cpus_per_task.unwrap_or(1).max(1);
+        let ntasks = spec
+            .ntasks
+            .or_else(|| spec.ntasks_per_node.map(|k| k * spec.nodes.unwrap_or(job_nodes)))
+            .or(spec.nodes)
+            .unwrap_or(job.info.num_tasks.max(1));
+        let nodes = spec.nodes.unwrap_or_else(|| match spec.ntasks_per_node {
+            Some(k) if k > 0 => ntasks.div_ceil(k).min(job_nodes),
+            _ => ntasks.min(job_nodes),
+        });
+        if ntasks == 0 || nodes == 0 || nodes > job_nodes || ntasks < nodes {
+            let detail = format!("{ntasks} tasks on {nodes} nodes do not fit job {job_id}'s {job_nodes} nodes");
+            let _ = reply.send(refuse(ErrorCode::NodeConfigUnavailable, detail));
+            return;
+        }
+        let tasks = block_layout(ntasks, nodes, spec.ntasks_per_node);
+        if tasks.iter().map(Vec::len).sum::<usize>() != ntasks as usize {
+            let _ =
+                reply.send(refuse(ErrorCode::NodeConfigUnavailable, "--ntasks-per-node leaves tasks without a node"));
+            return;
+        }
+        let mut held = Vec::new();
+        for (share, ids) in alloc.nodes.iter().zip(&tasks) {
+            let wanted = u32::try_from(ids.len()).unwrap_or(u32::MAX).saturating_mul(cpus_per_task);
+            if wanted > share.cpus && !spec.overlap {
+                let detail = format!("{wanted} CPUs wanted on {}, the job has {}", share.node, share.cpus);
+                let _ = reply.send(refuse(ErrorCode::NodeConfigUnavailable, detail));
+                return;
+            }
+            if !spec.overlap {
+                if wanted + self.steps.held_on(job_id, &share.node) > share.cpus {
+                    let detail = format!("{wanted} CPUs wanted on {}, held by running steps", share.node);
+                    let _ = reply.send(refuse(ErrorCode::StepsBusy, detail));
+                    return;
+                }
+                held.push((share.node.clone(), wanted));
+            }
+        }
+        let step_id = job
+            .info
+            .steps
+            .iter()
+            .filter_map(|s| match s.step_id {
+                StepId::Numbered(n) => Some(n + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let Ok(token) = drover_shared::auth::random_bytes::<16>() else {
+            let _ = reply.send(refuse(ErrorCode::Internal, "no randomness for the step credential"));
+            return;
+        };
+        let node_names: Vec<String> = alloc.nodes.iter().take(nodes as usize).map(|n| n.node.clone()).collect();
+        let layout = StepLayout {
+            job_id,
+            step_id,
+            nodes: node_names.clone(),
+            tasks,
+            ntasks,
+            cpus_per_task,
+            token: token.to_vec(),
+        };
+        let name = if spec.name.is_empty() {
+            spec.argv.first().map(|a| a.rsplit('/').next().unwrap_or(a).to_owned()).unwrap_or_default()
+        } else {
+            spec.name.clone()
+        };
+        job.info.steps.push(StepInfo {
+            step_id: StepId::Numbered(step_id),
+            name,
+            state: JobState::Running,
+            exit_status: WaitStatus::default(),
+            start_time: Some(now()),
+            end_time: None,
+            num_cpus: ntasks * cpus_per_task,
+            num_tasks: ntasks,
+            nodes: node_names,
+        });
+        self.store_job(job_id, false);
+        self.store(DbOp::After(AfterCommit::StepCreated { job_id, step_id }));
+        self.steps.held.insert((job_id, step_id), held);
+        self.steps.pending.insert((job_id, step_id), (reply, spec, layout));
+    }
+
+    /// The step row is durable (or, with `error`, was not stored): answer srun and launch.
+    pub(crate) fn step_committed(&mut self, job_id: JobId, step_id: u32, error: Option<&str>) {
+        let Some((reply, spec, layout)) = self.steps.pending.remove(&(job_id, step_id)) else { return };
+        if let Some(error) = error {
+            self.steps.held.remove(&(job_id, step_id));
+            if let Some(job) = self.state.jobs.get_mut(&job_id) {
+                job.info.steps.retain(|s| s.step_id != StepId::Numbered(step_id));
+            }
+            let _ = reply.send(refuse(ErrorCode::StorageUnavailable, error));
+            return;
+        }
+        let launches = self.step_launches(&spec, &layout);
+        if launches.is_empty() {
+            self.steps.held.remove(&(job_id, step_id));
+            let _ = reply.send(refuse(ErrorCode::AlreadyDone, format!("job {job_id} ended")));
+            return;
+        }
+        let _ = reply.send(Response::StepCreated(Box::new(layout)));
+        for (node, launch) in launches {
+            let link = self.state.node_mut(&node).and_then(|n| n.link.clone());
+            match link.map(|l| l.tx.send(CtldMessage::LaunchStep(Box::new(launch)))) {
+                Some(Ok(())) => tracing::info!(job_id, step_id, node, "step launch sent"),
+                _ => tracing::warn!(job_id, step_id, node, "node not connected; step tasks not sent"),
+            }
+        }
+    }
+
+    /// One launch per node of the step.
+    fn step_launches(&self, spec: &StepSpec, layout: &StepLayout) -> Vec<(String, StepLaunch)> {
+        let Some(job) = self.state.jobs.get(&layout.job_id) else { return Vec::new() };
+        let Some(alloc) = &job.alloc else { return Vec::new() };
+        if job.info.state() != JobState::Running {
+            return Vec::new();
+        }
+        let mut launches = Vec::new();
+        for (index, share) in alloc.nodes.iter().take(layout.nodes.len()).enumerate() {
+            let request = LaunchRequest {
+                job_id: layout.job_id,
+                spec: (*job.spec).clone(),
+                user: job.info.user.clone(),
+                uid: job.info.uid,
+                gid: job.info.gid,
+                cluster_name: self.state.config.cluster_name.clone(),
+                partition: job.info.partition.clone(),
+                account: job.info.account.clone(),
+                qos: job.info.qos.clone(),
+                time_limit: job.info.time_limit.unwrap_or(TimeLimit::Unlimited),
+                nodes: job.info.nodes.clone(),
+                cpus_per_node: alloc.nodes.iter().map(|n| n.cpus).collect(),
+                tasks_per_node: alloc.nodes.iter().map(|n| n.tasks).collect(),
+                cpus_on_node: share.cpus,
+                mem_per_node_mb: share.mem_mb,
+                gpus: share.gpus.clone(),
+                kill_wait: self.state.config.kill_wait,
+                ctld_socket: self.ctld_socket.clone(),
+                array: crate::array::launch_info(job),
+                restart_count: job.info.restarts,
+            };
+            let launch = StepLaunch {
+                job: request,
+                step_id: layout.step_id,
+                layout: layout.clone(),
+                node_index: u32::try_from(index).unwrap_or(u32::MAX),
+                srun_address: spec.srun_address.clone(),
+                token: layout.token.clone(),
+                argv: spec.argv.clone(),
+                environment: spec.environment.clone(),
+                work_dir: spec.work_dir.clone(),
+                label: spec.label,
+                pty: spec.pty,
+            };
+            launches.push((share.node.clone(), launch));
+        }
+        launches
+    }
+
+    /// srun reports its step's end.
+    pub(crate) fn step_done(
+        &mut self,
+        caller: Caller,
+        job_id: JobId,
+        step_id: u32,
+        state: JobState,
+        exit_status: WaitStatus,
+    ) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let Some(job) = self.state.jobs.get_mut(&job_id) else {
+            return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
+        };
+        if job.info.uid != caller.uid && !admin {
+            return refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user"));
+        }
+        let Some(step) = job.info.steps.iter_mut().find(|s| s.step_id == StepId::Numbered(step_id)) else {
+            return refuse(ErrorCode::InvalidJobId, format!("step {job_id}.{step_id} not found"));
+        };
+        self.steps.held.remove(&(job_id, step_id));
+        if step.end_time.is_none() {
+            step.state = if state.is_terminal() { state } else { JobState::Completed };
+            step.exit_status = exit_status;
+            step.end_time = Some(now());
+            self.store_job(job_id, false);
+        } else if step.exit_status == WaitStatus::default() {
+            // Cancelled earlier: keep the state, record how the tasks ended.
+            step.exit_status = exit_status;
+            self.store_job(job_id, false);
+        }
+        Response::StepOk
+    }
+
+    /// `scancel [--signal=S] N.S`.
+    pub(crate) fn cancel_step(&mut self, caller: Caller, job_id: JobId, step_id: u32, signal: Option<i32>) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let kill_wait = self.state.config.kill_wait;
+        let Some(job) = self.state.jobs.get_mut(&job_id) else {
+            return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
+        };
+        if job.info.uid != caller.uid && !admin {
+            self.audit(caller.uid, "cancel refused", Some(job_id), format!("step {step_id}"));
+            return refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user"));
+        }
+        let Some(step) = job.info.steps.iter_mut().find(|s| s.step_id == StepId::Numbered(step_id)) else {
+            return refuse(ErrorCode::InvalidJobId, format!("step {job_id}.{step_id} not found"));
+        };
+        if step.end_time.is_some() {
+            return refuse(ErrorCode::AlreadyDone, format!("step {job_id}.{step_id} already ended"));
+        }
+        let nodes = step.nodes.clone();
+        if signal.is_none() {
+            self.steps.held.remove(&(job_id, step_id));
+            step.state = JobState::Cancelled;
+            step.end_time = Some(now());
+            self.store_job(job_id, false);
+            self.audit(caller.uid, "cancel", Some(job_id), format!("step {step_id}"));
+        }
+        self.signal_step_nodes(job_id, step_id, &nodes, signal, kill_wait);
+        Response::StepOk
+    }
+
+    fn signal_step_nodes(
+        &mut self,
+        job_id: JobId,
+        step_id: u32,
+        nodes: &[String],
+        signal: Option<i32>,
+        kill_wait: u32,
+    ) {
+        for node in nodes {
+            if let Some(link) = self.state.node_mut(node).and_then(|n| n.link.clone()) {
+                let _ = link.tx.send(CtldMessage::SignalStep { job_id, step_id, signal, kill_wait });
+            }
+        }
+    }
+
+    /// `scancel --signal` without `-b`: the signal reaches every running step's tasks too (the
+    /// job's supervisor only reaches the batch script and its descendants).
+    pub(crate) fn signal_steps(&mut self, job_id: JobId, signal: i32) {
+        let kill_wait = self.state.config.kill_wait;
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
+        let running: Vec<(u32, Vec<String>)> = job
+            .info
+            .steps
+            .iter()
+            .filter(|s| s.end_time.is_none())
+            .filter_map(|s| match s.step_id {
+                StepId::Numbered(n) => Some((n, s.nodes.clone())),
+                _ => None,
+            })
+            .collect();
+        for (step_id, nodes) in running {
+            self.signal_step_nodes(job_id, step_id, &nodes, Some(signal), kill_wait);
+        }
+    }
+
+    /// The job ended: steps still running end `CANCELLED` and their tasks are killed everywhere.
+    pub(crate) fn end_steps(&mut self, job_id: JobId, end_time: UnixTime) {
+        let kill_wait = self.state.config.kill_wait;
+        let Some(job) = self.state.jobs.get_mut(&job_id) else { return };
+        let mut running = Vec::new();
+        for step in
+            job.info.steps.iter_mut().filter(|s| matches!(s.step_id, StepId::Numbered(_)) && s.end_time.is_none())
+        {
+            step.state = JobState::Cancelled;
+            step.end_time = Some(end_time);
+            if let StepId::Numbered(n) = step.step_id {
+                running.push((n, step.nodes.clone()));
+            }
+        }
+        self.steps.held.retain(|(job, _), _| *job != job_id);
+        for (step_id, nodes) in running {
+            self.signal_step_nodes(job_id, step_id, &nodes, None, kill_wait);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::block_layout;
+
+    #[test]
+    fn block_distribution() {
+        assert_eq!(block_layout(4, 2, None), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(block_layout(3, 2, None), vec![vec![0, 1], vec![2]]);
+        assert_eq!(block_layout(4, 2, Some(1)), vec![vec![0], vec![1]]);
+        assert_eq!(block_layout(3, 2, Some(2)), vec![vec![0, 1], vec![2]]);
+    }
+}

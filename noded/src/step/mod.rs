@@ -1,0 +1,185 @@
+//! srun steps on this node (Slurm's slurmstepd for a numbered step): noded writes the step's
+//! launch into `steps/<job>.<step>/` under its state directory with the job's isolation, and
+//! starts `drover-noded step --step-dir <dir>` ([`run::main`]), which forks this node's tasks as
+//! the job's user inside the job's cgroups (`job_<id>/step_<n>`), streams their output to srun
+//! and sends srun their exit statuses.
+//!
+//! Containment: the tasks enter `job_<id>/step_<n>` below the SAME job cgroup as the batch script
+//! (its memory limit, cpuset, pids limit and GPU device program). On the batch host that cgroup is
+//! the supervisor's; on the job's other nodes the first step creates it with the limits noded
+//! computes for the job there (the same [`NodeIsolation::plan`] a launch gets), and the last step
+//! to end removes it. Each task is moved into the step cgroup by the forked child itself (it
+//! writes `0` to `cgroup.procs`) before it drops privileges and execs, so no user code runs
+//! outside it.
+//!
+//! | file | written by | content |
+//! |---|---|---|
+//! | `launch` | noded | postcard [`StepLaunch`], 0600 |
+//! | `isolation` | noded | the job's [`JobIsolation`](crate::isolation::JobIsolation), when cgroups are used |
+//! | `owns_job_cgroup` | noded | present on a node that is not the batch host |
+//! | `tasks` | runner | task pids, one per line (each task leads its own process group) |
+//! | `runner.log` | runner | its log |
+
+mod run;
+
+use crate::isolation::{self, NodeIsolation};
+use drover_shared::job::JobId;
+use drover_shared::node::GpuDevice;
+use drover_shared::proto::node::StepLaunch;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use thiserror::Error;
+
+pub use run::main;
+
+/// Why a step could not be started here.
+#[derive(Debug, Error)]
+pub enum StepError {
+    #[error("could not write {path}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("could not read {path}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("malformed {path}")]
+    Malformed { path: PathBuf },
+    #[error("could not start the step runner")]
+    Spawn(#[source] std::io::Error),
+    #[error("{0}")]
+    Refused(String),
+}
+
+const LAUNCH: &str = "launch";
+const OWNS_JOB_CGROUP: &str = "owns_job_cgroup";
+const TASKS: &str = "tasks";
+const LOG: &str = "runner.log";
+
+/// `steps/<job>.<step>` below the state directory.
+pub fn step_dir(state_dir: &Path, job_id: JobId, step_id: u32) -> PathBuf {
+    state_dir.join("steps").join(format!("{job_id}.{step_id}"))
+}
+
+/// Prepares the step directory and starts the runner, detached in its own process group; a
+/// thread reaps it.
+pub fn launch(
+    exe: &Path,
+    state_dir: &Path,
+    node_isolation: &NodeIsolation,
+    gpus: &[GpuDevice],
+    request: &StepLaunch,
+) -> Result<u32, StepError> {
+    let job_id = request.job.job_id;
+    let dir = step_dir(state_dir, job_id, request.step_id);
+    let write_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| StepError::Write { path, source }
+    };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(write_error(&dir))?;
+    let launch_path = dir.join(LAUNCH);
+    let bytes = postcard::to_allocvec(request).map_err(|_| StepError::Malformed { path: launch_path.clone() })?;
+    write_private(&launch_path, &bytes)?;
+    let job_dir = crate::jobs::job_dir(state_dir, job_id);
+    let plan = match isolation::read(&job_dir) {
+        Ok(Some(plan)) => Some(plan),
+        Err(source) => return Err(StepError::Read { path: job_dir.join(isolation::ISOLATION_FILE), source }),
+        // The batch host of a job noded gave no isolation: none to give its steps either (a step
+        // never runs unconfined where the node confines jobs).
+        Ok(None) if job_dir.exists() => {
+            if node_isolation.cgroups.is_some() {
+                return Err(StepError::Refused(format!("job {job_id} has no isolation record on this node")));
+            }
+            None
+        }
+        Ok(None) => {
+            let plan = node_isolation.plan(&request.job, gpus, &[]).map_err(StepError::Refused)?;
+            if plan.is_some() {
+                write_private(&dir.join(OWNS_JOB_CGROUP), b"")?;
+            }
+            plan
+        }
+    };
+    if let Some(plan) = &plan {
+        isolation::write(&dir, plan).map_err(write_error(&dir.join(isolation::ISOLATION_FILE)))?;
+    }
+    let log_path = dir.join(LOG);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(write_error(&log_path))?;
+    let log_err = log.try_clone().map_err(write_error(&log_path))?;
+    let mut child = std::process::Command::new(exe)
+        .arg("step")
+        .arg("--step-dir")
+        .arg(&dir)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .process_group(0)
+        .spawn()
+        .map_err(StepError::Spawn)?;
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(pid)
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StepError> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| StepError::Write { path: path.to_owned(), source })?;
+    file.write_all(bytes).map_err(|source| StepError::Write { path: path.to_owned(), source })
+}
+
+/// The task pids of a running step (empty when it ended or has not forked yet).
+fn task_pids(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join(TASKS)).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// Sends `signal` to every task's process group of the step; `None` cancels: SIGCONT and SIGTERM,
+/// then SIGKILL after `kill_wait` seconds (from a thread, so the caller does not wait).
+pub fn signal(
+    state_dir: &Path,
+    job_id: JobId,
+    step_id: u32,
+    signal: Option<i32>,
+    kill_wait: u32,
+) -> Result<(), StepError> {
+    let dir = step_dir(state_dir, job_id, step_id);
+    if !dir.exists() {
+        return Err(StepError::Refused(format!("step {job_id}.{step_id} does not run here")));
+    }
+    let pids = task_pids(&dir);
+    let send = |pids: &[i32], sig: Signal| {
+        for &pid in pids {
+            let _ = nix::sys::signal::killpg(Pid::from_raw(pid), sig);
+        }
+    };
+    match signal {
+        Some(number) => {
+            let sig = Signal::try_from(number).map_err(|_| StepError::Refused(format!("invalid signal {number}")))?;
+            send(&pids, sig);
+        }
+        None => {
+            send(&pids, Signal::SIGCONT);
+            send(&pids, Signal::SIGTERM);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(u64::from(kill_wait)));
+                if dir.exists() {
+                    send(&pids, Signal::SIGKILL);
+                }
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,469 @@
+//! The step runner: `drover-noded step --step-dir D`. Connects to srun and proves the step token,
+//! forks this node's tasks (each its own process group, moved into `job_<id>/step_<n>` and
+//! turned into the job's user before exec), relays their stdout and stderr, sends each task's
+//! wait status once its output is drained, then kills what is left in the step cgroup and
+//! removes it (and the job cgroup on a node where the step created it, once no step is left).
+//!
+//! All tasks are forked before the first relay thread starts, so the forked children run in a
+//! single-threaded copy of the runner.
+
+use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS};
+use crate::cgroup::{Controller, JobCgroup};
+use crate::isolation::{self, JobIsolation};
+use drover_shared::proto::node::StepLaunch;
+use drover_shared::proto::stepio;
+use nix::unistd::{Gid, Uid, User};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Read;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a step on the batch host waits for the supervisor to create the job's cgroups.
+const JOB_CGROUP_WAIT: Duration = Duration::from_secs(10);
+
+/// The runner's entry point; returns the process exit code.
+pub fn main(dir: &Path) -> i32 {
+    match run(dir) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("{} step runner: {error:#}", drover_shared::now());
+            1
+        }
+    }
+}
+
+fn read_launch(dir: &Path) -> Result<StepLaunch, StepError> {
+    let path = dir.join(LAUNCH);
+    let bytes = std::fs::read(&path).map_err(|source| StepError::Read { path: path.clone(), source })?;
+    postcard::from_bytes(&bytes).map_err(|_| StepError::Malformed { path })
+}
+
+fn connect(address: &str) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no address for {address}"));
+    for addr in address.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(10)) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// The step's cgroup directories, one per hierarchy, below the job's.
+fn step_cgroups(plan: &JobIsolation, step_id: u32) -> (Vec<PathBuf>, Vec<(PathBuf, bool)>) {
+    let mut job_dirs: Vec<(PathBuf, bool)> = plan.cgroup.unified.iter().map(|d| (d.clone(), false)).collect();
+    for (controller, is_cpuset) in
+        [(&plan.cgroup.memory, false), (&plan.cgroup.cpuset, true), (&plan.cgroup.pids, false)]
+    {
+        let entry = match controller {
+            Some(Controller::V2(dir)) => (dir.clone(), false),
+            Some(Controller::V1(dir)) => (dir.clone(), is_cpuset),
+            None => continue,
+        };
+        if !job_dirs.iter().any(|(d, _)| *d == entry.0) {
+            job_dirs.push(entry);
+        }
+    }
+    let steps = job_dirs.iter().map(|(d, _)| d.join(format!("step_{step_id}"))).collect();
+    (steps, job_dirs)
+}
+
+fn set_up_cgroups(dir: &Path, plan: &JobIsolation, launch: &StepLaunch) -> Result<Vec<PathBuf>, StepError> {
+    let job_id = launch.job.job_id;
+    let refused = |e: crate::cgroup::CgroupError| StepError::Refused(format!("{:#}", anyhow::Error::new(e)));
+    let (steps, job_dirs) = step_cgroups(plan, launch.step_id);
+    if dir.join(OWNS_JOB_CGROUP).exists() {
+        // Another step of the job here may be removing the job's cgroups as this one creates
+        // its own below them: create both again until the step's exist.
+        for attempt in 0.. {
+            if !job_dirs.iter().all(|(d, _)| d.exists()) {
+                JobCgroup::create(&plan.cgroup, job_id, &plan.limits).map_err(refused)?;
+            }
+            match create_step_dirs(&steps, &job_dirs) {
+                Ok(()) => return Ok(steps),
+                Err(error) if attempt >= 5 => return Err(refused(error)),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    } else {
+        // The batch host: the job's supervisor creates the job's cgroups before its script
+        // runs, which may be just after a step of a fresh allocation arrives.
+        let deadline = std::time::Instant::now() + JOB_CGROUP_WAIT;
+        while !job_dirs.iter().all(|(d, _)| d.exists()) {
+            if std::time::Instant::now() >= deadline {
+                return Err(StepError::Refused(format!("job {job_id}'s cgroups do not exist on this node")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    create_step_dirs(&steps, &job_dirs).map_err(refused)?;
+    Ok(steps)
+}
+
+fn create_step_dirs(steps: &[PathBuf], job_dirs: &[(PathBuf, bool)]) -> Result<(), crate::cgroup::CgroupError> {
+    for (step, (_, v1_cpuset)) in steps.iter().zip(job_dirs) {
+        if *v1_cpuset {
+            crate::cgroup::job::create_v1_dir(step)?;
+        } else {
+            crate::cgroup::job::create_dir(step)?;
+        }
+    }
+    Ok(())
+}
+
+/// Kills what is left in the step's cgroups and removes them; where the step created the job's
+/// cgroups, removes those too when no other step uses them.
+fn tear_down_cgroups(dir: &Path, plan: &JobIsolation, steps: &[PathBuf]) {
+    for step in steps {
+        let _ = std::fs::write(step.join("cgroup.kill"), "1");
+        for _ in 0..200 {
+            let procs = std::fs::read_to_string(step.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+            match std::fs::remove_dir(step) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => std::thread::sleep(Duration::from_millis(20)),
+                _ => break,
+            }
+        }
+    }
+    if dir.join(OWNS_JOB_CGROUP).exists() {
+        let (_, job_dirs) = step_cgroups(plan, 0);
+        for (job_dir, _) in job_dirs {
+            let busy = std::fs::read_dir(&job_dir)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .any(|e| e.file_name().to_string_lossy().starts_with("step_") && e.file_name() != "step_batch")
+                })
+                .unwrap_or(false);
+            if !busy {
+                let _ = std::fs::remove_dir(job_dir.join(crate::cgroup::job::BATCH_STEP));
+                let _ = std::fs::remove_dir(&job_dir);
+            }
+        }
+    }
+}
+
+/// The job's user: uid, gid and supplementary groups, resolved before any fork.
+struct Identity {
+    uid: Uid,
+    gid: Gid,
+    groups: Vec<Gid>,
+}
+
+fn identity(launch: &StepLaunch) -> Result<Option<Identity>, StepError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let uid = Uid::from_raw(launch.job.uid);
+    let gid = Gid::from_raw(launch.job.gid);
+    let user = User::from_uid(uid)
+        .ok()
+        .flatten()
+        .ok_or_else(|| StepError::Refused(format!("user id {} is not known on this node", launch.job.uid)))?;
+    let name = CString::new(user.name.as_bytes()).map_err(|_| StepError::Refused("user name with NUL".into()))?;
+    let groups = nix::unistd::getgrouplist(&name, gid).unwrap_or_else(|_| vec![gid]);
+    Ok(Some(Identity { uid, gid, groups }))
+}
+
+/// The environment of task `task` (global id) that is the `local`-th on this node.
+fn task_environment(launch: &StepLaunch, plan: Option<&JobIsolation>, task: u32, local: u32) -> Vec<(String, String)> {
+    let layout = &launch.layout;
+    let node = launch.node_index as usize;
+    let mut env: Vec<(String, String)> = launch.environment.clone();
+    let mut set = |name: &str, value: String| {
+        env.retain(|(n, _)| n != name);
+        env.push((name.to_owned(), value));
+    };
+    let nodelist = drover_shared::hostlist::compress(&layout.nodes);
+    let job_nodelist = drover_shared::hostlist::compress(&launch.job.nodes);
+    let here = layout.nodes.get(node).cloned().unwrap_or_default();
+    let tasks_here: Vec<String> =
+        layout.tasks.get(node).map(|t| t.iter().map(u32::to_string).collect()).unwrap_or_default();
+    set("SLURM_JOB_ID", layout.job_id.to_string());
+    set("SLURM_JOBID", layout.job_id.to_string());
+    set("SLURM_STEP_ID", layout.step_id.to_string());
+    set("SLURM_STEPID", layout.step_id.to_string());
+    set("SLURM_PROCID", task.to_string());
+    set("SLURM_LOCALID", local.to_string());
+    set("SLURM_NODEID", launch.node_index.to_string());
+    set("SLURM_NTASKS", layout.ntasks.to_string());
+    set("SLURM_NPROCS", layout.ntasks.to_string());
+    set("SLURM_STEP_NUM_TASKS", layout.ntasks.to_string());
+    set("SLURM_NNODES", layout.nodes.len().to_string());
+    set("SLURM_STEP_NUM_NODES", layout.nodes.len().to_string());
+    set("SLURM_STEP_NODELIST", nodelist.clone());
+    set("SLURM_NODELIST", nodelist);
+    set("SLURM_JOB_NODELIST", job_nodelist);
+    set("SLURM_JOB_NUM_NODES", launch.job.nodes.len().to_string());
+    set("SLURM_TASKS_PER_NODE", layout.tasks_per_node_text());
+    set("SLURM_STEP_TASKS_PER_NODE", layout.tasks_per_node_text());
+    set("SLURM_CPUS_PER_TASK", layout.cpus_per_task.to_string());
+    set("SLURM_GTIDS", tasks_here.join(","));
+    set("SLURMD_NODENAME", here.clone());
+    set("SLURM_TOPOLOGY_ADDR", here);
+    set("SLURM_CLUSTER_NAME", launch.job.cluster_name.clone());
+    set("SLURM_JOB_USER", launch.job.user.clone());
+    set("SLURM_JOB_UID", launch.job.uid.to_string());
+    set("SLURM_JOB_ACCOUNT", launch.job.account.clone());
+    set("SLURM_JOB_PARTITION", launch.job.partition.clone());
+    set("DROVER_SOCKET", launch.job.ctld_socket.clone());
+    if !launch.job.gpus.is_empty() {
+        let indices: Vec<String> = launch.job.gpus.iter().map(u32::to_string).collect();
+        let visible = plan.and_then(|p| p.cuda_visible_devices.clone()).unwrap_or_else(|| indices.join(","));
+        set("SLURM_STEP_GPUS", indices.join(","));
+        set("SLURM_JOB_GPUS", indices.join(","));
+        set("GPU_DEVICE_ORDINAL", visible.clone());
+        set("CUDA_VISIBLE_DEVICES", visible);
+    }
+    env
+}
+
+/// Forks one task: own process group, into the step cgroups, the job's user, exec.
+fn spawn_task(
+    launch: &StepLaunch,
+    env: Vec<(String, String)>,
+    identity: Option<&Identity>,
+    cgroup_procs: &[CString],
+    terminal: Option<&OwnedFd>,
+) -> std::io::Result<Child> {
+    let program = launch.argv.first().cloned().unwrap_or_default();
+    let mut command = Command::new(&program);
+    command.args(launch.argv.iter().skip(1)).env_clear().envs(env);
+    match terminal {
+        Some(slave) => {
+            command.stdin(slave.try_clone()?).stdout(slave.try_clone()?).stderr(slave.try_clone()?);
+        }
+        None => {
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+    }
+    let on_terminal = terminal.is_some();
+    let procs: Vec<CString> = cgroup_procs.to_vec();
+    let ids = identity.map(|i| (i.uid, i.gid, i.groups.clone()));
+    let umask = launch.job.spec.umask;
+    // The working directory is entered after the privilege drop, so a user cannot start a task
+    // in a directory only root may reach.
+    let work_dir =
+        CString::new(launch.work_dir.as_bytes()).map_err(|_| std::io::Error::other("working directory with NUL"))?;
+    // SAFETY: the closure runs in the forked child of a runner that has not started any thread
+    // yet (tasks are all forked before the relay threads), and only makes system calls on data
+    // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
+    // slave, which is the child's stdin), open/write/close of the cgroup files, setgroups,
+    // setgid, setuid, chdir, umask and sigprocmask/signal resets.
+    unsafe {
+        command.pre_exec(move || {
+            if on_terminal {
+                // A session of its own with the pseudo-terminal (its stdin) as controlling terminal.
+                nix::unistd::setsid()?;
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else {
+                nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+            }
+            for path in &procs {
+                let fd = nix::fcntl::open(path.as_c_str(), nix::fcntl::OFlag::O_WRONLY, nix::sys::stat::Mode::empty())?;
+                let written = nix::unistd::write(&fd, b"0");
+                drop(fd);
+                written?;
+            }
+            if let Some((uid, gid, groups)) = &ids {
+                nix::unistd::setgroups(groups)?;
+                nix::unistd::setgid(*gid)?;
+                nix::unistd::setuid(*uid)?;
+            }
+            nix::unistd::chdir(work_dir.as_c_str())?;
+            if umask != 0 {
+                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
+            }
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&nix::sys::signal::SigSet::empty()),
+                None,
+            )?;
+            for sig in [
+                nix::sys::signal::Signal::SIGTERM,
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::Signal::SIGHUP,
+                nix::sys::signal::Signal::SIGPIPE,
+            ] {
+                let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
+            }
+            Ok(())
+        });
+    }
+    command.spawn()
+}
+
+type Sink = Arc<Mutex<TcpStream>>;
+
+/// Where each task's input goes: its stdin pipe, or task 0's pseudo-terminal master.
+type Inputs = Arc<Mutex<HashMap<u32, Box<dyn std::io::Write + Send>>>>;
+
+/// Reads srun's [`stepio::STDIN`] frames and writes them to the tasks; an empty frame closes
+/// the task's input (end of file).
+fn forward_input(mut stream: TcpStream, inputs: &Inputs) {
+    while let Ok(Some((kind, task, data))) = stepio::read_frame(&mut stream) {
+        if kind != stepio::STDIN {
+            continue;
+        }
+        let Ok(mut map) = inputs.lock() else { return };
+        let targets: Vec<u32> = if task == stepio::ALL_TASKS { map.keys().copied().collect() } else { vec![task] };
+        for target in targets {
+            if data.is_empty() {
+                map.remove(&target);
+            } else if let Some(input) = map.get_mut(&target)
+                && input.write_all(&data).and_then(|()| input.flush()).is_err()
+            {
+                map.remove(&target);
+            }
+        }
+    }
+}
+
+fn send(sink: &Sink, kind: u8, task: u32, data: &[u8]) {
+    if let Ok(mut stream) = sink.lock() {
+        let _ = stepio::write_frame(&mut *stream, kind, task, data);
+    }
+}
+
+fn relay(sink: Sink, kind: u8, task: u32, mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => send(&sink, kind, task, &buf[..n]),
+            }
+        }
+    })
+}
+
+fn run(dir: &Path) -> Result<(), StepError> {
+    let launch = read_launch(dir)?;
+    let plan =
+        isolation::read(dir).map_err(|source| StepError::Read { path: dir.join(isolation::ISOLATION_FILE), source })?;
+    let stream = connect(&launch.srun_address)
+        .map_err(|e| StepError::Refused(format!("cannot reach srun at {}: {e}", launch.srun_address)))?;
+    let _ = stream.set_nodelay(true);
+    let sink: Sink = Arc::new(Mutex::new(stream));
+    {
+        let mut stream = sink.lock().map_err(|_| StepError::Refused("poisoned".into()))?;
+        stepio::write_hello(&mut *stream, &launch.token, launch.node_index)
+            .map_err(|e| StepError::Refused(format!("cannot greet srun: {e}")))?;
+    }
+    let tasks: Vec<u32> = launch.layout.tasks.get(launch.node_index as usize).cloned().unwrap_or_default();
+    let result = run_tasks(dir, &launch, plan.as_ref(), &tasks, &sink);
+    if let Err(error) = &result {
+        let message = format!(
+            "srun: error: {}: {error:#}\n",
+            launch.layout.nodes.get(launch.node_index as usize).cloned().unwrap_or_default()
+        );
+        for &task in &tasks {
+            send(&sink, stepio::STDERR, task, message.as_bytes());
+            send(&sink, stepio::EXIT, task, &(1i32 << 8).to_le_bytes());
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    result
+}
+
+fn run_tasks(
+    dir: &Path,
+    launch: &StepLaunch,
+    plan: Option<&JobIsolation>,
+    tasks: &[u32],
+    sink: &Sink,
+) -> Result<(), StepError> {
+    let steps = match plan {
+        Some(plan) => set_up_cgroups(dir, plan, launch)?,
+        None => Vec::new(),
+    };
+    let procs: Vec<CString> =
+        steps.iter().filter_map(|step| CString::new(step.join("cgroup.procs").as_os_str().as_bytes()).ok()).collect();
+    let identity = identity(launch)?;
+    // `--pty`: task 0 gets a pseudo-terminal; its master carries the task's input and output.
+    let mut terminal: Option<(File, OwnedFd)> = None;
+    if let (Some((rows, cols)), true) = (launch.pty, tasks.contains(&0)) {
+        let size = nix::pty::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        let pty = nix::pty::openpty(Some(&size), None).map_err(|e| StepError::Refused(format!("openpty: {e}")))?;
+        nix::fcntl::fcntl(&pty.master, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+            .map_err(|e| StepError::Refused(format!("fcntl: {e}")))?;
+        if let Some(identity) = &identity {
+            let _ = nix::unistd::fchown(&pty.slave, Some(identity.uid), None);
+        }
+        terminal = Some((File::from(pty.master), pty.slave));
+    }
+    let mut children: Vec<(u32, std::io::Result<Child>)> = Vec::new();
+    for (local, &task) in tasks.iter().enumerate() {
+        let env = task_environment(launch, plan, task, u32::try_from(local).unwrap_or(u32::MAX));
+        let slave = terminal.as_ref().filter(|_| task == 0).map(|(_, slave)| slave);
+        children.push((task, spawn_task(launch, env, identity.as_ref(), &procs, slave)));
+    }
+    let master = terminal.map(|(master, slave)| {
+        drop(slave);
+        master
+    });
+    let inputs: Inputs = Arc::new(Mutex::new(HashMap::new()));
+    let pids: Vec<String> = children.iter().filter_map(|(_, c)| c.as_ref().ok().map(|c| c.id().to_string())).collect();
+    let _ = std::fs::write(dir.join(TASKS), pids.join("\n") + "\n");
+    let mut running = Vec::new();
+    for (task, child) in children {
+        match child {
+            Ok(mut child) => {
+                let mut out = child.stdout.take().map(|p| relay(sink.clone(), stepio::STDOUT, task, p));
+                let err = child.stderr.take().map(|p| relay(sink.clone(), stepio::STDERR, task, p));
+                if let Some(stdin) = child.stdin.take()
+                    && let Ok(mut map) = inputs.lock()
+                {
+                    map.insert(task, Box::new(stdin));
+                }
+                if let (0, Some(master)) = (task, &master)
+                    && let (Ok(reader), Ok(writer), Ok(mut map)) =
+                        (master.try_clone(), master.try_clone(), inputs.lock())
+                {
+                    out = Some(relay(sink.clone(), stepio::STDOUT, task, reader));
+                    map.insert(task, Box::new(writer));
+                }
+                running.push((task, child, out, err));
+            }
+            Err(error) => {
+                let program = launch.argv.first().cloned().unwrap_or_default();
+                let message = format!("slurmstepd: error: execve(): {program}: {error}\n");
+                send(sink, stepio::STDERR, task, message.as_bytes());
+                send(
+                    sink,
+                    stepio::EXIT,
+                    task,
+                    &(if error.kind() == std::io::ErrorKind::NotFound { 2i32 << 8 } else { 1i32 << 8 }).to_le_bytes(),
+                );
+            }
+        }
+    }
+    drop(master);
+    if let Some(stream) = sink.lock().ok().and_then(|s| s.try_clone().ok()) {
+        let inputs = inputs.clone();
+        std::thread::spawn(move || forward_input(stream, &inputs));
+    }
+    for (task, mut child, out, err) in running {
+        let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
+        for handle in [out, err].into_iter().flatten() {
+            let _ = handle.join();
+        }
+        send(sink, stepio::EXIT, task, &status.to_le_bytes());
+    }
+    if let Some(plan) = plan {
+        tear_down_cgroups(dir, plan, &steps);
+    }
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! The step I/O stream: one TCP connection from each node of an srun step to srun, carrying the
+//! node's proof (the step token ctld gave both sides), then the tasks' output and exit statuses.
+//! Blocking I/O on both ends (the step runner and srun are threaded, not async).
+//!
+//! Layout: hello = `u32 LE token length, token, u32 LE node index`; then frames of
+//! `u8 kind, u32 LE task id, u32 LE length, bytes`, kind [`STDOUT`], [`STDERR`] or [`EXIT`]
+//! (4 bytes: the raw wait status, `i32 LE`); srun sends [`STDIN`] frames the other way.
+
+use std::io::{Read, Write};
+
+/// Output the task wrote to its stdout.
+pub const STDOUT: u8 = 1;
+/// Output the task wrote to its stderr.
+pub const STDERR: u8 = 2;
+/// The task ended; the payload is its wait status.
+pub const EXIT: u8 = 3;
+
+/// srun → node: input for a task ([`ALL_TASKS`]: every task on the node); empty: end of input.
+pub const STDIN: u8 = 4;
+
+/// The task id of a [`STDIN`] frame meant for every task of the node.
+pub const ALL_TASKS: u32 = u32::MAX;
+
+/// The largest frame payload either side accepts.
+pub const MAX_CHUNK: u32 = 1 << 20;
+
+/// Writes the node's hello.
+pub fn write_hello(out: &mut impl Write, token: &[u8], node_index: u32) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(token.len() + 8);
+    buf.extend_from_slice(&u32::try_from(token.len()).unwrap_or(0).to_le_bytes());
+    buf.extend_from_slice(token);
+    buf.extend_from_slice(&node_index.to_le_bytes());
+    out.write_all(&buf)
+}
+
+/// Reads a hello: `(token, node index)`; a token longer than 256 bytes is refused.
+pub fn read_hello(input: &mut impl Read) -> std::io::Result<(Vec<u8>, u32)> {
+    let len = read_u32(input)?;
+    if len > 256 {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "step token too long"));
+    }
+    let mut token = vec![0; len as usize];
+    input.read_exact(&mut token)?;
+    Ok((token, read_u32(input)?))
+}
+
+/// Writes one frame.
+pub fn write_frame(out: &mut impl Write, kind: u8, task: u32, data: &[u8]) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(data.len() + 9);
+    buf.push(kind);
+    buf.extend_from_slice(&task.to_le_bytes());
+    buf.extend_from_slice(&u32::try_from(data.len()).unwrap_or(MAX_CHUNK).to_le_bytes());
+    buf.extend_from_slice(data);
+    out.write_all(&buf)?;
+    out.flush()
+}
+
+/// Reads one frame; `None` at a clean end of stream.
+pub fn read_frame(input: &mut impl Read) -> std::io::Result<Option<(u8, u32, Vec<u8>)>> {
+    let mut kind = [0u8; 1];
+    match input.read_exact(&mut kind) {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        other => other?,
+    }
+    let task = read_u32(input)?;
+    let len = read_u32(input)?;
+    if len > MAX_CHUNK {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "step frame too large"));
+    }
+    let mut data = vec![0; len as usize];
+    input.read_exact(&mut data)?;
+    Ok(Some((kind[0], task, data)))
+}
+
+fn read_u32(input: &mut impl Read) -> std::io::Result<u32> {
+    let mut bytes = [0u8; 4];
+    input.read_exact(&mut bytes)?;
+    Ok(u32::from_le_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let mut buf = Vec::new();
+        write_hello(&mut buf, b"secret", 1).unwrap();
+        write_frame(&mut buf, STDOUT, 3, b"hello\n").unwrap();
+        write_frame(&mut buf, EXIT, 3, &256i32.to_le_bytes()).unwrap();
+        let mut input = &buf[..];
+        assert_eq!(read_hello(&mut input).unwrap(), (b"secret".to_vec(), 1));
+        assert_eq!(read_frame(&mut input).unwrap(), Some((STDOUT, 3, b"hello\n".to_vec())));
+        assert_eq!(read_frame(&mut input).unwrap(), Some((EXIT, 3, 256i32.to_le_bytes().to_vec())));
+        assert_eq!(read_frame(&mut input).unwrap(), None);
+    }
+}

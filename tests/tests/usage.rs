@@ -1,0 +1,316 @@
+//! Usage visibility on a real cluster: per-run usage records rolled up per hour (allocated
+//! GPU-seconds checked against `sacct`'s elapsed times, borrowed vs guaranteed from the quotas),
+//! surviving a ctld crash; `sreport` and `drover report` over them; `/metrics` parsed by the
+//! Prometheus client library's own parser; the status page.
+
+use drover_e2e::{CONFIG, Cluster, text};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// `CONFIG` with quotas on `main` (vision owns 2 GPUs, nlp 1), the HTTP listener and prices.
+fn config() -> String {
+    // `localhost`, not `127.0.0.1:0`: the harness rewrites that spelling.
+    format!(
+        "{CONFIG}
+[[quotas]]
+account = \"vision\"
+partition = \"main\"
+guarantee = \"gres/gpu=2\"
+[[quotas]]
+account = \"nlp\"
+partition = \"main\"
+guarantee = \"gres/gpu=1\"
+
+[metrics]
+listen = \"localhost:0\"
+
+[accounting]
+gpu_hour_price = {{ tesla = 2.5 }}
+"
+    )
+}
+
+fn elapsed(cluster: &Cluster, job_id: u32) -> u64 {
+    cluster
+        .ok("sacct", &["-j", &job_id.to_string(), "-X", "-P", "-n", "-o", "ElapsedRaw"])
+        .trim()
+        .parse()
+        .expect("ElapsedRaw")
+}
+
+/// GET `path` from ctld's HTTP listener: (status line, body).
+fn get(cluster: &Cluster, path: &str) -> (String, String) {
+    let addr = std::fs::read_to_string(cluster.home().join("ctld").join("metrics.addr")).expect("metrics.addr");
+    let mut stream = std::net::TcpStream::connect(addr.trim()).expect("connecting to the metrics port");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("reading the answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+}
+
+/// Runs Python's `prometheus_client` text parser over `text`; prints `name type n_samples` per family.
+fn parse_with_prometheus_client(text: &str) -> Option<String> {
+    let script = "import sys\nfrom prometheus_client.parser import text_string_to_metric_families as parse\n\
+                  for f in parse(sys.stdin.read()):\n    print(f.name, f.type, len(f.samples))\n";
+    let check = std::process::Command::new("python3").args(["-c", "import prometheus_client"]).output();
+    if !check.is_ok_and(|o| o.status.success()) {
+        if std::env::var("CI").is_ok() {
+            panic!("python3-prometheus-client is missing (.ci/run installs it)");
+        }
+        eprintln!("SKIPPED the parser check: python3's prometheus_client is not installed");
+        return None;
+    }
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client refused /metrics: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn usage_is_recorded_rolled_up_reported_and_scraped() {
+    let cluster = Cluster::start_with(&config());
+    // vision runs inside its guarantee; nlp asks for 2 GPUs with a guarantee of 1: it borrows.
+    let vision = cluster.submit(
+        None,
+        "v.sh",
+        "#!/bin/sh\nsleep 3\n",
+        &["-A", "vision", "-p", "main", "--gres=gpu:2", "-c", "2"],
+    );
+    let nlp = cluster.submit(None, "n.sh", "#!/bin/sh\nsleep 2\n", &["-A", "nlp", "-p", "main", "--gres=gpu:2"]);
+    // A CPU-only vision job stays inside vision's guarantee (which names only GPUs).
+    let failed = cluster.submit(None, "f.sh", "#!/bin/sh\nexit 3\n", &["-A", "vision", "-p", "main"]);
+    assert_eq!(cluster.wait_state(vision, "COMPLETED", LONG), "0:0");
+    assert_eq!(cluster.wait_state(nlp, "COMPLETED", LONG), "0:0");
+    assert_eq!(cluster.wait_state(failed, "FAILED", LONG), "3:0");
+    let (ev, en) = (elapsed(&cluster, vision), elapsed(&cluster, nlp));
+    assert!(ev >= 2 && en >= 1, "elapsed {ev} {en}");
+
+    // GPU-seconds per account and user, exactly 2 GPUs × each job's elapsed time.
+    let sreport = |cluster: &Cluster| {
+        cluster.ok(
+            "sreport",
+            &[
+                "-P",
+                "-n",
+                "-t",
+                "seconds",
+                "-T",
+                "gres/gpu",
+                "cluster",
+                "AccountUtilizationByUser",
+                "start=now-1hours",
+                "end=now+1hours",
+            ],
+        )
+    };
+    let by_user = sreport(&cluster);
+    let expected = format!(
+        "testcluster|root|||{}|0\ntestcluster|nlp|||{}|0\ntestcluster|nlp|root|{}|{}|0\ntestcluster|vision|||{}|0\ntestcluster|vision|root|{}|{}|0\n",
+        2 * (ev + en),
+        2 * en,
+        proper_name(),
+        2 * en,
+        2 * ev,
+        proper_name(),
+        2 * ev
+    );
+    assert_eq!(by_user, expected);
+    // CPU utilization: vision 2 CPUs, nlp's and the failed job's 1 CPU each (default -c 1).
+    let util = cluster
+        .ok("sreport", &["-P", "-n", "-t", "seconds", "cluster", "utilization", "start=now-1hours", "end=now+1hours"]);
+    let allocated: u64 = util.split('|').nth(1).unwrap().parse().unwrap();
+    let ef = elapsed(&cluster, failed);
+    assert_eq!(allocated, 2 * ev + en + ef, "{util}");
+    let top = cluster.ok(
+        "sreport",
+        &["-P", "-n", "-T", "gres/gpu", "-t", "seconds", "user", "TopUsage", "start=now-1hours", "end=now+1hours"],
+    );
+    assert_eq!(top.lines().count(), 2, "{top}");
+
+    // drover report: borrowed vs guaranteed, failures, queue, as CSV and JSON.
+    let quota = cluster.ok("drover", &["report", "quota", "--csv"]);
+    let nlp_row = quota.lines().find(|l| l.starts_with("nlp,")).unwrap_or_else(|| panic!("{quota}"));
+    assert!(nlp_row.ends_with(",1,0"), "nlp borrowed once, never reclaimed: {quota}");
+    assert!(quota.lines().any(|l| l == "vision,0.00,0,0"), "{quota}");
+    let failures = cluster.ok("drover", &["report", "failures", "--csv"]);
+    assert_eq!(failures, "State,Reason,Jobs,GPUHours,Accounts\nFAILED,NonZeroExitCode,1,0.00,vision\n");
+    let queue = cluster.ok("drover", &["report", "queue", "--json"]);
+    assert!(queue.contains("\"Partition\": \"main\", \"Account\": \"vision\", \"Jobs\": 2"), "{queue}");
+    let gpu_csv = cluster.ok("drover", &["report", "gpu", "--csv"]);
+    let nlp_gpu: Vec<&str> =
+        gpu_csv.lines().find(|l| l.starts_with("nlp,")).unwrap_or_else(|| panic!("{gpu_csv}")).split(',').collect();
+    assert_eq!(nlp_gpu[1], nlp_gpu[4], "all of nlp's GPU time is borrowed: {gpu_csv}");
+    let gpu = cluster.ok("drover", &["report", "gpu", "--json"]);
+    assert!(gpu.contains("\"Account\": \"vision\""), "{gpu}");
+    assert!(gpu.contains("\"ActiveGPUHours\": null"), "{gpu}");
+
+    // The records and rollups are in SQLite: a ctld crash changes nothing.
+    cluster.kill9("ctld");
+    let out = cluster.drover("up");
+    assert!(out.status.success(), "restart failed: {}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(sreport(&cluster), expected);
+
+    // Metrics while a vision job holds one GPU.
+    let long = cluster.submit(None, "l.sh", "#!/bin/sh\nsleep 300\n", &["-A", "vision", "-p", "main", "--gres=gpu:1"]);
+    let deadline = Instant::now() + LONG;
+    let metrics = loop {
+        let (status, body) = get(&cluster, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        if body.contains("drover_account_gpus_allocated{account=\"vision\",partition=\"main\"} 1\n") {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "vision's GPU never showed:\n{body}\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(metrics.contains("drover_jobs{state=\"RUNNING\",partition=\"main\"} 1\n"), "{metrics}");
+    assert!(metrics.contains("drover_node_state{node=\"n1\",state="), "{metrics}");
+    assert!(metrics.contains("drover_gpus 4\n"), "{metrics}");
+    assert!(metrics.contains("drover_rpc_requests_total{request=\"submit\"} 1\n"), "{metrics}");
+    if let Some(families) = parse_with_prometheus_client(&metrics) {
+        for family in [
+            "drover_jobs gauge",
+            "drover_account_gpus_allocated gauge",
+            "drover_node_state gauge",
+            "drover_scheduler_pass_duration_seconds histogram",
+            "drover_rpc_requests counter",
+            "drover_rpc_request_duration_seconds histogram",
+        ] {
+            assert!(families.lines().any(|l| l.starts_with(&format!("{family} "))), "no {family}:\n{families}");
+        }
+    }
+    let (status, page) = get(&cluster, "/");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(page.contains("<tr><td>vision</td><td>1</td><td>0</td><td>0</td>"), "{page}");
+    assert!(
+        page.contains("<td>nlp</td>") && page.contains("<td>n1</td>") && page.contains("id=\"gpu-chart\""),
+        "{page}"
+    );
+    assert_eq!(get(&cluster, "/nothing").0, "HTTP/1.1 404 Not Found");
+    check_in_chromium(&cluster);
+    cluster.ok("scancel", &[&long.to_string()]);
+}
+
+/// The first GECOS field of the user running the tests (`sreport`'s Proper Name).
+fn proper_name() -> String {
+    let me = nix::unistd::User::from_uid(nix::unistd::geteuid()).unwrap().unwrap();
+    me.gecos.to_string_lossy().split(',').next().unwrap_or_default().to_owned()
+}
+
+/// Nodes see the fake NVML library's first two GPUs (utilization 0 % and 10 %): a job on both
+/// has 10 % of its time × 1 GPU active; with an idle-GPU policy of 50 % for 4 s on `idle`, such a
+/// job is cancelled with reason `IdleGPU`, and the audit table says why.
+#[test]
+fn nvml_samples_give_active_gpu_time_and_the_idle_policy_cancels() {
+    let config = CONFIG.replace("gpus = { tesla = 2 }", "gpus = { h100 = 2 }")
+        + "
+[[partitions]]
+name = \"idle\"
+nodes = \"n2\"
+default_mem_per_cpu = 100
+
+[accounting]
+[[accounting.idle_gpu]]
+partition = \"idle\"
+threshold_percent = 50
+after = 4
+action = \"cancel\"
+";
+    let cluster =
+        Cluster::start_with_env(&config, &[("DROVER_NVML_LIB", drover_fake_nvml::LIB_PATH), ("FAKE_NVML_GPUS", "2")]);
+    let busy = cluster.submit(None, "b.sh", "#!/bin/sh\nsleep 8\n", &["-A", "vision", "-p", "main", "--gres=gpu:2"]);
+    let idle = cluster.submit(None, "i.sh", "#!/bin/sh\nsleep 120\n", &["-A", "nlp", "-p", "idle", "--gres=gpu:2"]);
+    assert_eq!(cluster.wait_state(busy, "COMPLETED", LONG), "0:0");
+    cluster.wait_state(idle, "CANCELLED", LONG);
+    // sacct shows no reason for a job that started (as Slurm); scontrol and the usage record do.
+    let shown = cluster.ok("scontrol", &["show", "job", &idle.to_string()]);
+    assert!(shown.contains("Reason=IdleGPU"), "{shown}");
+    let failures = cluster.ok("drover", &["report", "failures", "--csv"]);
+    assert!(failures.contains("\nCANCELLED,IdleGPU,1,"), "{failures}");
+    let ran = elapsed(&cluster, idle);
+    // Cancelled once idle for 4 s, sampled every 2 s: after 4 to 8 s (and a heartbeat of slack).
+    assert!((4..=11).contains(&ran), "the idle job ran {ran}s");
+
+    // Active GPU-seconds: 10 % of the busy job's run, less up to one heartbeat not yet sampled.
+    let eb = elapsed(&cluster, busy);
+    let gpu = cluster.ok("drover", &["report", "gpu", "--json", "--seconds"]);
+    let field = |account: &str, name: &str| -> u64 {
+        let row =
+            gpu.lines().find(|l| l.contains(&format!("\"Account\": \"{account}\""))).unwrap_or_else(|| panic!("{gpu}"));
+        let value = row.split(&format!("\"{name}\": ")).nth(1).unwrap().split([',', '}']).next().unwrap();
+        value.parse().unwrap_or_else(|_| panic!("{row}"))
+    };
+    assert_eq!(field("vision", "AllocGPUSeconds"), 2 * eb, "{gpu}");
+    // Sampled every 2 s from the start; the stretch after the last sample is not counted.
+    let active = field("vision", "ActiveGPUSeconds");
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let (low, high) = ((0.1 * (eb as f64 - 3.0)).floor() as u64, (0.1 * eb as f64).ceil() as u64);
+    assert!((low..=high).contains(&active), "active {active} GPU-s, expected {low}..={high}\n{gpu}");
+    assert_eq!(field("vision", "IdleGPUSeconds"), 2 * eb - active, "{gpu}");
+    let audit = std::process::Command::new("sqlite3")
+        .arg(cluster.home().join("ctld").join("drover.db"))
+        .arg("SELECT action FROM audit WHERE job_id = ".to_owned() + &idle.to_string())
+        .output();
+    if let Some(out) = audit.ok().filter(|o| o.status.success()) {
+        assert!(text(&out.stdout).contains("idle-gpu-cancel"), "{}", text(&out.stdout));
+    }
+}
+
+/// Loads the status page in headless Chromium (Debian's `chromium`): the DOM it built shows both
+/// teams and the nodes, and its screenshot is a real rendering (PNG of the asked size, not blank).
+/// The screenshot is kept as `<target tmp>/drover-status-page.png`.
+fn check_in_chromium(cluster: &Cluster) {
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+    else {
+        if std::env::var("CI").is_ok() {
+            panic!("chromium is missing (.ci/run installs it)");
+        }
+        eprintln!("SKIPPED the browser check: chromium is not installed");
+        return;
+    };
+    let addr = std::fs::read_to_string(cluster.home().join("ctld").join("metrics.addr")).unwrap();
+    let url = format!("http://{}/", addr.trim());
+    let browser = |extra: &[&str]| {
+        let profile = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,900"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .expect("running chromium");
+        assert!(out.status.success(), "chromium failed: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let dom = browser(&["--dump-dom"]);
+    assert!(
+        dom.contains("<table id=\"teams\">") && dom.contains("<td>vision</td>") && dom.contains("<td>nlp</td>"),
+        "{dom}"
+    );
+    assert!(dom.contains("<td>n1</td>") && dom.contains("<svg id=\"gpu-chart\""), "{dom}");
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("drover-status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    browser(&[&format!("--screenshot={}", shot.display())]);
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let be32 = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+    assert_eq!((be32(16), be32(20)), (1000, 900), "IHDR width and height");
+    // A blank 1000×900 page compresses to a few KB; text, tables and bars make it much larger.
+    assert!(png.len() > 12_000, "screenshot of {} bytes looks blank", png.len());
+}
