@@ -6,7 +6,7 @@
 
 use crate::db::{AfterCommit, CommitReport, DbOp};
 use crate::scheduler::{self, Start};
-use crate::state::{Job, NodeLink, State};
+use crate::state::{Allocation, Job, NodeAllocation, NodeLink, State};
 use crate::validate::{self, is_admin, Caller};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
@@ -341,22 +341,16 @@ impl Core {
         split_any
     }
 
-    fn launch(&mut self, job_id: JobId) {
-        let kill_wait = self.state.config.kill_wait;
-        let cluster_name = self.state.config.cluster_name.clone();
-        let Some(job) = self.state.jobs.get(&job_id) else { return };
-        if job.info.state() != JobState::Running {
-            return; // cancelled between allocation and commit
-        }
-        let Some(alloc) = &job.alloc else { return };
-        let Some(batch_share) = alloc.nodes.first() else { return };
-        let request = LaunchRequest {
-            job_id,
+    /// What a node needs to run `job`'s processes on its `share` of the allocation (the batch
+    /// script on the first node, step tasks on any).
+    fn launch_request(&self, job: &Job, alloc: &Allocation, share: &NodeAllocation) -> LaunchRequest {
+        LaunchRequest {
+            job_id: job.info.job_id,
             spec: (*job.spec).clone(),
             user: job.info.user.clone(),
             uid: job.info.uid,
             gid: job.info.gid,
-            cluster_name,
+            cluster_name: self.state.config.cluster_name.clone(),
             partition: job.info.partition.clone(),
             account: job.info.account.clone(),
             qos: job.info.qos.clone(),
@@ -364,14 +358,24 @@ impl Core {
             nodes: job.info.nodes.clone(),
             cpus_per_node: alloc.nodes.iter().map(|n| n.cpus).collect(),
             tasks_per_node: alloc.nodes.iter().map(|n| n.tasks).collect(),
-            cpus_on_node: batch_share.cpus,
-            mem_per_node_mb: batch_share.mem_mb,
-            gpus: batch_share.gpus.clone(),
-            kill_wait,
+            cpus_on_node: share.cpus,
+            mem_per_node_mb: share.mem_mb,
+            gpus: share.gpus.clone(),
+            kill_wait: self.state.config.kill_wait,
             ctld_socket: self.ctld_socket.clone(),
             array: crate::array::launch_info(job),
             restart_count: job.info.restarts,
-        };
+        }
+    }
+
+    fn launch(&mut self, job_id: JobId) {
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
+        if job.info.state() != JobState::Running {
+            return; // cancelled between allocation and commit
+        }
+        let Some(alloc) = &job.alloc else { return };
+        let Some(batch_share) = alloc.nodes.first() else { return };
+        let request = self.launch_request(job, alloc, batch_share);
         let batch_host = batch_share.node.clone();
         let link = self.state.node_mut(&batch_host).and_then(|n| n.link.clone());
         match link.map(|l| l.tx.send(CtldMessage::Launch(Box::new(request)))) {

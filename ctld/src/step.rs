@@ -12,10 +12,9 @@
 use super::Core;
 use crate::db::{AfterCommit, DbOp};
 use crate::validate::{Caller, is_admin};
-use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
-use drover_shared::proto::node::{CtldMessage, LaunchRequest, StepLaunch};
+use drover_shared::proto::node::{CtldMessage, StepLaunch};
 use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
 use tokio::sync::oneshot;
@@ -210,28 +209,7 @@ impl Core {
         }
         let mut launches = Vec::new();
         for (index, share) in alloc.nodes.iter().take(layout.nodes.len()).enumerate() {
-            let request = LaunchRequest {
-                job_id: layout.job_id,
-                spec: (*job.spec).clone(),
-                user: job.info.user.clone(),
-                uid: job.info.uid,
-                gid: job.info.gid,
-                cluster_name: self.state.config.cluster_name.clone(),
-                partition: job.info.partition.clone(),
-                account: job.info.account.clone(),
-                qos: job.info.qos.clone(),
-                time_limit: job.info.time_limit.unwrap_or(TimeLimit::Unlimited),
-                nodes: job.info.nodes.clone(),
-                cpus_per_node: alloc.nodes.iter().map(|n| n.cpus).collect(),
-                tasks_per_node: alloc.nodes.iter().map(|n| n.tasks).collect(),
-                cpus_on_node: share.cpus,
-                mem_per_node_mb: share.mem_mb,
-                gpus: share.gpus.clone(),
-                kill_wait: self.state.config.kill_wait,
-                ctld_socket: self.ctld_socket.clone(),
-                array: crate::array::launch_info(job),
-                restart_count: job.info.restarts,
-            };
+            let request = self.launch_request(job, alloc, share);
             let launch = StepLaunch {
                 job: request,
                 step_id: layout.step_id,

@@ -362,6 +362,9 @@ async fn report(
             Some(end) => Some(end),
             None if !dir.join("launch").exists() => None,
             None if supervisor::supervisor_alive(&dir) => None,
+            // The supervisor may have written its end and exited between the read above and the
+            // liveness check: read again before calling it dead.
+            None if let Ok(Some(end)) = supervisor::read_end(&dir) => Some(end),
             // The supervisor vanished without writing an end (killed with SIGKILL): report one so
             // the job does not hang forever. Before its pid file exists it may still be starting.
             None if dir.join("supervisor.pid").exists() => {

@@ -29,7 +29,7 @@ pub const MIG_MINORS_VAR: &str = "DROVER_NVIDIA_MIG_MINORS";
 /// Also says where the inventory came from, for the startup log.
 pub fn node_gpus(configured: &[GpuDevice], configured_files: &[PathBuf]) -> Result<(Vec<NodeGpu>, String), String> {
     let lib = std::env::var(LIB_VAR).unwrap_or_else(|_| DEFAULT_LIB.to_owned());
-    let nvml = open(&lib).map_err(|error| error_chain(&error))?;
+    let nvml = open(&lib).map_err(|error| crate::supervisor::error_chain(&error))?;
     let Some(nvml) = nvml else {
         let gpus = configured
             .iter()
@@ -41,7 +41,7 @@ pub fn node_gpus(configured: &[GpuDevice], configured_files: &[PathBuf]) -> Resu
             .collect();
         return Ok((gpus, format!("configuration (no NVML library {lib})")));
     };
-    let detected = detect(&nvml).map_err(|error| error_chain(&error))?;
+    let detected = detect(&nvml).map_err(|error| crate::supervisor::error_chain(&error))?;
     let dev_dir = std::env::var_os(DEV_DIR_VAR).map_or_else(|| PathBuf::from("/dev"), PathBuf::from);
     let minors_path = std::env::var_os(MIG_MINORS_VAR)
         .map_or_else(|| PathBuf::from("/proc/driver/nvidia-caps/mig-minors"), PathBuf::from);
@@ -57,17 +57,6 @@ fn read_optional(path: &Path) -> Result<String, String> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
         Err(error) => Err(format!("cannot read {}: {error}", path.display())),
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Why NVML could not describe the GPUs.

@@ -141,7 +141,7 @@ pub fn main(job_dir: &Path, noded_socket: &Path) -> i32 {
 }
 
 /// An error with its sources, `outer: inner: innermost`, for logs and `LaunchFailed` messages.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
