@@ -51,6 +51,9 @@ pub(crate) enum Event {
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
 const REQUEUE_DELAY: i64 = 10;
 
+/// Shortest time between two scheduling passes.
+const MIN_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Seconds a launched job may be missing from its node's reports before it counts as lost.
 const LAUNCH_GRACE: i64 = 15;
 
@@ -91,7 +94,12 @@ impl Core {
     /// Runs until the event channel closes or `shutdown` resolves.
     pub(crate) async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, shutdown: impl std::future::Future) {
         tokio::pin!(shutdown);
+        // When the last pass ran: passes are at least MIN_PASS_INTERVAL apart, so a stream of
+        // submissions gets one pass per interval instead of one per commit (Slurm's
+        // `sched_min_interval`); a lone event on a quiet cluster is still scheduled at once.
+        let mut last_pass = tokio::time::Instant::now() - MIN_PASS_INTERVAL;
         loop {
+            let deferred_pass = tokio::time::sleep_until(last_pass + MIN_PASS_INTERVAL);
             tokio::select! {
                 event = events.recv() => {
                     let Some(event) = event else { break };
@@ -100,14 +108,16 @@ impl Core {
                     while let Ok(event) = events.try_recv() {
                         self.handle(event);
                     }
-                    if self.schedule_needed {
-                        self.schedule_needed = false;
-                        let began = std::time::Instant::now();
-                        self.schedule();
-                        self.metrics.scheduler_pass(began.elapsed());
-                    }
                 }
+                () = deferred_pass, if self.schedule_needed => {}
                 _ = &mut shutdown => break,
+            }
+            if self.schedule_needed && last_pass.elapsed() >= MIN_PASS_INTERVAL {
+                self.schedule_needed = false;
+                last_pass = tokio::time::Instant::now();
+                let began = std::time::Instant::now();
+                self.schedule();
+                self.metrics.scheduler_pass(began.elapsed());
             }
         }
     }
