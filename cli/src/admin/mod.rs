@@ -10,7 +10,11 @@ const USAGE: &str = "\
 usage: drover <command> [options]
 
 Slurm commands (also available through links of these names):
-  sbatch squeue sacct scancel sinfo scontrol
+  sbatch srun salloc squeue sacct scancel sinfo scontrol sshare sprio sreport
+
+Drover's own:
+  why JOBID                             every reason the job waits, with the numbers
+  report gpu|queue|failures|quota       usage reports (--csv, --json)
 
 Local cluster:
   up      [--home DIR] [--config FILE]  start ctld and two noded (starts only what is missing)
