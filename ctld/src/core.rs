@@ -51,8 +51,8 @@ pub(crate) enum Event {
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
 const REQUEUE_DELAY: i64 = 10;
 
-/// Shortest time between two scheduling passes.
-const MIN_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+/// Longest wait between an event and the scheduling pass it asks for.
+const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Seconds a launched job may be missing from its node's reports before it counts as lost.
 const LAUNCH_GRACE: i64 = 15;
@@ -94,12 +94,14 @@ impl Core {
     /// Runs until the event channel closes or `shutdown` resolves.
     pub(crate) async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, shutdown: impl std::future::Future) {
         tokio::pin!(shutdown);
-        // When the last pass ran: passes are at least MIN_PASS_INTERVAL apart, so a stream of
-        // submissions gets one pass per interval instead of one per commit (Slurm's
-        // `sched_min_interval`); a lone event on a quiet cluster is still scheduled at once.
-        let mut last_pass = tokio::time::Instant::now() - MIN_PASS_INTERVAL;
+        // Passes are spaced by twice the cost of the last one (at most MAX_PASS_INTERVAL), so
+        // scheduling never takes more than about a third of the core's time: on a small cluster a
+        // pass follows every event at once; on a large, full one a stream of submissions shares
+        // passes instead of waiting behind one pass per commit (Slurm's `sched_min_interval`).
+        let mut last_pass = tokio::time::Instant::now();
+        let mut interval = std::time::Duration::ZERO;
         loop {
-            let deferred_pass = tokio::time::sleep_until(last_pass + MIN_PASS_INTERVAL);
+            let deferred_pass = tokio::time::sleep_until(last_pass + interval);
             tokio::select! {
                 event = events.recv() => {
                     let Some(event) = event else { break };
@@ -112,12 +114,13 @@ impl Core {
                 () = deferred_pass, if self.schedule_needed => {}
                 _ = &mut shutdown => break,
             }
-            if self.schedule_needed && last_pass.elapsed() >= MIN_PASS_INTERVAL {
+            if self.schedule_needed && last_pass.elapsed() >= interval {
                 self.schedule_needed = false;
                 last_pass = tokio::time::Instant::now();
-                let began = std::time::Instant::now();
                 self.schedule();
-                self.metrics.scheduler_pass(began.elapsed());
+                let cost = last_pass.elapsed();
+                interval = (cost * 2).min(MAX_PASS_INTERVAL);
+                self.metrics.scheduler_pass(cost);
             }
         }
     }

@@ -61,18 +61,28 @@ fn states_in_squeue_and_sacct() {
     let ok = cluster.submit(None, "ok.sh", "#!/bin/sh\n#SBATCH -J okjob\ntrue\n", &[]);
     let failed = cluster.submit(None, "fail.sh", "#!/bin/sh\n#SBATCH -J failjob\nexit 3\n", &[]);
     let running = cluster.submit(None, "run.sh", "#!/bin/sh\n#SBATCH -J runjob\nsleep 300\n", &[]);
-    // Both nodes fully taken, so the next one must wait for resources.
-    let blocker = cluster.submit(None, "big.sh", "#!/bin/sh\n#SBATCH -J bigjob\n#SBATCH -N 2 --exclusive\nsleep 300\n", &[]);
-    let held = cluster.submit(None, "held.sh", "#!/bin/sh\n#SBATCH -J heldjob -H\ntrue\n", &[]);
     assert_eq!(cluster.wait_state(ok, "COMPLETED", LONG), "0:0");
     assert_eq!(cluster.wait_state(failed, "FAILED", LONG), "3:0");
     cluster.wait_state(running, "RUNNING", LONG);
+    // Submitted only now: with multifactor priority a large job may rightly go first when it is
+    // submitted together with small ones. With runjob holding a node, it waits for resources.
+    let blocker = cluster.submit(None, "big.sh", "#!/bin/sh\n#SBATCH -J bigjob\n#SBATCH -N 2 --exclusive\nsleep 300\n", &[]);
+    let held = cluster.submit(None, "held.sh", "#!/bin/sh\n#SBATCH -J heldjob -H\ntrue\n", &[]);
 
     let squeue = cluster.ok("squeue", &["-h", "-o", "%i %j %t %r"]);
     assert!(squeue.contains(&format!("{running} runjob R None")), "{squeue}");
     assert!(squeue.contains(&format!("{held} heldjob PD JobHeldUser")), "{squeue}");
     assert!(!squeue.contains("okjob"), "finished jobs are not in squeue by default:\n{squeue}");
-    let state_of_blocker = cluster.ok("squeue", &["-h", "-j", &blocker.to_string(), "-o", "%T %R"]);
+    // The reason is set by the next scheduling pass.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut state_of_blocker = String::new();
+    while std::time::Instant::now() < deadline {
+        state_of_blocker = cluster.ok("squeue", &["-h", "-j", &blocker.to_string(), "-o", "%T %R"]);
+        if state_of_blocker.trim() != "PENDING (None)" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(state_of_blocker.trim(), "PENDING (Resources)");
 
     cluster.ok("scancel", &[&running.to_string()]);
