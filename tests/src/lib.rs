@@ -324,3 +324,27 @@ fn set_mode(path: &Path, mode: u32) {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// The job cgroups named in `recorded` (a process's `/proc/self/cgroup`, taken while it ran in
+/// the cgroup `step`) that still exist, in any hierarchy.
+pub fn cgroups_left(recorded: &str, step: &str) -> Vec<std::path::PathBuf> {
+    let job_paths: Vec<&str> = recorded
+        .lines()
+        .filter_map(|line| line.splitn(3, ':').nth(2))
+        .filter_map(|path| path.strip_suffix(&format!("/{step}")))
+        .collect();
+    assert!(!job_paths.is_empty(), "the process ran in no {step} cgroup:\n{recorded}");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let mut left = Vec::new();
+    for mount in
+        mounts.lines().filter(|line| line.contains(" cgroup")).filter_map(|line| line.split_whitespace().nth(1))
+    {
+        for job_path in &job_paths {
+            let dir = std::path::Path::new(mount).join(job_path.trim_start_matches('/'));
+            if dir.exists() {
+                left.push(dir);
+            }
+        }
+    }
+    left
+}

@@ -75,25 +75,7 @@ fn check_probe(probe: &str, allowed: u32) {
 /// The job cgroups named in `recorded` (the job's own `/proc/self/cgroup`) that still exist, in
 /// any hierarchy.
 fn job_cgroups_left(recorded: &str) -> Vec<PathBuf> {
-    let job_paths: Vec<&str> = recorded
-        .lines()
-        .filter_map(|line| line.splitn(3, ':').nth(2))
-        .filter_map(|path| path.strip_suffix("/step_batch"))
-        .collect();
-    assert!(!job_paths.is_empty(), "the job ran in no step_batch cgroup:\n{recorded}");
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let mut left = Vec::new();
-    for mount in
-        mounts.lines().filter(|line| line.contains(" cgroup")).filter_map(|line| line.split_whitespace().nth(1))
-    {
-        for job_path in &job_paths {
-            let dir = Path::new(mount).join(job_path.trim_start_matches('/'));
-            if dir.exists() {
-                left.push(dir);
-            }
-        }
-    }
-    left
+    drover_e2e::cgroups_left(recorded, "step_batch")
 }
 
 #[test]

@@ -170,29 +170,6 @@ fn salloc_and_srun_outside_an_allocation() {
     }
 }
 
-/// The job cgroups named in `recorded` (a task's `/proc/self/cgroup`) that still exist.
-fn step_cgroups_left(recorded: &str, step: &str) -> Vec<std::path::PathBuf> {
-    let job_paths: Vec<&str> = recorded
-        .lines()
-        .filter_map(|line| line.splitn(3, ':').nth(2))
-        .filter_map(|path| path.strip_suffix(&format!("/{step}")))
-        .collect();
-    assert!(!job_paths.is_empty(), "the task ran in no {step} cgroup:\n{recorded}");
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let mut left = Vec::new();
-    for mount in
-        mounts.lines().filter(|line| line.contains(" cgroup")).filter_map(|line| line.split_whitespace().nth(1))
-    {
-        for job_path in &job_paths {
-            let dir = std::path::Path::new(mount).join(job_path.trim_start_matches('/'));
-            if dir.exists() {
-                left.push(dir);
-            }
-        }
-    }
-    left
-}
-
 /// Steps run in `job_<id>/step_<n>` below the job's cgroups on every node, obey the job's memory
 /// limit there (also on a node that is not the batch host), and leave no cgroup behind.
 #[test]
@@ -221,7 +198,7 @@ fn steps_run_inside_the_job_cgroup() {
         assert!(recorded.contains(&format!("/job_{job_id}/step_0")), "node {node}: {recorded}");
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let left = step_cgroups_left(&recorded, "step_0");
+            let left = drover_e2e::cgroups_left(&recorded, "step_0");
             if left.is_empty() {
                 break;
             }

@@ -502,19 +502,7 @@ fn parse_update(words: &[String]) -> anyhow::Result<(Vec<common::JobTarget>, Job
 fn update(words: &[String]) -> anyhow::Result<i32> {
     let (targets, update) = parse_update(words)?;
     let job_ids = resolve_records(&targets)?;
-    let results = match crate::client::call(&Request::UpdateJob { job_ids, update })? {
-        Response::Cancelled { results } => results,
-        Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
-        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-    };
-    let mut code = 0;
-    for (job_id, result) in results {
-        if let Err(error) = result {
-            eprintln!("{} for job {job_id}", error.message());
-            code = 1;
-        }
-    }
-    Ok(code)
+    per_job_request(&Request::UpdateJob { job_ids, update })
 }
 
 /// `scontrol hold|uhold|release|requeue <job_list>`.
@@ -529,7 +517,12 @@ fn job_command(command: &str, words: &[String]) -> anyhow::Result<i32> {
         "release" => Request::Hold { job_ids, hold: None },
         _ => Request::Requeue { job_ids },
     };
-    let results = match crate::client::call(&request)? {
+    per_job_request(&request)
+}
+
+/// Sends a request that ctld answers job by job; prints each refusal and exits 1 if any.
+fn per_job_request(request: &Request) -> anyhow::Result<i32> {
+    let results = match crate::client::call(request)? {
         Response::Cancelled { results } => results,
         Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
         other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
