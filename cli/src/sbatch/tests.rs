@@ -110,7 +110,7 @@ const BASE_ENV: [(&str, &str); 4] =
 
 /// Runs [`prepare`] in a fake world: cwd `/home/alice/work` on host `login1`, umask 022, the base
 /// environment plus `env`, and `script` as the content of any script file or of stdin.
-fn run_prepare(args: &[&str], env: &[(&str, &str)], script: &str) -> Result<Prepared, Failure> {
+pub(super) fn run_prepare(args: &[&str], env: &[(&str, &str)], script: &str) -> Result<Prepared, Failure> {
     let script = script.to_owned();
     let read = move |name: Option<&str>| -> Result<(String, Vec<u8>), String> {
         match name {
@@ -447,9 +447,12 @@ fn directive_errors_name_file_line_and_column() {
         "#!/bin/sh\n#SBATCH --wrap=hostname\n",
         expect!["error: job.sh:2:9: --wrap is only valid on the command line"],
     );
-    check_directives("#!/bin/sh\n#SBATCH -W\n", expect![[r#"
+    check_directives(
+        "#!/bin/sh\n#SBATCH -W\n",
+        expect![[r#"
         wait: true
-    "#]]);
+    "#]],
+    );
     check_directives(
         "#!/bin/sh\n#SBATCH --test-only\n",
         expect!["error: job.sh:2:9: --test-only is not supported yet"],
@@ -605,9 +608,12 @@ fn environment_layer() {
             "error: SBATCH_TIMELIMIT: invalid time limit `soon`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED"
         ],
     );
-    check_env_layer(&[("SBATCH_WAIT", "1")], expect![[r#"
+    check_env_layer(
+        &[("SBATCH_WAIT", "1")],
+        expect![[r#"
         wait: true
-    "#]]);
+    "#]],
+    );
     check_env_layer(&[("SBATCH_WAIT", "no")], expect![""]);
 }
 
