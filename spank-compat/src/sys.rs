@@ -166,9 +166,11 @@ pub(crate) fn drop_effective(uid: u32, gid: u32, groups: &[u32]) -> Result<Saved
     // SAFETY: the buffer holds exactly the count asked for.
     let n_groups = unsafe { libc::getgroups(n_groups, saved_groups.as_mut_ptr()) };
     saved_groups.truncate(usize::try_from(n_groups).unwrap_or(0));
-    // SAFETY: plain getters.
-    let saved =
-        SavedIdentity { euid: unsafe { libc::geteuid() }, egid: unsafe { libc::getegid() }, groups: saved_groups };
+    // SAFETY: plain getter, cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    // SAFETY: plain getter, cannot fail.
+    let egid = unsafe { libc::getegid() };
+    let saved = SavedIdentity { euid, egid, groups: saved_groups };
     // SAFETY: setgroups reads `groups.len()` gids from a live slice.
     if unsafe { libc::setgroups(groups.len(), groups.as_ptr()) } != 0 {
         return Err(last_error("setgroups"));
