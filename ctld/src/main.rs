@@ -38,7 +38,8 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    std::fs::create_dir_all(&config.state_dir).with_context(|| format!("creating {}", config.state_dir.display()))?;
+    // The database holds every job's script and environment: owner-only when ctld creates it.
+    drover_shared::statedir::prepare(&config.state_dir, 0o700)?;
     let socket_path = config.client_socket();
     let _ = std::fs::remove_file(&socket_path);
     let clients =

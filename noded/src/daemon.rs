@@ -74,6 +74,9 @@ fn age(path: &std::path::Path) -> Duration {
 
 /// Runs the daemon until `shutdown` resolves. Running jobs are left to their supervisors.
 pub async fn run(settings: NodeSettings, shutdown: impl std::future::Future) -> anyhow::Result<()> {
+    // Job directories hold the scripts that supervisors run as their users, so users must be able
+    // to traverse them (0755) but never write where root reads.
+    drover_shared::statedir::prepare(&settings.state_dir, 0o755)?;
     std::fs::create_dir_all(jobs_root(&settings.state_dir))
         .with_context(|| format!("creating {}", jobs_root(&settings.state_dir).display()))?;
     let poke = Arc::new(Notify::new());

@@ -108,3 +108,33 @@ fn a_node_without_the_key_is_refused() {
     assert!(sinfo.contains("n1 mix") || sinfo.contains("n1 alloc"), "the real n1 is still registered: {sinfo}");
     assert!(cluster.logs().contains("failed authentication"), "the refusal is logged");
 }
+
+#[test]
+fn a_state_directory_others_can_write_stops_ctld() {
+    use std::os::unix::fs::PermissionsExt;
+    let cluster = Cluster::start();
+    let down = cluster.drover("down");
+    assert!(down.status.success(), "drover down: {}", text(&down.stderr));
+    // Someone loosened the state directory: whoever can write there could swap the database.
+    let state = cluster.home().join("ctld");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut ctld = std::process::Command::new(drover_e2e::bin_dir().join("drover-ctld"))
+        .arg("--config")
+        .arg(cluster.home().join("cluster.toml"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running drover-ctld");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ctld.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            ctld.kill().unwrap();
+            panic!("ctld started on a world-writable state directory");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = ctld.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "ctld exited 0 on a world-writable state directory");
+    assert!(stderr.contains("has mode 777") && stderr.contains("chmod go-w"), "{stderr}");
+    assert!(UnixStream::connect(cluster.socket()).is_err(), "something still answers on the client socket");
+}
