@@ -4,6 +4,8 @@
 //! `PROPTEST_CASES=100000 cargo test -p drover-shared --test hostile` is the long run.
 
 use drover_shared::config::Config;
+use drover_shared::config::sched::{parse_tres_limits, parse_tres_weights};
+use drover_shared::grammar::array::{format_ranges, parse_array};
 use drover_shared::grammar::date::{Utc, parse_date_time};
 use drover_shared::grammar::gres::{parse_gpus, parse_gres};
 use drover_shared::grammar::mem::parse_mem_mb;
@@ -44,6 +46,19 @@ proptest! {
         let _ = parse_date_time(&text, 1_700_000_000, &Utc);
         let context = PatternContext { job_id: 7, array: Some((5, 2)), node_name: "n1", user: "u", job_name: "x" };
         let _ = expand_pattern(&text, &context);
+        let _ = parse_tres_limits(&text);
+        let _ = parse_tres_weights(&text);
+        if let Ok(spec) = parse_array(&text, 1000) {
+            prop_assert!(spec.indexes.iter().all(|i| *i <= 1000));
+            prop_assert!(spec.indexes.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+
+    #[test]
+    fn array_ranges_round_trip(indexes in proptest::collection::btree_set(0u32..2000, 1..200)) {
+        let indexes: Vec<u32> = indexes.into_iter().collect();
+        let spec = parse_array(&format_ranges(&indexes), 1999).expect("format_ranges writes a valid array spec");
+        prop_assert_eq!(spec.indexes, indexes);
     }
 
     #[test]
