@@ -7,6 +7,7 @@ use crate::state::NodeLink;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::node::{CtldMessage, NodeMessage};
+use drover_shared::proto::seal::{End, SessionKeys};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, NodeProof, Role, version_supported};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -96,6 +97,7 @@ async fn authenticate(
     if !key.verify("node", &name, &hello.nonce, &server_nonce, version, &node_proof.proof) {
         anyhow::bail!("node {name} failed authentication");
     }
+    messages.seal(SessionKeys::derive(key, End::Ctld, &name, &hello.nonce, &server_nonce, version));
     messages.set_max_frame(MAX_FRAME);
     match messages.recv::<NodeMessage>().await? {
         Some(NodeMessage::Register(registration)) if registration.name == name => Ok((name, registration)),

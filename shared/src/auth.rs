@@ -63,6 +63,12 @@ impl ClusterKey {
         Ok(key)
     }
 
+    /// A key from raw bytes, for tests.
+    #[cfg(test)]
+    pub(crate) fn from_bytes(bytes: [u8; KEY_LEN]) -> ClusterKey {
+        ClusterKey(bytes)
+    }
+
     /// Loads a key file, refusing one that others can read.
     pub fn load(path: &Path) -> Result<ClusterKey, AuthError> {
         let io = |source| AuthError::Io { path: path.to_owned(), source };

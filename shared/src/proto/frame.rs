@@ -24,6 +24,9 @@ pub enum FrameError {
     /// The payload is not a valid message.
     #[error("malformed message: {0}")]
     Decode(#[from] postcard::Error),
+    /// A sealed connection received a frame that fails its authentication check.
+    #[error("{0}")]
+    Forged(#[from] super::seal::BadTag),
 }
 
 /// Encodes a message into a frame (length prefix included).
@@ -77,23 +80,37 @@ pub fn codec(max: usize) -> tokio_util::codec::LengthDelimitedCodec {
 /// An async framed stream of messages over any tokio byte stream.
 pub struct MessageStream<S> {
     inner: tokio_util::codec::Framed<S, tokio_util::codec::LengthDelimitedCodec>,
+    /// Set once a node connection is authenticated: every frame after that carries a tag.
+    sealer: Option<super::seal::Sealer>,
 }
 
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
     /// Wraps a stream, starting with the handshake limit.
     pub fn new(stream: S) -> Self {
-        MessageStream { inner: tokio_util::codec::Framed::new(stream, codec(MAX_HANDSHAKE_FRAME)) }
+        MessageStream { inner: tokio_util::codec::Framed::new(stream, codec(MAX_HANDSHAKE_FRAME)), sealer: None }
     }
 
     /// Raises the frame limit once the peer has authenticated.
     pub fn set_max_frame(&mut self, max: usize) {
-        self.inner.codec_mut().set_max_frame_length(max);
+        let tag = if self.sealer.is_some() { super::seal::TAG_LEN } else { 0 };
+        self.inner.codec_mut().set_max_frame_length(max + tag);
+    }
+
+    /// From now on, seals every frame sent and checks every frame received (see [`super::seal`]);
+    /// the frame limit grows by the tag.
+    pub fn seal(&mut self, keys: super::seal::SessionKeys) {
+        let max = self.inner.codec().max_frame_length();
+        self.inner.codec_mut().set_max_frame_length(max + super::seal::TAG_LEN);
+        self.sealer = Some(super::seal::Sealer::new(keys));
     }
 
     /// Sends one message.
     pub async fn send<T: Serialize>(&mut self, message: &T) -> Result<(), FrameError> {
         use futures::SinkExt;
-        let bytes = postcard::to_allocvec(message)?;
+        let mut bytes = postcard::to_allocvec(message)?;
+        if let Some(sealer) = &mut self.sealer {
+            sealer.seal(&mut bytes);
+        }
         self.inner.send(bytes::Bytes::from(bytes)).await.map_err(FrameError::Io)
     }
 
@@ -106,7 +123,10 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
                 Err(FrameError::TooLarge { len: 0, max: self.inner.codec().max_frame_length() })
             }
             Some(Err(e)) => Err(FrameError::Io(e)),
-            Some(Ok(frame)) => Ok(Some(decode(&frame)?)),
+            Some(Ok(frame)) => match &mut self.sealer {
+                Some(sealer) => Ok(Some(decode(sealer.open(&frame)?)?)),
+                None => Ok(Some(decode(&frame)?)),
+            },
         }
     }
 

@@ -2,6 +2,7 @@
 //! holds the cluster key (and checks that ctld does), a client just says hello.
 
 use super::frame::{FrameError, MAX_FRAME, MessageStream};
+use super::seal::{End, SessionKeys};
 use super::{Hello, HelloReply, MAGIC, NodeProof, PROTOCOL_VERSION, Role};
 use crate::auth::{AuthError, ClusterKey, NONCE_LEN, random_bytes};
 use thiserror::Error;
@@ -26,7 +27,8 @@ pub enum HandshakeError {
     BadProof,
 }
 
-/// Authenticates as node `name` on a fresh connection; afterwards the stream accepts full-size frames.
+/// Authenticates as node `name` on a fresh connection; afterwards the stream accepts full-size
+/// frames and seals every frame in both directions.
 pub async fn node_handshake<S>(
     messages: &mut MessageStream<S>,
     key: &ClusterKey,
@@ -50,6 +52,7 @@ where
             }
             let proof = key.prove("node", name, &nonce, &server_nonce, protocol_version);
             messages.send(&NodeProof { proof }).await?;
+            messages.seal(SessionKeys::derive(key, End::Node, name, &nonce, &server_nonce, protocol_version));
         }
         Some(HelloReply::Reject { message }) => return Err(HandshakeError::Refused(message)),
         None => return Err(HandshakeError::Closed),

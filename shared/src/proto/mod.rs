@@ -9,6 +9,7 @@ pub mod client;
 pub mod frame;
 pub mod handshake;
 pub mod node;
+pub mod seal;
 pub mod stepio;
 pub mod usage;
 
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"DRVR";
 
 /// The protocol version this build speaks; ctld also accepts the previous one.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// First frame from the connecting side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

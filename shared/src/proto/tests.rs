@@ -18,7 +18,7 @@ fn golden_bytes() {
         role: Role::Node { name: "n1".into() },
         nonce: vec![7],
     };
-    assert_eq!(hex(&hello), "445256520201026e310107");
+    assert_eq!(hex(&hello), "445256520301026e310107");
     assert_eq!(hex(&Request::Ping), "06");
     assert_eq!(hex(&Response::Submitted { job_id: 300 }), "00ac02");
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
@@ -55,4 +55,50 @@ fn usage_golden_bytes() {
     assert_eq!(hex(&query), "0f020401");
     let sample = JobGpuSample { job_id: 5, gpus: 2, utilization_percent_sum: 40, memory_used_bytes: 0 };
     assert_eq!(hex(&NodeMessage::GpuUsage(vec![sample])), "050105022800");
+}
+
+#[test]
+fn sealed_streams_refuse_injected_and_replayed_frames() {
+    use super::frame::{FrameError, MessageStream};
+    use super::seal::{End, Sealer, SessionKeys};
+    use tokio::io::AsyncWriteExt;
+    let key = crate::auth::ClusterKey::from_bytes([3; 32]);
+    let derive = |end| SessionKeys::derive(&key, end, "n1", b"c", b"s", PROTOCOL_VERSION);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        // A sealed pair works both ways.
+        let (a, b) = tokio::io::duplex(4096);
+        let (mut ctld, mut node) = (MessageStream::new(a), MessageStream::new(b));
+        ctld.seal(derive(End::Ctld));
+        node.seal(derive(End::Node));
+        ctld.send(&CtldMessage::JobEndAck { job_id: 5 }).await.unwrap();
+        assert_eq!(node.recv::<CtldMessage>().await.unwrap(), Some(CtldMessage::JobEndAck { job_id: 5 }));
+        node.send(&Request::Ping).await.unwrap();
+        assert_eq!(ctld.recv::<Request>().await.unwrap(), Some(Request::Ping));
+
+        // Someone on the path writes frames of their own into the node's stream.
+        let (mut wire, b) = tokio::io::duplex(4096);
+        let mut node = MessageStream::new(b);
+        node.seal(derive(End::Node));
+        let mut genuine = Sealer::new(derive(End::Ctld));
+        let frame = |payload: Vec<u8>| {
+            let mut out = (payload.len() as u32).to_be_bytes().to_vec();
+            out.extend_from_slice(&payload);
+            out
+        };
+        let mut first = postcard::to_allocvec(&CtldMessage::JobEndAck { job_id: 1 }).unwrap();
+        genuine.seal(&mut first);
+        wire.write_all(&frame(first.clone())).await.unwrap();
+        assert!(node.recv::<CtldMessage>().await.unwrap().is_some());
+        // The same genuine frame again is a replay.
+        wire.write_all(&frame(first)).await.unwrap();
+        assert!(matches!(node.recv::<CtldMessage>().await, Err(FrameError::Forged(_))));
+        // An unsealed frame (what a forger without the key can write) is refused too.
+        let (mut wire, b) = tokio::io::duplex(4096);
+        let mut node = MessageStream::new(b);
+        node.seal(derive(End::Node));
+        let forged = postcard::to_allocvec(&CtldMessage::JobEndAck { job_id: 1 }).unwrap();
+        wire.write_all(&frame(forged)).await.unwrap();
+        assert!(matches!(node.recv::<CtldMessage>().await, Err(FrameError::Forged(_))));
+    });
 }
