@@ -4,6 +4,7 @@
 
 mod accounting;
 mod array;
+mod authz;
 mod backfill;
 mod core;
 mod db;
@@ -76,6 +77,7 @@ pub async fn run(
     let mut state = state::State::new(config.clone(), next_job_id);
     db::load_usage(&conn, &db_path, &mut state.usage)?;
     core::restore(&mut state, stored);
+    core::restore_node_states(&mut state, db::load_node_states(&conn, &db_path)?);
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let (db_tx, db_rx) = std::sync::mpsc::channel();
@@ -93,6 +95,7 @@ pub async fn run(
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(metrics::Registry::default());
     let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone());
+    let shared_config = core.shared_config();
     let http = match &config.metrics.listen {
         Some(listen) => {
             let listener = TcpListener::bind(listen).await.with_context(|| format!("binding the metrics port {listen}"))?;
@@ -100,12 +103,12 @@ pub async fn run(
             let addr_file = config.state_dir.join("metrics.addr");
             std::fs::write(&addr_file, format!("{bound}\n")).with_context(|| format!("writing {}", addr_file.display()))?;
             tracing::info!(%bound, "serving /metrics and the status page");
-            let context = http::HttpContext { events: events_tx.clone(), metrics: registry.clone(), db_path: db_path.clone(), config: config.clone() };
+            let context = http::HttpContext { events: events_tx.clone(), metrics: registry.clone(), db_path: db_path.clone(), config: shared_config.clone() };
             Some(tokio::spawn(http::serve(listener, context)))
         }
         None => None,
     };
-    let client_context = rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone(), metrics: registry };
+    let client_context = rpc::ClientContext { events: events_tx.clone(), db_path, config: shared_config, metrics: registry };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
     let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone()));
     let ticker = tokio::spawn(async move {

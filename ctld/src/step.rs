@@ -11,7 +11,8 @@
 
 use super::Core;
 use crate::db::{AfterCommit, DbOp};
-use crate::validate::{Caller, is_admin};
+use crate::authz::{Operation, Who};
+use crate::validate::Caller;
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, StepLaunch};
@@ -74,12 +75,12 @@ impl Core {
         spec: Box<StepSpec>,
         reply: oneshot::Sender<Response>,
     ) {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             let _ = reply.send(refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found")));
             return;
         };
-        if job.info.uid != caller.uid && !admin {
+        if !who.may(Operation::Job { owner: job.info.uid }) {
             let _ = reply.send(refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user")));
             return;
         }
@@ -237,11 +238,11 @@ impl Core {
         state: JobState,
         exit_status: WaitStatus,
     ) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
         };
-        if job.info.uid != caller.uid && !admin {
+        if !who.may(Operation::Job { owner: job.info.uid }) {
             return refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user"));
         }
         let Some(step) = job.info.steps.iter_mut().find(|s| s.step_id == StepId::Numbered(step_id)) else {
@@ -263,13 +264,13 @@ impl Core {
 
     /// `scancel [--signal=S] N.S`.
     pub(crate) fn cancel_step(&mut self, caller: Caller, job_id: JobId, step_id: u32, signal: Option<i32>) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let kill_wait = self.state.config.kill_wait;
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
         };
-        if job.info.uid != caller.uid && !admin {
-            self.audit(caller.uid, "cancel refused", Some(job_id), format!("step {step_id}"));
+        if !who.may(Operation::Job { owner: job.info.uid }) {
+            self.audit_request(caller, "cancel", Some(job_id), Err(ErrorCode::AccessDenied), format!("step {step_id}"));
             return refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user"));
         }
         let Some(step) = job.info.steps.iter_mut().find(|s| s.step_id == StepId::Numbered(step_id)) else {
@@ -284,7 +285,7 @@ impl Core {
             step.state = JobState::Cancelled;
             step.end_time = Some(now());
             self.store_job(job_id, false);
-            self.audit(caller.uid, "cancel", Some(job_id), format!("step {step_id}"));
+            self.audit_request(caller, "cancel", Some(job_id), Ok(()), format!("step {step_id}"));
         }
         self.signal_step_nodes(job_id, step_id, &nodes, signal, kill_wait);
         Response::StepOk

@@ -4,6 +4,7 @@
 //! for that operation.
 
 mod accounting;
+mod audit;
 mod config;
 mod usage;
 
@@ -30,7 +31,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub(crate) struct ClientContext {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     pub(crate) db_path: PathBuf,
-    pub(crate) config: Arc<drover_shared::config::Config>,
+    /// The config in force (`scontrol reconfigure` swaps it).
+    pub(crate) config: crate::core::reconfigure::SharedConfig,
     /// RPC counts and latencies for `/metrics`.
     pub(crate) metrics: Arc<crate::metrics::Registry>,
 }
@@ -121,8 +123,12 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::CancelStep { job_id, step_id, signal } => {
             ask(Box::new(move |reply| Event::CancelStep { caller, job_id, step_id, signal, reply })).await
         }
+        Request::UpdateNode(update) => ask(Box::new(move |reply| Event::UpdateNode { caller, update, reply })).await,
+        Request::Reconfigure => ask(Box::new(move |reply| Event::Reconfigure { caller, reply })).await,
+        Request::QueryNodeReasons => ask(Box::new(|reply| Event::QueryNodeReasons { reply })).await,
+        Request::QueryAudit(query) => audit::query(context, caller, query).await,
         Request::Ping => Response::Pong {
-            cluster: context.config.cluster_name.clone(),
+            cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
         },
     }

@@ -45,3 +45,16 @@ fn usage_golden_bytes() {
     let sample = JobGpuSample { job_id: 5, gpus: 2, utilization_percent_sum: 40, memory_used_bytes: 0 };
     assert_eq!(hex(&NodeMessage::GpuUsage(vec![sample])), "050105022800");
 }
+
+#[test]
+fn admin_golden_bytes() {
+    use super::client::{AuditQuery, NodeStateChange, NodeUpdate};
+    let drain = NodeUpdate { nodes: "n1".into(), state: NodeStateChange::Drain, reason: Some("x".into()) };
+    assert_eq!(hex(&Request::UpdateNode(drain)), "13026e3100010178");
+    assert_eq!(hex(&Request::Reconfigure), "14");
+    assert_eq!(hex(&Request::QueryNodeReasons), "15");
+    let query = AuditQuery { uids: vec![1000], actions: vec![], job_ids: vec![7], since: Some(3), until: None };
+    assert_eq!(hex(&Request::QueryAudit(query)), "1601e807000107010600");
+    assert_eq!(hex(&Response::Done), "0f");
+    assert_eq!(hex(&Response::Error { code: ErrorCode::InvalidConfig, detail: String::new() }), "071600");
+}
