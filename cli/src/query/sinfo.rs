@@ -623,7 +623,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             nodes.retain(|n| {
                 (n.drain || n.state == NodeState::Down) && partitions.iter().any(|p| p.nodes.contains(&n.name))
             });
-            partitions = vec![all_nodes(&nodes)];
+            partitions = if nodes.is_empty() { Vec::new() } else { vec![all_nodes(&nodes)] };
         }
         let mode = match (args.node_oriented, args.long, args.summarize) {
             _ if args.list_reasons => Mode::Reasons,
