@@ -346,3 +346,30 @@ fn audit_records_every_action_with_its_outcome() {
     assert_eq!(table.lines().count(), 1 + audit(&cluster, &["--action", "submit"]).len());
     assert!(table.contains(" local "), "{table}");
 }
+
+/// `State=DOWN` (an operator's) ends the node's jobs `NODE_FAIL` at once and gives it no work
+/// until `RESUME`; the reason shows in `sinfo -R` and `scontrol show node`.
+#[test]
+fn down_ends_the_nodes_jobs_until_resume() {
+    if !require_users() {
+        return;
+    }
+    let cluster = Cluster::start_with(&operator_config());
+    let running = cluster.submit(Some("alice"), "sleep.sh", SLEEPER, &["-w", "n2"]);
+    cluster.wait_state(running, "RUNNING", LONG);
+    let out = as_user(&cluster, "bob", "scontrol", &["update", "NodeName=n2", "State=DOWN", "Reason=PSU"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    cluster.wait_state(running, "NODE_FAIL", LONG);
+    assert_eq!(node_state(&cluster, "n2"), "down");
+    let show = cluster.ok("scontrol", &["show", "node", "n2"]);
+    assert!(show.contains("State=DOWN ") && show.contains("Reason=PSU [bob@"), "{show}");
+    assert!(cluster.ok("sinfo", &["-h", "-R"]).starts_with("PSU                  bob "));
+    let waiting = cluster.submit(Some("alice"), "next.sh", "#!/bin/sh\ntrue\n", &["-w", "n2"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(queue_state(&cluster, waiting).starts_with("PENDING|"), "{}", queue_state(&cluster, waiting));
+    let out = as_user(&cluster, "bob", "scontrol", &["update", "NodeName=n2", "State=RESUME"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    cluster.wait_state(waiting, "COMPLETED", LONG);
+    let rows = audit_when(&cluster, &["--action", "down,resume"], |rows| rows.len() >= 2);
+    assert!(has(&rows, "bob", "down", "", "ok") && has(&rows, "bob", "resume", "", "ok"), "{rows:#?}");
+}
