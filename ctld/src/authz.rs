@@ -79,7 +79,7 @@ mod tests {
     use super::*;
 
     fn who(uid: u32, role: Role) -> Who {
-        Who { caller: Caller { uid, gid: uid }, role }
+        Who { caller: Caller::local(uid, uid), role }
     }
 
     #[test]

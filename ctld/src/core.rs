@@ -57,6 +57,8 @@ pub(crate) enum Event {
     UpdateNode { caller: Caller, update: drover_shared::proto::client::NodeUpdate, reply: oneshot::Sender<Response> },
     QueryNodeReasons { reply: oneshot::Sender<Response> },
     Reconfigure { caller: Caller, reply: oneshot::Sender<Response> },
+    /// A remote client's token was refused (audited as a refused `connect`).
+    RemoteRefused { uid: u32, detail: String },
 }
 
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
@@ -174,7 +176,7 @@ impl Core {
             Ok(()) => "ok".to_owned(),
             Err(code) => code.message().to_owned(),
         };
-        let origin = caller.origin().to_owned();
+        let origin = caller.origin();
         self.store(DbOp::Audit { time: now(), uid: caller.uid, origin, action, job_id, outcome, detail });
     }
 
@@ -250,6 +252,10 @@ impl Core {
             }
             Event::Reconfigure { caller, reply } => {
                 let _ = reply.send(self.reconfigure(caller));
+            }
+            Event::RemoteRefused { uid, detail } => {
+                let (origin, outcome) = ("tcp".to_owned(), "Access/permission denied".to_owned());
+                self.store(DbOp::Audit { time: now(), uid, origin, action: "connect", job_id: None, outcome, detail });
             }
         }
     }

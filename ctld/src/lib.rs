@@ -18,6 +18,7 @@ mod nodes;
 mod preempt;
 mod priority;
 mod quota;
+mod remote;
 mod report;
 mod rpc;
 mod scheduler;
@@ -109,8 +110,9 @@ pub async fn run(
         None => None,
     };
     let client_context = rpc::ClientContext { events: events_tx.clone(), db_path, config: shared_config, metrics: registry };
+    let remote = remote::Remote { tokens: Arc::new(remote::Tokens::new(key.clone())), context: client_context.clone() };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
-    let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone()));
+    let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone(), remote));
     let ticker = tokio::spawn(async move {
         let mut interval = tokio::time::interval(TICK);
         loop {

@@ -16,12 +16,30 @@ use std::sync::Arc;
 pub(crate) struct Caller {
     pub(crate) uid: u32,
     pub(crate) gid: u32,
+    pub(crate) origin: Origin,
+}
+
+/// Where a client connected from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// ctld's Unix socket (`SO_PEERCRED`).
+    Local,
+    /// ctld's TCP port with a token from this host's noded.
+    Host(crate::remote::HostId),
 }
 
 impl Caller {
-    /// Where the request came from, for the audit log: ctld's Unix socket.
-    pub(crate) fn origin(self) -> &'static str {
-        "local"
+    /// A caller on ctld's Unix socket.
+    pub(crate) fn local(uid: u32, gid: u32) -> Caller {
+        Caller { uid, gid, origin: Origin::Local }
+    }
+
+    /// Where the request came from, for the audit log: `local` or `host:<node>`.
+    pub(crate) fn origin(self) -> String {
+        match self.origin {
+            Origin::Local => "local".into(),
+            Origin::Host(host) => format!("host:{}", crate::remote::host_name(host)),
+        }
     }
 }
 

@@ -62,7 +62,7 @@ pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
 
 async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()> {
     let cred = stream.peer_cred()?;
-    let caller = Caller { uid: cred.uid(), gid: cred.gid() };
+    let caller = Caller::local(cred.uid(), cred.gid());
     let mut messages = MessageStream::new(stream);
     let hello: Option<Hello> = tokio::time::timeout(HELLO_TIMEOUT, messages.recv()).await??;
     let Some(hello) = hello else { return Ok(()) };
@@ -72,6 +72,19 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
         return Ok(());
     }
     messages.send(&HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() }).await?;
+    serve_requests(messages, caller, &context).await
+}
+
+/// Answers an accepted client's requests, one at a time, until it closes or idles out; the
+/// caller's identity was established by the hello (`SO_PEERCRED` or a token).
+pub(crate) async fn serve_requests<S>(
+    mut messages: MessageStream<S>,
+    caller: Caller,
+    context: &ClientContext,
+) -> anyhow::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     messages.set_max_frame(MAX_FRAME);
     loop {
         let request: Option<Request> = match tokio::time::timeout(IDLE_TIMEOUT, messages.recv()).await {
@@ -80,7 +93,7 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
         };
         let Some(request) = request else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
-        let response = dispatch(request, caller, &context).await;
+        let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send(&response).await?;
     }
