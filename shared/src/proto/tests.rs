@@ -58,3 +58,11 @@ fn admin_golden_bytes() {
     assert_eq!(hex(&Response::Done), "0f");
     assert_eq!(hex(&Response::Error { code: ErrorCode::InvalidConfig, detail: String::new() }), "071600");
 }
+
+#[test]
+fn remote_client_hello_golden_bytes() {
+    use crate::token::ClientToken;
+    let token = ClientToken { uid: 1000, gid: 100, host: "n1".into(), issued: 5, expires: 35, nonce: vec![1], mac: vec![2] };
+    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::RemoteClient { token }, nonce: vec![] };
+    assert_eq!(hex(&hello), "445256520202e80764026e310a460101010200");
+}
