@@ -10,8 +10,11 @@ use drover_shared::proto::client::ErrorCode;
 /// Something a caller wants to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Operation {
-    /// Cancel, signal, hold, release, requeue or update a job (or its steps) owned by `owner`.
+    /// Cancel, signal, hold, release, requeue or update a job (or cancel its steps) owned by `owner`.
     Job { owner: u32 },
+    /// Start a step in (or report a step's end for) a job owned by `owner`: the step's tasks run
+    /// as the job's owner, so for anyone else this is running code as that user.
+    RunAs { owner: u32 },
     /// What only staff may do to a job: an admin hold (and releasing one), raising a time limit,
     /// a negative nice.
     JobPrivileged,
@@ -29,11 +32,11 @@ impl Operation {
     /// The least role that may do it for `caller`.
     fn needs(self, caller: Caller) -> Role {
         match self {
-            Operation::Job { owner } if owner == caller.uid => Role::User,
+            Operation::Job { owner } | Operation::RunAs { owner } if owner == caller.uid => Role::User,
             Operation::Job { .. } | Operation::JobPrivileged | Operation::NodeState | Operation::ReadAll => {
                 Role::Operator
             }
-            Operation::Reconfigure | Operation::ChargeAnyAccount => Role::Admin,
+            Operation::RunAs { .. } | Operation::Reconfigure | Operation::ChargeAnyAccount => Role::Admin,
         }
     }
 }
@@ -94,6 +97,9 @@ mod tests {
         assert!(operator.may(Operation::NodeState));
         assert!(operator.may(Operation::JobPrivileged));
         assert!(!operator.may(Operation::Reconfigure));
+        assert!(!operator.may(Operation::RunAs { owner: 1000 }));
+        assert!(operator.may(Operation::RunAs { owner: 1001 }));
+        assert!(admin.may(Operation::RunAs { owner: 1000 }));
         assert!(!operator.may(Operation::ChargeAnyAccount));
         for op in
             [Operation::Job { owner: 1 }, Operation::NodeState, Operation::Reconfigure, Operation::ChargeAnyAccount]

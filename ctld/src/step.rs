@@ -80,8 +80,10 @@ impl Core {
             let _ = reply.send(refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found")));
             return;
         };
-        if !who.may(Operation::Job { owner: job.info.uid }) {
+        if !who.may(Operation::RunAs { owner: job.info.uid }) {
+            let detail = format!("create step, owner uid {}", job.info.uid);
             let _ = reply.send(refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user")));
+            self.audit_request(caller, "step", Some(job_id), Err(ErrorCode::AccessDenied), detail);
             return;
         }
         let (Some(JobState::Running), Some(alloc)) = (job.info.state, &job.alloc) else {
@@ -169,6 +171,7 @@ impl Core {
             nodes: node_names,
         });
         self.store_job(job_id, false);
+        self.audit_request(caller, "step", Some(job_id), Ok(()), format!("create step {step_id}, {ntasks} tasks"));
         self.store(DbOp::After(AfterCommit::StepCreated { job_id, step_id }));
         self.steps.held.insert((job_id, step_id), held);
         self.steps.pending.insert((job_id, step_id), (reply, spec, layout));
@@ -242,7 +245,7 @@ impl Core {
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
         };
-        if !who.may(Operation::Job { owner: job.info.uid }) {
+        if !who.may(Operation::RunAs { owner: job.info.uid }) {
             return refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user"));
         }
         let Some(step) = job.info.steps.iter_mut().find(|s| s.step_id == StepId::Numbered(step_id)) else {

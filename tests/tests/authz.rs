@@ -284,7 +284,7 @@ fn reconfigure_applies_valid_files_and_keeps_the_old_config_otherwise() {
 }
 
 /// Every state-changing request is in the audit log with who did it and the outcome: submit,
-/// cancel, hold, release, update, requeue, drain, resume, reconfigure, refused ones included.
+/// cancel, hold, release, update, requeue, steps, drain, resume, reconfigure, refused ones included.
 #[test]
 fn audit_records_every_action_with_its_outcome() {
     if !require_users() {
@@ -302,6 +302,9 @@ fn audit_records_every_action_with_its_outcome() {
         let out = as_user(&cluster, user, command, args);
         assert!(out.status.success(), "{user} {command} {args:?}: {}", text(&out.stderr));
     };
+    ok("alice", "srun", &[&format!("--jobid={r}"), "true"]);
+    let out = as_user(&cluster, "bob", "srun", &[&format!("--jobid={r}"), "true"]);
+    assert!(!out.status.success(), "bob ran a step in alice's job");
     ok("bob", "scontrol", &["hold", &p]);
     ok("bob", "scontrol", &["release", &p]);
     ok("alice", "scontrol", &["update", &format!("JobId={p}"), "TimeLimit=10"]);
@@ -322,6 +325,8 @@ fn audit_records_every_action_with_its_outcome() {
         ("bob", "release", &p, "ok"),
         ("alice", "update", &p, "ok"),
         ("alice", "requeue", &r, "ok"),
+        ("alice", "step", &r, "ok"),
+        ("bob", "step", &r, "Access/permission denied"),
         ("bob", "drain", "", "ok"),
         ("bob", "resume", "", "ok"),
         ("alice", "cancel", &p, "ok"),
