@@ -6,10 +6,10 @@
 //! local noded's token socket, the client fetches a short-lived signed token there and presents it
 //! to ctld's TCP port (`DROVER_CONTROLLER`, else the config's `controller.address`).
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use drover_shared::proto::client::{Request, Response};
-use drover_shared::proto::frame::{read_message, write_message, MAX_FRAME, MAX_HANDSHAKE_FRAME};
-use drover_shared::proto::{Hello, HelloReply, Role, MAGIC, PROTOCOL_VERSION};
+use drover_shared::proto::frame::{MAX_FRAME, MAX_HANDSHAKE_FRAME, read_message, write_message};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
 use drover_shared::token::ClientToken;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

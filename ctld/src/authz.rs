@@ -3,7 +3,7 @@
 //! always an admin), with Slurm's meaning: users act on their own jobs, operators on any job and
 //! on node states, admins also reconfigure the controller. Every request handler asks here.
 
-use crate::validate::{user_name, Caller};
+use crate::validate::{Caller, user_name};
 use drover_shared::config::{Config, Role};
 use drover_shared::proto::client::ErrorCode;
 
@@ -61,11 +61,7 @@ impl Who {
 
     /// `Ok` when the caller may do `operation`, else Slurm's access error.
     pub(crate) fn check(self, operation: Operation) -> Result<(), ErrorCode> {
-        if self.may(operation) {
-            Ok(())
-        } else {
-            Err(ErrorCode::AccessDenied)
-        }
+        if self.may(operation) { Ok(()) } else { Err(ErrorCode::AccessDenied) }
     }
 }
 

@@ -10,12 +10,12 @@ use super::Core;
 use crate::authz::{Operation, Who};
 use crate::db::{DbOp, StoredNodeState};
 use crate::state::State;
-use crate::validate::{user_name, Caller};
+use crate::validate::{Caller, user_name};
 use drover_shared::hostlist;
 use drover_shared::job::JobId;
 use drover_shared::proto::client::{ErrorCode, NodeReason, NodeStateChange, NodeUpdate, Response};
 use drover_shared::proto::node::CtldMessage;
-use drover_shared::{now, UnixTime};
+use drover_shared::{UnixTime, now};
 
 /// A refused node update: Slurm's code and a detail for the log and the audit record.
 type Refusal = (ErrorCode, String);

@@ -5,15 +5,15 @@
 
 use crate::core::Event;
 use crate::state::NodeLink;
-use drover_shared::auth::{random_bytes, ClusterKey, NONCE_LEN};
-use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
+use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
+use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::node::{CtldMessage, NodeMessage};
-use drover_shared::proto::{version_supported, Hello, HelloReply, NodeProof, Role, MAGIC};
-use std::sync::atomic::{AtomicU64, Ordering};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, NodeProof, Role, version_supported};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{Semaphore, mpsc};
 
 /// Most node connections at once (authenticated or not).
 const MAX_NODE_CONNECTIONS: usize = 16_384;
@@ -71,7 +71,8 @@ async fn handle(
         }
         return crate::remote::serve(messages, token, &peer, &remote).await;
     }
-    let (name, registration) = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;
+    let (name, registration) =
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;
     let connection_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let link = NodeLink { connection_id, tx };

@@ -8,11 +8,11 @@
 use crate::core::Event;
 use crate::rpc::ClientContext;
 use crate::validate::{Caller, Origin};
+use drover_shared::UnixTime;
 use drover_shared::auth::ClusterKey;
 use drover_shared::proto::frame::MessageStream;
 use drover_shared::proto::{HelloReply, PROTOCOL_VERSION};
 use drover_shared::token::{ClientToken, MAX_TOKEN_LIFETIME, TOKEN_NONCE_LEN};
-use drover_shared::UnixTime;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use thiserror::Error;

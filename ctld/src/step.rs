@@ -10,8 +10,8 @@
 //! [`Request::StepDone`]: drover_shared::proto::client::Request::StepDone
 
 use super::Core;
-use crate::db::{AfterCommit, DbOp};
 use crate::authz::{Operation, Who};
+use crate::db::{AfterCommit, DbOp};
 use crate::validate::Caller;
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};

@@ -5,8 +5,8 @@
 //! [`Hello`](crate::proto::Hello); ctld checks the MAC, the times, and that the nonce was never
 //! used before.
 
-use crate::auth::{AuthError, ClusterKey};
 use crate::UnixTime;
+use crate::auth::{AuthError, ClusterKey};
 use serde::{Deserialize, Serialize};
 
 /// Longest lifetime a token may have; ctld refuses longer ones.

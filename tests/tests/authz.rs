@@ -3,7 +3,7 @@
 //! reconfigure, and a broken config file leaves the old one in force; a drain survives a ctld
 //! restart; every state-changing request is in the audit log with its outcome, refused ones too.
 
-use drover_e2e::{require_users, text, Cluster, CONFIG};
+use drover_e2e::{CONFIG, Cluster, require_users, text};
 use std::process::Output;
 use std::time::{Duration, Instant};
 

@@ -3,11 +3,11 @@
 //! token's user is who ctld serves; replayed, expired, forged and wrong-key tokens are refused,
 //! and the refusals are audited.
 
-use drover_e2e::{bin_dir, require_users, text, Cluster};
+use drover_e2e::{Cluster, bin_dir, require_users, text};
 use drover_shared::auth::ClusterKey;
 use drover_shared::proto::client::{Request, Response};
-use drover_shared::proto::frame::{read_message, write_message, MAX_FRAME, MAX_HANDSHAKE_FRAME};
-use drover_shared::proto::{Hello, HelloReply, Role, MAGIC, PROTOCOL_VERSION};
+use drover_shared::proto::frame::{MAX_FRAME, MAX_HANDSHAKE_FRAME, read_message, write_message};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
 use drover_shared::token::ClientToken;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Output};

@@ -11,14 +11,14 @@
 use super::common;
 use super::format::{self, Tz};
 use super::sinfo::gres_string;
+use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
+use drover_shared::grammar::time::parse_time_limit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo};
 use drover_shared::node::{NodeInfo, PartitionInfo};
-use drover_shared::grammar::time::parse_time_limit;
 use drover_shared::proto::client::{JobQuery, JobUpdate, NodeReason, Request, Response};
-use drover_shared::UnixTime;
 use std::ffi::OsString;
 
 const USAGE: &str = "Usage: scontrol [-o] [-d] <command> ...
@@ -46,11 +46,7 @@ pub(crate) struct ShowOptions {
 
 /// The separator between the lines of one record.
 fn separator(options: ShowOptions) -> &'static str {
-    if options.oneliner {
-        " "
-    } else {
-        "\n   "
-    }
+    if options.oneliner { " " } else { "\n   " }
 }
 
 fn job_time_limit(limit: Option<TimeLimit>) -> String {
@@ -255,11 +251,7 @@ fn record(lines: &[String], options: ShowOptions) -> String {
 }
 
 fn list_or_all(items: &[String]) -> String {
-    if items.is_empty() {
-        "ALL".into()
-    } else {
-        items.join(",")
-    }
+    if items.is_empty() { "ALL".into() } else { items.join(",") }
 }
 
 /// One `scontrol show partition` record.
@@ -342,7 +334,7 @@ fn parse_invocation(args: &[String]) -> Result<Option<Invocation>, String> {
                 "details" => invocation.options.details = true,
                 "quiet" => invocation.quiet = true,
                 "clusters" if value.is_none() && iter.next().is_none() => {
-                    return Err(format!("option '{arg}' requires an argument"))
+                    return Err(format!("option '{arg}' requires an argument"));
                 }
                 "help" => return Ok(None),
                 _ => {}
@@ -598,7 +590,8 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
             return Ok(1);
         }
     };
-    let jobs: Vec<&JobInfo> = jobs.iter().filter(|j| targets.is_empty() || targets.iter().any(|t| t.matches(j))).collect();
+    let jobs: Vec<&JobInfo> =
+        jobs.iter().filter(|j| targets.is_empty() || targets.iter().any(|t| t.matches(j))).collect();
     if jobs.is_empty() {
         if job_ids.is_empty() {
             println!("No jobs in the system");
@@ -749,7 +742,8 @@ mod tests {
 
     #[test]
     fn arrays_match_slurm() {
-        let shown: String = scenario::array_29().iter().map(|job| render_job(job, scenario::NOW, UTC, NORMAL)).collect();
+        let shown: String =
+            scenario::array_29().iter().map(|job| render_job(job, scenario::NOW, UTC, NORMAL)).collect();
         // As for any pending job, the time of the last scheduling pass is not recorded.
         let expected = without_sid(&sample_stdout("scontrol_show_job_array.txt"))
             .replace("LastSchedEval=2026-11-29T23:35:37", "LastSchedEval=2026-11-29T23:35:32");
@@ -813,7 +807,8 @@ mod tests {
 
     #[test]
     fn config_layout() {
-        let entries = vec![("MaxArraySize".to_owned(), "1001".to_owned()), ("MinJobAge".to_owned(), "300 sec".to_owned())];
+        let entries =
+            vec![("MaxArraySize".to_owned(), "1001".to_owned()), ("MinJobAge".to_owned(), "300 sec".to_owned())];
         expect![[r#"
             Configuration data as of 2026-11-29T23:35:39
             MaxArraySize            = 1001
@@ -857,7 +852,13 @@ mod tests {
         node.not_responding = true;
         node.reason = Some("bad fan".into());
         node.gpus_alloc = vec![0];
-        let reason_by = NodeReason { node: node.name.clone(), reason: "bad fan".into(), uid: 1001, user: "bob".into(), time: 1_764_460_800 };
+        let reason_by = NodeReason {
+            node: node.name.clone(),
+            reason: "bad fan".into(),
+            uid: 1001,
+            user: "bob".into(),
+            time: 1_764_460_800,
+        };
         expect![[r#"
             NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan [bob@2025-11-30T00:00:00]
         "#]]

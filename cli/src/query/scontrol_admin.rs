@@ -31,7 +31,7 @@ pub(crate) fn parse_node_update(words: &[String]) -> Result<NodeUpdate, Refused>
                     "RESUME" => NodeStateChange::Resume,
                     "UNDRAIN" => NodeStateChange::Undrain,
                     "IDLE" | "FAIL" | "FUTURE" | "POWER_DOWN" | "POWER_UP" | "NORESP" | "CANCEL_REBOOT" => {
-                        return Err(Refused(format!("scontrol: error: State={value} is not supported yet")))
+                        return Err(Refused(format!("scontrol: error: State={value} is not supported yet")));
                     }
                     _ => return Err(Refused(format!("Invalid input: {word}\nRequest aborted"))),
                 })

@@ -9,7 +9,11 @@ use drover_shared::proto::client::{AccountingQuery, ErrorCode, Response};
 pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: AccountingQuery) -> Response {
     // Like Slurm without PrivateData: everyone may read all jobs with -a; by default a user sees
     // their own, and operators and admins see everyone's.
-    if query.users.is_empty() && !query.all_users && query.job_ids.is_empty() && !Who::of(&context.config.get(), caller).may(Operation::ReadAll) {
+    if query.users.is_empty()
+        && !query.all_users
+        && query.job_ids.is_empty()
+        && !Who::of(&context.config.get(), caller).may(Operation::ReadAll)
+    {
         query.users.push(caller.uid);
     }
     let path = context.db_path.clone();
