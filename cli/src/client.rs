@@ -1,13 +1,28 @@
 //! The CLI's connection to ctld: find the client socket, say hello, send one request, read one
 //! answer. Blocking I/O: every command makes one or two round trips and exits, so a runtime would
 //! cost more start-up time than it saves.
+//!
+//! On a host without ctld's socket (a compute node), with `DROVER_TOKEN_SOCKET` pointing at the
+//! local noded's token socket, the client fetches a short-lived signed token there and presents it
+//! to ctld's TCP port (`DROVER_CONTROLLER`, else the config's `controller.address`).
 
 use anyhow::{Context, bail};
 use drover_shared::proto::client::{Request, Response};
 use drover_shared::proto::frame::{MAX_FRAME, MAX_HANDSHAKE_FRAME, read_message, write_message};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
+use drover_shared::token::ClientToken;
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+
+/// A byte stream to ctld: its Unix socket or its TCP port.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+fn config() -> anyhow::Result<drover_shared::config::Config> {
+    let conf = std::env::var_os("DROVER_CONF").map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
+    Ok(drover_shared::config::Config::load(&conf)?)
+}
 
 /// Where ctld's client socket is: `DROVER_SOCKET`, else the config named by `DROVER_CONF`
 /// (default `/etc/drover/cluster.toml`).
@@ -15,27 +30,51 @@ pub(crate) fn socket_path() -> anyhow::Result<PathBuf> {
     if let Some(socket) = std::env::var_os("DROVER_SOCKET") {
         return Ok(PathBuf::from(socket));
     }
-    let conf = std::env::var_os("DROVER_CONF").map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
-    let config = drover_shared::config::Config::load(&conf)?;
-    Ok(config.client_socket())
+    Ok(config()?.client_socket())
 }
 
 /// An open, greeted connection to ctld.
 pub(crate) struct Client {
-    stream: UnixStream,
+    stream: Box<dyn Stream>,
 }
 
 impl Client {
-    /// Connects and performs the handshake.
+    /// Connects and performs the handshake: on ctld's Unix socket, else (with
+    /// `DROVER_TOKEN_SOCKET` set and no local socket) on its TCP port with a token.
     pub(crate) fn connect() -> anyhow::Result<Client> {
-        Client::connect_at(&socket_path()?)
+        match std::env::var_os("DROVER_TOKEN_SOCKET").map(PathBuf::from) {
+            None => Client::connect_at(&socket_path()?),
+            Some(tokens) => match socket_path() {
+                Ok(path) if path.exists() => Client::connect_at(&path),
+                _ => Client::connect_remote(&tokens),
+            },
+        }
     }
 
     /// Connects to the socket at `path` and performs the handshake.
     pub(crate) fn connect_at(path: &std::path::Path) -> anyhow::Result<Client> {
-        let mut stream = UnixStream::connect(path)
+        let stream = UnixStream::connect(path)
             .with_context(|| format!("Unable to contact slurm controller (connect failure) at {}", path.display()))?;
-        let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Client, nonce: Vec::new() };
+        Client::greet(Box::new(stream), Role::Client)
+    }
+
+    /// Fetches a token from the local noded's token socket and connects to ctld's TCP port.
+    fn connect_remote(token_socket: &std::path::Path) -> anyhow::Result<Client> {
+        let mut tokens = UnixStream::connect(token_socket)
+            .with_context(|| format!("Unable to get a token from the local noded at {}", token_socket.display()))?;
+        let token: ClientToken = read_message(&mut tokens, MAX_HANDSHAKE_FRAME)?;
+        let address = match std::env::var("DROVER_CONTROLLER") {
+            Ok(address) => address,
+            Err(_) => config()?.controller_address,
+        };
+        let stream = std::net::TcpStream::connect(&address)
+            .with_context(|| format!("Unable to contact slurm controller (connect failure) at {address}"))?;
+        stream.set_nodelay(true)?;
+        Client::greet(Box::new(stream), Role::RemoteClient { token })
+    }
+
+    fn greet(mut stream: Box<dyn Stream>, role: Role) -> anyhow::Result<Client> {
+        let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role, nonce: Vec::new() };
         write_message(&mut stream, &hello)?;
         match read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME)? {
             HelloReply::Accept { .. } => Ok(Client { stream }),

@@ -28,6 +28,7 @@ fn applet(name: &str) -> Option<Applet> {
         "sshare" => query::sshare::run,
         "sprio" => query::sprio::run,
         "why" => query::why::run,
+        "audit" => query::audit::run,
         "report" => report::run,
         "sreport" => report::sreport,
         "srun" => srun::run,

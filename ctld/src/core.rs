@@ -4,10 +4,11 @@
 //! and anything that must not happen before they are on disk (answering `sbatch`, launching a job,
 //! acknowledging a job's end to its node) waits for the writer's [`CommitReport`].
 
+use crate::authz::{Operation, Who};
 use crate::db::{AfterCommit, CommitReport, DbOp};
 use crate::scheduler::{self, Start};
 use crate::state::{Allocation, Job, NodeAllocation, NodeLink, State};
-use crate::validate::{self, Caller, is_admin};
+use crate::validate::{self, Caller};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
 use drover_shared::node::PartitionInfo;
@@ -20,6 +21,13 @@ use tokio::sync::{mpsc, oneshot};
 
 #[path = "step.rs"]
 mod step;
+
+#[path = "node_admin.rs"]
+mod node_admin;
+pub(crate) use node_admin::restore_node_states;
+
+#[path = "reconfigure.rs"]
+pub(crate) mod reconfigure;
 
 /// Everything the core reacts to.
 #[derive(Debug)]
@@ -118,6 +126,23 @@ pub(crate) enum Event {
     Metrics {
         reply: oneshot::Sender<crate::metrics::Snapshot>,
     },
+    UpdateNode {
+        caller: Caller,
+        update: drover_shared::proto::client::NodeUpdate,
+        reply: oneshot::Sender<Response>,
+    },
+    QueryNodeReasons {
+        reply: oneshot::Sender<Response>,
+    },
+    Reconfigure {
+        caller: Caller,
+        reply: oneshot::Sender<Response>,
+    },
+    /// A remote client's token was refused (audited as a refused `connect`).
+    RemoteRefused {
+        uid: u32,
+        detail: String,
+    },
 }
 
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
@@ -153,10 +178,13 @@ pub(crate) struct Core {
     /// Account → GPU-seconds allocated since ctld started, and when it was last advanced.
     gpu_seconds: std::collections::BTreeMap<String, u64>,
     gpu_seconds_at: UnixTime,
+    /// The config the client and HTTP handlers read; swapped by `scontrol reconfigure`.
+    shared_config: reconfigure::SharedConfig,
 }
 
 impl Core {
     pub(crate) fn new(state: State, db: std::sync::mpsc::Sender<DbOp>, ctld_socket: String) -> Core {
+        let shared_config = reconfigure::SharedConfig::new(state.config.clone());
         let mut core = Core {
             state,
             db,
@@ -172,6 +200,7 @@ impl Core {
             metrics: Arc::default(),
             gpu_seconds: Default::default(),
             gpu_seconds_at: now(),
+            shared_config,
         };
         let running: Vec<JobId> =
             core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
@@ -228,8 +257,28 @@ impl Core {
         }
     }
 
+    /// Records something the controller did on its own (job ends, node failures, preemption).
     fn audit(&self, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String) {
-        self.store(DbOp::Audit { time: now(), uid, action, job_id, detail });
+        let origin = "ctld".to_owned();
+        self.store(DbOp::Audit { time: now(), uid, origin, action, job_id, outcome: "ok".into(), detail });
+    }
+
+    /// Records a client's request with its outcome (`ok` or the refusal's message), refused ones
+    /// included.
+    fn audit_request(
+        &self,
+        caller: Caller,
+        action: &'static str,
+        job_id: Option<JobId>,
+        outcome: Result<(), ErrorCode>,
+        detail: String,
+    ) {
+        let outcome = match outcome {
+            Ok(()) => "ok".to_owned(),
+            Err(code) => code.message().to_owned(),
+        };
+        let origin = caller.origin();
+        self.store(DbOp::Audit { time: now(), uid: caller.uid, origin, action, job_id, outcome, detail });
     }
 
     fn handle(&mut self, event: Event) {
@@ -296,6 +345,19 @@ impl Core {
             Event::Metrics { reply } => {
                 let _ = reply.send(self.metrics_snapshot());
             }
+            Event::UpdateNode { caller, update, reply } => {
+                let _ = reply.send(self.update_node(caller, &update));
+            }
+            Event::QueryNodeReasons { reply } => {
+                let _ = reply.send(self.node_reasons());
+            }
+            Event::Reconfigure { caller, reply } => {
+                let _ = reply.send(self.reconfigure(caller));
+            }
+            Event::RemoteRefused { uid, detail } => {
+                let (origin, outcome) = ("tcp".to_owned(), "Access/permission denied".to_owned());
+                self.store(DbOp::Audit { time: now(), uid, origin, action: "connect", job_id: None, outcome, detail });
+            }
         }
     }
 
@@ -304,6 +366,7 @@ impl Core {
         match validate::validate(&self.state, caller, spec, now) {
             Err((code, detail)) => {
                 tracing::info!(uid = caller.uid, %code, detail, "submission refused");
+                self.audit_request(caller, "submit", None, Err(code), detail.clone());
                 let _ = reply.send(Response::Error { code, detail });
             }
             Ok(mut job) => {
@@ -313,12 +376,8 @@ impl Core {
                 self.state.usage.touch(&job.info.account, &job.info.user);
                 crate::array::init(&mut job);
                 self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec: Box::new((*job.spec).clone()) });
-                self.audit(
-                    caller.uid,
-                    "submit",
-                    Some(job_id),
-                    format!("name={} partition={}", job.info.name, job.info.partition),
-                );
+                let detail = format!("name={} partition={}", job.info.name, job.info.partition);
+                self.audit_request(caller, "submit", Some(job_id), Ok(()), detail);
                 self.store(DbOp::After(AfterCommit::AnswerSubmit(job_id)));
                 self.state.jobs.insert(job_id, job);
                 self.waiting_submits.insert(job_id, reply);
@@ -515,7 +574,7 @@ impl Core {
     }
 
     fn cancel(&mut self, caller: Caller, request: &CancelRequest) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let targets: Vec<JobId> = if request.job_ids.is_empty() {
             self.state
                 .jobs
@@ -534,12 +593,12 @@ impl Core {
         let now = now();
         let mut results = Vec::with_capacity(targets.len());
         for job_id in targets {
-            let mut result = self.cancel_one(caller, admin, job_id, request, now);
+            let mut result = self.cancel_one(who, job_id, request, now);
             // An array's id stands for all its records: the base record and every task.
             let is_array = self.state.jobs.get(&job_id).is_some_and(|j| j.info.array_job_id == Some(job_id));
             if is_array && !request.job_ids.is_empty() {
                 for member in crate::array::members(&self.state, job_id).into_iter().filter(|m| *m != job_id) {
-                    let member_result = self.cancel_one(caller, admin, member, request, now);
+                    let member_result = self.cancel_one(who, member, request, now);
                     if member_result.is_ok() && result == Err(ErrorCode::AlreadyDone) {
                         result = Ok(());
                     }
@@ -553,7 +612,7 @@ impl Core {
     /// `scancel 12_3`: cancels (or signals) array tasks; a task still pending in its base record
     /// is split off first, so that it ends as a record of its own, as in Slurm.
     fn cancel_tasks(&mut self, caller: Caller, request: &CancelRequest, tasks: &[(JobId, u32)]) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let now = now();
         let mut results = Vec::with_capacity(tasks.len());
         for &(array_job_id, task) in tasks {
@@ -566,10 +625,18 @@ impl Core {
                 })
                 .map(|j| j.info.job_id);
             let result = match own {
-                Some(job_id) => self.cancel_one(caller, admin, job_id, request, now),
+                Some(job_id) => self.cancel_one(who, job_id, request, now),
                 None => match self.state.jobs.get(&array_job_id) {
                     Some(base) if base.committed && base.info.array_tasks_pending.contains(&task) => {
-                        if base.info.uid != caller.uid && !admin {
+                        if !who.may(Operation::Job { owner: base.info.uid }) {
+                            let detail = format!("task {task}, owner uid {}", base.info.uid);
+                            self.audit_request(
+                                caller,
+                                "cancel",
+                                Some(array_job_id),
+                                Err(ErrorCode::AccessDenied),
+                                detail,
+                            );
                             Err(ErrorCode::AccessDenied)
                         } else if request.signal.is_some() || base.info.state().is_terminal() {
                             // Nothing runs yet to signal; an ended base record has nothing to cancel.
@@ -580,7 +647,7 @@ impl Core {
                                     if split {
                                         self.store_split(array_job_id, job_id);
                                     }
-                                    self.cancel_one(caller, admin, job_id, request, now)
+                                    self.cancel_one(who, job_id, request, now)
                                 }
                                 None => Err(ErrorCode::InvalidJobId),
                             }
@@ -597,13 +664,13 @@ impl Core {
     /// `scontrol requeue`: one result per job id, in order. A running job is killed; when its
     /// node reports the end, it pends again under the same id with its restart count raised.
     fn requeue_jobs(&mut self, caller: Caller, job_ids: &[JobId]) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let kill_wait = self.state.config.kill_wait;
         let mut results = Vec::with_capacity(job_ids.len());
         for &job_id in job_ids {
             let result = match self.state.jobs.get(&job_id).filter(|j| j.committed) {
                 None => Err(ErrorCode::InvalidJobId),
-                Some(job) if job.info.uid != caller.uid && !admin => Err(ErrorCode::AccessDenied),
+                Some(job) if !who.may(Operation::Job { owner: job.info.uid }) => Err(ErrorCode::AccessDenied),
                 Some(job) if job.info.state() == JobState::Pending => Err(ErrorCode::JobPending),
                 Some(job) if job.info.state().is_terminal() => Err(ErrorCode::AlreadyDone),
                 Some(job) if !job.info.requeue => Err(ErrorCode::Disabled),
@@ -613,10 +680,10 @@ impl Core {
                         let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
                     }
                     self.requeue_on_end.insert(job_id);
-                    self.audit(caller.uid, "requeue", Some(job_id), String::new());
                     Ok(())
                 }
             };
+            self.audit_request(caller, "requeue", Some(job_id), result, String::new());
             results.push((job_id, result));
         }
         Response::Cancelled { results }
@@ -626,29 +693,27 @@ impl Core {
     /// `Requeue` changes only while the job pends; a user may lower a time limit, not raise it,
     /// and may not set a negative nice.
     fn update_jobs(&mut self, caller: Caller, job_ids: &[JobId], update: &JobUpdate) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let mut results = Vec::with_capacity(job_ids.len());
         for &job_id in job_ids {
-            let result = self.update_one(caller, admin, job_id, update);
+            let result = self.update_one(who, job_id, update);
             if result.is_ok() {
                 self.store_job(job_id, false);
-                self.audit(caller.uid, "update", Some(job_id), format!("{update:?}"));
                 self.schedule_needed = true;
             }
+            self.audit_request(caller, "update", Some(job_id), result, format!("{update:?}"));
             results.push((job_id, result));
         }
         Response::Cancelled { results }
     }
 
-    fn update_one(&mut self, caller: Caller, admin: bool, job_id: JobId, update: &JobUpdate) -> Result<(), ErrorCode> {
+    fn update_one(&mut self, who: Who, job_id: JobId, update: &JobUpdate) -> Result<(), ErrorCode> {
         if let Some(text) = update.dependency.as_deref().filter(|t| !t.is_empty()) {
             crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
         }
         let config = self.state.config.clone();
         let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
-        if job.info.uid != caller.uid && !admin {
-            return Err(ErrorCode::AccessDenied);
-        }
+        who.check(Operation::Job { owner: job.info.uid })?;
         let state = job.info.state();
         if state.is_terminal() {
             return Err(ErrorCode::AlreadyDone);
@@ -668,7 +733,7 @@ impl Core {
                 (TimeLimit::Minutes(new), Some(TimeLimit::Minutes(current))) => new > current,
                 (TimeLimit::Minutes(_), Some(TimeLimit::Unlimited)) => false,
             };
-            if raises && !admin {
+            if raises && !who.may(Operation::JobPrivileged) {
                 return Err(ErrorCode::AccessDenied);
             }
             let over = |max: TimeLimit| match (limit, max) {
@@ -681,7 +746,7 @@ impl Core {
                 return Err(ErrorCode::InvalidTimeLimit);
             }
         }
-        if update.nice.is_some_and(|n| n < 0) && !admin {
+        if update.nice.is_some_and(|n| n < 0) && !who.may(Operation::JobPrivileged) {
             return Err(ErrorCode::AccessDenied);
         }
         if update.array_max_tasks.is_some() && job.info.array_job_id != Some(job_id) {
@@ -727,41 +792,40 @@ impl Core {
 
     /// `scontrol hold|uhold|release`: one result per job id, in order.
     fn hold(&mut self, caller: Caller, job_ids: &[JobId], hold: Option<bool>) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let mut results = Vec::with_capacity(job_ids.len());
         for &job_id in job_ids {
-            let result = self.hold_one(caller, admin, job_id, hold);
+            let result = self.hold_one(who, job_id, hold);
             if result.is_ok() {
                 self.store_job(job_id, false);
-                let action = if hold.is_some() { "hold" } else { "release" };
-                self.audit(caller.uid, action, Some(job_id), String::new());
                 self.schedule_needed = true;
             }
+            let action = if hold.is_some() { "hold" } else { "release" };
+            self.audit_request(caller, action, Some(job_id), result, String::new());
             results.push((job_id, result));
         }
         Response::Cancelled { results }
     }
 
-    fn hold_one(&mut self, caller: Caller, admin: bool, job_id: JobId, hold: Option<bool>) -> Result<(), ErrorCode> {
+    fn hold_one(&mut self, who: Who, job_id: JobId, hold: Option<bool>) -> Result<(), ErrorCode> {
         let config = self.state.config.clone();
         let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
-        if job.info.uid != caller.uid && !admin {
-            return Err(ErrorCode::AccessDenied);
-        }
+        who.check(Operation::Job { owner: job.info.uid })?;
         if job.info.state() != JobState::Pending {
             return Err(ErrorCode::JobNotHeld);
         }
         match hold {
             Some(user_hold) => {
                 job.info.priority = 0;
-                job.info.reason = if admin && !user_hold { "JobHeldAdmin" } else { "JobHeldUser" }.into();
+                job.info.reason =
+                    if who.may(Operation::JobPrivileged) && !user_hold { "JobHeldAdmin" } else { "JobHeldUser" }.into();
                 std::sync::Arc::make_mut(&mut job.spec).hold = true;
             }
             None => {
                 if job.info.priority != 0 && !job.spec.hold {
                     return Ok(());
                 }
-                if job.info.reason == "JobHeldAdmin" && !admin {
+                if job.info.reason == "JobHeldAdmin" && !who.may(Operation::JobPrivileged) {
                     return Err(ErrorCode::AccessDenied);
                 }
                 std::sync::Arc::make_mut(&mut job.spec).hold = false;
@@ -780,21 +844,32 @@ impl Core {
         Ok(())
     }
 
-    fn cancel_one(
+    /// Cancels (or signals) one job and audits the request with its outcome.
+    fn cancel_one(&mut self, who: Who, job_id: JobId, request: &CancelRequest, now: UnixTime) -> Result<(), ErrorCode> {
+        let before = self.state.jobs.get(&job_id).map(|j| (j.info.uid, j.info.state()));
+        let result = self.cancel_one_unaudited(who, job_id, request, now);
+        let (action, mut detail) = match request.signal {
+            Some(signal) => ("signal", format!("signal {signal}")),
+            None => ("cancel", String::new()),
+        };
+        if let Some((owner, state)) = before {
+            detail = format!("{detail} owner uid {owner}, was {}", state.long_name()).trim_start().to_owned();
+        }
+        self.audit_request(who.caller, action, Some(job_id), result, detail);
+        result
+    }
+
+    fn cancel_one_unaudited(
         &mut self,
-        caller: Caller,
-        admin: bool,
+        who: Who,
         job_id: JobId,
         request: &CancelRequest,
         now: UnixTime,
     ) -> Result<(), ErrorCode> {
+        let caller = who.caller;
         let kill_wait = self.state.config.kill_wait;
         let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
-        if job.info.uid != caller.uid && !admin {
-            let owner = job.info.uid;
-            self.audit(caller.uid, "cancel-denied", Some(job_id), format!("owner uid {owner}"));
-            return Err(ErrorCode::AccessDenied);
-        }
+        who.check(Operation::Job { owner: job.info.uid })?;
         let state = job.info.state();
         if state.is_terminal() {
             return Err(ErrorCode::AlreadyDone);
@@ -809,7 +884,6 @@ impl Core {
             if !request.batch_only {
                 self.signal_steps(job_id, signal);
             }
-            self.audit(caller.uid, "signal", Some(job_id), format!("signal {signal}"));
             return Ok(());
         }
         job.info.cancelled_by = Some(caller.uid);
@@ -826,7 +900,6 @@ impl Core {
             }
         }
         self.store_job(job_id, false);
-        self.audit(caller.uid, "cancel", Some(job_id), format!("was {}", state.long_name()));
         self.schedule_needed = true;
         Ok(())
     }
@@ -984,13 +1057,7 @@ impl Core {
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),
             NodeMessage::GpuUsage(samples) => self.gpu_samples(&samples, now),
-            NodeMessage::Drain { reason } => {
-                if n.drain_reason.as_deref() != Some(reason.as_str()) {
-                    tracing::warn!(node, reason, "node drained");
-                    n.drain_reason = Some(reason.clone());
-                    self.audit(0, "node-drain", None, format!("node={node} reason={reason}"));
-                }
-            }
+            NodeMessage::Drain { reason } => self.node_drains_itself(node, reason),
         }
     }
 

@@ -12,7 +12,7 @@
 use crate::state::Allocation;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
-use drover_shared::proto::client::AccountingQuery;
+use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow};
 use rusqlite::{Connection, OpenFlags, params};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -67,6 +67,13 @@ CREATE TABLE IF NOT EXISTS audit (
     job_id  INTEGER,
     detail  TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS node_state (
+    name         TEXT PRIMARY KEY,
+    drain_reason TEXT,
+    down_reason  TEXT,
+    uid          INTEGER NOT NULL,
+    time         INTEGER NOT NULL
+);
 ";
 
 fn state_code(state: JobState) -> i64 {
@@ -93,6 +100,7 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
         conn.execute_batch(SCHEMA).map_err(err)?;
         conn.execute_batch(crate::accounting::SCHEMA).map_err(err)?;
         add_array_column(&conn).map_err(err)?;
+        add_audit_columns(&conn).map_err(err)?;
     }
     Ok(conn)
 }
@@ -108,6 +116,53 @@ fn add_array_column(conn: &Connection) -> rusqlite::Result<()> {
         conn.execute_batch("ALTER TABLE jobs ADD COLUMN array_job_id INTEGER")?;
     }
     conn.execute_batch("CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job_id) WHERE array_job_id IS NOT NULL")
+}
+
+/// Adds who (`user`), from where (`origin`) and the `outcome` to an audit table created before
+/// they existed; old rows read as done locally with outcome `ok`.
+fn add_audit_columns(conn: &Connection) -> rusqlite::Result<()> {
+    for (column, definition) in [
+        ("user", "TEXT NOT NULL DEFAULT ''"),
+        ("origin", "TEXT NOT NULL DEFAULT 'local'"),
+        ("outcome", "TEXT NOT NULL DEFAULT 'ok'"),
+    ] {
+        let sql = format!("SELECT COUNT(*) FROM pragma_table_info('audit') WHERE name = '{column}'");
+        if conn.query_row(&sql, [], |r| r.get::<_, i64>(0))? == 0 {
+            conn.execute_batch(&format!("ALTER TABLE audit ADD COLUMN {column} {definition}"))?;
+        }
+    }
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS audit_time ON audit(time); CREATE INDEX IF NOT EXISTS audit_uid ON audit(uid, time)",
+    )
+}
+
+/// A node's drain or down flag as stored, so a restarted ctld keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredNodeState {
+    pub(crate) name: String,
+    pub(crate) drain_reason: Option<String>,
+    pub(crate) down_reason: Option<String>,
+    pub(crate) uid: u32,
+    pub(crate) time: UnixTime,
+}
+
+/// Loads every stored node flag.
+pub(crate) fn load_node_states(conn: &Connection, path: &Path) -> Result<Vec<StoredNodeState>, DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt =
+        conn.prepare("SELECT name, drain_reason, down_reason, uid, time FROM node_state ORDER BY name").map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(StoredNodeState {
+                name: r.get(0)?,
+                drain_reason: r.get(1)?,
+                down_reason: r.get(2)?,
+                uid: r.get(3)?,
+                time: r.get(4)?,
+            })
+        })
+        .map_err(err)?;
+    rows.collect::<Result<_, _>>().map_err(err)
 }
 
 /// One job as stored: what it is, what it asked for, what it holds.
@@ -212,6 +267,50 @@ pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<V
     Ok(jobs)
 }
 
+/// Runs an audit query on a read-only connection; `None` in `uids` means every user.
+pub(crate) fn query_audit(path: &Path, query: &AuditQuery) -> Result<Vec<AuditRow>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut sql =
+        String::from("SELECT id, time, uid, user, origin, action, job_id, outcome, detail FROM audit WHERE 1=1");
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let mut in_list = |sql: &mut String, column: &str, items: Vec<rusqlite::types::Value>| {
+        if !items.is_empty() {
+            sql.push_str(&format!(" AND {column} IN ({})", vec!["?"; items.len()].join(",")));
+            values.extend(items);
+        }
+    };
+    in_list(&mut sql, "uid", query.uids.iter().map(|u| i64::from(*u).into()).collect());
+    in_list(&mut sql, "action", query.actions.iter().map(|a| a.clone().into()).collect());
+    in_list(&mut sql, "job_id", query.job_ids.iter().map(|j| i64::from(*j).into()).collect());
+    if let Some(since) = query.since {
+        sql.push_str(" AND time >= ?");
+        values.push(since.into());
+    }
+    if let Some(until) = query.until {
+        sql.push_str(" AND time <= ?");
+        values.push(until.into());
+    }
+    sql.push_str(" ORDER BY id");
+    let mut stmt = conn.prepare(&sql).map_err(err)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| {
+            Ok(AuditRow {
+                id: r.get::<_, i64>(0)?.try_into().unwrap_or(0),
+                time: r.get(1)?,
+                uid: r.get(2)?,
+                user: r.get(3)?,
+                origin: r.get(4)?,
+                action: r.get(5)?,
+                job_id: r.get(6)?,
+                outcome: r.get(7)?,
+                detail: r.get(8)?,
+            })
+        })
+        .map_err(err)?;
+    rows.collect::<Result<_, _>>().map_err(err)
+}
+
 /// A change to store.
 #[derive(Debug)]
 pub(crate) enum DbOp {
@@ -219,8 +318,18 @@ pub(crate) enum DbOp {
     InsertJob { info: Box<JobInfo>, spec: Box<JobSpec> },
     /// The job's record changed (start, end, cancel); `alloc` replaces the stored allocation.
     UpdateJob { info: Box<JobInfo>, alloc: Option<Box<Allocation>> },
-    /// An audit record: who did what to which job, and why.
-    Audit { time: UnixTime, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String },
+    /// An audit record: who, from where, did what to which job, with what outcome, and why.
+    Audit {
+        time: UnixTime,
+        uid: u32,
+        origin: String,
+        action: &'static str,
+        job_id: Option<JobId>,
+        outcome: String,
+        detail: String,
+    },
+    /// A node's drain/down flag and reason (both `None`: the node is back in service).
+    SaveNodeState(StoredNodeState),
     /// Something to do once everything queued before it is committed.
     After(AfterCommit),
     /// The decayed usage of every association as of `updated` (replaces the stored values).
@@ -291,8 +400,10 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
             "UPDATE jobs SET state = ?2, start_time = ?3, end_time = ?4, account = ?5, partition = ?6, info = ?7,
              alloc = COALESCE(?8, alloc) WHERE job_id = ?1",
         )?;
-        let mut audit =
-            tx.prepare_cached("INSERT INTO audit (time, uid, action, job_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        let mut audit = tx.prepare_cached(
+            "INSERT INTO audit (time, uid, user, origin, action, job_id, outcome, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
         let blob = |v: &dyn erased::Encode| v.encode();
         for op in batch {
             match op {
@@ -324,8 +435,22 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                         alloc.map(|a| blob(&*a)),
                     ])?;
                 }
-                DbOp::Audit { time, uid, action, job_id, detail } => {
-                    audit.execute(params![time, uid, action, job_id, detail])?;
+                DbOp::Audit { time, uid, origin, action, job_id, outcome, detail } => {
+                    // Names are resolved here, off the core task; a uid without a name keeps its number.
+                    let user = crate::validate::user_name(uid).unwrap_or_else(|| uid.to_string());
+                    audit.execute(params![time, uid, user, origin, action, job_id, outcome, detail])?;
+                }
+                DbOp::SaveNodeState(node) => {
+                    if node.drain_reason.is_none() && node.down_reason.is_none() {
+                        tx.execute("DELETE FROM node_state WHERE name = ?1", params![node.name])?;
+                    } else {
+                        tx.execute(
+                            "INSERT INTO node_state (name, drain_reason, down_reason, uid, time) VALUES (?1, ?2, ?3, ?4, ?5)
+                             ON CONFLICT (name) DO UPDATE SET drain_reason = excluded.drain_reason,
+                             down_reason = excluded.down_reason, uid = excluded.uid, time = excluded.time",
+                            params![node.name, node.drain_reason, node.down_reason, node.uid, node.time],
+                        )?;
+                    }
                 }
                 DbOp::After(action) => after.push(action),
                 DbOp::SaveUsage { updated, rows } => {

@@ -26,7 +26,7 @@ pub(crate) struct HttpContext {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     pub(crate) metrics: Arc<Registry>,
     pub(crate) db_path: PathBuf,
-    pub(crate) config: Arc<drover_shared::config::Config>,
+    pub(crate) config: crate::core::reconfigure::SharedConfig,
 }
 
 /// Serves connections until the listener fails.
@@ -133,7 +133,7 @@ async fn handle(mut stream: TcpStream, peer: SocketAddr, context: &HttpContext) 
                     "/",
                     200,
                     "text/html; charset=utf-8",
-                    crate::status_page::render(&context.config.cluster_name, &snap, &hours, now),
+                    crate::status_page::render(&context.config.get().cluster_name, &snap, &hours, now),
                 )
             }
             None => ("/", 503, "text/plain", "controller is shutting down\n".into()),
@@ -149,7 +149,8 @@ fn allowed(context: &HttpContext, peer: SocketAddr, request: &RequestHead) -> bo
     if peer.ip().is_loopback() {
         return true;
     }
-    let Some(token) = &context.config.metrics.token else { return false };
+    let config = context.config.get();
+    let Some(token) = &config.metrics.token else { return false };
     let from_query = request.query.split('&').filter_map(|kv| kv.strip_prefix("token=")).any(|t| t == token);
     from_query || request.bearer.as_deref() == Some(token.as_str())
 }

@@ -4,6 +4,7 @@
 
 mod accounting;
 mod array;
+mod authz;
 mod backfill;
 mod core;
 mod db;
@@ -17,6 +18,7 @@ mod nodes;
 mod preempt;
 mod priority;
 mod quota;
+mod remote;
 mod report;
 mod rpc;
 mod scheduler;
@@ -76,6 +78,7 @@ pub async fn run(
     let mut state = state::State::new(config.clone(), next_job_id);
     db::load_usage(&conn, &db_path, &mut state.usage)?;
     core::restore(&mut state, stored);
+    core::restore_node_states(&mut state, db::load_node_states(&conn, &db_path)?);
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let (db_tx, db_rx) = std::sync::mpsc::channel();
@@ -93,6 +96,7 @@ pub async fn run(
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(metrics::Registry::default());
     let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone());
+    let shared_config = core.shared_config();
     let http = match &config.metrics.listen {
         Some(listen) => {
             let listener =
@@ -106,16 +110,17 @@ pub async fn run(
                 events: events_tx.clone(),
                 metrics: registry.clone(),
                 db_path: db_path.clone(),
-                config: config.clone(),
+                config: shared_config.clone(),
             };
             Some(tokio::spawn(http::serve(listener, context)))
         }
         None => None,
     };
     let client_context =
-        rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone(), metrics: registry };
+        rpc::ClientContext { events: events_tx.clone(), db_path, config: shared_config, metrics: registry };
+    let remote = remote::Remote { tokens: Arc::new(remote::Tokens::new(key.clone())), context: client_context.clone() };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
-    let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone()));
+    let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone(), remote));
     let ticker = tokio::spawn(async move {
         let mut interval = tokio::time::interval(TICK);
         loop {

@@ -38,8 +38,11 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    // The database holds every job's script and environment: owner-only when ctld creates it.
-    drover_shared::statedir::prepare(&config.state_dir, 0o700)?;
+    // The database holds every job's script and environment: every file ctld creates is
+    // owner-only (the client socket is opened up explicitly below), and the directory stays
+    // traversable so that users reach the socket inside it.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    drover_shared::statedir::prepare(&config.state_dir, 0o755)?;
     let socket_path = config.client_socket();
     let _ = std::fs::remove_file(&socket_path);
     let clients =

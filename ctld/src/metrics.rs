@@ -221,6 +221,10 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::QueryPriority => "query_priority",
         R::Explain { .. } => "explain",
         R::QueryUsage(_) => "query_usage",
+        R::UpdateNode(_) => "update_node",
+        R::Reconfigure => "reconfigure",
+        R::QueryNodeReasons => "query_node_reasons",
+        R::QueryAudit(_) => "query_audit",
         #[allow(unreachable_patterns)]
         _ => "other",
     }

@@ -1,6 +1,7 @@
 //! The node side of ctld: a TCP listener for noded connections. A node proves it holds the cluster
 //! key (HMAC challenge-response, both ways), registers, and then the connection carries node
-//! messages in and ctld messages out until either side closes it.
+//! messages in and ctld messages out until either side closes it. A hello carrying a client token
+//! instead is a remote command-line client ([`crate::remote`]).
 
 use crate::core::Event;
 use crate::state::NodeLink;
@@ -23,7 +24,12 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 static CONNECTION_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Accepts node connections until the listener fails.
-pub(crate) async fn serve(listener: TcpListener, key: Arc<ClusterKey>, events: mpsc::UnboundedSender<Event>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    key: Arc<ClusterKey>,
+    events: mpsc::UnboundedSender<Event>,
+    remote: crate::remote::Remote,
+) {
     let slots = Arc::new(Semaphore::new(MAX_NODE_CONNECTIONS));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else { return };
@@ -31,8 +37,9 @@ pub(crate) async fn serve(listener: TcpListener, key: Arc<ClusterKey>, events: m
             Ok((stream, peer)) => {
                 let key = key.clone();
                 let events = events.clone();
+                let remote = remote.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = handle(stream, peer.to_string(), key, events).await {
+                    if let Err(e) = handle(stream, peer.to_string(), key, events, remote).await {
                         tracing::info!(peer = %peer, error = %e, "node connection ended");
                     }
                     drop(permit);
@@ -51,10 +58,22 @@ async fn handle(
     peer: String,
     key: Arc<ClusterKey>,
     events: mpsc::UnboundedSender<Event>,
+    remote: crate::remote::Remote,
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
-    let (name, registration) = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, &key)).await??;
+    let Some(hello) = tokio::time::timeout(HANDSHAKE_TIMEOUT, messages.recv::<Hello>()).await?? else {
+        anyhow::bail!("closed before hello")
+    };
+    if let Role::RemoteClient { token } = hello.role {
+        if hello.magic != MAGIC || !version_supported(hello.protocol_version) {
+            messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
+            return Ok(());
+        }
+        return crate::remote::serve(messages, token, &peer, &remote).await;
+    }
+    let (name, registration) =
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;
     let connection_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let link = NodeLink { connection_id, tx };
@@ -81,9 +100,9 @@ async fn handle(
 
 async fn authenticate(
     messages: &mut MessageStream<TcpStream>,
+    hello: Hello,
     key: &ClusterKey,
 ) -> anyhow::Result<(String, drover_shared::proto::node::NodeRegistration)> {
-    let Some(hello) = messages.recv::<Hello>().await? else { anyhow::bail!("closed before hello") };
     let Role::Node { name } = hello.role.clone() else { anyhow::bail!("not a node") };
     if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
         messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;

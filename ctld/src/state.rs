@@ -72,12 +72,17 @@ pub(crate) struct Node {
     pub(crate) start_time: Option<UnixTime>,
     pub(crate) last_busy_time: Option<UnixTime>,
     pub(crate) version: String,
-    /// Why the node is drained (its prolog, epilog or health check failed); no new work then.
+    /// Why the node is drained (`scontrol update State=DRAIN`, or its prolog, epilog or health
+    /// check failed); no new work then, running jobs finish.
     pub(crate) drain_reason: Option<String>,
+    /// Why an operator set the node `DOWN`; no work at all then.
+    pub(crate) down_reason: Option<String>,
+    /// Who set the reason (uid) and when.
+    pub(crate) reason_set: Option<(u32, UnixTime)>,
 }
 
 impl Node {
-    fn new(config: &NodeConfig) -> Node {
+    pub(crate) fn new(config: &NodeConfig) -> Node {
         Node {
             config: config.clone(),
             gpus: config.gpus.clone(),
@@ -96,17 +101,21 @@ impl Node {
             last_busy_time: None,
             version: String::new(),
             drain_reason: None,
+            down_reason: None,
+            reason_set: None,
         }
     }
 
     /// Whether the scheduler may place new work here.
     pub(crate) fn usable(&self) -> bool {
-        self.responding && self.link.is_some() && self.drain_reason.is_none()
+        self.responding && self.link.is_some() && self.drain_reason.is_none() && self.down_reason.is_none()
     }
 
     /// The node's state as Slurm names it.
     pub(crate) fn state(&self) -> NodeState {
-        if !self.registered_once {
+        if self.down_reason.is_some() {
+            NodeState::Down
+        } else if !self.registered_once {
             NodeState::Unknown
         } else if !self.responding {
             NodeState::Down
@@ -125,7 +134,7 @@ impl Node {
             state: self.state(),
             not_responding: self.registered_once && !self.responding || !self.registered_once,
             drain: self.drain_reason.is_some(),
-            reason: self.drain_reason.clone(),
+            reason: self.down_reason.clone().or_else(|| self.drain_reason.clone()),
             cpus: self.cpus,
             cpus_alloc: self.cpus_alloc,
             real_memory_mb: self.real_memory_mb,

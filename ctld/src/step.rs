@@ -10,8 +10,9 @@
 //! [`Request::StepDone`]: drover_shared::proto::client::Request::StepDone
 
 use super::Core;
+use crate::authz::{Operation, Who};
 use crate::db::{AfterCommit, DbOp};
-use crate::validate::{Caller, is_admin};
+use crate::validate::Caller;
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, StepLaunch};
@@ -74,13 +75,15 @@ impl Core {
         spec: Box<StepSpec>,
         reply: oneshot::Sender<Response>,
     ) {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             let _ = reply.send(refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found")));
             return;
         };
-        if job.info.uid != caller.uid && !admin {
+        if !who.may(Operation::RunAs { owner: job.info.uid }) {
+            let detail = format!("create step, owner uid {}", job.info.uid);
             let _ = reply.send(refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user")));
+            self.audit_request(caller, "step", Some(job_id), Err(ErrorCode::AccessDenied), detail);
             return;
         }
         let (Some(JobState::Running), Some(alloc)) = (job.info.state, &job.alloc) else {
@@ -168,6 +171,7 @@ impl Core {
             nodes: node_names,
         });
         self.store_job(job_id, false);
+        self.audit_request(caller, "step", Some(job_id), Ok(()), format!("create step {step_id}, {ntasks} tasks"));
         self.store(DbOp::After(AfterCommit::StepCreated { job_id, step_id }));
         self.steps.held.insert((job_id, step_id), held);
         self.steps.pending.insert((job_id, step_id), (reply, spec, layout));
@@ -237,11 +241,11 @@ impl Core {
         state: JobState,
         exit_status: WaitStatus,
     ) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
         };
-        if job.info.uid != caller.uid && !admin {
+        if !who.may(Operation::RunAs { owner: job.info.uid }) {
             return refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user"));
         }
         let Some(step) = job.info.steps.iter_mut().find(|s| s.step_id == StepId::Numbered(step_id)) else {
@@ -263,13 +267,13 @@ impl Core {
 
     /// `scancel [--signal=S] N.S`.
     pub(crate) fn cancel_step(&mut self, caller: Caller, job_id: JobId, step_id: u32, signal: Option<i32>) -> Response {
-        let admin = is_admin(&self.state.config, caller.uid);
+        let who = Who::of(&self.state.config, caller);
         let kill_wait = self.state.config.kill_wait;
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
         };
-        if job.info.uid != caller.uid && !admin {
-            self.audit(caller.uid, "cancel refused", Some(job_id), format!("step {step_id}"));
+        if !who.may(Operation::Job { owner: job.info.uid }) {
+            self.audit_request(caller, "cancel", Some(job_id), Err(ErrorCode::AccessDenied), format!("step {step_id}"));
             return refuse(ErrorCode::AccessDenied, format!("job {job_id} belongs to another user"));
         }
         let Some(step) = job.info.steps.iter_mut().find(|s| s.step_id == StepId::Numbered(step_id)) else {
@@ -284,7 +288,7 @@ impl Core {
             step.state = JobState::Cancelled;
             step.end_time = Some(now());
             self.store_job(job_id, false);
-            self.audit(caller.uid, "cancel", Some(job_id), format!("step {step_id}"));
+            self.audit_request(caller, "cancel", Some(job_id), Ok(()), format!("step {step_id}"));
         }
         self.signal_step_nodes(job_id, step_id, &nodes, signal, kill_wait);
         Response::StepOk

@@ -16,6 +16,31 @@ use std::sync::Arc;
 pub(crate) struct Caller {
     pub(crate) uid: u32,
     pub(crate) gid: u32,
+    pub(crate) origin: Origin,
+}
+
+/// Where a client connected from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// ctld's Unix socket (`SO_PEERCRED`).
+    Local,
+    /// ctld's TCP port with a token from this host's noded.
+    Host(crate::remote::HostId),
+}
+
+impl Caller {
+    /// A caller on ctld's Unix socket.
+    pub(crate) fn local(uid: u32, gid: u32) -> Caller {
+        Caller { uid, gid, origin: Origin::Local }
+    }
+
+    /// Where the request came from, for the audit log: `local` or `host:<node>`.
+    pub(crate) fn origin(self) -> String {
+        match self.origin {
+            Origin::Local => "local".into(),
+            Origin::Host(host) => format!("host:{}", crate::remote::host_name(host)),
+        }
+    }
 }
 
 /// A refused submission.
@@ -27,15 +52,6 @@ const MAX_SCRIPT: usize = 4 * 1024 * 1024;
 const MAX_ENV_ENTRIES: usize = 10_000;
 /// Longest name, comment or path accepted.
 const MAX_STRING: usize = 4096;
-
-/// Whether `uid` may act on every job.
-pub(crate) fn is_admin(config: &Config, uid: u32) -> bool {
-    if uid == 0 {
-        return true;
-    }
-    let Some(name) = user_name(uid) else { return false };
-    config.admins.iter().any(|a| a == &name) || config.users.iter().any(|u| u.name == name && u.admin)
-}
 
 pub(crate) fn user_name(uid: u32) -> Option<String> {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
@@ -90,7 +106,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     let config = &state.config;
     check_sizes(&spec)?;
     let user = user_name(caller.uid).ok_or((ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
-    let admin = is_admin(config, caller.uid);
+    let admin = crate::authz::Who::of(config, caller).may(crate::authz::Operation::ChargeAnyAccount);
     let user_config = config.users.iter().find(|u| u.name == user);
 
     let account = match (&spec.account, user_config) {

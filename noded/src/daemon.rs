@@ -82,6 +82,8 @@ pub async fn run(settings: NodeSettings, shutdown: impl std::future::Future) -> 
     let poke = Arc::new(Notify::new());
     let listener = bind_event_socket(&settings)?;
     tokio::spawn(receive_supervisor_events(listener, poke.clone()));
+    let tokens = crate::token::bind(&settings.state_dir)?;
+    tokio::spawn(crate::token::serve(tokens, settings.key.clone(), settings.name.clone()));
     let boot_time = boot_time();
     let start_time = drover_shared::now();
     tokio::pin!(shutdown);

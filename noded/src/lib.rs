@@ -15,3 +15,4 @@ pub mod prolog;
 pub mod spank;
 pub mod step;
 pub mod supervisor;
+pub mod token;

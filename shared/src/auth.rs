@@ -63,12 +63,6 @@ impl ClusterKey {
         Ok(key)
     }
 
-    /// A key from raw bytes, for tests.
-    #[cfg(test)]
-    pub(crate) fn from_bytes(bytes: [u8; KEY_LEN]) -> ClusterKey {
-        ClusterKey(bytes)
-    }
-
     /// Loads a key file, refusing one that others can read.
     pub fn load(path: &Path) -> Result<ClusterKey, AuthError> {
         let io = |source| AuthError::Io { path: path.to_owned(), source };
@@ -103,6 +97,26 @@ impl ClusterKey {
     /// The proof one side sends: `role` is `ctld` or `node`, `name` the node's name.
     pub fn prove(&self, role: &str, name: &str, client_nonce: &[u8], server_nonce: &[u8], version: u16) -> Vec<u8> {
         self.mac(role, name, client_nonce, server_nonce, version).finalize().into_bytes().to_vec()
+    }
+
+    /// A key from raw bytes (unit tests).
+    #[cfg(test)]
+    pub(crate) fn from_bytes(bytes: [u8; KEY_LEN]) -> ClusterKey {
+        ClusterKey(bytes)
+    }
+
+    /// A MAC over `bytes` with the key (client tokens, [`crate::token`]).
+    pub fn sign(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(bytes);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// Checks a MAC made by [`ClusterKey::sign`], in constant time.
+    pub fn verify_signature(&self, bytes: &[u8], signature: &[u8]) -> bool {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(bytes);
+        mac.verify_slice(signature).is_ok()
     }
 
     /// Checks a peer's proof in constant time.

@@ -86,9 +86,12 @@ pub mod raw {
         /// Seconds an ended job stays visible to `squeue`/`scontrol` before only `sacct` has it.
         #[serde(default = "default_min_job_age")]
         pub min_job_age: u32,
-        /// Users who may act on any job.
+        /// Users with the admin role (as `role = "admin"` on a user).
         #[serde(default)]
         pub admins: Vec<String>,
+        /// Users with the operator role (as `role = "operator"` on a user).
+        #[serde(default)]
+        pub operators: Vec<String>,
     }
 
     fn default_key_file() -> String {
@@ -191,8 +194,11 @@ pub mod raw {
         /// More accounts the user may charge; the default account is always allowed.
         #[serde(default)]
         pub accounts: Vec<Spanned<String>>,
+        /// Same as `role = "admin"`.
         #[serde(default)]
         pub admin: bool,
+        /// `user` (default), `operator` or `admin`: what the user may do besides their own jobs.
+        pub role: Option<Spanned<String>>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -281,7 +287,32 @@ pub struct UserConfig {
     pub name: String,
     pub default_account: String,
     pub accounts: Vec<String>,
-    pub admin: bool,
+    pub role: Role,
+}
+
+/// What a user may do beyond their own jobs, Slurm's `AdminLevel`: operators act on any job and
+/// drain or resume nodes; admins also reconfigure the controller.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    #[default]
+    User,
+    Operator,
+    Admin,
+}
+
+impl Role {
+    /// The TOML spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Role> {
+        [Role::User, Role::Operator, Role::Admin].into_iter().find(|r| r.name() == text)
+    }
 }
 
 /// One QOS.
@@ -316,6 +347,7 @@ pub struct Config {
     pub kill_wait: u32,
     pub min_job_age: u32,
     pub admins: Vec<String>,
+    pub operators: Vec<String>,
     pub default_account: Option<String>,
     /// Node table order.
     pub nodes: Vec<NodeConfig>,
@@ -368,6 +400,20 @@ impl Config {
     /// The Unix socket clients use.
     pub fn client_socket(&self) -> PathBuf {
         self.state_dir.join("ctld.sock")
+    }
+
+    /// The role of the user called `name`: the highest of `controller.admins`,
+    /// `controller.operators` and the user's own `role`/`admin`. `root` is always an admin.
+    pub fn role_of(&self, name: &str) -> Role {
+        let listed = if name == "root" || self.admins.iter().any(|a| a == name) {
+            Role::Admin
+        } else if self.operators.iter().any(|o| o == name) {
+            Role::Operator
+        } else {
+            Role::User
+        };
+        let own = self.users.iter().find(|u| u.name == name).map_or(Role::User, |u| u.role);
+        listed.max(own)
     }
 
     /// Looks a node up by name.
@@ -706,7 +752,25 @@ impl Validator<'_> {
                     user_accounts.push(a);
                 }
             }
-            users.push(UserConfig { name, default_account, accounts: user_accounts, admin: u.admin });
+            let role = match &u.role {
+                None => Role::User,
+                Some(text) => Role::parse(text.get_ref()).ok_or_else(|| {
+                    self.error(
+                        text,
+                        format!("users[{i}].role"),
+                        format!("unknown role `{}` (expected user, operator or admin)", text.get_ref()),
+                    )
+                })?,
+            };
+            if let (true, Some(text), false) = (u.admin, &u.role, role == Role::Admin) {
+                return Err(self.error(
+                    text,
+                    format!("users[{i}].role"),
+                    format!("`admin = true` contradicts `role = \"{}\"`", role.name()),
+                ));
+            }
+            let role = if u.admin { Role::Admin } else { role };
+            users.push(UserConfig { name, default_account, accounts: user_accounts, role });
         }
         let default_account =
             file.default_account.as_ref().map(|a| account_known(a, "default_account".into())).transpose()?;
@@ -756,6 +820,7 @@ impl Validator<'_> {
             kill_wait: file.controller.kill_wait,
             min_job_age: file.controller.min_job_age,
             admins: file.controller.admins,
+            operators: file.controller.operators,
             default_account,
             nodes,
             partitions,

@@ -13,6 +13,7 @@ pub mod job;
 pub mod node;
 pub mod proto;
 pub mod statedir;
+pub mod token;
 
 /// Seconds since the Unix epoch, the one time representation on the wire and in the database.
 pub type UnixTime = i64;

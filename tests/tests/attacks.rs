@@ -113,10 +113,22 @@ fn a_node_without_the_key_is_refused() {
 fn a_state_directory_others_can_write_stops_ctld() {
     use std::os::unix::fs::PermissionsExt;
     let cluster = Cluster::start();
+    // Files ctld creates (the database with every job's script and environment, its journal)
+    // are owner-only; only the client socket is open to all.
+    let state = cluster.home().join("ctld");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&state).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+        if entry.path() != cluster.socket() && entry.metadata().unwrap().is_file() {
+            assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", entry.path().display());
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no database files found in {}", state.display());
     let down = cluster.drover("down");
     assert!(down.status.success(), "drover down: {}", text(&down.stderr));
     // Someone loosened the state directory: whoever can write there could swap the database.
-    let state = cluster.home().join("ctld");
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
     let mut ctld = std::process::Command::new(drover_e2e::bin_dir().join("drover-ctld"))
         .arg("--config")

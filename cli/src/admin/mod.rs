@@ -15,6 +15,8 @@ Slurm commands (also available through links of these names):
 Drover's own:
   why JOBID                             every reason the job waits, with the numbers
   report gpu|queue|failures|quota       usage reports (--csv, --json)
+  audit [--user U] [--action A] [--job N] [--since T] [--until T] [-P]
+                                        the controller's audit log (users see their own records)
 
 Local cluster:
   up      [--home DIR] [--config FILE]  start ctld and two noded (starts only what is missing)

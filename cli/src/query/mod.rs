@@ -4,6 +4,7 @@
 //! through a pure `render` function; [`format`] and [`common`] hold what they share. Test
 //! fixtures rebuild the scenario of the Slurm 22.05 samples in `testdata/` ([`scenario`]).
 
+pub(crate) mod audit;
 mod common;
 pub(crate) mod format;
 pub(crate) mod sacct;
@@ -11,6 +12,7 @@ pub(crate) mod scancel;
 #[cfg(test)]
 mod scenario;
 pub(crate) mod scontrol;
+mod scontrol_admin;
 pub(crate) mod sinfo;
 pub(crate) mod sprio;
 pub(crate) mod squeue;

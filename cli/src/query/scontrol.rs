@@ -18,7 +18,7 @@ use drover_shared::grammar::time::parse_time_limit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo};
 use drover_shared::node::{NodeInfo, PartitionInfo};
-use drover_shared::proto::client::{JobQuery, JobUpdate, Request, Response};
+use drover_shared::proto::client::{JobQuery, JobUpdate, NodeReason, Request, Response};
 use std::ffi::OsString;
 
 const USAGE: &str = "Usage: scontrol [-o] [-d] <command> ...
@@ -29,6 +29,10 @@ Commands supported by Drover:
   show hostnames [<hostlist>]    one host name per line (default $SLURM_JOB_NODELIST)
   show hostlist <name,...>       compress host names into a hostlist
   ping                           is the controller up
+  hold|uhold|release|requeue <job_list>
+  update JobId=<ids> <Key=Value>...
+  update NodeName=<hostlist> State=DRAIN|DOWN|RESUME|UNDRAIN [Reason=<text>]   (operators, admins)
+  reconfigure                    re-read the controller's config file (admins)
 Options: -o/--oneliner, -d/--details, -a/--all, -Q/--quiet, -v/--verbose, -M/--clusters <name>, -h/--help";
 
 /// Options common to every scontrol command.
@@ -184,7 +188,7 @@ fn node_state(node: &NodeInfo) -> String {
 /// One `scontrol show node` record. Hardware facts Drover does not collect print as Slurm
 /// prints them for a node that never reported them (`(null)`, `N/A`); sockets and threads are
 /// taken as 1, cores as the CPU count.
-pub(crate) fn render_node(node: &NodeInfo, tz: Tz, options: ShowOptions) -> String {
+pub(crate) fn render_node(node: &NodeInfo, reason_by: Option<&NodeReason>, tz: Tz, options: ShowOptions) -> String {
     let ts = |time: Option<UnixTime>| format::timestamp_or(time, tz, "None");
     let mut cfg_tres = vec![
         ("cpu", node.cpus.to_string()),
@@ -229,7 +233,10 @@ pub(crate) fn render_node(node: &NodeInfo, tz: Tz, options: ShowOptions) -> Stri
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s".to_owned(),
     ]);
     if let Some(reason) = node.reason.as_deref().filter(|r| !r.is_empty()) {
-        lines.push(format!("Reason={reason}"));
+        match reason_by.filter(|r| r.node == node.name) {
+            Some(by) => lines.push(format!("Reason={reason} [{}@{}]", by.user, format::timestamp(by.time, tz))),
+            None => lines.push(format!("Reason={reason}")),
+        }
     }
     record(&lines, options)
 }
@@ -391,7 +398,13 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return job_command(&lower, &words[1..]);
     }
     if names(command, "update", 2) {
+        if super::scontrol_admin::is_node_update(&words[1..]) {
+            return super::scontrol_admin::update_node(&words[1..]);
+        }
         return update(&words[1..]);
+    }
+    if names(command, "reconfigure", 7) {
+        return super::scontrol_admin::reconfigure();
     }
     if !names(command, "show", 3) {
         anyhow::bail!("{command} is not supported yet");
@@ -478,7 +491,7 @@ fn parse_update(words: &[String]) -> anyhow::Result<(Vec<common::JobTarget>, Job
                     _ => anyhow::bail!("Invalid Requeue value: {value}"),
                 }
             }
-            "nodename" | "partitionname" | "reservationname" | "frontendname" | "stepid" => {
+            "partitionname" | "reservationname" | "frontendname" | "stepid" => {
                 anyhow::bail!("update of {key} is not supported yet")
             }
             _ => anyhow::bail!("Update of {key} is not supported yet"),
@@ -595,7 +608,14 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
 
 fn show_nodes(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
     let wanted = name.map(hostlist::expand).transpose()?.unwrap_or_default();
-    let nodes = match crate::client::call(&Request::QueryNodes) {
+    let mut client = match crate::client::Client::connect() {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("slurm_load_node error: {error}");
+            return Ok(1);
+        }
+    };
+    let nodes = match client.call(&Request::QueryNodes) {
         Ok(Response::Nodes { nodes, .. }) => nodes,
         Ok(Response::Error { code, .. }) => {
             eprintln!("slurm_load_node error: {}", code.message());
@@ -607,15 +627,20 @@ fn show_nodes(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
             return Ok(1);
         }
     };
+    let reasons = match client.call(&Request::QueryNodeReasons)? {
+        Response::NodeReasons { reasons } => reasons,
+        _ => Vec::new(),
+    };
+    let by = |node: &NodeInfo| reasons.iter().find(|r| r.node == node.name);
     let mut code = 0;
     if wanted.is_empty() {
         for node in &nodes {
-            print!("{}", render_node(node, Tz::Local, options));
+            print!("{}", render_node(node, by(node), Tz::Local, options));
         }
     } else {
         for host in &wanted {
             match nodes.iter().find(|n| &n.name == host) {
-                Some(node) => print!("{}", render_node(node, Tz::Local, options)),
+                Some(node) => print!("{}", render_node(node, by(node), Tz::Local, options)),
                 None => {
                     eprintln!("Node {host} not found");
                     code = 1;
@@ -817,7 +842,7 @@ mod tests {
             .replace("NodeHostName=localhost Port=17001", "NodeHostName=n1")
             .replace("OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0 ", "OS=(null) ")
             .replace("FreeMem=23350", "FreeMem=N/A");
-        assert_eq!(render_node(&scenario::nodes()[0], UTC, NORMAL), expected);
+        assert_eq!(render_node(&scenario::nodes()[0], None, UTC, NORMAL), expected);
     }
 
     #[test]
@@ -827,10 +852,17 @@ mod tests {
         node.not_responding = true;
         node.reason = Some("bad fan".into());
         node.gpus_alloc = vec![0];
+        let reason_by = NodeReason {
+            node: node.name.clone(),
+            reason: "bad fan".into(),
+            uid: 1001,
+            user: "bob".into(),
+            time: 1_764_460_800,
+        };
         expect![[r#"
-            NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan
+            NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan [bob@2025-11-30T00:00:00]
         "#]]
-        .assert_eq(&render_node(&node, UTC, ShowOptions { oneliner: true, details: true }));
+        .assert_eq(&render_node(&node, Some(&reason_by), UTC, ShowOptions { oneliner: true, details: true }));
         let mut partition = scenario::partitions().remove(1);
         partition.allow_accounts = vec!["teama".into()];
         partition.max_time = TimeLimit::Minutes(1440);

@@ -12,7 +12,7 @@ use drover_shared::UnixTime;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::node::{NodeInfo, NodeState, PartitionInfo};
-use drover_shared::proto::client::{Request, Response};
+use drover_shared::proto::client::{NodeReason, Request, Response};
 use std::ffi::OsString;
 
 #[derive(Debug, Parser)]
@@ -54,6 +54,9 @@ struct Args {
     /// Only these partitions.
     #[arg(short = 'p', long = "partition")]
     partitions: Vec<String>,
+    /// Down and drained nodes with their reasons, who set them and when.
+    #[arg(short = 'R', long = "list-reasons")]
+    list_reasons: bool,
     /// Only responding nodes.
     #[arg(short = 'r', long = "responding")]
     responding: bool,
@@ -246,6 +249,8 @@ pub(crate) enum Mode {
     Long,
     Node,
     NodeLong,
+    /// `-R`: down and drained nodes by reason.
+    Reasons,
 }
 
 /// The built-in format of `mode`; `#` widths (longest value, at least 9) are filled in from the
@@ -258,6 +263,7 @@ pub(crate) fn builtin_format(mode: Mode, partitions: &[PartitionInfo], nodes: &[
         Mode::Summarize => format!("%{part_width}P %.5a %.10l %.16F %N"),
         Mode::Long => format!("%{part_width}P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"),
         Mode::Node => format!("%{node_width}N %.6D %{part_width}P %6t"),
+        Mode::Reasons => "%20E %9u %19H %N".to_owned(),
         Mode::NodeLong => {
             format!("%{node_width}N %.6D %.{part_width}P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E")
         }
@@ -274,6 +280,8 @@ pub(crate) struct RenderOptions {
     pub(crate) node_oriented: bool,
     pub(crate) date_line: bool,
     pub(crate) tz: Tz,
+    /// Who set each node's reason and when (`%u`, `%H`).
+    pub(crate) reasons: Vec<NodeReason>,
 }
 
 fn partition_label(partition: &PartitionInfo) -> String {
@@ -375,7 +383,8 @@ fn limit(limit: Option<TimeLimit>, unset: &str) -> String {
 }
 
 /// A value that tells rows apart: the same for every node of a row.
-fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>) -> String {
+fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>, options: &RenderOptions) -> String {
+    let reason_by = |n: &NodeInfo| options.reasons.iter().find(|r| r.node == n.name && n.reason.is_some());
     let per_node = |f: &dyn Fn(&NodeInfo) -> String| node.map_or_else(|| "n/a".to_owned(), f);
     match field {
         Field::Partition => partition_label(partition),
@@ -396,8 +405,15 @@ fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>) 
         Field::StateLong => per_node(&state_long),
         Field::Gres => per_node(&gres_string),
         Field::GresUsed => per_node(&gres_used_string),
-        Field::Reason => per_node(&|n| n.reason.clone().unwrap_or_else(|| "none".into())),
-        Field::Timestamp | Field::User => "Unknown".into(),
+        Field::Reason => per_node(&|n| match &n.reason {
+            Some(reason) => reason.clone(),
+            None if n.not_responding && n.state == NodeState::Down => "Not responding".into(),
+            None => "none".into(),
+        }),
+        Field::Timestamp => {
+            per_node(&|n| reason_by(n).map_or_else(|| "Unknown".into(), |r| format::timestamp(r.time, options.tz)))
+        }
+        Field::User => per_node(&|n| reason_by(n).map_or_else(|| "Unknown".into(), |r| r.user.clone())),
         Field::Sct => per_node(&|n| format!("1:{}:1", n.cpus)),
         Field::Sockets | Field::Threads => "1".into(),
         Field::Cores => per_node(&|n| n.cpus.to_string()),
@@ -418,7 +434,7 @@ fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>) 
     }
 }
 
-fn row_value(field: Field, partition: &PartitionInfo, nodes: &[&NodeInfo]) -> String {
+fn row_value(field: Field, partition: &PartitionInfo, nodes: &[&NodeInfo], options: &RenderOptions) -> String {
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let count = |f: &dyn Fn(&NodeInfo) -> bool| nodes.iter().filter(|n| f(n)).count();
     let allocated = count(&|n| !is_other(n) && matches!(n.state, NodeState::Allocated | NodeState::Mixed));
@@ -445,7 +461,7 @@ fn row_value(field: Field, partition: &PartitionInfo, nodes: &[&NodeInfo]) -> St
             let free_other = sum(&|n| if is_other(n) { n.cpus.saturating_sub(n.cpus_alloc) } else { 0 });
             format!("{alloc}/{free_ok}/{free_other}/{}", sum(&|n| n.cpus))
         }
-        _ => node_value(field, partition, nodes.first().copied()),
+        _ => node_value(field, partition, nodes.first().copied(), options),
     }
 }
 
@@ -490,7 +506,7 @@ pub(crate) fn render(
                     .columns
                     .iter()
                     .filter(|c| !c.field.aggregates())
-                    .map(|c| node_value(c.field, partition, Some(node)))
+                    .map(|c| node_value(c.field, partition, Some(node), options))
                     .collect();
                 let key = key.join("\u{0}");
                 match groups.iter_mut().find(|(k, _)| *k == key) {
@@ -505,7 +521,7 @@ pub(crate) fn render(
     }
     for (partition, group) in rows {
         for column in &options.columns {
-            column.push(&mut out, &row_value(column.field, partition, &group));
+            column.push(&mut out, &row_value(column.field, partition, &group, options));
         }
         out.push('\n');
     }
@@ -565,7 +581,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
     let wanted_partitions = common::flat_list(&args.partitions);
     loop {
-        let (now, mut partitions, mut nodes) = match fetch() {
+        let (now, mut partitions, mut nodes, reasons) = match fetch() {
             Ok(data) => data,
             Err(error) => {
                 eprintln!("slurm_load_partitions: {error}");
@@ -586,7 +602,15 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             // Partitions left without a matching node print nothing.
             partitions.retain(|p| p.nodes.iter().any(|name| nodes.iter().any(|n| &n.name == name)));
         }
+        if args.list_reasons {
+            // Node-centred: one row per reason over all partitions, down and drained nodes only.
+            nodes.retain(|n| {
+                (n.drain || n.state == NodeState::Down) && partitions.iter().any(|p| p.nodes.contains(&n.name))
+            });
+            partitions = if nodes.is_empty() { Vec::new() } else { vec![all_nodes(&nodes)] };
+        }
         let mode = match (args.node_oriented, args.long, args.summarize) {
+            _ if args.list_reasons => Mode::Reasons,
             (true, true, _) => Mode::NodeLong,
             (true, false, _) => Mode::Node,
             (false, _, true) => Mode::Summarize,
@@ -610,6 +634,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             node_oriented: args.node_oriented,
             date_line: args.long || args.iterate.is_some(),
             tz: Tz::Local,
+            reasons,
         };
         print!("{}", render(&partitions, &nodes, now, &options));
         match args.iterate {
@@ -622,19 +647,48 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
 }
 
-/// Partitions and nodes, in one connection.
-fn fetch() -> anyhow::Result<(UnixTime, Vec<PartitionInfo>, Vec<NodeInfo>)> {
+/// One pseudo-partition holding `nodes`, for the node-centred `-R` listing.
+fn all_nodes(nodes: &[NodeInfo]) -> PartitionInfo {
+    PartitionInfo {
+        name: String::new(),
+        default: false,
+        up: true,
+        hidden: false,
+        max_time: TimeLimit::Unlimited,
+        default_time: None,
+        max_nodes: None,
+        nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+        allow_accounts: Vec::new(),
+        allow_qos: Vec::new(),
+        priority_job_factor: 1,
+        priority_tier: 1,
+        total_cpus: 0,
+        total_mem_mb: 0,
+        total_gpus: 0,
+    }
+}
+
+/// What sinfo shows: the time, partitions, nodes and who set the nodes' reasons.
+type Snapshot = (UnixTime, Vec<PartitionInfo>, Vec<NodeInfo>, Vec<NodeReason>);
+
+/// Partitions, nodes and who set the nodes' reasons, in one connection.
+fn fetch() -> anyhow::Result<Snapshot> {
     let mut client = crate::client::Client::connect()?;
     let partitions = match client.call(&Request::QueryPartitions)? {
         Response::Partitions { partitions } => partitions,
         Response::Error { code, .. } => anyhow::bail!("{}", code.message()),
         other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
     };
-    match client.call(&Request::QueryNodes)? {
-        Response::Nodes { now, nodes } => Ok((now, partitions, nodes)),
+    let (now, nodes) = match client.call(&Request::QueryNodes)? {
+        Response::Nodes { now, nodes } => (now, nodes),
         Response::Error { code, .. } => anyhow::bail!("{}", code.message()),
         other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-    }
+    };
+    let reasons = match client.call(&Request::QueryNodeReasons)? {
+        Response::NodeReasons { reasons } => reasons,
+        _ => Vec::new(),
+    };
+    Ok((now, partitions, nodes, reasons))
 }
 
 #[cfg(test)]
@@ -651,7 +705,37 @@ mod tests {
             node_oriented: matches!(mode, Mode::Node | Mode::NodeLong),
             date_line: matches!(mode, Mode::Long | Mode::NodeLong),
             tz: Tz::Fixed(0),
+            reasons: Vec::new(),
         }
+    }
+
+    #[test]
+    fn list_reasons_by_reason_user_and_time() {
+        let mut nodes = scenario::nodes();
+        nodes[0].drain = true;
+        nodes[0].reason = Some("bad fan".into());
+        nodes[1].drain = true;
+        nodes[1].reason = Some("bad fan".into());
+        nodes[1].cpus_alloc = 1;
+        nodes[2].state = NodeState::Down;
+        nodes[2].reason = Some("PSU".into());
+        let reason = |node: &str, reason: &str, user: &str| NodeReason {
+            node: node.into(),
+            reason: reason.into(),
+            uid: 1001,
+            user: user.into(),
+            time: 1_764_460_800,
+        };
+        let kept: Vec<NodeInfo> = nodes.into_iter().take(3).collect();
+        let mut opts = options(Mode::Reasons, &[], &kept);
+        opts.reasons =
+            vec![reason("n1", "bad fan", "bob"), reason("n2", "bad fan", "bob"), reason("n3", "PSU", "root")];
+        expect![[r#"
+            REASON               USER      TIMESTAMP           NODELIST
+            bad fan              bob       2025-11-30T00:00:00 n[1-2]
+            PSU                  root      2025-11-30T00:00:00 n3
+        "#]]
+        .assert_eq(&render(&[all_nodes(&kept)], &kept, 0, &opts));
     }
 
     #[test]
@@ -707,7 +791,7 @@ mod tests {
             main*|1/0/0/1|1/1/0/2|1/0|mixed|none|gpu:1|2|1:2:1
             main*|0/1/0/1|0/2/0/2|0/1|idle|none|gpu:1|2|1:2:1
             main*|0/0/1/1|2/0/0/2|0/0|draining|bad fan|gpu:1|2|1:2:1
-            main*|0/0/1/1|0/0/2/2|0/0|down*|none|gpu:a100:2|2|1:2:1
+            main*|0/0/1/1|0/0/2/2|0/0|down*|Not responding|gpu:a100:2|2|1:2:1
         "#]]
         .assert_eq(&render(partitions, &nodes, scenario::NOW, &opts));
         let (columns, unknown) = parse_long_format("NodeHost:5,GresUsed:20,StateLong:.10,Bogus");

@@ -2,13 +2,17 @@
 //! task, so a large history query never delays scheduling or submissions.
 
 use super::ClientContext;
-use crate::validate::{Caller, is_admin};
+use crate::authz::{Operation, Who};
+use crate::validate::Caller;
 use drover_shared::proto::client::{AccountingQuery, ErrorCode, Response};
 
 pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: AccountingQuery) -> Response {
     // Like Slurm without PrivateData: everyone may read all jobs with -a; by default a user sees
-    // their own, and an admin sees everyone's.
-    if query.users.is_empty() && !query.all_users && query.job_ids.is_empty() && !is_admin(&context.config, caller.uid)
+    // their own, and operators and admins see everyone's.
+    if query.users.is_empty()
+        && !query.all_users
+        && query.job_ids.is_empty()
+        && !Who::of(&context.config.get(), caller).may(Operation::ReadAll)
     {
         query.users.push(caller.uid);
     }

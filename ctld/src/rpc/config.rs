@@ -6,7 +6,7 @@ use super::ClientContext;
 use drover_shared::proto::client::Response;
 
 pub(super) fn show(context: &ClientContext) -> Response {
-    let config = &context.config;
+    let config = context.config.get();
     let controller = config.controller_address.split(':').next().unwrap_or_default().to_owned();
     let entries = [
         ("ClusterName", config.cluster_name.clone()),

@@ -4,6 +4,7 @@
 //! for that operation.
 
 mod accounting;
+mod audit;
 mod config;
 mod usage;
 
@@ -30,7 +31,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub(crate) struct ClientContext {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     pub(crate) db_path: PathBuf,
-    pub(crate) config: Arc<drover_shared::config::Config>,
+    /// The config in force (`scontrol reconfigure` swaps it).
+    pub(crate) config: crate::core::reconfigure::SharedConfig,
     /// RPC counts and latencies for `/metrics`.
     pub(crate) metrics: Arc<crate::metrics::Registry>,
 }
@@ -60,7 +62,7 @@ pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
 
 async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()> {
     let cred = stream.peer_cred()?;
-    let caller = Caller { uid: cred.uid(), gid: cred.gid() };
+    let caller = Caller::local(cred.uid(), cred.gid());
     let mut messages = MessageStream::new(stream);
     let hello: Option<Hello> = tokio::time::timeout(HELLO_TIMEOUT, messages.recv()).await??;
     let Some(hello) = hello else { return Ok(()) };
@@ -72,6 +74,19 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
     messages
         .send(&HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() })
         .await?;
+    serve_requests(messages, caller, &context).await
+}
+
+/// Answers an accepted client's requests, one at a time, until it closes or idles out; the
+/// caller's identity was established by the hello (`SO_PEERCRED` or a token).
+pub(crate) async fn serve_requests<S>(
+    mut messages: MessageStream<S>,
+    caller: Caller,
+    context: &ClientContext,
+) -> anyhow::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     messages.set_max_frame(MAX_FRAME);
     loop {
         let request: Option<Request> = match tokio::time::timeout(IDLE_TIMEOUT, messages.recv()).await {
@@ -80,7 +95,7 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
         };
         let Some(request) = request else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
-        let response = dispatch(request, caller, &context).await;
+        let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send(&response).await?;
     }
@@ -125,8 +140,12 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::CancelStep { job_id, step_id, signal } => {
             ask(Box::new(move |reply| Event::CancelStep { caller, job_id, step_id, signal, reply })).await
         }
+        Request::UpdateNode(update) => ask(Box::new(move |reply| Event::UpdateNode { caller, update, reply })).await,
+        Request::Reconfigure => ask(Box::new(move |reply| Event::Reconfigure { caller, reply })).await,
+        Request::QueryNodeReasons => ask(Box::new(|reply| Event::QueryNodeReasons { reply })).await,
+        Request::QueryAudit(query) => audit::query(context, caller, query).await,
         Request::Ping => Response::Pong {
-            cluster: context.config.cluster_name.clone(),
+            cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
         },
     }

@@ -16,7 +16,7 @@ pub(super) async fn query(context: &ClientContext, query: UsageQuery) -> Respons
         };
     }
     let path = context.db_path.clone();
-    let config = context.config.clone();
+    let config = context.config.get();
     match tokio::task::spawn_blocking(move || crate::accounting::query::report(&path, &config, &query)).await {
         Ok(Ok(report)) => Response::Usage(Box::new(report)),
         Ok(Err(e)) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },

@@ -50,6 +50,77 @@ pub enum Request {
     StepDone { job_id: JobId, step_id: u32, state: JobState, exit_status: crate::job::WaitStatus },
     /// `scancel N.S` (with `signal`: `scancel --signal`): one step only.
     CancelStep { job_id: JobId, step_id: u32, signal: Option<i32> },
+    /// `scontrol update NodeName=… State=…`: operators and admins. Answered with
+    /// [`Response::Done`] or an error that changed nothing.
+    UpdateNode(NodeUpdate),
+    /// `scontrol reconfigure`: ctld re-reads its config file (admins). Answered with
+    /// [`Response::Done`], or an error carrying the loader's message while the old config stays.
+    Reconfigure,
+    /// `sinfo -R`, `scontrol show node`: who set each node's reason and when; answered with
+    /// [`Response::NodeReasons`].
+    QueryNodeReasons,
+    /// `drover audit`: audit records; users see only their own. Answered with [`Response::Audit`].
+    QueryAudit(AuditQuery),
+}
+
+/// A node state `scontrol update NodeName=…` can set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeStateChange {
+    /// No new jobs; running ones finish (`drng` → `drain`).
+    Drain,
+    /// Unusable; jobs on it are ended `NODE_FAIL`.
+    Down,
+    /// Clears drain and down.
+    Resume,
+    /// Clears drain only.
+    Undrain,
+}
+
+/// `scontrol update NodeName=<hostlist> State=… Reason=…`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeUpdate {
+    /// A hostlist expression; every name must be a configured node.
+    pub nodes: String,
+    pub state: NodeStateChange,
+    /// Required for `Drain` and `Down`.
+    pub reason: Option<String>,
+}
+
+/// Who set a node's reason, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReason {
+    pub node: String,
+    pub reason: String,
+    pub uid: u32,
+    /// The user's name, or the uid as text when it has none.
+    pub user: String,
+    pub time: UnixTime,
+}
+
+/// Filters for [`Request::QueryAudit`]; empty lists mean "any".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    pub uids: Vec<u32>,
+    pub actions: Vec<String>,
+    pub job_ids: Vec<JobId>,
+    pub since: Option<UnixTime>,
+    pub until: Option<UnixTime>,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub id: u64,
+    pub time: UnixTime,
+    pub uid: u32,
+    pub user: String,
+    /// `local` (ctld's Unix socket), `ctld` (the controller itself) or `node:<name>`.
+    pub origin: String,
+    pub action: String,
+    pub job_id: Option<JobId>,
+    /// `ok`, or the refusal's message.
+    pub outcome: String,
+    pub detail: String,
 }
 
 /// The fields `scontrol update job` changes; `None` leaves a field as it is.
@@ -167,6 +238,16 @@ pub enum Response {
     StepCreated(Box<crate::job::StepLayout>),
     /// Answer to [`Request::StepDone`] and [`Request::CancelStep`].
     StepOk,
+    /// Answer to [`Request::UpdateNode`] and [`Request::Reconfigure`]: done.
+    Done,
+    /// Answer to [`Request::QueryNodeReasons`]: nodes with a reason, node-table order.
+    NodeReasons {
+        reasons: Vec<NodeReason>,
+    },
+    /// Answer to [`Request::QueryAudit`]: oldest first.
+    Audit {
+        rows: Vec<AuditRow>,
+    },
 }
 
 /// Failures a client can see, each with Slurm's message for it.
@@ -201,6 +282,13 @@ pub enum ErrorCode {
     AccountingPolicy,
     /// A step's CPUs are all taken by the job's running steps now (srun retries).
     StepsBusy,
+    /// `scontrol update NodeName=` names a node that is not configured.
+    InvalidNodeName,
+    /// `State=DRAIN|DOWN` without `Reason=`.
+    NodeReasonRequired,
+    /// `scontrol reconfigure`: the config file is invalid (the detail has the loader's error);
+    /// the old config stays in force.
+    InvalidConfig,
 }
 
 impl ErrorCode {
@@ -229,6 +317,11 @@ impl ErrorCode {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
             ErrorCode::StepsBusy => "Requested nodes are busy",
+            ErrorCode::InvalidNodeName => "Invalid node name specified",
+            ErrorCode::NodeReasonRequired => {
+                "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+            }
+            ErrorCode::InvalidConfig => "Invalid configuration file",
         }
     }
 }

@@ -39,6 +39,9 @@ pub enum Role {
     Client,
     /// A node daemon, which must prove knowledge of the cluster key.
     Node { name: String },
+    /// A command-line client on another host, on ctld's TCP port: its identity is the token its
+    /// host's noded signed ([`crate::token`]).
+    RemoteClient { token: crate::token::ClientToken },
 }
 
 /// The server's answer to [`Hello`].

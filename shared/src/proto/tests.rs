@@ -102,3 +102,26 @@ fn sealed_streams_refuse_injected_and_replayed_frames() {
         assert!(matches!(node.recv::<CtldMessage>().await, Err(FrameError::Forged(_))));
     });
 }
+
+#[test]
+fn admin_golden_bytes() {
+    use super::client::{AuditQuery, NodeStateChange, NodeUpdate};
+    let drain = NodeUpdate { nodes: "n1".into(), state: NodeStateChange::Drain, reason: Some("x".into()) };
+    assert_eq!(hex(&Request::UpdateNode(drain)), "13026e3100010178");
+    assert_eq!(hex(&Request::Reconfigure), "14");
+    assert_eq!(hex(&Request::QueryNodeReasons), "15");
+    let query = AuditQuery { uids: vec![1000], actions: vec![], job_ids: vec![7], since: Some(3), until: None };
+    assert_eq!(hex(&Request::QueryAudit(query)), "1601e807000107010600");
+    assert_eq!(hex(&Response::Done), "0f");
+    assert_eq!(hex(&Response::Error { code: ErrorCode::InvalidConfig, detail: String::new() }), "071600");
+}
+
+#[test]
+fn remote_client_hello_golden_bytes() {
+    use crate::token::ClientToken;
+    let token =
+        ClientToken { uid: 1000, gid: 100, host: "n1".into(), issued: 5, expires: 35, nonce: vec![1], mac: vec![2] };
+    let hello =
+        Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::RemoteClient { token }, nonce: vec![] };
+    assert_eq!(hex(&hello), "445256520302e80764026e310a460101010200");
+}

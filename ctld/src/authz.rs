@@ -1,0 +1,153 @@
+//! Who may do what: the one place ctld decides permissions. A caller's role comes from the
+//! config (`controller.admins`, `controller.operators`, a user's `role` or `admin = true`; root is
+//! always an admin), with Slurm's meaning: users act on their own jobs, operators on any job and
+//! on node states, admins also reconfigure the controller. Every request handler asks here.
+
+use crate::validate::{Caller, user_name};
+use drover_shared::config::{Config, Role};
+use drover_shared::proto::client::ErrorCode;
+
+/// Something a caller wants to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operation {
+    /// Cancel, signal, hold, release, requeue or update a job (or cancel its steps) owned by `owner`.
+    Job { owner: u32 },
+    /// Start a step in (or report a step's end for) a job owned by `owner`: the step's tasks run
+    /// as the job's owner, so for anyone else this is running code as that user.
+    RunAs { owner: u32 },
+    /// What only staff may do to a job: an admin hold (and releasing one), raising a time limit,
+    /// a negative nice.
+    JobPrivileged,
+    /// Drain, resume, undrain or down nodes.
+    NodeState,
+    /// Re-read the config (partitions, accounts, users, QOS, roles).
+    Reconfigure,
+    /// Read every user's audit records and accounting by default.
+    ReadAll,
+    /// Charge an account the caller has no association with.
+    ChargeAnyAccount,
+}
+
+impl Operation {
+    /// The least role that may do it for `caller`.
+    fn needs(self, caller: Caller) -> Role {
+        match self {
+            Operation::Job { owner } | Operation::RunAs { owner } if owner == caller.uid => Role::User,
+            Operation::Job { .. } | Operation::JobPrivileged | Operation::NodeState | Operation::ReadAll => {
+                Role::Operator
+            }
+            Operation::RunAs { .. } | Operation::Reconfigure | Operation::ChargeAnyAccount => Role::Admin,
+        }
+    }
+}
+
+/// A caller with its role, looked up once per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Who {
+    pub(crate) caller: Caller,
+    pub(crate) role: Role,
+}
+
+impl Who {
+    /// Looks the caller's role up in `config`.
+    pub(crate) fn of(config: &Config, caller: Caller) -> Who {
+        Who { caller, role: role(config, caller.uid) }
+    }
+
+    /// Whether the caller may do `operation`.
+    pub(crate) fn may(self, operation: Operation) -> bool {
+        self.role >= operation.needs(self.caller)
+    }
+
+    /// `Ok` when the caller may do `operation`, else Slurm's access error.
+    pub(crate) fn check(self, operation: Operation) -> Result<(), ErrorCode> {
+        if self.may(operation) { Ok(()) } else { Err(ErrorCode::AccessDenied) }
+    }
+}
+
+/// The role of `uid`: root is an admin; a uid without a user name is a plain user.
+pub(crate) fn role(config: &Config, uid: u32) -> Role {
+    if uid == 0 {
+        return Role::Admin;
+    }
+    user_name(uid).map_or(Role::User, |name| config.role_of(&name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(uid: u32, role: Role) -> Who {
+        Who { caller: Caller::local(uid, uid), role }
+    }
+
+    #[test]
+    fn slurm_role_table() {
+        let (user, operator, admin) = (who(1000, Role::User), who(1001, Role::Operator), who(1002, Role::Admin));
+        assert!(user.may(Operation::Job { owner: 1000 }));
+        assert!(!user.may(Operation::Job { owner: 1001 }));
+        for op in [Operation::JobPrivileged, Operation::NodeState, Operation::Reconfigure, Operation::ReadAll] {
+            assert_eq!(user.check(op), Err(ErrorCode::AccessDenied), "{op:?}");
+        }
+        assert!(operator.may(Operation::Job { owner: 1000 }));
+        assert!(operator.may(Operation::NodeState));
+        assert!(operator.may(Operation::JobPrivileged));
+        assert!(!operator.may(Operation::Reconfigure));
+        assert!(!operator.may(Operation::RunAs { owner: 1000 }));
+        assert!(operator.may(Operation::RunAs { owner: 1001 }));
+        assert!(admin.may(Operation::RunAs { owner: 1000 }));
+        assert!(!operator.may(Operation::ChargeAnyAccount));
+        for op in
+            [Operation::Job { owner: 1 }, Operation::NodeState, Operation::Reconfigure, Operation::ChargeAnyAccount]
+        {
+            assert!(admin.may(op), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn roles_from_config() {
+        let text = r#"
+cluster_name = "c"
+[controller]
+address = "127.0.0.1:1"
+state_dir = "/tmp"
+admins = ["ann"]
+operators = ["olga"]
+[[nodes]]
+names = "n1"
+cpus = 1
+real_memory = 100
+[[partitions]]
+name = "p"
+nodes = "n1"
+default = true
+[[accounts]]
+name = "a"
+[[users]]
+name = "bob"
+default_account = "a"
+role = "operator"
+[[users]]
+name = "carl"
+default_account = "a"
+admin = true
+[[users]]
+name = "dora"
+default_account = "a"
+"#;
+        let config = Config::parse(std::path::Path::new("/tmp/c.toml"), text).unwrap();
+        assert_eq!(config.role_of("root"), Role::Admin);
+        assert_eq!(config.role_of("ann"), Role::Admin);
+        assert_eq!(config.role_of("olga"), Role::Operator);
+        assert_eq!(config.role_of("bob"), Role::Operator);
+        assert_eq!(config.role_of("carl"), Role::Admin);
+        assert_eq!(config.role_of("dora"), Role::User);
+        assert_eq!(config.role_of("nobody-listed"), Role::User);
+        let bad = text.replace("role = \"operator\"", "role = \"wizard\"");
+        let err = Config::parse(std::path::Path::new("/tmp/c.toml"), &bad).unwrap_err().to_string();
+        assert!(err.starts_with("/tmp/c.toml:21:8: users[0].role: unknown role `wizard`"), "{err}");
+        let both = text.replace("admin = true", "admin = true\nrole = \"user\"");
+        let err = Config::parse(std::path::Path::new("/tmp/c.toml"), &both).unwrap_err().to_string();
+        assert!(err.contains("users[1].role: `admin = true` contradicts `role = \"user\"`"), "{err}");
+    }
+}
