@@ -7,10 +7,14 @@
 //! to ctld's TCP port (`DROVER_CONTROLLER`, else the config's `controller.address`).
 
 use anyhow::{Context, bail};
+use drover_shared::auth::{NONCE_LEN, random_bytes};
 use drover_shared::proto::client::{Request, Response};
-use drover_shared::proto::frame::{MAX_FRAME, MAX_HANDSHAKE_FRAME, read_message, write_message};
+use drover_shared::proto::frame::{
+    MAX_FRAME, MAX_HANDSHAKE_FRAME, read_message, read_sealed, write_message, write_sealed,
+};
+use drover_shared::proto::seal::{End, Sealer, SessionKeys, verify_client_session_proof};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
-use drover_shared::token::ClientToken;
+use drover_shared::token::IssuedToken;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -36,6 +40,8 @@ pub(crate) fn socket_path() -> anyhow::Result<PathBuf> {
 /// An open, greeted connection to ctld.
 pub(crate) struct Client {
     stream: Box<dyn Stream>,
+    /// Remote connections are sealed (see `drover_shared::proto::seal`); local ones need not be.
+    sealer: Option<Sealer>,
 }
 
 impl Client {
@@ -62,7 +68,7 @@ impl Client {
     fn connect_remote(token_socket: &std::path::Path) -> anyhow::Result<Client> {
         let mut tokens = UnixStream::connect(token_socket)
             .with_context(|| format!("Unable to get a token from the local noded at {}", token_socket.display()))?;
-        let token: ClientToken = read_message(&mut tokens, MAX_HANDSHAKE_FRAME)?;
+        let issued: IssuedToken = read_message(&mut tokens, MAX_HANDSHAKE_FRAME)?;
         let address = match std::env::var("DROVER_CONTROLLER") {
             Ok(address) => address,
             Err(_) => config()?.controller_address,
@@ -70,22 +76,44 @@ impl Client {
         let stream = std::net::TcpStream::connect(&address)
             .with_context(|| format!("Unable to contact slurm controller (connect failure) at {address}"))?;
         stream.set_nodelay(true)?;
-        Client::greet(Box::new(stream), Role::RemoteClient { token })
+        let mut stream: Box<dyn Stream> = Box::new(stream);
+        let nonce = random_bytes::<NONCE_LEN>()?.to_vec();
+        let role = Role::RemoteClient { token: issued.token };
+        let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role, nonce: nonce.clone() };
+        write_message(&mut stream, &hello)?;
+        match read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME)? {
+            HelloReply::Accept { nonce: server_nonce, proof, .. } => {
+                if !verify_client_session_proof(&issued.session, &nonce, &server_nonce, &proof) {
+                    bail!("the controller at {address} failed to prove the cluster key; refusing to talk to it");
+                }
+                let keys = SessionKeys::for_client(&issued.session, End::Node, &nonce, &server_nonce);
+                Ok(Client { stream, sealer: Some(Sealer::new(keys)) })
+            }
+            HelloReply::Reject { message } => bail!("controller refused the connection: {message}"),
+        }
     }
 
     fn greet(mut stream: Box<dyn Stream>, role: Role) -> anyhow::Result<Client> {
         let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role, nonce: Vec::new() };
         write_message(&mut stream, &hello)?;
         match read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME)? {
-            HelloReply::Accept { .. } => Ok(Client { stream }),
+            HelloReply::Accept { .. } => Ok(Client { stream, sealer: None }),
             HelloReply::Reject { message } => bail!("controller refused the connection: {message}"),
         }
     }
 
     /// Sends one request and waits for its answer.
     pub(crate) fn call(&mut self, request: &Request) -> anyhow::Result<Response> {
-        write_message(&mut self.stream, request)?;
-        Ok(read_message(&mut self.stream, MAX_FRAME)?)
+        match &mut self.sealer {
+            Some(sealer) => {
+                write_sealed(&mut self.stream, request, sealer)?;
+                Ok(read_sealed(&mut self.stream, MAX_FRAME, sealer)?)
+            }
+            None => {
+                write_message(&mut self.stream, request)?;
+                Ok(read_message(&mut self.stream, MAX_FRAME)?)
+            }
+        }
     }
 }
 

@@ -66,11 +66,11 @@ async fn handle(
         anyhow::bail!("closed before hello")
     };
     if let Role::RemoteClient { token } = hello.role {
-        if hello.magic != MAGIC || !version_supported(hello.protocol_version) {
+        if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
             messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
             return Ok(());
         }
-        return crate::remote::serve(messages, token, &peer, &remote).await;
+        return crate::remote::serve(messages, token, &hello.nonce, &peer, &remote).await;
     }
     let (name, registration) =
         tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;

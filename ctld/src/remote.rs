@@ -9,8 +9,9 @@ use crate::core::Event;
 use crate::rpc::ClientContext;
 use crate::validate::{Caller, Origin};
 use drover_shared::UnixTime;
-use drover_shared::auth::ClusterKey;
+use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::MessageStream;
+use drover_shared::proto::seal::{End, SessionKeys, client_session_proof};
 use drover_shared::proto::{HelloReply, PROTOCOL_VERSION};
 use drover_shared::token::{ClientToken, MAX_TOKEN_LIFETIME, TOKEN_NONCE_LEN};
 use std::collections::HashMap;
@@ -62,7 +63,7 @@ pub(crate) enum TokenRefusal {
 /// Checks tokens and remembers the nonces of accepted ones until they expire.
 #[derive(Debug)]
 pub(crate) struct Tokens {
-    key: Arc<ClusterKey>,
+    pub(crate) key: Arc<ClusterKey>,
     used: Mutex<HashMap<Vec<u8>, UnixTime>>,
 }
 
@@ -111,6 +112,7 @@ pub(crate) struct Remote {
 pub(crate) async fn serve<S>(
     mut messages: MessageStream<S>,
     token: ClientToken,
+    client_nonce: &[u8],
     peer: &str,
     remote: &Remote,
 ) -> anyhow::Result<()>
@@ -122,9 +124,14 @@ where
     match remote.tokens.accept(&token, now, |host| config.node(host).is_some()) {
         Ok(caller) => {
             tracing::debug!(peer, uid = caller.uid, host = token.host, "remote client accepted");
-            let accept =
-                HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() };
+            // Prove the cluster key to the client through the token's connection secret, then
+            // seal the connection: a token read in flight is useless without the secret.
+            let secret = token.session_secret(&remote.tokens.key);
+            let server_nonce = random_bytes::<NONCE_LEN>()?.to_vec();
+            let proof = client_session_proof(&secret, client_nonce, &server_nonce);
+            let accept = HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: server_nonce.clone(), proof };
             messages.send(&accept).await?;
+            messages.seal(SessionKeys::for_client(&secret, End::Ctld, client_nonce, &server_nonce));
             crate::rpc::serve_requests(messages, caller, &remote.context).await
         }
         Err(refusal) => {

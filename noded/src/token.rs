@@ -48,7 +48,8 @@ pub async fn serve(listener: tokio::net::UnixListener, key: Arc<ClusterKey>, nod
 
 async fn answer(stream: tokio::net::UnixStream, key: &ClusterKey, node: &str) -> anyhow::Result<()> {
     let cred = stream.peer_cred()?;
-    let token = ClientToken::issue(key, cred.uid(), cred.gid(), node, drover_shared::now(), TOKEN_LIFETIME)?;
+    let token =
+        ClientToken::issue_with_session(key, cred.uid(), cred.gid(), node, drover_shared::now(), TOKEN_LIFETIME)?;
     tracing::debug!(uid = cred.uid(), "client token issued");
     let mut messages = MessageStream::new(stream);
     messages.send(&token).await?;

@@ -14,6 +14,17 @@ pub const MAX_TOKEN_LIFETIME: i64 = 60;
 /// Nonce length in bytes.
 pub const TOKEN_NONCE_LEN: usize = 32;
 
+/// What noded hands a local client: the token, and the connection secret that only the client
+/// and ctld (which holds the cluster key) can know — the token travels in clear, the secret never
+/// does. ctld proves itself with it and both ends seal the connection's frames with keys derived
+/// from it, so a token read in flight is useless to whoever read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedToken {
+    pub token: ClientToken,
+    #[serde(with = "serde_bytes")]
+    pub session: Vec<u8>,
+}
+
 /// A signed client identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientToken {
@@ -66,6 +77,27 @@ impl ClientToken {
         bytes.extend(self.issued.to_be_bytes());
         bytes.extend(self.expires.to_be_bytes());
         bytes
+    }
+
+    /// The connection secret that goes with this token (see [`IssuedToken`]).
+    pub fn session_secret(&self, key: &ClusterKey) -> Vec<u8> {
+        let mut bytes = b"drover-client-session-v1".to_vec();
+        bytes.extend(&self.mac);
+        key.sign(&bytes)
+    }
+
+    /// Issues a token and its connection secret.
+    pub fn issue_with_session(
+        key: &ClusterKey,
+        uid: u32,
+        gid: u32,
+        host: &str,
+        now: UnixTime,
+        lifetime: i64,
+    ) -> Result<IssuedToken, AuthError> {
+        let token = ClientToken::issue(key, uid, gid, host, now, lifetime)?;
+        let session = token.session_secret(key);
+        Ok(IssuedToken { token, session })
     }
 
     /// Whether the MAC was made with `key` (constant time).

@@ -68,6 +68,42 @@ pub fn read_message<R: Read, T: DeserializeOwned>(reader: &mut R, max: usize) ->
     decode(&payload)
 }
 
+/// Writes one message as a sealed frame (see [`super::seal`]) on a blocking stream.
+pub fn write_sealed<W: Write, T: Serialize>(
+    writer: &mut W,
+    message: &T,
+    sealer: &mut super::seal::Sealer,
+) -> Result<(), FrameError> {
+    let mut payload = postcard::to_allocvec(message)?;
+    if payload.len() > MAX_FRAME {
+        return Err(FrameError::TooLarge { len: payload.len(), max: MAX_FRAME });
+    }
+    sealer.seal(&mut payload);
+    let len = u32::try_from(payload.len()).map_err(|_| FrameError::TooLarge { len: payload.len(), max: MAX_FRAME })?;
+    writer.write_all(&len.to_be_bytes())?;
+    writer.write_all(&payload)?;
+    writer.flush()?;
+    Ok(())
+}
+
+/// Reads one sealed frame from a blocking stream, refusing frames larger than `max` plus the tag.
+pub fn read_sealed<R: Read, T: DeserializeOwned>(
+    reader: &mut R,
+    max: usize,
+    sealer: &mut super::seal::Sealer,
+) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    let max = max + super::seal::TAG_LEN;
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    let mut frame = vec![0u8; len];
+    reader.read_exact(&mut frame)?;
+    decode(sealer.open(&frame)?)
+}
+
 /// The tokio codec for the same frames.
 pub fn codec(max: usize) -> tokio_util::codec::LengthDelimitedCodec {
     tokio_util::codec::LengthDelimitedCodec::builder()

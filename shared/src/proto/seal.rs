@@ -29,11 +29,32 @@ impl std::fmt::Debug for SessionKeys {
     }
 }
 
-/// Which end of a node connection derives the keys.
+/// Which end of a connection derives the keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
     Ctld,
+    /// The connecting side: a node, or a remote client.
     Node,
+}
+
+fn hmac32(secret: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    for part in parts {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
+    }
+    mac
+}
+
+/// ctld's proof to a remote client that it knows the token's connection secret (and so holds the
+/// cluster key): an HMAC over both nonces.
+pub fn client_session_proof(secret: &[u8], client_nonce: &[u8], server_nonce: &[u8]) -> Vec<u8> {
+    hmac32(secret, &[b"ctld", client_nonce, server_nonce]).finalize().into_bytes().to_vec()
+}
+
+/// Checks [`client_session_proof`] in constant time.
+pub fn verify_client_session_proof(secret: &[u8], client_nonce: &[u8], server_nonce: &[u8], proof: &[u8]) -> bool {
+    hmac32(secret, &[b"ctld", client_nonce, server_nonce]).verify_slice(proof).is_ok()
 }
 
 impl SessionKeys {
@@ -55,6 +76,22 @@ impl SessionKeys {
         match end {
             End::Ctld => SessionKeys { send: to_node, recv: to_ctld },
             End::Node => SessionKeys { send: to_ctld, recv: to_node },
+        }
+    }
+}
+
+impl SessionKeys {
+    /// Derives both directions' keys of a remote-client connection from the token's connection
+    /// secret and both nonces.
+    pub fn for_client(secret: &[u8], end: End, client_nonce: &[u8], server_nonce: &[u8]) -> SessionKeys {
+        let direction = |label: &[u8]| -> [u8; 32] {
+            hmac32(secret, &[label, client_nonce, server_nonce]).finalize().into_bytes().into()
+        };
+        let to_ctld = direction(b"seal client to ctld");
+        let to_client = direction(b"seal ctld to client");
+        match end {
+            End::Ctld => SessionKeys { send: to_client, recv: to_ctld },
+            End::Node => SessionKeys { send: to_ctld, recv: to_client },
         }
     }
 }
