@@ -333,8 +333,8 @@ run_workloads() { # the same sequence on the system selected by use_drover/use_s
 
     # 6. sacct over the BIG cancelled jobs (bounded wait for accounting to hold them all). Slurm's
     # sacct leaves jobs that were never eligible (held ones) out of a plain time window; with a state
-    # (`-s CA`) and both ends of the window (`-S`, `-E now`; with `-S` alone the window ends at its
-    # start) it lists them. Drover answers the same command the same way.
+    # (`-s CA`) and both ends of the window (`-S`, `-E now`; with `-S` alone it listed none of them
+    # in our tries) it lists them. Drover answers the same command the same way.
     acct0=$SECONDS
     while :; do
         rows=$("$SACCT" -X -n -P --name="$name" -S "$start_iso" -E now -s CA -o JobID 2>/dev/null | wc -l)
