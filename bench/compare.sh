@@ -136,7 +136,7 @@ fdiv() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else 
 # put <metric> <label> <better: higher|lower|info> <target> <value> <unit> [note]
 put() {
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SYS" "$1" "$2" "$3" "$4" "$5" "$6" "${7:-}" >>"$RESULTS"
-    log "$SYS: $2 = $5 $6 ${7:-}"
+    log "$SYS: $2 = $5 $6${7:+ ($7)}"
 }
 # The system under test's commands, by absolute path.
 use_drover() {
@@ -176,14 +176,18 @@ parallel_submit() { # parallel_submit <clients> <per-client> <tag> <sbatch args.
     done
 }
 cancel_name() { # cancel_name <name>: cancel every job of that name, wait until squeue shows none; seconds in CANCEL_S
-    local t0 deadline
+    local t0 deadline again
     t0=$(now)
     deadline=$((SECONDS + CANCEL_TIMEOUT))
     "$SCANCEL" -n "$1" >/dev/null 2>&1 || true
+    again=$((SECONDS + 10))
     while [ "$(count "$1")" != 0 ]; do
         [ "$SECONDS" -lt "$deadline" ] || die "$SYS: jobs named $1 still queued ${CANCEL_TIMEOUT}s after scancel"
         sleep 0.5
-        "$SCANCEL" -n "$1" >/dev/null 2>&1 || true
+        if [ "$SECONDS" -ge "$again" ]; then   # a job submitted while scancel ran, or an RPC that failed
+            "$SCANCEL" -n "$1" >/dev/null 2>&1 || true
+            again=$((SECONDS + 10))
+        fi
     done
     CANCEL_S=$(fsub "$(now)" "$t0")
 }
