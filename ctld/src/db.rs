@@ -92,6 +92,7 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
         conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
         conn.execute_batch(crate::accounting::SCHEMA).map_err(err)?;
+        conn.execute_batch(crate::runs::SCHEMA).map_err(err)?;
         add_array_column(&conn).map_err(err)?;
     }
     Ok(conn)
@@ -216,6 +217,8 @@ pub(crate) enum DbOp {
     After(AfterCommit),
     /// The decayed usage of every association as of `updated` (replaces the stored values).
     SaveUsage { updated: UnixTime, rows: Vec<((String, String), f64)> },
+    /// An earlier run of a requeued job, as it ended (`sacct -D`).
+    RecordRun(Box<JobInfo>),
     /// A job run's usage record, added to the hourly rollups (once per run).
     RecordUsage(Box<crate::accounting::UsageRecord>),
     /// Deletes usage rows older than the retention periods (days).
@@ -229,8 +232,8 @@ pub(crate) enum AfterCommit {
     AnswerSubmit(JobId),
     /// Tell the node to start the job.
     Launch(JobId),
-    /// Tell the node that ctld has recorded the job's end.
-    AckJobEnd { node: String, job_id: JobId },
+    /// Tell the node that ctld has recorded the end of this run of the job.
+    AckJobEnd { node: String, job_id: JobId, run: u32 },
     /// Answer `srun` and send the step to its nodes: its row is stored.
     StepCreated { job_id: JobId, step_id: u32 },
 }
@@ -332,6 +335,7 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                         params![updated],
                     )?;
                 }
+                DbOp::RecordRun(info) => crate::runs::write(&tx, &info)?,
                 DbOp::RecordUsage(record) => crate::accounting::write(&tx, &record)?,
                 DbOp::PurgeUsage { now, hours_days, jobs_days } => crate::accounting::purge(&tx, now, hours_days, jobs_days)?,
             }

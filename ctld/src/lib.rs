@@ -19,6 +19,7 @@ mod priority;
 mod quota;
 mod report;
 mod rpc;
+mod runs;
 mod scheduler;
 #[cfg(test)]
 mod sim;

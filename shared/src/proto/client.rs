@@ -50,6 +50,9 @@ pub enum Request {
     StepDone { job_id: JobId, step_id: u32, state: JobState, exit_status: crate::job::WaitStatus },
     /// `scancel N.S` (with `signal`: `scancel --signal`): one step only.
     CancelStep { job_id: JobId, step_id: u32, signal: Option<i32> },
+    /// `scontrol requeuehold`: as [`Request::Requeue`], and the job pends held (`JobHeldUser`)
+    /// once its run has ended. Answered with [`Response::Cancelled`].
+    RequeueHold { job_ids: Vec<JobId> },
 }
 
 /// The fields `scontrol update job` changes; `None` leaves a field as it is.
@@ -90,6 +93,9 @@ pub struct AccountingQuery {
     /// Jobs that were eligible, running or ended within `[start, end]`.
     pub window_start: Option<UnixTime>,
     pub window_end: Option<UnixTime>,
+    /// `-D/--duplicates`: also the earlier runs of requeued jobs, each before the job's latest
+    /// record (protocol 3).
+    pub duplicates: bool,
 }
 
 /// `scancel`: the ids given plus filters; with no ids, the filters pick the jobs.

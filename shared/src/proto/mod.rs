@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"DRVR";
 
 /// The protocol version this build speaks; ctld also accepts the previous one.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// First frame from the connecting side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,9 +62,10 @@ pub struct NodeProof {
     pub proof: Vec<u8>,
 }
 
-/// Whether a peer's version can be served. Version 1 (the foundation's messages, before job
-/// arrays, scheduling and isolation fields were appended) was never released, so only the current
-/// version is accepted; from the first release on, the previous version is accepted too.
+/// Whether a peer's version can be served. Versions 1 (the foundation's messages, before job
+/// arrays, scheduling and isolation fields were appended) and 2 (node messages without run
+/// numbers) were never released, so only the current version is accepted; from the first release
+/// on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
     version == PROTOCOL_VERSION
 }

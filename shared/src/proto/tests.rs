@@ -13,13 +13,19 @@ fn hex<T: serde::Serialize>(message: &T) -> String {
 #[test]
 fn golden_bytes() {
     let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: "n1".into() }, nonce: vec![7] };
-    assert_eq!(hex(&hello), "445256520201026e310107");
+    assert_eq!(hex(&hello), "445256520301026e310107");
     assert_eq!(hex(&Request::Ping), "06");
     assert_eq!(hex(&Response::Submitted { job_id: 300 }), "00ac02");
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
-    let end = JobEnd { job_id: 5, outcome: JobOutcome::TimedOut, exit_status: WaitStatus::signaled(15), start_time: Some(10), end_time: 20 };
-    assert_eq!(hex(&NodeMessage::JobEnded(end)), "0305011e011428");
-    assert_eq!(hex(&CtldMessage::JobEndAck { job_id: 5 }), "0405");
+    let end = JobEnd { job_id: 5, run: 2, outcome: JobOutcome::TimedOut, exit_status: WaitStatus::signaled(15), start_time: Some(10), end_time: 20 };
+    assert_eq!(hex(&NodeMessage::JobEnded(end)), "030502011e011428");
+    assert_eq!(hex(&CtldMessage::JobEndAck { job_id: 5, run: 2 }), "040502");
+    // Protocol 3: runs in heartbeats, registrations' held jobs, starts, cancels and kills.
+    let run = super::node::JobRun { job_id: 5, run: 2 };
+    assert_eq!(hex(&NodeMessage::Heartbeat { running: vec![run] }), "01010502");
+    assert_eq!(hex(&NodeMessage::JobStarted { job_id: 5, run: 2, start_time: 10 }), "02050214");
+    assert_eq!(hex(&CtldMessage::Registered { kill: vec![run] }), "00010502");
+    assert_eq!(hex(&CtldMessage::Cancel { job_id: 5, run: 2, kill_wait: 3 }), "03050203");
 }
 
 #[test]

@@ -1,0 +1,158 @@
+//! Requeueing and run reconciliation, a child module of `core`.
+//!
+//! Every start of a job is a *run*, numbered by the job's restart count at launch; the node names
+//! the run's directory and cgroups after it and every report it sends names it. So:
+//!
+//! * a job killed to be requeued (`scontrol requeue`, `requeuehold`, preemption, the idle-GPU
+//!   policy) pends again as soon as its run's end arrives, and may start at once, even on the same
+//!   node: the next run has its own directory there;
+//! * a running job whose node fails (silent past `node_timeout`, or it no longer holds the job)
+//!   pends again at once when it may be requeued (`--requeue`, or the cluster default, Slurm's
+//!   `JobRequeue=1`); `--no-requeue` jobs end `NODE_FAIL`;
+//! * each ended run is kept for `sacct -D` (`REQUEUED` or `NODE_FAIL`, see `crate::runs`);
+//! * a report about a run that is not the job's current one (a node that was cut off while its
+//!   job was requeued, or a repeated end) changes nothing: its end is acknowledged at once so the
+//!   node forgets it, and at registration the node is told to kill every run ctld does not run
+//!   there now.
+
+use super::Core;
+use crate::db::{AfterCommit, DbOp};
+use crate::validate::{Caller, is_admin};
+use drover_shared::UnixTime;
+use drover_shared::job::{JobId, JobState, WaitStatus};
+use drover_shared::proto::client::{ErrorCode, Response};
+use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
+
+impl Core {
+    /// `scontrol requeue` (`hold = false`) and `requeuehold` (`hold = true`): one result per job id,
+    /// in order. A running job's current run is killed; when its end comes, the job pends again
+    /// under the same id with its restart count raised (held under `requeuehold`).
+    pub(super) fn requeue_jobs(&mut self, caller: Caller, job_ids: &[JobId], hold: bool) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let kill_wait = self.state.config.kill_wait;
+        let mut results = Vec::with_capacity(job_ids.len());
+        for &job_id in job_ids {
+            let result = match self.state.jobs.get(&job_id).filter(|j| j.committed) {
+                None => Err(ErrorCode::InvalidJobId),
+                Some(job) if job.info.uid != caller.uid && !admin => Err(ErrorCode::AccessDenied),
+                Some(job) if job.info.state() == JobState::Pending => Err(ErrorCode::JobPending),
+                Some(job) if job.info.state().is_terminal() => Err(ErrorCode::AlreadyDone),
+                Some(job) if !job.info.requeue => Err(ErrorCode::Disabled),
+                Some(job) => {
+                    let run = job.info.restarts;
+                    let batch_host = job.info.nodes.first().cloned();
+                    if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
+                        let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
+                    }
+                    self.requeue_on_end.insert(job_id, hold);
+                    self.audit(
+                        caller.uid,
+                        if hold { "requeuehold" } else { "requeue" },
+                        Some(job_id),
+                        format!("run {run}"),
+                    );
+                    Ok(())
+                }
+            };
+            results.push((job_id, result));
+        }
+        Response::Cancelled { results }
+    }
+
+    /// The end of a run that was killed to be requeued arrived: keep the run as `REQUEUED`, pend
+    /// again (held for `requeuehold`: `JobHeldUser`, releasable with `scontrol release`).
+    pub(super) fn requeue_after_end(&mut self, job_id: JobId, end: &JobEnd, hold: bool) {
+        if let Some(job) = self.state.jobs.get_mut(&job_id) {
+            if let Some(start) = end.start_time {
+                job.info.start_time = Some(start);
+            }
+            // The killed run's status, for its `REQUEUED` row; the next run starts from 0:0.
+            job.info.exit_status = end.exit_status;
+        }
+        self.record_run(job_id, "REQUEUED", end.end_time);
+        self.pend_again(job_id, JobState::Requeued, end.end_time);
+        if hold && let Some(job) = self.state.jobs.get_mut(&job_id) {
+            job.info.priority = 0;
+            job.info.reason = "JobHeldUser".into();
+            std::sync::Arc::make_mut(&mut job.spec).hold = true;
+            self.store_job(job_id, false);
+        }
+        tracing::info!(job_id, run = end.run, hold, "job requeued");
+    }
+
+    /// Keeps the run that just ended as `how` (for `sacct -D`), ends its steps, and puts the job
+    /// back in the queue for its next run: same id, restart count + 1.
+    fn pend_again(&mut self, job_id: JobId, how: JobState, end: UnixTime) {
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
+        self.store(DbOp::RecordRun(Box::new(crate::runs::ended_run(&job.info, how, end))));
+        self.end_steps(job_id, end);
+        self.requeue(job_id);
+        if let Some(job) = self.state.jobs.get_mut(&job_id) {
+            job.info.restarts += 1;
+            job.info.exit_status = WaitStatus::default();
+            job.info.end_time = None;
+            job.info.cancelled_by = None;
+            job.cancel_requested_by = None;
+        }
+        self.state.preempt_cancel_on_end.remove(&job_id);
+        self.store_job(job_id, false);
+    }
+
+    /// A job's node failed (silent past the node timeout, or it no longer holds the job's run).
+    /// A running job that may be requeued pends again at once; any other running job ends
+    /// `NODE_FAIL`; a job already cancelled stays cancelled.
+    pub(super) fn fail_on_node(&mut self, job_id: JobId, now: UnixTime) {
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
+        let was_running = job.info.state() == JobState::Running;
+        if was_running && job.info.requeue {
+            let run = job.info.restarts;
+            self.requeue_on_end.remove(&job_id);
+            self.record_run(job_id, "NODE_FAIL", now);
+            self.pend_again(job_id, JobState::NodeFail, now);
+            self.audit(0, "node-fail-requeue", Some(job_id), format!("job's node failed; run {run} requeued"));
+            tracing::warn!(job_id, run, "job's node failed; requeued");
+            self.schedule_needed = true;
+            return;
+        }
+        if was_running {
+            self.state.end_job(job_id, JobState::NodeFail, "NodeDown", now);
+        }
+        if let Some(job) = self.state.jobs.get_mut(&job_id) {
+            for step in job.info.steps.iter_mut().filter(|s| s.end_time.is_none()) {
+                step.state = if was_running { JobState::NodeFail } else { JobState::Cancelled };
+                step.end_time = Some(now);
+            }
+        }
+        self.state.release_job(job_id, now);
+        self.store_job(job_id, false);
+        self.audit(0, "node-fail", Some(job_id), "job's node failed".into());
+        self.schedule_needed = true;
+    }
+
+    /// The runs a registering node holds that ctld does not run there now: jobs it forgot, jobs
+    /// that ended (or were requeued, or run elsewhere), and earlier runs of a job. The node kills
+    /// them and removes their directories.
+    pub(super) fn stale_runs(&self, node: &str, held: &[JobRun]) -> Vec<JobRun> {
+        held.iter()
+            .copied()
+            .filter(|run| {
+                self.state.jobs.get(&run.job_id).is_none_or(|j| {
+                    j.info.restarts != run.run
+                        || j.info.nodes.first().map(String::as_str) != Some(node)
+                        || j.info.state().is_terminal()
+                })
+            })
+            .collect()
+    }
+
+    /// Whether `end` belongs to a run that is not its job's current one; such an end changes
+    /// nothing and is acknowledged at once, so the node forgets the run.
+    pub(super) fn stale_end(&mut self, node: &str, end: &JobEnd) -> bool {
+        let stale = self.state.jobs.get(&end.job_id).is_some_and(|j| j.info.restarts != end.run);
+        if stale {
+            tracing::info!(job_id = end.job_id, run = end.run, node, "end of an earlier run; acknowledged, ignored");
+            self.store(DbOp::After(AfterCommit::AckJobEnd { node: node.to_owned(), job_id: end.job_id, run: end.run }));
+        }
+        stale
+    }
+}
