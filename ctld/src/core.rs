@@ -805,7 +805,10 @@ impl Core {
         n.last_heartbeat = now;
         match message {
             NodeMessage::Register(_) => {}
-            NodeMessage::Heartbeat { running } => self.lost_jobs(node, &running, now),
+            NodeMessage::Heartbeat { running } => {
+                self.lost_jobs(node, &running, now);
+                self.cancel_superseded(node, &running);
+            }
             NodeMessage::JobStarted { job_id, run, start_time } => {
                 if let Some(job) = self.state.jobs.get_mut(&job_id) {
                     if job.info.state() == JobState::Running && job.info.restarts == run {

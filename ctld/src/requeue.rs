@@ -145,6 +145,29 @@ impl Core {
             .collect()
     }
 
+    /// Runs a connected node still holds although ctld gave up on them: earlier runs of a job
+    /// that was requeued meanwhile (the batch host of a multi-node job whose other node failed,
+    /// or a node that re-registered before the kill list reached it), and runs of jobs that ended
+    /// `NODE_FAIL`. Cancelled at every heartbeat until they are gone; a repeated cancel never
+    /// delays the supervisor's SIGKILL.
+    pub(super) fn cancel_superseded(&mut self, node: &str, held: &[JobRun]) {
+        let superseded: Vec<JobRun> = held
+            .iter()
+            .copied()
+            .filter(|run| {
+                self.state.jobs.get(&run.job_id).is_some_and(|j| {
+                    j.info.restarts > run.run || (j.info.restarts == run.run && j.info.state() == JobState::NodeFail)
+                })
+            })
+            .collect();
+        let kill_wait = self.state.config.kill_wait;
+        let Some(link) = self.state.node_mut(node).and_then(|n| n.link.clone()) else { return };
+        for run in superseded {
+            tracing::info!(job_id = run.job_id, run = run.run, node, "cancelling a run ctld gave up on");
+            let _ = link.tx.send(CtldMessage::Cancel { job_id: run.job_id, run: run.run, kill_wait });
+        }
+    }
+
     /// Whether `end` belongs to a run that is not its job's current one; such an end changes
     /// nothing and is acknowledged at once, so the node forgets the run.
     pub(super) fn stale_end(&mut self, node: &str, end: &JobEnd) -> bool {

@@ -162,3 +162,28 @@ fn node_failure_requeues_and_the_returning_node_kills_stale_runs() {
     let output = std::fs::read_to_string(file(&cluster, &format!("nf-{requeued}.out"))).unwrap();
     assert_eq!(output.matches("run=1\n").count(), 1, "{output}");
 }
+
+/// A two-node job whose other node fails pends again, and ctld cancels the earlier run's batch
+/// script on the surviving batch host at its next heartbeat, so the job never runs twice.
+#[test]
+fn a_requeued_multi_node_job_is_killed_on_its_surviving_batch_host() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\nrun=${SLURM_RESTART_COUNT:-0}\necho $SLURMD_NODENAME > mn-$SLURM_JOB_ID.$run.host\n\
+                  echo $$ > mn-$SLURM_JOB_ID.$run.pid\nexec sleep 300\n";
+    let job_id = cluster.submit(None, "mn.sh", script, &["-N", "2"]);
+    let pid_file = file(&cluster, &format!("mn-{job_id}.0.pid"));
+    wait_for(&cluster, "the first run", LONG, || pid_file.exists().then_some(()));
+    let batch_host = std::fs::read_to_string(file(&cluster, &format!("mn-{job_id}.0.host"))).unwrap().trim().to_owned();
+    let other = if batch_host == "n1" { "n2" } else { "n1" };
+    let script_pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let noded = nix::unistd::Pid::from_raw(cluster.pid(&format!("noded-{other}")));
+    nix::sys::signal::kill(noded, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    wait_for(&cluster, "the job to pend again", LONG, || (squeue(&cluster, job_id, "%t") == "PD").then_some(()));
+    wait_for(&cluster, "the first run's script to be killed on the batch host", LONG, || {
+        (!alive(script_pid)).then_some(())
+    });
+    nix::sys::signal::kill(noded, nix::sys::signal::Signal::SIGCONT).unwrap();
+    wait_for(&cluster, "the second run", LONG, || file(&cluster, &format!("mn-{job_id}.1.pid")).exists().then_some(()));
+    let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &job_id.to_string()]);
+    assert_eq!(all, format!("{job_id}|NODE_FAIL\n{job_id}|RUNNING\n"));
+}
