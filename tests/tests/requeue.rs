@@ -72,6 +72,7 @@ fn requeued_job_relaunches_at_once_on_the_same_node() {
     let second_pid = file(&cluster, &format!("rq-{job_id}.1.pid"));
     wait_for(&cluster, "the second run", LONG, || second_pid.exists().then_some(()));
     let relaunch = requeued_at.elapsed();
+    eprintln!("scontrol requeue to the next run on the same node: {relaunch:?}");
     // Before run numbers a requeued job waited 10 s (reason BeginTime); now only the kill and one
     // scheduling pass stand between the runs.
     assert!(relaunch < Duration::from_secs(8), "relaunch took {relaunch:?}");
