@@ -19,7 +19,7 @@ use super::Core;
 use crate::db::{AfterCommit, DbOp};
 use crate::validate::{Caller, is_admin};
 use drover_shared::UnixTime;
-use drover_shared::job::{JobId, JobState, WaitStatus};
+use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
 
@@ -66,8 +66,14 @@ impl Core {
             if let Some(start) = end.start_time {
                 job.info.start_time = Some(start);
             }
-            // The killed run's status, for its `REQUEUED` row; the next run starts from 0:0.
+            // The killed run's status, for its `REQUEUED` rows; the next run starts from 0:0.
             job.info.exit_status = end.exit_status;
+            for step in job.info.steps.iter_mut().filter(|s| s.step_id == StepId::Batch) {
+                step.state = JobState::Cancelled;
+                step.exit_status = end.exit_status;
+                step.end_time = Some(end.end_time);
+                step.start_time = end.start_time.or(step.start_time);
+            }
         }
         self.record_run(job_id, "REQUEUED", end.end_time);
         self.pend_again(job_id, JobState::Requeued, end.end_time);

@@ -96,6 +96,13 @@ fn requeued_job_relaunches_at_once_on_the_same_node() {
     assert_eq!(plain, format!("{job_id}|RUNNING\n"));
     let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State,NodeList", "-j", &job_id.to_string()]);
     assert_eq!(all, format!("{job_id}|REQUEUED|n1\n{job_id}|RUNNING|n1\n"));
+    let with_steps = cluster.ok("sacct", &["-D", "-P", "-n", "-o", "JobID,State,ExitCode", "-j", &job_id.to_string()]);
+    assert_eq!(
+        with_steps,
+        format!(
+            "{job_id}|REQUEUED|0:15\n{job_id}.batch|CANCELLED|0:15\n{job_id}|RUNNING|0:0\n{job_id}.batch|RUNNING|0:0\n"
+        )
+    );
     let output = std::fs::read_to_string(file(&cluster, &format!("rq-{job_id}.out"))).unwrap();
     assert!(output.contains("run=0\n") && output.contains("run=1\n"), "{output}");
 }
