@@ -840,7 +840,7 @@ impl Core {
         // Charge the job up to now while it still counts as running.
         self.charge_usage(now, true);
         let holds = self.state.jobs.get(&job_id).is_some_and(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node));
-        if holds && let Some(hold) = self.requeue_on_end.remove(&job_id) {
+        if holds && let Some(hold) = self.take_requeue(job_id) {
             self.requeue_after_end(job_id, &end, hold);
         } else if holds {
             let preempted = self.state.preempt_cancel_on_end.remove(&job_id);
@@ -961,12 +961,12 @@ impl Core {
             let requeue = qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue;
             let batch_host = job.info.nodes.first().cloned();
             let run = job.info.restarts;
+            let warning = job.spec.signal.as_deref().and_then(crate::preempt::warning);
             if requeue {
-                self.requeue_on_end.insert(victim, false);
+                self.mark_requeue(victim, false);
             } else {
                 self.state.preempt_cancel_on_end.insert(victim);
             }
-            let warning = job.spec.signal.as_deref().and_then(crate::preempt::warning);
             let link = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone());
             match (warning, link) {
                 (Some((signal, batch_only, lead)), Some(link)) => {
@@ -1056,7 +1056,7 @@ impl Core {
                 IdleAction::Warn => self.audit(0, "idle-gpu-warning", Some(job_id), detail),
                 IdleAction::Requeue if job.info.requeue => {
                     job.info.reason = "IdleGPU".into();
-                    self.requeue_on_end.insert(job_id, false);
+                    self.mark_requeue(job_id, false);
                     if let Some(link) = link_of(&mut self.state, host) {
                         let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
                     }

@@ -219,6 +219,8 @@ pub(crate) enum DbOp {
     SaveUsage { updated: UnixTime, rows: Vec<((String, String), f64)> },
     /// An earlier run of a requeued job, as it ended (`sacct -D`).
     RecordRun(Box<JobInfo>),
+    /// A requeue under way starts (`Some(hold)`) or is done (`None`).
+    RequeueIntent { job_id: JobId, hold: Option<bool> },
     /// A job run's usage record, added to the hourly rollups (once per run).
     RecordUsage(Box<crate::accounting::UsageRecord>),
     /// Deletes usage rows older than the retention periods (days).
@@ -336,6 +338,7 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                     )?;
                 }
                 DbOp::RecordRun(info) => crate::runs::write(&tx, &info)?,
+                DbOp::RequeueIntent { job_id, hold } => crate::runs::write_intent(&tx, job_id, hold)?,
                 DbOp::RecordUsage(record) => crate::accounting::write(&tx, &record)?,
                 DbOp::PurgeUsage { now, hours_days, jobs_days } => crate::accounting::purge(&tx, now, hours_days, jobs_days)?,
             }

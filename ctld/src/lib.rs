@@ -76,6 +76,7 @@ pub async fn run(
     tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
     let mut state = state::State::new(config.clone(), next_job_id);
     db::load_usage(&conn, &db_path, &mut state.usage)?;
+    let requeues = runs::load_intents(&conn, &db_path)?;
     core::restore(&mut state, stored);
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -93,7 +94,7 @@ pub async fn run(
 
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(metrics::Registry::default());
-    let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone());
+    let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone()).with_requeues(requeues);
     let http = match &config.metrics.listen {
         Some(listen) => {
             let listener = TcpListener::bind(listen).await.with_context(|| format!("binding the metrics port {listen}"))?;

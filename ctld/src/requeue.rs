@@ -24,6 +24,26 @@ use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
 
 impl Core {
+    /// Starts a requeue: the job's current run is being killed; when its end comes, the job
+    /// pends again (held if `hold`). Stored, so a ctld restart in between still requeues it.
+    pub(super) fn mark_requeue(&mut self, job_id: JobId, hold: bool) {
+        self.requeue_on_end.insert(job_id, hold);
+        self.store(DbOp::RequeueIntent { job_id, hold: Some(hold) });
+    }
+
+    /// Ends a requeue under way, if there is one: whether the job is to be held.
+    pub(super) fn take_requeue(&mut self, job_id: JobId) -> Option<bool> {
+        let hold = self.requeue_on_end.remove(&job_id)?;
+        self.store(DbOp::RequeueIntent { job_id, hold: None });
+        Some(hold)
+    }
+
+    /// The requeues that were under way when ctld last stopped.
+    pub(crate) fn with_requeues(mut self, requeues: std::collections::HashMap<JobId, bool>) -> Core {
+        self.requeue_on_end = requeues;
+        self
+    }
+
     /// `scontrol requeue` (`hold = false`) and `requeuehold` (`hold = true`): one result per job id,
     /// in order. A running job's current run is killed; when its end comes, the job pends again
     /// under the same id with its restart count raised (held under `requeuehold`).
@@ -44,7 +64,7 @@ impl Core {
                     if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
                         let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
                     }
-                    self.requeue_on_end.insert(job_id, hold);
+                    self.mark_requeue(job_id, hold);
                     self.audit(
                         caller.uid,
                         if hold { "requeuehold" } else { "requeue" },
@@ -112,7 +132,7 @@ impl Core {
         let was_running = job.info.state() == JobState::Running;
         if was_running && job.info.requeue {
             let run = job.info.restarts;
-            self.requeue_on_end.remove(&job_id);
+            self.take_requeue(job_id);
             self.record_run(job_id, "NODE_FAIL", now);
             self.pend_again(job_id, JobState::NodeFail, now);
             self.audit(0, "node-fail-requeue", Some(job_id), format!("job's node failed; run {run} requeued"));

@@ -2,6 +2,9 @@
 //! (its latest run, as `sacct` shows it without `-D`); each run that ended in a requeue (by
 //! `scontrol requeue`, preemption, the idle-GPU policy or a node failure) is copied here, as it
 //! stood when it ended, in the same transaction as the requeue.
+//!
+//! Also the requeues under way (`requeue_intents`): a running job being killed so that it pends
+//! again, so that a ctld restart before the run's end arrives still requeues it.
 
 use crate::db::DbError;
 use drover_shared::job::{JobInfo, JobState};
@@ -18,6 +21,10 @@ CREATE TABLE IF NOT EXISTS job_runs (
     info     BLOB NOT NULL,
     PRIMARY KEY (job_id, run)
 );
+CREATE TABLE IF NOT EXISTS requeue_intents (
+    job_id INTEGER PRIMARY KEY,
+    hold   INTEGER NOT NULL
+);
 ";
 
 /// Stores one ended run (`info.restarts` is its run number); a repeat replaces it.
@@ -26,6 +33,25 @@ pub(crate) fn write(tx: &Transaction<'_>, info: &JobInfo) -> rusqlite::Result<()
     tx.prepare_cached("INSERT OR REPLACE INTO job_runs (job_id, run, end_time, info) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![info.job_id, info.restarts, info.end_time, blob])?;
     Ok(())
+}
+
+/// Records (`Some(hold)`) or forgets (`None`) that a running job is being killed to be requeued.
+pub(crate) fn write_intent(tx: &Transaction<'_>, job_id: u32, hold: Option<bool>) -> rusqlite::Result<()> {
+    match hold {
+        Some(hold) => tx
+            .prepare_cached("INSERT OR REPLACE INTO requeue_intents (job_id, hold) VALUES (?1, ?2)")?
+            .execute(params![job_id, hold])?,
+        None => tx.prepare_cached("DELETE FROM requeue_intents WHERE job_id = ?1")?.execute(params![job_id])?,
+    };
+    Ok(())
+}
+
+/// The requeues under way, after a restart: job id → hold (`requeuehold`).
+pub(crate) fn load_intents(conn: &Connection, path: &Path) -> Result<std::collections::HashMap<u32, bool>, DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn.prepare("SELECT job_id, hold FROM requeue_intents").map_err(err)?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, u32>(0)?, r.get::<_, bool>(1)?))).map_err(err)?;
+    rows.collect::<Result<_, _>>().map_err(err)
 }
 
 /// Runs `select` (the `jobs` query) and, under `-D`, puts each job's earlier runs before its

@@ -195,3 +195,22 @@ fn a_requeued_multi_node_job_is_killed_on_its_surviving_batch_host() {
     let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &job_id.to_string()]);
     assert_eq!(all, format!("{job_id}|NODE_FAIL\n{job_id}|RUNNING\n"));
 }
+
+/// A requeue under way survives a ctld crash: ctld is killed just after `scontrol requeue`, the
+/// run's end (its script ignores SIGTERM until the SIGKILL) arrives only after the restart, and
+/// the job still pends again and runs its next run instead of ending `CANCELLED`.
+#[test]
+fn a_requeue_under_way_survives_a_ctld_crash() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\nrun=${SLURM_RESTART_COUNT:-0}\necho $$ > cr-$SLURM_JOB_ID.$run.pid\n\
+                  trap 'echo TERM ignored' TERM\nwhile true; do sleep 1; done\n";
+    let job_id = cluster.submit(None, "cr.sh", script, &[]);
+    wait_for(&cluster, "the first run", LONG, || file(&cluster, &format!("cr-{job_id}.0.pid")).exists().then_some(()));
+    cluster.ok("scontrol", &["requeue", &job_id.to_string()]);
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.kill9("ctld");
+    assert!(cluster.drover("up").status.success(), "{}", cluster.logs());
+    wait_for(&cluster, "the second run", LONG, || file(&cluster, &format!("cr-{job_id}.1.pid")).exists().then_some(()));
+    let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &job_id.to_string()]);
+    assert_eq!(all, format!("{job_id}|REQUEUED\n{job_id}|RUNNING\n"));
+}
