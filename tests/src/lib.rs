@@ -300,9 +300,11 @@ impl Cluster {
         command.env("DROVER_CONF", &conf).stdin(Stdio::null());
         command.stdout(log.try_clone().expect("log")).stderr(log);
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = command.spawn().unwrap_or_else(|e| panic!("starting {daemon} under {wrapper:?}: {e}"));
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("starting {daemon} under {wrapper:?}: {e}"));
         std::fs::write(self.home().join("run").join(format!("{daemon}.pid")), format!("{}\n", child.id()))
             .expect("writing the pid file");
+        // The daemon outlives this call; a thread reaps it when `drover down` stops it.
+        std::thread::spawn(move || child.wait());
     }
 
     /// ctld's client socket.
