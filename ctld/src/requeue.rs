@@ -107,7 +107,7 @@ impl Core {
     }
 
     /// Keeps the run that just ended as `how` (for `sacct -D`), ends its steps, and puts the job
-    /// back in the queue for its next run: same id, restart count + 1.
+    /// back in the queue for its next run: same id, restart count + 1, submit time reset.
     fn pend_again(&mut self, job_id: JobId, how: JobState, end: UnixTime) {
         let Some(job) = self.state.jobs.get(&job_id) else { return };
         self.store(DbOp::RecordRun(Box::new(crate::runs::ended_run(&job.info, how, end))));
@@ -115,6 +115,11 @@ impl Core {
         self.requeue(job_id);
         if let Some(job) = self.state.jobs.get_mut(&job_id) {
             job.info.restarts += 1;
+            // As in Slurm, a requeue resets the submit time (the earlier run's row keeps the
+            // original one for `sacct -D`), and the job is eligible again from now.
+            let now = drover_shared::now();
+            job.info.submit_time = now;
+            job.info.eligible_time = Some(now);
             job.info.exit_status = WaitStatus::default();
             job.info.end_time = None;
             job.info.cancelled_by = None;

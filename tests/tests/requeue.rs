@@ -121,6 +121,7 @@ fn requeuehold_requeues_then_holds() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("SPECIAL_EXIT state is not supported yet"), "{}", text(&out.stderr));
     assert_eq!(squeue(&cluster, job_id, "%t"), "R", "a refused requeuehold changes nothing");
+    std::thread::sleep(Duration::from_millis(1100)); // so the reset submit time differs
     cluster.ok("scontrol", &["requeuehold", &id]);
     wait_for(&cluster, "the held job", LONG, || (squeue(&cluster, job_id, "%t %r") == "PD JobHeldUser").then_some(()));
     let shown = cluster.ok("scontrol", &["show", "job", &id]);
@@ -133,6 +134,10 @@ fn requeuehold_requeues_then_holds() {
     assert_eq!(squeue(&cluster, job_id, "%t"), "R");
     let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &id]);
     assert_eq!(all, format!("{job_id}|REQUEUED\n{job_id}|RUNNING\n"));
+    // A requeue resets the submit time, as in Slurm; the earlier run keeps the original.
+    let submits = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "Submit", "-j", &id]);
+    let submits: Vec<&str> = submits.lines().collect();
+    assert!(submits.len() == 2 && submits[0] < submits[1], "{submits:?}");
 }
 
 /// A node that stops answering: its `--requeue` job pends again at once (same id, restart count
