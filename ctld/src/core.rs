@@ -71,6 +71,8 @@ pub(crate) struct Core {
     /// Running jobs being killed to be requeued: when their run's end comes, they pend again
     /// (held when the value is true: `requeuehold`; see `requeue.rs`).
     requeue_on_end: HashMap<JobId, bool>,
+    /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
+    requeue_waiting: HashMap<u64, requeue::Waiting>,
     /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
     steps: step::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
@@ -86,7 +88,7 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(state: State, db: std::sync::mpsc::Sender<DbOp>, ctld_socket: String) -> Core {
-        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: HashMap::new(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now() };
+        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: HashMap::new(), requeue_waiting: HashMap::new(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now() };
         let running: Vec<JobId> = core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
         core.snapshot_runs(&running);
         core
@@ -160,10 +162,7 @@ impl Core {
                 let response = self.update_jobs(caller, &job_ids, &update);
                 let _ = reply.send(response);
             }
-            Event::Requeue { caller, job_ids, hold, reply } => {
-                let response = self.requeue_jobs(caller, &job_ids, hold);
-                let _ = reply.send(response);
-            }
+            Event::Requeue { caller, job_ids, hold, reply } => self.requeue_jobs(caller, &job_ids, hold, reply),
             Event::Hold { caller, job_ids, hold, reply } => {
                 let response = self.hold(caller, &job_ids, hold);
                 let _ = reply.send(response);
@@ -254,6 +253,7 @@ impl Core {
                     }
                     AfterCommit::AckJobEnd { .. } => {}
                     AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, Some(error)),
+                    AfterCommit::Requeue(token) => self.requeue_committed(token, Some(error)),
                 }
             }
             return;
@@ -271,6 +271,7 @@ impl Core {
                 }
                 AfterCommit::Launch(job_id) => self.launch(job_id),
                 AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, None),
+                AfterCommit::Requeue(token) => self.requeue_committed(token, None),
                 AfterCommit::AckJobEnd { node, job_id, run } => {
                     if let Some(link) = self.state.node_mut(&node).and_then(|n| n.link.clone()) {
                         let _ = link.tx.send(CtldMessage::JobEndAck { job_id, run });

@@ -238,6 +238,8 @@ pub(crate) enum AfterCommit {
     AckJobEnd { node: String, job_id: JobId, run: u32 },
     /// Answer `srun` and send the step to its nodes: its row is stored.
     StepCreated { job_id: JobId, step_id: u32 },
+    /// Answer `scontrol requeue` and kill the runs: the requeue intents are stored.
+    Requeue(u64),
 }
 
 /// The outcome of one transaction, sent back to the core.

@@ -19,6 +19,19 @@ use super::Core;
 use crate::db::{AfterCommit, DbOp};
 use crate::validate::{Caller, is_admin};
 use drover_shared::UnixTime;
+use tokio::sync::oneshot;
+
+/// Tokens naming the requeue requests that wait for their commit.
+static NEXT_TOKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A requeue request whose intents are being committed.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    reply: oneshot::Sender<Response>,
+    results: Vec<(JobId, Result<(), ErrorCode>)>,
+    accepted: Vec<JobRun>,
+    hold: bool,
+}
 use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
@@ -45,12 +58,20 @@ impl Core {
     }
 
     /// `scontrol requeue` (`hold = false`) and `requeuehold` (`hold = true`): one result per job id,
-    /// in order. A running job's current run is killed; when its end comes, the job pends again
-    /// under the same id with its restart count raised (held under `requeuehold`).
-    pub(super) fn requeue_jobs(&mut self, caller: Caller, job_ids: &[JobId], hold: bool) -> Response {
+    /// in order. For each running job that may be requeued, the intent is stored; once it is
+    /// committed the job's current run is killed and the caller answered (so an answered requeue
+    /// survives a crash). When the run's end comes, the job pends again under the same id with
+    /// its restart count raised (held under `requeuehold`).
+    pub(super) fn requeue_jobs(
+        &mut self,
+        caller: Caller,
+        job_ids: &[JobId],
+        hold: bool,
+        reply: oneshot::Sender<Response>,
+    ) {
         let admin = is_admin(&self.state.config, caller.uid);
-        let kill_wait = self.state.config.kill_wait;
         let mut results = Vec::with_capacity(job_ids.len());
+        let mut accepted = Vec::new();
         for &job_id in job_ids {
             let result = match self.state.jobs.get(&job_id).filter(|j| j.committed) {
                 None => Err(ErrorCode::InvalidJobId),
@@ -60,11 +81,8 @@ impl Core {
                 Some(job) if !job.info.requeue => Err(ErrorCode::Disabled),
                 Some(job) => {
                     let run = job.info.restarts;
-                    let batch_host = job.info.nodes.first().cloned();
-                    if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
-                        let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
-                    }
-                    self.mark_requeue(job_id, hold);
+                    accepted.push(JobRun { job_id, run });
+                    self.store(DbOp::RequeueIntent { job_id, hold: Some(hold) });
                     self.audit(
                         caller.uid,
                         if hold { "requeuehold" } else { "requeue" },
@@ -76,7 +94,39 @@ impl Core {
             };
             results.push((job_id, result));
         }
-        Response::Cancelled { results }
+        if accepted.is_empty() {
+            let _ = reply.send(Response::Cancelled { results });
+            return;
+        }
+        let token = NEXT_TOKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.requeue_waiting.insert(token, Waiting { reply, results, accepted, hold });
+        self.store(DbOp::After(AfterCommit::Requeue(token)));
+    }
+
+    /// The intents of a requeue request are committed (or failed to be, `error`): kill the runs
+    /// that still run and answer.
+    pub(super) fn requeue_committed(&mut self, token: u64, error: Option<&str>) {
+        let Some(Waiting { reply, results, accepted, hold }) = self.requeue_waiting.remove(&token) else { return };
+        if let Some(error) = error {
+            let _ = reply.send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.to_owned() });
+            return;
+        }
+        let kill_wait = self.state.config.kill_wait;
+        for JobRun { job_id, run } in accepted {
+            let still =
+                self.state.jobs.get(&job_id).filter(|j| j.info.state() == JobState::Running && j.info.restarts == run);
+            let Some(job) = still else {
+                // It ended (or failed over) before the commit: nothing left to requeue.
+                self.store(DbOp::RequeueIntent { job_id, hold: None });
+                continue;
+            };
+            let batch_host = job.info.nodes.first().cloned();
+            self.requeue_on_end.insert(job_id, hold);
+            if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
+                let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
+            }
+        }
+        let _ = reply.send(Response::Cancelled { results });
     }
 
     /// The end of a run that was killed to be requeued arrived: keep the run as `REQUEUED`, pend

@@ -85,8 +85,14 @@ fn requeued_job_relaunches_at_once_on_the_same_node() {
         (run_dirs(&cluster, "n1") == [format!("{job_id}.1")]).then_some(())
     });
     // The runs had different cgroups (job_<id> and job_<id>_1) and the first one's are gone.
-    let first_cgroups = std::fs::read_to_string(file(&cluster, &format!("rq-{job_id}.0.cgroup"))).unwrap();
-    let second_cgroups = std::fs::read_to_string(file(&cluster, &format!("rq-{job_id}.1.cgroup"))).unwrap();
+    // The script writes its pid file, then its cgroups: wait for the whole file.
+    let cgroups_of = |run: u32| {
+        let path = file(&cluster, &format!("rq-{job_id}.{run}.cgroup"));
+        wait_for(&cluster, "the run's cgroup record", LONG, || {
+            std::fs::read_to_string(&path).ok().filter(|text| text.ends_with('\n') && text.contains("0::"))
+        })
+    };
+    let (first_cgroups, second_cgroups) = (cgroups_of(0), cgroups_of(1));
     if first_cgroups.contains(&format!("/job_{job_id}")) {
         assert!(second_cgroups.contains(&format!("/job_{job_id}_1/")), "{second_cgroups}");
         let left = drover_e2e::cgroups_left(&first_cgroups, "step_batch");
@@ -201,7 +207,7 @@ fn a_requeued_multi_node_job_is_killed_on_its_surviving_batch_host() {
     assert_eq!(all, format!("{job_id}|NODE_FAIL\n{job_id}|RUNNING\n"));
 }
 
-/// A requeue under way survives a ctld crash: ctld is killed just after `scontrol requeue`, the
+/// A requeue under way survives a ctld crash: ctld is killed as soon as `scontrol requeue` answers, the
 /// run's end (its script ignores SIGTERM until the SIGKILL) arrives only after the restart, and
 /// the job still pends again and runs its next run instead of ending `CANCELLED`.
 #[test]
@@ -211,8 +217,8 @@ fn a_requeue_under_way_survives_a_ctld_crash() {
                   trap 'echo TERM ignored' TERM\nwhile true; do sleep 1; done\n";
     let job_id = cluster.submit(None, "cr.sh", script, &[]);
     wait_for(&cluster, "the first run", LONG, || file(&cluster, &format!("cr-{job_id}.0.pid")).exists().then_some(()));
+    // scontrol's answer comes after the intent is committed: kill ctld the moment it answers.
     cluster.ok("scontrol", &["requeue", &job_id.to_string()]);
-    std::thread::sleep(Duration::from_millis(300));
     cluster.kill9("ctld");
     assert!(cluster.drover("up").status.success(), "{}", cluster.logs());
     wait_for(&cluster, "the second run", LONG, || file(&cluster, &format!("cr-{job_id}.1.pid")).exists().then_some(()));
