@@ -147,13 +147,20 @@ impl Core {
         }
         self.record_run(job_id, "REQUEUED", end.end_time);
         self.pend_again(job_id, JobState::Requeued, end.end_time);
-        if hold && let Some(job) = self.state.jobs.get_mut(&job_id) {
+        if hold {
+            self.hold_requeued(job_id);
+        }
+        tracing::info!(job_id, run = end.run, hold, "job requeued");
+    }
+
+    /// `requeuehold`: the requeued job pends held (`JobHeldUser`, priority 0) until released.
+    fn hold_requeued(&mut self, job_id: JobId) {
+        if let Some(job) = self.state.jobs.get_mut(&job_id) {
             job.info.priority = 0;
             job.info.reason = "JobHeldUser".into();
             std::sync::Arc::make_mut(&mut job.spec).hold = true;
             self.store_job(job_id, false);
         }
-        tracing::info!(job_id, run = end.run, hold, "job requeued");
     }
 
     /// Keeps the run that just ended as `how` (for `sacct -D`), ends its steps, and puts the job
@@ -187,9 +194,13 @@ impl Core {
         let was_running = job.info.state() == JobState::Running;
         if was_running && job.info.requeue {
             let run = job.info.restarts;
-            self.take_requeue(job_id);
+            // A `requeuehold` under way still holds the job once it pends again.
+            let hold = self.take_requeue(job_id).unwrap_or(false);
             self.record_run(job_id, "NODE_FAIL", now);
             self.pend_again(job_id, JobState::NodeFail, now);
+            if hold {
+                self.hold_requeued(job_id);
+            }
             self.audit(0, "node-fail-requeue", Some(job_id), format!("job's node failed; run {run} requeued"));
             tracing::warn!(job_id, run, "job's node failed; requeued");
             self.schedule_needed = true;
