@@ -12,13 +12,18 @@
 //! * each ended run is kept for `sacct -D` (`REQUEUED` or `NODE_FAIL`, see `crate::runs`);
 //! * a report about a run that is not the job's current one (a node that was cut off while its
 //!   job was requeued, or a repeated end) changes nothing: its end is acknowledged at once so the
-//!   node forgets it, and at registration the node is told to kill every run ctld does not run
-//!   there now.
+//!   node forgets it; at registration the node is told to kill every run ctld does not run there
+//!   now, and at every heartbeat ctld cancels runs it gave up on that the node still holds;
+//! * a requeue under way is stored (`requeue_intents`) before `scontrol` is answered and the run
+//!   is killed, so it completes even if ctld restarts before the run's end arrives.
 
 use super::Core;
 use crate::db::{AfterCommit, DbOp};
 use crate::validate::{Caller, is_admin};
 use drover_shared::UnixTime;
+use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
+use drover_shared::proto::client::{ErrorCode, Response};
+use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
 use tokio::sync::oneshot;
 
 /// Tokens naming the requeue requests that wait for their commit.
@@ -32,9 +37,6 @@ pub(super) struct Waiting {
     accepted: Vec<JobRun>,
     hold: bool,
 }
-use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
-use drover_shared::proto::client::{ErrorCode, Response};
-use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
 
 impl Core {
     /// Starts a requeue: the job's current run is being killed; when its end comes, the job
