@@ -7,10 +7,10 @@
 //! ([`JobRun`]), so a report from an earlier run (a node that was cut off while the job was
 //! requeued and started again elsewhere, or a repeated end) can never be taken for the current one.
 
+use crate::UnixTime;
 use crate::grammar::time::TimeLimit;
 use crate::job::{JobId, JobSpec, WaitStatus};
 use crate::node::GpuDevice;
-use crate::UnixTime;
 use serde::{Deserialize, Serialize};
 
 /// From noded to ctld.
