@@ -76,6 +76,9 @@ pub(crate) fn with_allocation(
     spec.environment = std::env::vars().collect();
     spec.script = HOLDER.as_bytes().to_vec();
     spec.stdout = Some("/dev/null".into());
+    // An interactive allocation is never requeued (its holder is a person at a terminal), as in
+    // Slurm: a node failure ends it NODE_FAIL.
+    spec.requeue = Some(false);
     let mask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     nix::sys::stat::umask(mask);
     spec.umask = mask.bits();

@@ -13,7 +13,9 @@ use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
 use drover_shared::node::PartitionInfo;
 use drover_shared::proto::client::{CancelRequest, ErrorCode, JobQuery, JobUpdate, Response};
-use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, LaunchRequest, NodeMessage, NodeRegistration};
+use drover_shared::proto::node::{
+    CtldMessage, JobEnd, JobOutcome, JobRun, LaunchRequest, NodeMessage, NodeRegistration,
+};
 use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +30,8 @@ pub(crate) use node_admin::restore_node_states;
 
 #[path = "reconfigure.rs"]
 pub(crate) mod reconfigure;
+#[path = "requeue.rs"]
+mod requeue;
 
 /// Everything the core reacts to.
 #[derive(Debug)]
@@ -54,9 +58,11 @@ pub(crate) enum Event {
         hold: Option<bool>,
         reply: oneshot::Sender<Response>,
     },
+    /// `scontrol requeue` (`hold: false`), `requeuehold` (`hold: true`).
     Requeue {
         caller: Caller,
         job_ids: Vec<JobId>,
+        hold: bool,
         reply: oneshot::Sender<Response>,
     },
     UpdateJob {
@@ -145,9 +151,6 @@ pub(crate) enum Event {
     },
 }
 
-/// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
-const REQUEUE_DELAY: i64 = 10;
-
 /// Longest wait between an event and the scheduling pass it asks for.
 const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -162,11 +165,11 @@ pub(crate) struct Core {
     schedule_needed: bool,
     ctld_socket: String,
     started_at: UnixTime,
-    /// Running jobs `scontrol requeue` is killing: when their end comes, they pend again.
-    requeue_on_end: std::collections::HashSet<JobId>,
-    /// `(start, end)` of the run each requeued job ended: a node repeats an end until it sees the
-    /// acknowledgement, and a repeat must not end the job's next run.
-    requeued_ends: HashMap<JobId, (Option<UnixTime>, UnixTime)>,
+    /// Running jobs being killed to be requeued: when their run's end comes, they pend again
+    /// (held when the value is true: `requeuehold`; see `requeue.rs`).
+    requeue_on_end: HashMap<JobId, bool>,
+    /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
+    requeue_waiting: HashMap<u64, requeue::Waiting>,
     /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
     steps: step::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
@@ -192,8 +195,8 @@ impl Core {
             schedule_needed: true,
             ctld_socket,
             started_at: now(),
-            requeue_on_end: Default::default(),
-            requeued_ends: HashMap::new(),
+            requeue_on_end: HashMap::new(),
+            requeue_waiting: HashMap::new(),
             steps: Default::default(),
             runs: Default::default(),
             usage_purged_at: 0,
@@ -296,10 +299,7 @@ impl Core {
                 let response = self.update_jobs(caller, &job_ids, &update);
                 let _ = reply.send(response);
             }
-            Event::Requeue { caller, job_ids, reply } => {
-                let response = self.requeue_jobs(caller, &job_ids);
-                let _ = reply.send(response);
-            }
+            Event::Requeue { caller, job_ids, hold, reply } => self.requeue_jobs(caller, &job_ids, hold, reply),
             Event::Hold { caller, job_ids, hold, reply } => {
                 let response = self.hold(caller, &job_ids, hold);
                 let _ = reply.send(response);
@@ -406,6 +406,7 @@ impl Core {
                     }
                     AfterCommit::AckJobEnd { .. } => {}
                     AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, Some(error)),
+                    AfterCommit::Requeue(token) => self.requeue_committed(token, Some(error)),
                 }
             }
             return;
@@ -423,9 +424,10 @@ impl Core {
                 }
                 AfterCommit::Launch(job_id) => self.launch(job_id),
                 AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, None),
-                AfterCommit::AckJobEnd { node, job_id } => {
+                AfterCommit::Requeue(token) => self.requeue_committed(token, None),
+                AfterCommit::AckJobEnd { node, job_id, run } => {
                     if let Some(link) = self.state.node_mut(&node).and_then(|n| n.link.clone()) {
-                        let _ = link.tx.send(CtldMessage::JobEndAck { job_id });
+                        let _ = link.tx.send(CtldMessage::JobEndAck { job_id, run });
                     }
                 }
             }
@@ -661,34 +663,6 @@ impl Core {
         Response::Cancelled { results }
     }
 
-    /// `scontrol requeue`: one result per job id, in order. A running job is killed; when its
-    /// node reports the end, it pends again under the same id with its restart count raised.
-    fn requeue_jobs(&mut self, caller: Caller, job_ids: &[JobId]) -> Response {
-        let who = Who::of(&self.state.config, caller);
-        let kill_wait = self.state.config.kill_wait;
-        let mut results = Vec::with_capacity(job_ids.len());
-        for &job_id in job_ids {
-            let result = match self.state.jobs.get(&job_id).filter(|j| j.committed) {
-                None => Err(ErrorCode::InvalidJobId),
-                Some(job) if !who.may(Operation::Job { owner: job.info.uid }) => Err(ErrorCode::AccessDenied),
-                Some(job) if job.info.state() == JobState::Pending => Err(ErrorCode::JobPending),
-                Some(job) if job.info.state().is_terminal() => Err(ErrorCode::AlreadyDone),
-                Some(job) if !job.info.requeue => Err(ErrorCode::Disabled),
-                Some(job) => {
-                    let batch_host = job.info.nodes.first().cloned();
-                    if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
-                        let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
-                    }
-                    self.requeue_on_end.insert(job_id);
-                    Ok(())
-                }
-            };
-            self.audit_request(caller, "requeue", Some(job_id), result, String::new());
-            results.push((job_id, result));
-        }
-        Response::Cancelled { results }
-    }
-
     /// `scontrol update job`: one result per job id, in order. Every field but `Comment` and
     /// `Requeue` changes only while the job pends; a user may lower a time limit, not raise it,
     /// and may not set a negative nice.
@@ -889,8 +863,9 @@ impl Core {
         job.info.cancelled_by = Some(caller.uid);
         if state == JobState::Running {
             job.cancel_requested_by = Some(caller.uid);
+            let run = job.info.restarts;
             if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
-                let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
+                let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
             }
         }
         self.state.end_job(job_id, JobState::Cancelled, "None", now);
@@ -982,31 +957,21 @@ impl Core {
         node.version = registration.version.clone();
         tracing::info!(node = name, cpus = node.cpus, gpus = node.gpus.len(), held = ?registration.running, was_down, "node registered");
         self.audit(0, "node-register", None, format!("node {name}"));
-        // Jobs the node holds that ctld no longer runs there must die.
-        let kill: Vec<JobId> = registration
-            .running
-            .iter()
-            .copied()
-            .filter(|job_id| {
-                self.state
-                    .jobs
-                    .get(job_id)
-                    .is_none_or(|j| j.info.nodes.first() != Some(&name) || j.info.state().is_terminal())
-            })
-            .collect();
+        // Runs the node holds that ctld no longer runs there (ended, requeued, earlier runs) must die.
+        let kill = self.stale_runs(&name, &registration.running);
         let _ = link.tx.send(CtldMessage::Registered { kill });
         self.lost_jobs(&name, &registration.running, now);
         self.schedule_needed = true;
     }
 
     /// Jobs ctld runs on `node` that the node no longer holds, past the launch grace: NODE_FAIL.
-    fn lost_jobs(&mut self, node: &str, held: &[JobId], now: UnixTime) {
+    fn lost_jobs(&mut self, node: &str, held: &[JobRun], now: UnixTime) {
         let lost: Vec<JobId> = self
             .state
             .jobs
             .values()
             .filter(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node))
-            .filter(|j| !held.contains(&j.info.job_id))
+            .filter(|j| !held.contains(&JobRun { job_id: j.info.job_id, run: j.info.restarts }))
             .filter(|j| j.launched_at.is_some_and(|t| now - t > LAUNCH_GRACE))
             .map(|j| j.info.job_id)
             .collect();
@@ -1014,24 +979,6 @@ impl Core {
             tracing::warn!(job_id, node, "node no longer holds the job");
             self.fail_on_node(job_id, now);
         }
-    }
-
-    /// Ends a job whose node failed; a job already cancelled stays cancelled.
-    fn fail_on_node(&mut self, job_id: JobId, now: UnixTime) {
-        let was_running = self.state.jobs.get(&job_id).is_some_and(|j| j.info.state() == JobState::Running);
-        if was_running {
-            self.state.end_job(job_id, JobState::NodeFail, "NodeDown", now);
-        }
-        if let Some(job) = self.state.jobs.get_mut(&job_id) {
-            for step in job.info.steps.iter_mut().filter(|s| s.end_time.is_none()) {
-                step.state = if was_running { JobState::NodeFail } else { JobState::Cancelled };
-                step.end_time = Some(now);
-            }
-        }
-        self.state.release_job(job_id, now);
-        self.store_job(job_id, false);
-        self.audit(0, "node-fail", Some(job_id), "job's node failed".into());
-        self.schedule_needed = true;
     }
 
     fn node_message(&mut self, node: &str, connection_id: u64, message: NodeMessage) {
@@ -1043,10 +990,13 @@ impl Core {
         n.last_heartbeat = now;
         match message {
             NodeMessage::Register(_) => {}
-            NodeMessage::Heartbeat { running } => self.lost_jobs(node, &running, now),
-            NodeMessage::JobStarted { job_id, start_time } => {
+            NodeMessage::Heartbeat { running } => {
+                self.lost_jobs(node, &running, now);
+                self.cancel_superseded(node, &running);
+            }
+            NodeMessage::JobStarted { job_id, run, start_time } => {
                 if let Some(job) = self.state.jobs.get_mut(&job_id) {
-                    if job.info.state() == JobState::Running {
+                    if job.info.state() == JobState::Running && job.info.restarts == run {
                         job.info.start_time = Some(start_time);
                         if let Some(step) = job.info.steps.first_mut() {
                             step.start_time = Some(start_time);
@@ -1063,6 +1013,9 @@ impl Core {
 
     fn job_ended(&mut self, node: &str, end: JobEnd, now: UnixTime) {
         let job_id = end.job_id;
+        if self.stale_end(node, &end) {
+            return;
+        }
         // Charge the job up to now while it still counts as running.
         self.charge_usage(now, true);
         let holds = self
@@ -1070,29 +1023,8 @@ impl Core {
             .jobs
             .get(&job_id)
             .is_some_and(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node));
-        if self.requeued_ends.get(&job_id) == Some(&(end.start_time, end.end_time)) {
-            // A repeat of the end of a run that was requeued: that run is accounted for.
-        } else if holds && self.requeue_on_end.remove(&job_id) {
-            self.requeued_ends.insert(job_id, (end.start_time, end.end_time));
-            if let (Some(start), Some(job)) = (end.start_time, self.state.jobs.get_mut(&job_id)) {
-                job.info.start_time = Some(start);
-            }
-            self.record_run(job_id, "REQUEUED", end.end_time);
-            self.requeue(job_id);
-            if let Some(job) = self.state.jobs.get_mut(&job_id) {
-                job.info.restarts += 1;
-                job.info.exit_status = WaitStatus::default();
-                job.info.end_time = None;
-                job.cancel_requested_by = None;
-                // The node keeps the old run's directory until it has seen the acknowledgement
-                // (and its supervisor is gone); a launch before that would be taken for a repeat.
-                let begin = now + REQUEUE_DELAY;
-                std::sync::Arc::make_mut(&mut job.spec).begin_time = Some(begin);
-                job.info.eligible_time = Some(begin);
-                job.info.reason = "BeginTime".into();
-            }
-            self.store_job(job_id, false);
-            tracing::info!(job_id, "job requeued");
+        if holds && let Some(hold) = self.take_requeue(job_id) {
+            self.requeue_after_end(job_id, &end, hold);
         } else if holds {
             let preempted = self.state.preempt_cancel_on_end.remove(&job_id);
             let job = self.state.jobs.get_mut(&job_id).expect("checked above");
@@ -1153,7 +1085,7 @@ impl Core {
             self.store_job(job_id, false);
         }
         // Acknowledge after the end (or an earlier identical one) is durable.
-        self.store(DbOp::After(AfterCommit::AckJobEnd { node: node.to_owned(), job_id }));
+        self.store(DbOp::After(AfterCommit::AckJobEnd { node: node.to_owned(), job_id, run: end.run }));
     }
 
     fn tick(&mut self) {
@@ -1211,12 +1143,13 @@ impl Core {
             let grace = qos.and_then(|q| q.grace_time).unwrap_or(self.state.config.kill_wait);
             let requeue = qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue;
             let batch_host = job.info.nodes.first().cloned();
+            let run = job.info.restarts;
+            let warning = job.spec.signal.as_deref().and_then(crate::preempt::warning);
             if requeue {
-                self.requeue_on_end.insert(victim);
+                self.mark_requeue(victim, false);
             } else {
                 self.state.preempt_cancel_on_end.insert(victim);
             }
-            let warning = job.spec.signal.as_deref().and_then(crate::preempt::warning);
             let link = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone());
             match (warning, link) {
                 (Some((signal, batch_only, lead)), Some(link)) => {
@@ -1224,7 +1157,7 @@ impl Core {
                     self.state.delayed_cancels.push((now() + i64::from(lead), victim, grace));
                 }
                 (None, Some(link)) => {
-                    let _ = link.tx.send(CtldMessage::Cancel { job_id: victim, kill_wait: grace });
+                    let _ = link.tx.send(CtldMessage::Cancel { job_id: victim, run, kill_wait: grace });
                 }
                 (_, None) => {}
             }
@@ -1237,10 +1170,16 @@ impl Core {
             std::mem::take(&mut self.state.delayed_cancels).into_iter().partition(|(at, _, _)| *at <= now);
         self.state.delayed_cancels = later;
         for (_, job_id, grace) in due {
-            let running =
-                self.state.jobs.get(&job_id).filter(|j| j.alloc.is_some()).and_then(|j| j.info.nodes.first().cloned());
-            if let Some(link) = running.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
-                let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait: grace });
+            let running = self
+                .state
+                .jobs
+                .get(&job_id)
+                .filter(|j| j.alloc.is_some())
+                .and_then(|j| j.info.nodes.first().cloned().map(|h| (h, j.info.restarts)));
+            if let Some((link, run)) =
+                running.and_then(|(h, run)| self.state.node_mut(&h).and_then(|n| n.link.clone()).map(|l| (l, run)))
+            {
+                let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait: grace });
             }
         }
     }
@@ -1320,13 +1259,14 @@ impl Core {
                 job_host.and_then(|h| state.node_mut(&h)).and_then(|n| n.link.clone())
             };
             let host = job.info.nodes.first().cloned();
+            let run = job.info.restarts;
             match action {
                 IdleAction::Warn => self.audit(0, "idle-gpu-warning", Some(job_id), detail),
                 IdleAction::Requeue if job.info.requeue => {
                     job.info.reason = "IdleGPU".into();
-                    self.requeue_on_end.insert(job_id);
+                    self.mark_requeue(job_id, false);
                     if let Some(link) = link_of(&mut self.state, host) {
-                        let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
+                        let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
                     }
                     self.audit(0, "idle-gpu-requeue", Some(job_id), detail);
                 }
@@ -1334,7 +1274,7 @@ impl Core {
                     job.cancel_requested_by = Some(0);
                     job.info.cancelled_by = Some(0);
                     if let Some(link) = link_of(&mut self.state, host) {
-                        let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
+                        let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
                     }
                     self.state.end_job(job_id, JobState::Cancelled, "IdleGPU", now);
                     self.store_job(job_id, false);

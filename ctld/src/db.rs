@@ -99,6 +99,7 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
         conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
         conn.execute_batch(crate::accounting::SCHEMA).map_err(err)?;
+        conn.execute_batch(crate::runs::SCHEMA).map_err(err)?;
         add_array_column(&conn).map_err(err)?;
         add_audit_columns(&conn).map_err(err)?;
     }
@@ -334,6 +335,10 @@ pub(crate) enum DbOp {
     After(AfterCommit),
     /// The decayed usage of every association as of `updated` (replaces the stored values).
     SaveUsage { updated: UnixTime, rows: Vec<((String, String), f64)> },
+    /// An earlier run of a requeued job, as it ended (`sacct -D`).
+    RecordRun(Box<JobInfo>),
+    /// A requeue under way starts (`Some(hold)`) or is done (`None`).
+    RequeueIntent { job_id: JobId, hold: Option<bool> },
     /// A job run's usage record, added to the hourly rollups (once per run).
     RecordUsage(Box<crate::accounting::UsageRecord>),
     /// Deletes usage rows older than the retention periods (days).
@@ -347,10 +352,12 @@ pub(crate) enum AfterCommit {
     AnswerSubmit(JobId),
     /// Tell the node to start the job.
     Launch(JobId),
-    /// Tell the node that ctld has recorded the job's end.
-    AckJobEnd { node: String, job_id: JobId },
+    /// Tell the node that ctld has recorded the end of this run of the job.
+    AckJobEnd { node: String, job_id: JobId, run: u32 },
     /// Answer `srun` and send the step to its nodes: its row is stored.
     StepCreated { job_id: JobId, step_id: u32 },
+    /// Answer `scontrol requeue` and kill the runs: the requeue intents are stored.
+    Requeue(u64),
 }
 
 /// The outcome of one transaction, sent back to the core.
@@ -467,6 +474,8 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                         params![updated],
                     )?;
                 }
+                DbOp::RecordRun(info) => crate::runs::write(&tx, &info)?,
+                DbOp::RequeueIntent { job_id, hold } => crate::runs::write_intent(&tx, job_id, hold)?,
                 DbOp::RecordUsage(record) => crate::accounting::write(&tx, &record)?,
                 DbOp::PurgeUsage { now, hours_days, jobs_days } => {
                     crate::accounting::purge(&tx, now, hours_days, jobs_days)?

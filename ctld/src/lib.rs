@@ -21,6 +21,7 @@ mod quota;
 mod remote;
 mod report;
 mod rpc;
+mod runs;
 mod scheduler;
 #[cfg(test)]
 mod sim;
@@ -77,6 +78,7 @@ pub async fn run(
     tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
     let mut state = state::State::new(config.clone(), next_job_id);
     db::load_usage(&conn, &db_path, &mut state.usage)?;
+    let requeues = runs::load_intents(&conn, &db_path)?;
     core::restore(&mut state, stored);
     core::restore_node_states(&mut state, db::load_node_states(&conn, &db_path)?);
 
@@ -95,7 +97,7 @@ pub async fn run(
 
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(metrics::Registry::default());
-    let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone());
+    let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone()).with_requeues(requeues);
     let shared_config = core.shared_config();
     let http = match &config.metrics.listen {
         Some(listen) => {

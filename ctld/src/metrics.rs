@@ -215,6 +215,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::CancelTasks { .. } => "cancel_tasks",
         R::Hold { .. } => "hold",
         R::Requeue { .. } => "requeue",
+        R::RequeueHold { .. } => "requeuehold",
         R::ShowConfig => "show_config",
         R::UpdateJob { .. } => "update_job",
         R::QueryShares => "query_shares",

@@ -93,16 +93,16 @@ impl Core {
     /// A node set `DOWN` runs nothing: its jobs are killed and end `NODE_FAIL`, as in Slurm.
     fn end_jobs_on_down_node(&mut self, name: &str, now: UnixTime) {
         let kill_wait = self.state.config.kill_wait;
-        let jobs: Vec<(JobId, Option<String>)> = self
+        let jobs: Vec<(JobId, u32, Option<String>)> = self
             .state
             .jobs
             .values()
             .filter(|j| j.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| n.node == name)))
-            .map(|j| (j.info.job_id, j.info.nodes.first().cloned()))
+            .map(|j| (j.info.job_id, j.info.restarts, j.info.nodes.first().cloned()))
             .collect();
-        for (job_id, batch_host) in jobs {
+        for (job_id, run, batch_host) in jobs {
             if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
-                let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait });
+                let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
             }
             self.fail_on_node(job_id, now);
         }

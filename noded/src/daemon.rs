@@ -6,16 +6,18 @@
 //! bookkeeping about what it has told the current connection; a restart rebuilds it from disk.
 
 use crate::isolation::{self, NodeIsolation};
-use crate::jobs::{held, job_dir, jobs_root};
+use crate::jobs::{held, job_dir, jobs_root, latest};
 use crate::prolog::{self, JobScripts};
 use crate::supervisor::{self, SupervisorCommand, SupervisorEvent};
 use anyhow::Context;
 use drover_shared::auth::ClusterKey;
-use drover_shared::job::{JobId, WaitStatus};
+use drover_shared::job::WaitStatus;
 use drover_shared::node::GpuDevice;
 use drover_shared::proto::frame::MessageStream;
 use drover_shared::proto::handshake::node_handshake;
-use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, LaunchRequest, NodeMessage, NodeRegistration};
+use drover_shared::proto::node::{
+    CtldMessage, JobEnd, JobOutcome, JobRun, LaunchRequest, NodeMessage, NodeRegistration,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -173,7 +175,7 @@ struct Reported {
 }
 
 async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, poke: &Notify) -> anyhow::Result<()> {
-    let mut reported: HashMap<JobId, Reported> = HashMap::new();
+    let mut reported: HashMap<JobRun, Reported> = HashMap::new();
     let mut heartbeat = tokio::time::interval(settings.heartbeat);
     let mut rescan = tokio::time::interval(RESCAN);
     let (health_program, health_every) = settings.health_check.clone().unzip();
@@ -215,36 +217,45 @@ async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, 
 async fn handle(
     settings: &NodeSettings,
     message: CtldMessage,
-    reported: &mut HashMap<JobId, Reported>,
+    reported: &mut HashMap<JobRun, Reported>,
     messages: &mut MessageStream<TcpStream>,
 ) -> anyhow::Result<()> {
     match message {
         CtldMessage::Registered { kill } => {
-            for job_id in kill {
-                tracing::warn!(job_id, "ctld no longer runs this job here; cancelling it");
-                command(settings, job_id, SupervisorCommand::Cancel { kill_wait: 5 }, reported, messages).await?;
+            for run in kill {
+                tracing::warn!(
+                    job_id = run.job_id,
+                    run = run.run,
+                    "ctld no longer runs this job run here; cancelling it"
+                );
+                command(settings, run, SupervisorCommand::Cancel { kill_wait: 5 }, reported, messages).await?;
             }
         }
         CtldMessage::Launch(request) => {
-            let job_id = request.job_id;
+            let run = JobRun { job_id: request.job_id, run: request.restart_count };
             if let Err(e) = launch(settings, &request) {
-                tracing::error!(job_id, error = %format!("{e:#}"), "launch failed");
+                tracing::error!(job_id = run.job_id, run = run.run, error = %format!("{e:#}"), "launch failed");
                 let end = JobEnd {
-                    job_id,
+                    job_id: run.job_id,
+                    run: run.run,
                     outcome: JobOutcome::LaunchFailed { message: format!("{e:#}") },
                     exit_status: WaitStatus::exited(1),
                     start_time: None,
                     end_time: drover_shared::now(),
                 };
-                let _ = std::fs::remove_dir_all(job_dir(&settings.state_dir, job_id));
+                let _ = std::fs::remove_dir_all(job_dir(&settings.state_dir, run));
                 messages.send(&NodeMessage::JobEnded(end)).await?;
             }
         }
         CtldMessage::Signal { job_id, signal, batch_only } => {
-            command(settings, job_id, SupervisorCommand::Signal { signal, batch_only }, reported, messages).await?;
+            // A signal is for the job's current run: the latest this node holds.
+            if let Some(run) = latest(&settings.state_dir, job_id) {
+                command(settings, run, SupervisorCommand::Signal { signal, batch_only }, reported, messages).await?;
+            }
         }
-        CtldMessage::Cancel { job_id, kill_wait } => {
-            command(settings, job_id, SupervisorCommand::Cancel { kill_wait }, reported, messages).await?;
+        CtldMessage::Cancel { job_id, run, kill_wait } => {
+            let run = JobRun { job_id, run };
+            command(settings, run, SupervisorCommand::Cancel { kill_wait }, reported, messages).await?;
         }
         CtldMessage::LaunchStep(request) => {
             let (job_id, step_id) = (request.job.job_id, request.step_id);
@@ -261,13 +272,14 @@ async fn handle(
                 tracing::info!(job_id, step_id, error = %e, "step not signalled");
             }
         }
-        CtldMessage::JobEndAck { job_id } => {
-            reported.remove(&job_id);
-            let dir = job_dir(&settings.state_dir, job_id);
+        CtldMessage::JobEndAck { job_id, run } => {
+            let run = JobRun { job_id, run };
+            reported.remove(&run);
+            let dir = job_dir(&settings.state_dir, run);
             if !supervisor::supervisor_alive(&dir) {
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
                     if e.kind() != std::io::ErrorKind::NotFound {
-                        tracing::warn!(job_id, error = %e, "could not remove job directory");
+                        tracing::warn!(job_id, run = run.run, error = %e, "could not remove job directory");
                     }
                 }
             }
@@ -276,20 +288,22 @@ async fn handle(
     Ok(())
 }
 
-/// Sends a command to a job's supervisor; a job this node does not hold is reported cancelled so
-/// ctld can release it, and a cancel the supervisor cannot take yet is kept for the next rescan.
+/// Sends a command to a job run's supervisor; a run this node does not hold is reported cancelled
+/// so ctld can release it, and a cancel the supervisor cannot take yet is kept for the next rescan.
 async fn command(
     settings: &NodeSettings,
-    job_id: JobId,
+    run: JobRun,
     cmd: SupervisorCommand,
-    reported: &mut HashMap<JobId, Reported>,
+    reported: &mut HashMap<JobRun, Reported>,
     messages: &mut MessageStream<TcpStream>,
 ) -> anyhow::Result<()> {
-    let dir = job_dir(&settings.state_dir, job_id);
+    let job_id = run.job_id;
+    let dir = job_dir(&settings.state_dir, run);
     if !dir.exists() {
         if matches!(cmd, SupervisorCommand::Cancel { .. }) {
             let end = JobEnd {
                 job_id,
+                run: run.run,
                 outcome: JobOutcome::Cancelled,
                 exit_status: WaitStatus::default(),
                 start_time: None,
@@ -300,9 +314,9 @@ async fn command(
         return Ok(());
     }
     if let Err(e) = supervisor::send_command(&dir, &cmd) {
-        tracing::info!(job_id, error = %e, "supervisor not reachable yet; will retry");
+        tracing::info!(job_id, run = run.run, error = %e, "supervisor not reachable yet; will retry");
         if matches!(cmd, SupervisorCommand::Cancel { .. }) {
-            reported.entry(job_id).or_default().undelivered = Some(cmd);
+            reported.entry(run).or_default().undelivered = Some(cmd);
         }
     }
     Ok(())
@@ -310,18 +324,19 @@ async fn command(
 
 fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = job_dir(&settings.state_dir, request.job_id);
+    let run = JobRun { job_id: request.job_id, run: request.restart_count };
+    let dir = job_dir(&settings.state_dir, run);
     if dir.exists() {
         // A repeated launch (ctld restarted before it saw the start): the supervisor already runs.
-        tracing::info!(job_id = request.job_id, "launch for a job already held; ignored");
+        tracing::info!(job_id = request.job_id, run = run.run, "launch for a job run already held; ignored");
         return Ok(());
     }
     std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
     supervisor::write_launch(&dir, request)?;
     let busy_cpus: Vec<Vec<u32>> = held(&settings.state_dir)
         .into_iter()
-        .filter(|&job_id| job_id != request.job_id)
-        .filter_map(|job_id| isolation::read(&job_dir(&settings.state_dir, job_id)).ok().flatten())
+        .filter(|&other| other != run)
+        .filter_map(|other| isolation::read(&job_dir(&settings.state_dir, other)).ok().flatten())
         .filter_map(|plan| plan.limits.cpus.map(|cpus| isolation::parse_cpu_list(&cpus)))
         .collect();
     let plan = settings.isolation.plan(request, &settings.gpus, &busy_cpus).map_err(anyhow::Error::msg)?;
@@ -331,7 +346,7 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
     }
     settings.scripts.write(&dir).with_context(|| format!("writing {}", dir.join(prolog::SCRIPTS_FILE).display()))?;
     let pid = supervisor::spawn(&settings.exe, &dir, &settings.socket())?;
-    tracing::info!(job_id = request.job_id, pid, "supervisor started");
+    tracing::info!(job_id = request.job_id, run = run.run, pid, "supervisor started");
     Ok(())
 }
 
@@ -339,13 +354,14 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
 /// still unacknowledged after [`RESEND_END`]).
 async fn report(
     settings: &NodeSettings,
-    reported: &mut HashMap<JobId, Reported>,
+    reported: &mut HashMap<JobRun, Reported>,
     messages: &mut MessageStream<TcpStream>,
 ) -> anyhow::Result<()> {
     let now = Instant::now();
-    for job_id in held(&settings.state_dir) {
-        let dir = job_dir(&settings.state_dir, job_id);
-        let entry = reported.entry(job_id).or_default();
+    for run in held(&settings.state_dir) {
+        let job_id = run.job_id;
+        let dir = job_dir(&settings.state_dir, run);
+        let entry = reported.entry(run).or_default();
         let end = match supervisor::read_end(&dir) {
             Ok(end) => end,
             Err(e) => {
@@ -363,7 +379,7 @@ async fn report(
         if !entry.started {
             if let Ok(Some(start_time)) = supervisor::read_started(&dir) {
                 entry.started = true;
-                messages.send(&NodeMessage::JobStarted { job_id, start_time }).await?;
+                messages.send(&NodeMessage::JobStarted { job_id, run: run.run, start_time }).await?;
             }
         }
         let end = match end {
@@ -386,6 +402,7 @@ async fn report(
                 }
                 Some(JobEnd {
                     job_id,
+                    run: run.run,
                     outcome: JobOutcome::LaunchFailed { message: "job supervisor died".into() },
                     exit_status: WaitStatus::signaled(9),
                     start_time: supervisor::read_started(&dir).ok().flatten(),

@@ -31,8 +31,9 @@ fn handle() -> Option<&'static Nvml> {
 pub fn held_job_gpus(state_dir: &Path, gpus: &[GpuDevice]) -> Vec<(JobId, Vec<String>)> {
     crate::jobs::held(state_dir)
         .into_iter()
-        .filter_map(|job_id| {
-            let bytes = std::fs::read(crate::jobs::job_dir(state_dir, job_id).join("launch")).ok()?;
+        .filter_map(|run| {
+            let job_id = run.job_id;
+            let bytes = std::fs::read(crate::jobs::job_dir(state_dir, run).join("launch")).ok()?;
             let request: LaunchRequest = postcard::from_bytes(&bytes).ok()?;
             let uuids: Vec<String> = request
                 .gpus

@@ -110,7 +110,11 @@ impl NodeIsolation {
         let constrained = self.gpu_files.iter().any(|files| !files.is_empty()) && cgroups.unified.is_some();
         let cuda_visible_devices = constrained.then(|| cuda_visible_devices(&launch.gpus, gpus));
         let limits = JobLimits { memory_bytes, cpus, pids_max: Some(self.job_pids_max), denied_devices };
-        Ok(Some(JobIsolation { cgroup: cgroups.job(launch.job_id), limits, cuda_visible_devices }))
+        Ok(Some(JobIsolation {
+            cgroup: cgroups.job(launch.job_id, launch.restart_count),
+            limits,
+            cuda_visible_devices,
+        }))
     }
 }
 

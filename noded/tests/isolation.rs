@@ -99,7 +99,7 @@ impl Fixture {
     /// Writes the launch and its isolation and starts the supervisor with `env`.
     fn start(&self, launch: &LaunchRequest, limits: drover_noded::cgroup::JobLimits, env: &[(&str, &str)]) {
         supervisor::write_launch(&self.job_dir, launch).unwrap();
-        let plan = JobIsolation { cgroup: self.cgroups.job(self.job_id), limits, cuda_visible_devices: None };
+        let plan = JobIsolation { cgroup: self.cgroups.job(self.job_id, 0), limits, cuda_visible_devices: None };
         isolation::write(&self.job_dir, &plan).unwrap();
         // The supervisor inherits the environment of its spawner.
         let saved: Vec<(String, Option<String>)> =
@@ -143,7 +143,7 @@ impl Fixture {
 
     /// Every directory the job had, in any hierarchy.
     fn job_dirs(&self) -> Vec<PathBuf> {
-        let spec = self.cgroups.job(self.job_id);
+        let spec = self.cgroups.job(self.job_id, 0);
         let mut dirs: Vec<PathBuf> = spec.unified.into_iter().collect();
         for controller in [spec.memory, spec.cpuset, spec.pids].into_iter().flatten() {
             match controller {
@@ -289,7 +289,7 @@ fn a_fork_bomb_is_contained_by_pids_max() {
         assert!(Instant::now() < deadline, "the bomb never finished\n{}{}", fixture.output(), fixture.supervisor_log());
         std::thread::sleep(Duration::from_millis(50));
     }
-    let pids_dir = match fixture.cgroups.job(fixture.job_id).pids.unwrap() {
+    let pids_dir = match fixture.cgroups.job(fixture.job_id, 0).pids.unwrap() {
         drover_noded::cgroup::Controller::V1(dir) | drover_noded::cgroup::Controller::V2(dir) => dir,
     };
     let current: u32 = std::fs::read_to_string(pids_dir.join("pids.current")).unwrap().trim().parse().unwrap();

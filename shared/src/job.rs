@@ -134,11 +134,14 @@ pub enum JobState {
     BootFail,
     Deadline,
     OutOfMemory,
+    /// How an earlier run of a requeued job ended (`sacct -D`); no current job is in this state.
+    /// Slurm shows its `REQUEUED` flag the same way.
+    Requeued,
 }
 
 impl JobState {
     /// Every state, in Slurm's numeric order.
-    pub const ALL: [JobState; 12] = [
+    pub const ALL: [JobState; 13] = [
         JobState::Pending,
         JobState::Running,
         JobState::Suspended,
@@ -151,6 +154,7 @@ impl JobState {
         JobState::BootFail,
         JobState::Deadline,
         JobState::OutOfMemory,
+        JobState::Requeued,
     ];
 
     /// The long name (`PENDING`, `OUT_OF_MEMORY`).
@@ -168,6 +172,7 @@ impl JobState {
             JobState::BootFail => "BOOT_FAIL",
             JobState::Deadline => "DEADLINE",
             JobState::OutOfMemory => "OUT_OF_MEMORY",
+            JobState::Requeued => "REQUEUED",
         }
     }
 
@@ -186,6 +191,7 @@ impl JobState {
             JobState::BootFail => "BF",
             JobState::Deadline => "DL",
             JobState::OutOfMemory => "OOM",
+            JobState::Requeued => "RQ",
         }
     }
 
@@ -196,7 +202,7 @@ impl JobState {
             .find(|s| s.long_name().eq_ignore_ascii_case(text) || s.compact_name().eq_ignore_ascii_case(text))
     }
 
-    /// Whether the job has ended (states 3–11).
+    /// Whether the job (or the run) has ended (states 3–11, and an earlier run's `REQUEUED`).
     pub fn is_terminal(self) -> bool {
         self >= JobState::Completed
     }

@@ -4,11 +4,11 @@ use anyhow::{Context, bail};
 use drover_shared::auth::ClusterKey;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::GresRequest;
-use drover_shared::job::{JobId, JobSpec, WaitStatus};
+use drover_shared::job::{JobSpec, WaitStatus};
 use drover_shared::proto::client::{JobQuery, Request, Response};
 use drover_shared::proto::frame::MessageStream;
 use drover_shared::proto::handshake::{client_handshake, node_handshake};
-use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, NodeMessage, NodeRegistration};
+use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, JobRun, NodeMessage, NodeRegistration};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
@@ -90,8 +90,8 @@ async fn one_node(
     };
     messages.send(&NodeMessage::Register(registration)).await?;
     counters.registered.fetch_add(1, Ordering::Relaxed);
-    let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<JobId>();
-    let mut running: HashSet<JobId> = HashSet::new();
+    let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<JobRun>();
+    let mut running: HashSet<JobRun> = HashSet::new();
     let mut beat = tokio::time::interval(Duration::from_secs(heartbeat.max(1)));
     loop {
         tokio::select! {
@@ -100,28 +100,30 @@ async fn one_node(
                     None => return Ok(()),
                     Some(CtldMessage::Launch(request)) => {
                         let job_id = request.job_id;
-                        running.insert(job_id);
+                        let run = JobRun { job_id, run: request.restart_count };
+                        running.insert(run);
                         counters.started.fetch_add(1, Ordering::Relaxed);
-                        messages.send(&NodeMessage::JobStarted { job_id, start_time: drover_shared::now() }).await?;
+                        messages.send(&NodeMessage::JobStarted { job_id, run: run.run, start_time: drover_shared::now() }).await?;
                         let simulated = simulated_seconds(&request.spec, request.time_limit.seconds());
                         let real = Duration::from_secs_f64(simulated as f64 / warp.max(0.001));
                         let tx = ended_tx.clone();
                         tokio::spawn(async move {
                             tokio::time::sleep(real).await;
-                            let _ = tx.send(job_id);
+                            let _ = tx.send(run);
                         });
                     }
-                    Some(CtldMessage::Cancel { job_id, .. }) => {
-                        if running.remove(&job_id) {
-                            end(&mut messages, job_id, JobOutcome::Cancelled, counters).await?;
+                    Some(CtldMessage::Cancel { job_id, run, .. }) => {
+                        let run = JobRun { job_id, run };
+                        if running.remove(&run) {
+                            end(&mut messages, run, JobOutcome::Cancelled, counters).await?;
                         }
                     }
                     Some(_) => {}
                 }
             }
-            Some(job_id) = ended_rx.recv() => {
-                if running.remove(&job_id) {
-                    end(&mut messages, job_id, JobOutcome::Exited, counters).await?;
+            Some(run) = ended_rx.recv() => {
+                if running.remove(&run) {
+                    end(&mut messages, run, JobOutcome::Exited, counters).await?;
                 }
             }
             _ = beat.tick() => {
@@ -137,13 +139,20 @@ fn simulated_seconds(spec: &JobSpec, limit: Option<u64>) -> u64 {
 
 async fn end(
     messages: &mut MessageStream<TcpStream>,
-    job_id: JobId,
+    run: JobRun,
     outcome: JobOutcome,
     counters: &Counters,
 ) -> anyhow::Result<()> {
     counters.ended.fetch_add(1, Ordering::Relaxed);
     let now = drover_shared::now();
-    let end = JobEnd { job_id, outcome, exit_status: WaitStatus::default(), start_time: None, end_time: now };
+    let end = JobEnd {
+        job_id: run.job_id,
+        run: run.run,
+        outcome,
+        exit_status: WaitStatus::default(),
+        start_time: None,
+        end_time: now,
+    };
     messages.send(&NodeMessage::JobEnded(end)).await?;
     Ok(())
 }

@@ -287,6 +287,39 @@ impl Cluster {
         panic!("{daemon} did not die");
     }
 
+    /// Stops node `name`'s noded (SIGTERM; its jobs keep running under their supervisors) and
+    /// starts it again with `wrapper` in front of its command line, e.g. `nsenter
+    /// --net=/run/netns/X` to put the daemon, and every job it starts from then on, in another
+    /// network namespace. The pid file is updated so `drover down` stops the new daemon.
+    pub fn restart_node_with(&self, name: &str, wrapper: &[&str]) {
+        let daemon = format!("noded-{name}");
+        let pid = nix::unistd::Pid::from_raw(self.pid(&daemon));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("stopping noded");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z")) {
+            assert!(Instant::now() < deadline, "{daemon} did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let conf = self.home().join("cluster.toml");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home().join("log").join(format!("{daemon}.log")))
+            .expect("opening the node's log");
+        let (program, args) = wrapper.split_first().expect("a wrapper command");
+        let mut command = Command::new(program);
+        command.args(args).arg(bin_dir().join("drover-noded"));
+        command.arg("--config").arg(&conf).args(["--name", name, "--state-dir"]).arg(self.home().join(&daemon));
+        command.env("DROVER_CONF", &conf).stdin(Stdio::null());
+        command.stdout(log.try_clone().expect("log")).stderr(log);
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("starting {daemon} under {wrapper:?}: {e}"));
+        std::fs::write(self.home().join("run").join(format!("{daemon}.pid")), format!("{}\n", child.id()))
+            .expect("writing the pid file");
+        // The daemon outlives this call; a thread reaps it when `drover down` stops it.
+        std::thread::spawn(move || child.wait());
+    }
+
     /// ctld's client socket.
     pub fn socket(&self) -> PathBuf {
         self.home().join("ctld").join("ctld.sock")

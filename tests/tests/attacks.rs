@@ -94,6 +94,7 @@ fn a_node_without_the_key_is_refused() {
     write_message(&mut stream, &NodeProof { proof: vec![0; 32] }).unwrap();
     let forged = NodeMessage::JobEnded(JobEnd {
         job_id,
+        run: 0,
         outcome: JobOutcome::Exited,
         exit_status: Default::default(),
         start_time: None,

@@ -193,12 +193,13 @@ fn done_when() {
     assert_ne!(output.trim(), "gpus=", "a GPU job sees its GPU");
 }
 
-/// A node that stops answering goes DOWN after `node_timeout` and its running job ends NODE_FAIL;
-/// the node comes back (and takes work again) once it registers.
+/// A node that stops answering goes DOWN after `node_timeout` and its running `--no-requeue` job
+/// ends NODE_FAIL (a job that may be requeued pends again: `requeue.rs`); the node comes back (and
+/// takes work again) once it registers.
 #[test]
 fn silent_node_goes_down_and_its_job_fails() {
     let cluster = Cluster::start();
-    let job_id = cluster.submit(None, "victim.sh", "#!/bin/sh\n#SBATCH -w n2\nsleep 300\n", &[]);
+    let job_id = cluster.submit(None, "victim.sh", "#!/bin/sh\n#SBATCH -w n2\nsleep 300\n", &["--no-requeue"]);
     cluster.wait_state(job_id, "RUNNING", LONG);
     // Stop, not kill: the connection stays open but nothing more arrives (a hung node).
     let pid = nix::unistd::Pid::from_raw(cluster.pid("noded-n2"));

@@ -242,7 +242,7 @@ fn a_job_whose_supervisor_is_killed_leaves_no_process_or_cgroup() {
     };
     let node = cluster.ok("squeue", &["-h", "-j", &job_id.to_string(), "-o", "%N"]).trim().to_owned();
     let pid_file =
-        cluster.home().join(format!("noded-{node}")).join("jobs").join(job_id.to_string()).join("supervisor.pid");
+        cluster.home().join(format!("noded-{node}")).join("jobs").join(format!("{job_id}.0")).join("supervisor.pid");
     let supervisor: i32 =
         std::fs::read_to_string(&pid_file).unwrap().split_whitespace().next().unwrap().parse().unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(supervisor), nix::sys::signal::Signal::SIGKILL).unwrap();

@@ -135,13 +135,11 @@ pub(crate) fn parse_job_targets(values: &[String]) -> anyhow::Result<Vec<JobTarg
 
 /// Slurm state names Drover accepts in filters but never reports (flags such as COMPLETING, or
 /// states it has no use for yet): they select nothing.
-const UNREPRESENTED_STATES: [&str; 24] = [
+const UNREPRESENTED_STATES: [&str; 22] = [
     "CG",
     "COMPLETING",
     "CF",
     "CONFIGURING",
-    "RQ",
-    "REQUEUED",
     "RH",
     "REQUEUE_HOLD",
     "RS",

@@ -43,7 +43,8 @@ struct Args {
     /// Brief listing: JobID, State, ExitCode.
     #[arg(short = 'b', long = "brief")]
     brief: bool,
-    /// Accepted for compatibility; Drover keeps one record per job.
+    /// Also the earlier runs of requeued jobs (`REQUEUED`, `NODE_FAIL`), each before the job's
+    /// latest record.
     #[arg(short = 'D', long = "duplicates")]
     duplicates: bool,
     /// Separator for `-p`/`-P` instead of `|`.
@@ -689,6 +690,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         states: states.to_query(),
         window_start: Some(window_start),
         window_end: Some(window_end),
+        duplicates: args.duplicates,
     };
     let layout = match (args.parsable, args.parsable2) {
         (false, false) => Layout::Fixed,

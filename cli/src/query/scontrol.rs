@@ -1,8 +1,8 @@
 //! `scontrol`: the read side of Slurm's control command. `show job|node|partition [name]`
 //! print `Key=Value` records (continuation lines indented three spaces, or one line each with
 //! `-o`), `show hostnames|hostlist` convert hostlists, and `ping` asks ctld whether it is up.
-//! `hold`, `uhold`, `release`, `requeue` and `update job` act on jobs, arrays and started array
-//! tasks; the other commands that change state (`update node`, `requeuehold` …) are refused as
+//! `hold`, `uhold`, `release`, `requeue`, `requeuehold` and `update job` act on jobs, arrays and
+//! started array tasks; the other commands that change state (`update node` …) are refused as
 //! not supported yet.
 //!
 //! scontrol's grammar is a small command language rather than options, so it is parsed by hand;
@@ -394,7 +394,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return ping();
     }
     let lower = command.to_ascii_lowercase();
-    if matches!(lower.as_str(), "hold" | "uhold" | "release" | "requeue") {
+    if matches!(lower.as_str(), "hold" | "uhold" | "release" | "requeue" | "requeuehold") {
         return job_command(&lower, &words[1..]);
     }
     if names(command, "update", 2) {
@@ -510,8 +510,14 @@ fn update(words: &[String]) -> anyhow::Result<i32> {
     per_job_request(&Request::UpdateJob { job_ids, update })
 }
 
-/// `scontrol hold|uhold|release|requeue <job_list>`.
+/// `scontrol hold|uhold|release|requeue|requeuehold <job_list>`.
 fn job_command(command: &str, words: &[String]) -> anyhow::Result<i32> {
+    if command == "requeuehold"
+        && let Some(word) =
+            words.iter().find(|w| w.eq_ignore_ascii_case("specialexit") || w.to_ascii_lowercase().starts_with("state="))
+    {
+        anyhow::bail!("requeuehold {word}: the SPECIAL_EXIT state is not supported yet");
+    }
     if words.is_empty() {
         anyhow::bail!("no job id given to {command}");
     }
@@ -520,6 +526,7 @@ fn job_command(command: &str, words: &[String]) -> anyhow::Result<i32> {
         "hold" => Request::Hold { job_ids, hold: Some(false) },
         "uhold" => Request::Hold { job_ids, hold: Some(true) },
         "release" => Request::Hold { job_ids, hold: None },
+        "requeuehold" => Request::RequeueHold { job_ids },
         _ => Request::Requeue { job_ids },
     };
     per_job_request(&request)

@@ -17,7 +17,11 @@ pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: Ac
         query.users.push(caller.uid);
     }
     let path = context.db_path.clone();
-    match tokio::task::spawn_blocking(move || crate::db::query_accounting(&path, &query)).await {
+    match tokio::task::spawn_blocking(move || {
+        crate::runs::query(&path, &query, |q| crate::db::query_accounting(&path, q))
+    })
+    .await
+    {
         Ok(Ok(jobs)) => Response::Accounting { now: drover_shared::now(), jobs },
         Ok(Err(e)) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
         Err(e) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },

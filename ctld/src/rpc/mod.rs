@@ -126,7 +126,12 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::UpdateJob { job_ids, update } => {
             ask(Box::new(move |reply| Event::UpdateJob { caller, job_ids, update, reply })).await
         }
-        Request::Requeue { job_ids } => ask(Box::new(move |reply| Event::Requeue { caller, job_ids, reply })).await,
+        Request::Requeue { job_ids } => {
+            ask(Box::new(move |reply| Event::Requeue { caller, job_ids, hold: false, reply })).await
+        }
+        Request::RequeueHold { job_ids } => {
+            ask(Box::new(move |reply| Event::Requeue { caller, job_ids, hold: true, reply })).await
+        }
         Request::Hold { job_ids, hold } => {
             ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await
         }

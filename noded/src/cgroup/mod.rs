@@ -115,9 +115,11 @@ impl NodeCgroups {
         Ok(node)
     }
 
-    /// The cgroups of job `job_id`.
-    pub fn job(&self, job_id: u32) -> JobCgroupSpec {
-        let name = format!("job_{job_id}");
+    /// The cgroups of run `run` of job `job_id`: `job_<id>` for the first run (Slurm's name),
+    /// `job_<id>_<run>` for a requeued job's later runs, so that a run never shares its cgroups
+    /// with an earlier run still being killed on the same node.
+    pub fn job(&self, job_id: u32, run: u32) -> JobCgroupSpec {
+        let name = if run == 0 { format!("job_{job_id}") } else { format!("job_{job_id}_{run}") };
         let below = |controller: &Option<Controller>| {
             controller.as_ref().map(|controller| match controller {
                 Controller::V2(dir) => Controller::V2(dir.join(&name)),

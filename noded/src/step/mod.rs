@@ -80,7 +80,8 @@ pub fn launch(
     let launch_path = dir.join(LAUNCH);
     let bytes = postcard::to_allocvec(request).map_err(|_| StepError::Malformed { path: launch_path.clone() })?;
     write_private(&launch_path, &bytes)?;
-    let job_dir = crate::jobs::job_dir(state_dir, job_id);
+    let run = drover_shared::proto::node::JobRun { job_id, run: request.job.restart_count };
+    let job_dir = crate::jobs::job_dir(state_dir, run);
     let plan = match isolation::read(&job_dir) {
         Ok(Some(plan)) => Some(plan),
         Err(source) => return Err(StepError::Read { path: job_dir.join(isolation::ISOLATION_FILE), source }),

@@ -122,6 +122,7 @@ mod tests {
         assert_eq!(read_started(job_dir.path()).unwrap(), None);
         let job_end = JobEnd {
             job_id: 7,
+            run: 1,
             outcome: JobOutcome::LaunchFailed { message: "no".into() },
             exit_status: WaitStatus::exited(1),
             start_time: None,

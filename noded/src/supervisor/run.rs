@@ -478,7 +478,14 @@ fn job_end(
     exit_status: WaitStatus,
     start_time: Option<UnixTime>,
 ) -> JobEnd {
-    JobEnd { job_id: launch.job_id, outcome, exit_status, start_time, end_time: drover_shared::now() }
+    JobEnd {
+        job_id: launch.job_id,
+        run: launch.restart_count,
+        outcome,
+        exit_status,
+        start_time,
+        end_time: drover_shared::now(),
+    }
 }
 
 /// Slurm's line in the job's stderr when Drover ends it.

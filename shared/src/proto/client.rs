@@ -61,6 +61,9 @@ pub enum Request {
     QueryNodeReasons,
     /// `drover audit`: audit records; users see only their own. Answered with [`Response::Audit`].
     QueryAudit(AuditQuery),
+    /// `scontrol requeuehold`: as [`Request::Requeue`], and the job pends held (`JobHeldUser`)
+    /// once its run has ended. Answered with [`Response::Cancelled`].
+    RequeueHold { job_ids: Vec<JobId> },
 }
 
 /// A node state `scontrol update NodeName=…` can set.
@@ -161,6 +164,9 @@ pub struct AccountingQuery {
     /// Jobs that were eligible, running or ended within `[start, end]`.
     pub window_start: Option<UnixTime>,
     pub window_end: Option<UnixTime>,
+    /// `-D/--duplicates`: also the earlier runs of requeued jobs, each before the job's latest
+    /// record (protocol 3).
+    pub duplicates: bool,
 }
 
 /// `scancel`: the ids given plus filters; with no ids, the filters pick the jobs.

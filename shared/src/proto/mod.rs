@@ -66,9 +66,10 @@ pub struct NodeProof {
     pub proof: Vec<u8>,
 }
 
-/// Whether a peer's version can be served. Version 1 (the foundation's messages, before job
-/// arrays, scheduling and isolation fields were appended) was never released, so only the current
-/// version is accepted; from the first release on, the previous version is accepted too.
+/// Whether a peer's version can be served. Versions 1 (the foundation's messages, before job
+/// arrays, scheduling and isolation fields were appended) and 2 (node messages without run
+/// numbers) were never released, so only the current version is accepted; from the first release
+/// on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
     version == PROTOCOL_VERSION
 }

@@ -1,6 +1,11 @@
 //! noded ↔ ctld messages. Both sides send whenever they have something to say; there is no
 //! request/response pairing except [`CtldMessage::JobEndAck`], which lets noded forget an ended job
 //! only after ctld has committed its end.
+//!
+//! Every start of a job is a *run*, numbered by the job's restart count at launch
+//! ([`LaunchRequest::restart_count`]). Everything a node says about a job names the run
+//! ([`JobRun`]), so a report from an earlier run (a node that was cut off while the job was
+//! requeued and started again elsewhere, or a repeated end) can never be taken for the current one.
 
 use crate::UnixTime;
 use crate::grammar::time::TimeLimit;
@@ -13,10 +18,11 @@ use serde::{Deserialize, Serialize};
 pub enum NodeMessage {
     /// First message after authentication: inventory and the jobs this node still has.
     Register(NodeRegistration),
-    /// Liveness, with the jobs whose supervisors are alive.
-    Heartbeat { running: Vec<JobId> },
-    /// A supervisor started the batch script.
-    JobStarted { job_id: JobId, start_time: UnixTime },
+    /// Liveness, with the job runs this node holds (a directory, a live supervisor or an
+    /// unacknowledged end).
+    Heartbeat { running: Vec<JobRun> },
+    /// A supervisor started the batch script of run `run` of the job.
+    JobStarted { job_id: JobId, run: u32, start_time: UnixTime },
     /// A job ended (or never started); noded repeats it until acknowledged.
     JobEnded(JobEnd),
     /// The node must take no new work: its prolog, epilog or health check failed (`reason`, as
@@ -34,8 +40,8 @@ pub struct NodeRegistration {
     pub cpus: u32,
     pub real_memory_mb: u64,
     pub gpus: Vec<GpuDevice>,
-    /// Jobs whose supervisors are still running.
-    pub running: Vec<JobId>,
+    /// Job runs this node holds.
+    pub running: Vec<JobRun>,
     pub version: String,
     pub boot_time: UnixTime,
     pub start_time: UnixTime,
@@ -45,6 +51,8 @@ pub struct NodeRegistration {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobEnd {
     pub job_id: JobId,
+    /// The run that ended.
+    pub run: u32,
     pub outcome: JobOutcome,
     pub exit_status: WaitStatus,
     pub start_time: Option<UnixTime>,
@@ -69,16 +77,18 @@ pub enum JobOutcome {
 /// From ctld to noded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CtldMessage {
-    /// Registration accepted; jobs in `running` that ctld no longer knows must be killed.
-    Registered { kill: Vec<JobId> },
+    /// Registration accepted; runs in `running` that ctld no longer runs here (ended, requeued,
+    /// or an earlier run of a job) must be killed and their directories removed.
+    Registered { kill: Vec<JobRun> },
     /// Start a job's batch script on this node.
     Launch(Box<LaunchRequest>),
     /// Send a signal to a job (`scancel --signal`).
     Signal { job_id: JobId, signal: i32, batch_only: bool },
-    /// Cancel a job: SIGTERM to all its processes, SIGKILL after `kill_wait` seconds.
-    Cancel { job_id: JobId, kill_wait: u32 },
-    /// ctld committed this job's end; noded may forget it.
-    JobEndAck { job_id: JobId },
+    /// Cancel one run of a job: SIGTERM to all its processes, SIGKILL after `kill_wait` seconds.
+    Cancel { job_id: JobId, run: u32, kill_wait: u32 },
+    /// ctld committed the end of this run of the job (or has no use for it: a stale run); noded
+    /// may forget it.
+    JobEndAck { job_id: JobId, run: u32 },
     /// Start this node's tasks of an srun step.
     LaunchStep(Box<StepLaunch>),
     /// Signal one step's tasks on this node; `None` cancels it (SIGTERM, SIGKILL after
@@ -139,8 +149,23 @@ pub struct LaunchRequest {
     pub ctld_socket: String,
     /// The array task this job is; `None` for a job that is not an array task.
     pub array: Option<ArrayTask>,
-    /// How often the job was requeued (`SLURM_RESTART_COUNT` when > 0).
+    /// How often the job was requeued (`SLURM_RESTART_COUNT` when > 0); also this launch's run
+    /// number, which names the node's job directory and cgroups and every report about the run.
     pub restart_count: u32,
+}
+
+/// One run of a job: the job id and the run number (the job's restart count when it was launched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JobRun {
+    pub job_id: JobId,
+    pub run: u32,
+}
+
+impl std::fmt::Display for JobRun {
+    /// `12.0`: the job id, then the run, as the node names the run's directory.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.job_id, self.run)
+    }
 }
 
 /// An array task's place in its array (`%A`, `%a`, `SLURM_ARRAY_*`).

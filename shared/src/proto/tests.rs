@@ -24,13 +24,20 @@ fn golden_bytes() {
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
     let end = JobEnd {
         job_id: 5,
+        run: 2,
         outcome: JobOutcome::TimedOut,
         exit_status: WaitStatus::signaled(15),
         start_time: Some(10),
         end_time: 20,
     };
-    assert_eq!(hex(&NodeMessage::JobEnded(end)), "0305011e011428");
-    assert_eq!(hex(&CtldMessage::JobEndAck { job_id: 5 }), "0405");
+    assert_eq!(hex(&NodeMessage::JobEnded(end)), "030502011e011428");
+    assert_eq!(hex(&CtldMessage::JobEndAck { job_id: 5, run: 2 }), "040502");
+    // Protocol 3: runs in heartbeats, registrations' held jobs, starts, cancels and kills.
+    let run = super::node::JobRun { job_id: 5, run: 2 };
+    assert_eq!(hex(&NodeMessage::Heartbeat { running: vec![run] }), "01010502");
+    assert_eq!(hex(&NodeMessage::JobStarted { job_id: 5, run: 2, start_time: 10 }), "02050214");
+    assert_eq!(hex(&CtldMessage::Registered { kill: vec![run] }), "00010502");
+    assert_eq!(hex(&CtldMessage::Cancel { job_id: 5, run: 2, kill_wait: 3 }), "03050203");
 }
 
 #[test]
@@ -71,8 +78,8 @@ fn sealed_streams_refuse_injected_and_replayed_frames() {
         let (mut ctld, mut node) = (MessageStream::new(a), MessageStream::new(b));
         ctld.seal(derive(End::Ctld));
         node.seal(derive(End::Node));
-        ctld.send(&CtldMessage::JobEndAck { job_id: 5 }).await.unwrap();
-        assert_eq!(node.recv::<CtldMessage>().await.unwrap(), Some(CtldMessage::JobEndAck { job_id: 5 }));
+        ctld.send(&CtldMessage::JobEndAck { job_id: 5, run: 0 }).await.unwrap();
+        assert_eq!(node.recv::<CtldMessage>().await.unwrap(), Some(CtldMessage::JobEndAck { job_id: 5, run: 0 }));
         node.send(&Request::Ping).await.unwrap();
         assert_eq!(ctld.recv::<Request>().await.unwrap(), Some(Request::Ping));
 
@@ -86,7 +93,7 @@ fn sealed_streams_refuse_injected_and_replayed_frames() {
             out.extend_from_slice(&payload);
             out
         };
-        let mut first = postcard::to_allocvec(&CtldMessage::JobEndAck { job_id: 1 }).unwrap();
+        let mut first = postcard::to_allocvec(&CtldMessage::JobEndAck { job_id: 1, run: 0 }).unwrap();
         genuine.seal(&mut first);
         wire.write_all(&frame(first.clone())).await.unwrap();
         assert!(node.recv::<CtldMessage>().await.unwrap().is_some());
@@ -97,7 +104,7 @@ fn sealed_streams_refuse_injected_and_replayed_frames() {
         let (mut wire, b) = tokio::io::duplex(4096);
         let mut node = MessageStream::new(b);
         node.seal(derive(End::Node));
-        let forged = postcard::to_allocvec(&CtldMessage::JobEndAck { job_id: 1 }).unwrap();
+        let forged = postcard::to_allocvec(&CtldMessage::JobEndAck { job_id: 1, run: 0 }).unwrap();
         wire.write_all(&frame(forged)).await.unwrap();
         assert!(matches!(node.recv::<CtldMessage>().await, Err(FrameError::Forged(_))));
     });
@@ -110,6 +117,8 @@ fn admin_golden_bytes() {
     assert_eq!(hex(&Request::UpdateNode(drain)), "13026e3100010178");
     assert_eq!(hex(&Request::Reconfigure), "14");
     assert_eq!(hex(&Request::QueryNodeReasons), "15");
+    // Appended after them by the requeue work.
+    assert_eq!(hex(&Request::RequeueHold { job_ids: vec![5] }), "170105");
     let query = AuditQuery { uids: vec![1000], actions: vec![], job_ids: vec![7], since: Some(3), until: None };
     assert_eq!(hex(&Request::QueryAudit(query)), "1601e807000107010600");
     assert_eq!(hex(&Response::Done), "0f");
