@@ -360,11 +360,21 @@ fn down_ends_the_nodes_jobs_until_resume() {
         return;
     }
     let cluster = Cluster::start_with(&operator_config());
-    let running = cluster.submit(Some("alice"), "sleep.sh", SLEEPER, &["-w", "n2"]);
+    // A job that may not be requeued ends NODE_FAIL; one that may pends again (Slurm's JobRequeue).
+    let running = cluster.submit(Some("alice"), "sleep.sh", SLEEPER, &["-w", "n2", "--no-requeue"]);
+    let requeued = cluster.submit(Some("alice"), "sleep.sh", SLEEPER, &["-w", "n2"]);
     cluster.wait_state(running, "RUNNING", LONG);
+    cluster.wait_state(requeued, "RUNNING", LONG);
     let out = as_user(&cluster, "bob", "scontrol", &["update", "NodeName=n2", "State=DOWN", "Reason=PSU"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     cluster.wait_state(running, "NODE_FAIL", LONG);
+    let deadline = std::time::Instant::now() + LONG;
+    while !queue_state(&cluster, requeued).starts_with("PENDING|") {
+        assert!(std::time::Instant::now() < deadline, "{}", queue_state(&cluster, requeued));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = cluster.ok("scancel", &[&requeued.to_string()]);
+    assert!(out.is_empty(), "{out}");
     assert_eq!(node_state(&cluster, "n2"), "down");
     let show = cluster.ok("scontrol", &["show", "node", "n2"]);
     assert!(show.contains("State=DOWN ") && show.contains("Reason=PSU [bob@"), "{show}");
