@@ -46,6 +46,8 @@ pub(crate) enum Event {
     Tick,
     /// `/metrics` and the status page: a snapshot of the cluster.
     Metrics { reply: oneshot::Sender<crate::metrics::Snapshot> },
+    TestOnly { caller: Caller, spec: Box<JobSpec>, reply: oneshot::Sender<Response> },
+    QueryNodeFeatures { reply: oneshot::Sender<Response> },
 }
 
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
@@ -208,6 +210,19 @@ impl Core {
             Event::Metrics { reply } => {
                 let _ = reply.send(self.metrics_snapshot());
             }
+            Event::TestOnly { caller, spec, reply } => {
+                let now = now();
+                let response = match validate::validate(&self.state, caller, *spec, now) {
+                    Err((code, detail)) => Response::Error { code, detail },
+                    Ok(job) => crate::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
+                };
+                let _ = reply.send(response);
+            }
+            Event::QueryNodeFeatures { reply } => {
+                let nodes =
+                    self.state.nodes.iter().map(|n| (n.config.name.clone(), n.config.features.clone())).collect();
+                let _ = reply.send(Response::NodeFeatures { nodes });
+            }
         }
     }
 
@@ -281,10 +296,12 @@ impl Core {
 
     fn schedule(&mut self) {
         let now = now();
-        self.refresh_dependencies(now);
         // A pass starts at most one task of an array (its base record is one queue entry); more
-        // passes follow while tasks are split off, so the tasks that fit start together.
+        // passes follow while tasks are split off, so the tasks that fit start together. A split
+        // changes where the base record's dependency stands (`aftercorr` holds per task), so the
+        // shown dependencies are refreshed before each pass.
         for _ in 0..crate::array::MAX_ARRAY_SIZE {
+            self.refresh_dependencies(now);
             if !self.schedule_pass(now) {
                 break;
             }
@@ -295,7 +312,7 @@ impl Core {
     /// Shows where each pending job's dependency stands and cancels the jobs that asked for it
     /// once theirs can never be satisfied.
     fn refresh_dependencies(&mut self, now: UnixTime) {
-        let (kill, changed) = crate::dependency::refresh(&mut self.state);
+        let (kill, changed) = crate::dependency::refresh(&mut self.state, now);
         for job_id in changed {
             self.store_job(job_id, false);
         }
@@ -320,7 +337,8 @@ impl Core {
         let mut started = Vec::new();
         for Start { job_id, partition, alloc } in scheduler::schedule(&mut self.state, now) {
             let base = job_id;
-            let Some((job_id, split)) = crate::array::claim(&mut self.state, base, None) else { continue };
+            let task = crate::dependency::ready_task(&self.state, base, now);
+            let Some((job_id, split)) = crate::array::claim(&mut self.state, base, task) else { continue };
             if split {
                 split_any = true;
                 self.store_split(base, job_id);
@@ -525,9 +543,10 @@ impl Core {
         Response::Cancelled { results }
     }
 
-    /// `scontrol update job`: one result per job id, in order. Every field but `Comment` and
-    /// `Requeue` changes only while the job pends; a user may lower a time limit, not raise it,
-    /// and may not set a negative nice.
+    /// `scontrol update job`: one result per job id, in order. Every field but `TimeLimit`,
+    /// `Comment` and `Requeue` changes only while the job pends (a running job's new limit is sent
+    /// to its batch host's supervisor); a user may lower a time limit, not raise it, and may not
+    /// set a negative nice.
     fn update_jobs(&mut self, caller: Caller, job_ids: &[JobId], update: &JobUpdate) -> Response {
         let admin = is_admin(&self.state.config, caller.uid);
         let mut results = Vec::with_capacity(job_ids.len());
@@ -556,8 +575,7 @@ impl Core {
         if state.is_terminal() {
             return Err(ErrorCode::AlreadyDone);
         }
-        let pending_only = update.time_limit.is_some()
-            || update.name.is_some()
+        let pending_only = update.name.is_some()
             || update.nice.is_some()
             || update.dependency.is_some()
             || update.array_max_tasks.is_some();
@@ -590,10 +608,15 @@ impl Core {
         if update.array_max_tasks.is_some() && job.info.array_job_id != Some(job_id) {
             return Err(ErrorCode::InvalidSpec);
         }
+        let mut notify = None;
         let spec = std::sync::Arc::make_mut(&mut job.spec);
         if let Some(limit) = update.time_limit {
             spec.time_limit = Some(limit);
             job.info.time_limit = Some(limit);
+            // A running job's limit lives in its supervisor: tell the batch host (below).
+            if state == JobState::Running {
+                notify = job.info.nodes.first().cloned().map(|host| (host, limit));
+            }
         }
         if let Some(name) = &update.name {
             spec.name = name.clone();
@@ -624,6 +647,11 @@ impl Core {
         if let Some(requeue) = update.requeue {
             spec.requeue = Some(requeue);
             job.info.requeue = requeue;
+        }
+        if let Some((host, time_limit)) = notify
+            && let Some(link) = self.state.node_mut(&host).and_then(|n| n.link.clone())
+        {
+            let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id, time_limit });
         }
         Ok(())
     }

@@ -3,10 +3,16 @@
 //! the core calls [`refresh`] before each pass to update what `squeue %E` and `scontrol` show and
 //! to find jobs whose dependency can never be satisfied.
 //!
-//! Forms: `after`, `afterany`, `afterok`, `afternotok` with one or more `:`-separated job ids
-//! (`N` for a whole job or array, `N_T` for one array task), `singleton`; items joined by `,`
-//! (all must hold) or `?` (any may hold), not both. A job ctld no longer holds in memory counts as
-//! satisfied, as in Slurm once the job is purged.
+//! Forms: `after`, `afterany`, `afterok`, `afternotok`, `aftercorr` with one or more
+//! `:`-separated job ids (`N` for a whole job or array, `N_T` for one array task), `after:N+M`
+//! (M minutes after N started), `singleton`; items joined by `,` (all must hold) or `?` (any may
+//! hold), not both. A job ctld no longer holds in memory counts as satisfied, as in Slurm once the
+//! job is purged.
+//!
+//! `aftercorr:N` holds per array task: task k of the dependent array waits for task k of array N
+//! to complete (a failed task k fails only task k; a missing task k counts as satisfied). A base
+//! record whose pending tasks wait on different targets is eligible when one of them is, and
+//! [`ready_task`] tells the scheduler which task to split off.
 
 use crate::state::{Job, State};
 use crate::validate::Rejection;
@@ -22,6 +28,7 @@ pub(crate) enum Kind {
     AfterOk,
     AfterNotOk,
     Singleton,
+    AfterCorr,
 }
 
 impl Kind {
@@ -32,6 +39,7 @@ impl Kind {
             Kind::AfterOk => "afterok",
             Kind::AfterNotOk => "afternotok",
             Kind::Singleton => "singleton",
+            Kind::AfterCorr => "aftercorr",
         }
     }
 }
@@ -41,6 +49,8 @@ impl Kind {
 pub(crate) struct Item {
     pub(crate) kind: Kind,
     pub(crate) target: Option<(JobId, Option<u32>)>,
+    /// `after:N+M`: minutes after the target started.
+    pub(crate) delay_minutes: u32,
 }
 
 /// A parsed `--dependency`.
@@ -78,22 +88,32 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
             "afterok" => Kind::AfterOk,
             "afternotok" => Kind::AfterNotOk,
             "singleton" => Kind::Singleton,
+            "aftercorr" => Kind::AfterCorr,
             other => return Err(problem(format!("dependency type `{other}` is not supported yet"))),
         };
         if kind == Kind::Singleton {
             if fields.next().is_some() {
                 return Err(problem(format!("`{part}`: singleton takes no job id")));
             }
-            items.push(Item { kind, target: None });
+            items.push(Item { kind, target: None, delay_minutes: 0 });
             continue;
         }
         let mut any_id = false;
-        for id in fields {
+        for field in fields {
             any_id = true;
-            items.push(Item {
-                kind,
-                target: Some(parse_target(id).ok_or_else(|| problem(format!("bad job id `{id}` in `{part}`")))?),
-            });
+            let (id, delay) = match field.split_once('+') {
+                Some((id, minutes)) if kind == Kind::After => {
+                    let minutes = minutes.parse().map_err(|_| problem(format!("bad time `{minutes}` in `{part}`")))?;
+                    (id, minutes)
+                }
+                Some(_) => return Err(problem(format!("`{part}`: only `after` takes `+time`"))),
+                None => (field, 0),
+            };
+            let target = parse_target(id).ok_or_else(|| problem(format!("bad job id `{id}` in `{part}`")))?;
+            if kind == Kind::AfterCorr && target.1.is_some() {
+                return Err(problem(format!("`{part}`: aftercorr names a whole array")));
+            }
+            items.push(Item { kind, target: Some(target), delay_minutes: delay });
         }
         if !any_id {
             return Err(problem(format!("`{part}` names no job")));
@@ -153,7 +173,8 @@ fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo>
         .collect()
 }
 
-fn item_status(state: &State, job: &Job, item: &Item) -> Status {
+/// Where one item stands for `job`; `task` is the array task being considered (for `aftercorr`).
+fn item_status(state: &State, job: &Job, item: &Item, task: Option<u32>, now: UnixTime) -> Status {
     let Some(target) = item.target else {
         let blocked = state.jobs.values().any(|other| {
             other.committed
@@ -165,6 +186,14 @@ fn item_status(state: &State, job: &Job, item: &Item) -> Status {
         });
         return if blocked { Status::Waiting } else { Status::Satisfied };
     };
+    if item.kind == Kind::AfterCorr {
+        // Task k waits for task k of the target array; a job that is no array task waits for all.
+        let corresponding = match task {
+            Some(k) => targets(state, (target.0, Some(k))),
+            None => targets(state, target),
+        };
+        return completed_status(&corresponding);
+    }
     let records = targets(state, target);
     // A target whose own task is still pending in a base record has not started.
     let started = |info: &JobInfo| {
@@ -175,17 +204,14 @@ fn item_status(state: &State, job: &Job, item: &Item) -> Status {
     };
     let ended = |info: &JobInfo| info.state().is_terminal();
     match item.kind {
-        Kind::After if records.iter().all(|i| started(i)) => Status::Satisfied,
-        Kind::AfterAny if records.iter().all(|i| ended(i)) => Status::Satisfied,
-        Kind::AfterOk => {
-            if records.iter().any(|i| ended(i) && i.state() != JobState::Completed) {
-                Status::Never
-            } else if records.iter().all(|i| ended(i)) {
-                Status::Satisfied
-            } else {
-                Status::Waiting
-            }
+        Kind::After if records.iter().all(|i| started(i)) => {
+            let delay = i64::from(item.delay_minutes) * 60;
+            let started_long_enough =
+                records.iter().all(|i| i.start_time.is_none_or(|start| start.saturating_add(delay) <= now));
+            if started_long_enough { Status::Satisfied } else { Status::Waiting }
         }
+        Kind::AfterAny if records.iter().all(|i| ended(i)) => Status::Satisfied,
+        Kind::AfterOk => completed_status(&records),
         Kind::AfterNotOk if records.iter().all(|i| ended(i)) => {
             if records.iter().any(|i| i.state() != JobState::Completed) { Status::Satisfied } else { Status::Never }
         }
@@ -193,12 +219,54 @@ fn item_status(state: &State, job: &Job, item: &Item) -> Status {
     }
 }
 
-/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
-/// each unsatisfied item with `(unfulfilled)` or `(failed)`.
-pub(crate) fn evaluate(state: &State, job: &Job) -> (Status, Option<String>) {
-    let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
-    let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
-    let statuses: Vec<Status> = dependency.items.iter().map(|item| item_status(state, job, item)).collect();
+/// `afterok`: every record completed; never once one ended otherwise.
+fn completed_status(records: &[&JobInfo]) -> Status {
+    let ended = |info: &JobInfo| info.state().is_terminal();
+    if records.iter().any(|i| ended(i) && i.state() != JobState::Completed) {
+        Status::Never
+    } else if records.iter().all(|i| ended(i)) {
+        Status::Satisfied
+    } else {
+        Status::Waiting
+    }
+}
+
+/// The array tasks a record stands for: its own, or the pending ones of a base record; `[None]`
+/// for a job that is no array task.
+fn tasks_of(job: &Job) -> Vec<Option<u32>> {
+    match job.info.array_task_id {
+        Some(task) => vec![Some(task)],
+        None if !job.info.array_tasks_pending.is_empty() => {
+            job.info.array_tasks_pending.iter().map(|t| Some(*t)).collect()
+        }
+        None => vec![None],
+    }
+}
+
+/// The task of a base record the scheduler should split off next: the first pending task whose
+/// `aftercorr` dependency holds. `None` (take the lowest) when the job has no `aftercorr`.
+pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<u32> {
+    let job = state.jobs.get(&job_id)?;
+    let dependency = parse(job.spec.dependency.as_deref()?).ok()?;
+    if !dependency.items.iter().any(|i| i.kind == Kind::AfterCorr) || job.info.array_task_id.is_some() {
+        return None;
+    }
+    job.info
+        .array_tasks_pending
+        .iter()
+        .copied()
+        .find(|t| task_status(state, job, &dependency, Some(*t), now).0 == Status::Satisfied)
+}
+
+/// Where the dependency stands for one task of `job`, with each item's status.
+fn task_status(
+    state: &State,
+    job: &Job,
+    dependency: &Dependency,
+    task: Option<u32>,
+    now: UnixTime,
+) -> (Status, Vec<Status>) {
+    let statuses: Vec<Status> = dependency.items.iter().map(|item| item_status(state, job, item, task, now)).collect();
     let overall = if dependency.any {
         if statuses.contains(&Status::Satisfied) {
             Status::Satisfied
@@ -214,6 +282,25 @@ pub(crate) fn evaluate(state: &State, job: &Job) -> (Status, Option<String>) {
     } else {
         Status::Waiting
     };
+    (overall, statuses)
+}
+
+/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
+/// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
+/// stands where its best task stands (satisfied, else waiting, else never).
+pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Option<String>) {
+    let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
+    let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
+    let per_task: Vec<(Status, Vec<Status>)> =
+        tasks_of(job).into_iter().map(|task| task_status(state, job, &dependency, task, now)).collect();
+    let rank = |s: Status| match s {
+        Status::Satisfied => 0,
+        Status::Waiting => 1,
+        Status::Never => 2,
+    };
+    let Some((overall, statuses)) = per_task.into_iter().min_by_key(|(s, _)| rank(*s)) else {
+        return (Status::Satisfied, None);
+    };
     if overall == Status::Satisfied {
         return (overall, None);
     }
@@ -225,6 +312,9 @@ pub(crate) fn evaluate(state: &State, job: &Job) -> (Status, Option<String>) {
         .map(|(item, status)| {
             let word = if *status == Status::Never { "failed" } else { "unfulfilled" };
             match item.target {
+                Some(target) if item.delay_minutes > 0 => {
+                    format!("{}:{}+{}({word})", item.kind.name(), show_target(target), item.delay_minutes)
+                }
                 Some(target) => format!("{}:{}({word})", item.kind.name(), show_target(target)),
                 None => format!("{}({word})", item.kind.name()),
             }
@@ -234,8 +324,8 @@ pub(crate) fn evaluate(state: &State, job: &Job) -> (Status, Option<String>) {
 }
 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.
-pub(crate) fn eligibility(state: &State, job: &Job, _now: UnixTime) -> Result<(), &'static str> {
-    match evaluate(state, job).0 {
+pub(crate) fn eligibility(state: &State, job: &Job, now: UnixTime) -> Result<(), &'static str> {
+    match evaluate(state, job, now).0 {
         Status::Waiting => return Err("Dependency"),
         Status::Never => return Err("DependencyNeverSatisfied"),
         Status::Satisfied => {}
@@ -249,7 +339,7 @@ pub(crate) fn eligibility(state: &State, job: &Job, _now: UnixTime) -> Result<()
 /// Updates the shown dependency of every pending job; returns the jobs whose dependency can
 /// never be satisfied and that asked to be cancelled then (`--kill-on-invalid-dep=yes`), and the
 /// jobs whose shown text changed (to store).
-pub(crate) fn refresh(state: &mut State) -> (Vec<JobId>, Vec<JobId>) {
+pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobId>) {
     let mut updates = Vec::new();
     let mut kill = Vec::new();
     for job in state
@@ -257,7 +347,7 @@ pub(crate) fn refresh(state: &mut State) -> (Vec<JobId>, Vec<JobId>) {
         .values()
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
-        let (status, shown) = evaluate(state, job);
+        let (status, shown) = evaluate(state, job, now);
         if shown != job.info.dependency {
             updates.push((job.info.job_id, shown));
         }
@@ -299,6 +389,7 @@ mod tests {
                                         None,
                                     ),
                                 ),
+                                delay_minutes: 0,
                             },
                             Item {
                                 kind: AfterOk,
@@ -310,10 +401,12 @@ mod tests {
                                         ),
                                     ),
                                 ),
+                                delay_minutes: 0,
                             },
                             Item {
                                 kind: Singleton,
                                 target: None,
+                                delay_minutes: 0,
                             },
                         ],
                         any: true,
@@ -332,10 +425,88 @@ mod tests {
         check(
             "aftercorr:4",
             expect![[r#"
-                Err(
-                    "dependency type `aftercorr` is not supported yet",
-                )
-            "#]],
+            Ok(
+                Dependency {
+                    items: [
+                        Item {
+                            kind: AfterCorr,
+                            target: Some(
+                                (
+                                    4,
+                                    None,
+                                ),
+                            ),
+                            delay_minutes: 0,
+                        },
+                    ],
+                    any: false,
+                },
+            )
+        "#]],
+        );
+        check(
+            "after:3+10:5",
+            expect![[r#"
+            Ok(
+                Dependency {
+                    items: [
+                        Item {
+                            kind: After,
+                            target: Some(
+                                (
+                                    3,
+                                    None,
+                                ),
+                            ),
+                            delay_minutes: 10,
+                        },
+                        Item {
+                            kind: After,
+                            target: Some(
+                                (
+                                    5,
+                                    None,
+                                ),
+                            ),
+                            delay_minutes: 0,
+                        },
+                    ],
+                    any: false,
+                },
+            )
+        "#]],
+        );
+        check(
+            "afterok:3+10",
+            expect![[r#"
+            Err(
+                "`afterok:3+10`: only `after` takes `+time`",
+            )
+        "#]],
+        );
+        check(
+            "aftercorr:4_1",
+            expect![[r#"
+            Err(
+                "`aftercorr:4_1`: aftercorr names a whole array",
+            )
+        "#]],
+        );
+        check(
+            "after:3+x",
+            expect![[r#"
+            Err(
+                "bad time `x` in `after:3+x`",
+            )
+        "#]],
+        );
+        check(
+            "afterburstbuffer:3",
+            expect![[r#"
+            Err(
+                "dependency type `afterburstbuffer` is not supported yet",
+            )
+        "#]],
         );
         check(
             "afterok:x",

@@ -221,6 +221,8 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::QueryPriority => "query_priority",
         R::Explain { .. } => "explain",
         R::QueryUsage(_) => "query_usage",
+        R::TestOnly(_) => "test_only",
+        R::QueryNodeFeatures => "query_node_features",
         #[allow(unreachable_patterns)]
         _ => "other",
     }

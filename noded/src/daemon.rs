@@ -163,7 +163,8 @@ struct Reported {
     end_sent: Option<Instant>,
     /// The supervisor's drain reason was sent.
     drain_sent: bool,
-    /// A cancel the supervisor could not take yet (it was still starting); retried on each rescan.
+    /// A cancel or time-limit change the supervisor could not take yet (it was still starting);
+    /// retried on each rescan.
     undelivered: Option<SupervisorCommand>,
 }
 
@@ -253,6 +254,10 @@ async fn handle(
                 tracing::info!(job_id, step_id, error = %e, "step not signalled");
             }
         }
+        CtldMessage::SetTimeLimit { job_id, time_limit } => {
+            let seconds = time_limit.seconds();
+            command(settings, job_id, SupervisorCommand::SetTimeLimit { seconds }, reported, messages).await?;
+        }
         CtldMessage::JobEndAck { job_id } => {
             reported.remove(&job_id);
             let dir = job_dir(&settings.state_dir, job_id);
@@ -293,8 +298,16 @@ async fn command(
     }
     if let Err(e) = supervisor::send_command(&dir, &cmd) {
         tracing::info!(job_id, error = %e, "supervisor not reachable yet; will retry");
-        if matches!(cmd, SupervisorCommand::Cancel { .. }) {
-            reported.entry(job_id).or_default().undelivered = Some(cmd);
+        // A cancel is kept over anything else; a new time limit over an older one.
+        let entry = reported.entry(job_id).or_default();
+        let keep = match (&cmd, &entry.undelivered) {
+            (SupervisorCommand::Cancel { .. }, _) => true,
+            (SupervisorCommand::SetTimeLimit { .. }, Some(SupervisorCommand::Cancel { .. })) => false,
+            (SupervisorCommand::SetTimeLimit { .. }, _) => true,
+            (SupervisorCommand::Signal { .. }, _) => false,
+        };
+        if keep {
+            entry.undelivered = Some(cmd);
         }
     }
     Ok(())

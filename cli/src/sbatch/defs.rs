@@ -676,7 +676,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("minutes")
         .env("SBATCH_TIMELIMIT")
         .help("time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S"),
-    OptionDef::new("test-only", Apply::NotYet(ArgKind::None)),
+    OptionDef::new("test-only", Apply::Flag(|low| low.test_only = Some(true)))
+        .help("validate the job and print where and when it would start; submit nothing"),
     OptionDef::new("verbose", Apply::Flag(|low| low.verbose = Some(low.verbose.unwrap_or(0).saturating_add(1))))
         .short('v')
         .env("SBATCH_DEBUG")

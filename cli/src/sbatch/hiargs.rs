@@ -61,6 +61,8 @@ pub(crate) struct HiArgs {
     pub(crate) verbose: u8,
     /// `-W/--wait`: block until the job ends and exit with its exit code.
     pub(crate) wait: bool,
+    /// `--test-only`: ask where and when the job would start; submit nothing.
+    pub(crate) test_only: bool,
     /// `-M/--clusters` as given; once checked against ctld's cluster name, sbatch names the
     /// cluster in its output (`… on cluster <name>`, `<id>;<name>`).
     pub(crate) clusters: Option<String>,
@@ -180,6 +182,7 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         quiet: low.quiet.unwrap_or(false),
         verbose: low.verbose.unwrap_or(0),
         wait: low.wait.unwrap_or(false),
+        test_only: low.test_only.unwrap_or(false),
         clusters: low.clusters,
     })
 }

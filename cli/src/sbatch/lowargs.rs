@@ -138,6 +138,8 @@ low_args! {
     kill_on_invalid_dep: bool,
     /// `-W/--wait`.
     wait: bool,
+    /// `--test-only`.
+    test_only: bool,
     /// `--wckey`.
     wckey: String,
     /// `-M/--clusters`: a comma list of cluster names.

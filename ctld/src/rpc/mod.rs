@@ -121,6 +121,8 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::CancelStep { job_id, step_id, signal } => {
             ask(Box::new(move |reply| Event::CancelStep { caller, job_id, step_id, signal, reply })).await
         }
+        Request::TestOnly(spec) => ask(Box::new(move |reply| Event::TestOnly { caller, spec, reply })).await,
+        Request::QueryNodeFeatures => ask(Box::new(|reply| Event::QueryNodeFeatures { reply })).await,
         Request::Ping => Response::Pong {
             cluster: context.config.cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),

@@ -64,6 +64,10 @@ pub enum SupervisorCommand {
     /// SIGCONT and SIGTERM to every process of the job, SIGKILL after `kill_wait` seconds;
     /// the job ends `Cancelled`.
     Cancel { kill_wait: u32 },
+    /// `scontrol update JobId=N TimeLimit=…` of a running job: the time limit, counted from the
+    /// job's start as before, becomes `seconds` (`None`: unlimited). A limit already passed ends
+    /// the job at once (`TIMEOUT`).
+    SetTimeLimit { seconds: Option<u64> },
 }
 
 /// The supervisor's answer to one [`SupervisorCommand`].

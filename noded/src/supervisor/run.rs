@@ -157,8 +157,9 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
     }
     job.release();
     crate::spank::task_post_fork(job.pid.as_raw());
+    let limit_from = Instant::now();
     let limit = launch.time_limit.seconds().map(scaled_time_limit);
-    let limit_at = limit.map(|limit| Instant::now() + limit);
+    let limit_at = limit.map(|limit| limit_from + limit);
     let warning = launch.spec.signal.as_deref().and_then(warning::parse);
     let warn_at = match (limit_at, warning) {
         (Some(limit_at), Some(warning)) => {
@@ -193,6 +194,7 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         start_time: None,
         status: None,
         termination: None,
+        limit_from,
         limit_at,
         kill_at: None,
         no_children: false,
@@ -268,6 +270,8 @@ struct Supervision<'a> {
     /// The batch shell's wait status, once reaped.
     status: Option<WaitStatus>,
     termination: Option<Termination>,
+    /// When the time limit's clock started (the job's start).
+    limit_from: Instant,
     limit_at: Option<Instant>,
     kill_at: Option<Instant>,
     no_children: bool,
@@ -381,6 +385,22 @@ impl Supervision<'_> {
                     return ended;
                 }
                 self.terminate(Termination::Cancelled, kill_wait);
+            }
+            SupervisorCommand::SetTimeLimit { seconds } => {
+                if self.status.is_some() || self.termination.is_some() {
+                    return ended;
+                }
+                self.limit_at = seconds.map(|seconds| self.limit_from + scaled_time_limit(seconds));
+                // A `--signal` warning not sent yet moves with the limit.
+                if self.warn_at.is_some() {
+                    self.warn_at = match (self.limit_at, self.warning) {
+                        (Some(limit_at), Some(warning)) => {
+                            let lead = scaled_time_limit(warning.lead_seconds);
+                            Some(limit_at.checked_sub(lead).unwrap_or_else(Instant::now))
+                        }
+                        _ => None,
+                    };
+                }
             }
         }
         SupervisorReply::Accepted

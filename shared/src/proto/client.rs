@@ -50,6 +50,12 @@ pub enum Request {
     StepDone { job_id: JobId, step_id: u32, state: JobState, exit_status: crate::job::WaitStatus },
     /// `scancel N.S` (with `signal`: `scancel --signal`): one step only.
     CancelStep { job_id: JobId, step_id: u32, signal: Option<i32> },
+    /// `sbatch --test-only`: validates the job as a submission would and answers with
+    /// [`Response::WillRun`]; nothing is stored and no job id is used.
+    TestOnly(Box<JobSpec>),
+    /// `sinfo %f/%b`, `scontrol show node`: each node's features, answered with
+    /// [`Response::NodeFeatures`] (node order as in [`Response::Nodes`]).
+    QueryNodeFeatures,
 }
 
 /// The fields `scontrol update job` changes; `None` leaves a field as it is.
@@ -134,6 +140,19 @@ pub enum Response {
     StepCreated(Box<crate::job::StepLayout>),
     /// Answer to [`Request::StepDone`] and [`Request::CancelStep`].
     StepOk,
+    /// Answer to [`Request::TestOnly`]: the id the job would get and where and when it would
+    /// start if submitted now.
+    WillRun {
+        job_id: JobId,
+        start: UnixTime,
+        cpus: u32,
+        nodes: Vec<String>,
+        partition: String,
+    },
+    /// Answer to [`Request::QueryNodeFeatures`]: `(node, features)` per node.
+    NodeFeatures {
+        nodes: Vec<(String, Vec<String>)>,
+    },
 }
 
 /// Failures a client can see, each with Slurm's message for it.

@@ -84,6 +84,9 @@ pub enum CtldMessage {
     /// Signal one step's tasks on this node; `None` cancels it (SIGTERM, SIGKILL after
     /// `kill_wait` seconds).
     SignalStep { job_id: JobId, step_id: u32, signal: Option<i32>, kill_wait: u32 },
+    /// `scontrol update JobId=N TimeLimit=…` of a running job: its supervisor's time limit
+    /// (counted from the job's start) becomes `time_limit`.
+    SetTimeLimit { job_id: JobId, time_limit: TimeLimit },
 }
 
 /// This node's share of one srun step, resolved by ctld.

@@ -23,6 +23,17 @@ fn golden_bytes() {
 }
 
 #[test]
+fn compat_golden_bytes() {
+    use crate::grammar::time::TimeLimit;
+    assert_eq!(hex(&Request::QueryNodeFeatures), "14");
+    let will_run =
+        Response::WillRun { job_id: 41, start: 100, cpus: 4, nodes: vec!["n1".into()], partition: "p".into() };
+    assert_eq!(hex(&will_run), "0f29c8010401026e310170");
+    assert_eq!(hex(&Response::NodeFeatures { nodes: vec![("n1".into(), vec!["a".into()])] }), "1001026e31010161");
+    assert_eq!(hex(&CtldMessage::SetTimeLimit { job_id: 5, time_limit: TimeLimit::Minutes(10) }), "0705000a");
+}
+
+#[test]
 fn frames_round_trip_and_enforce_limits() {
     use super::frame::{read_message, write_message, FrameError, MAX_HANDSHAKE_FRAME};
     let mut buf = Vec::new();

@@ -1,0 +1,160 @@
+//! Slurm command-line compatibility, second round, end to end: `sbatch --test-only`,
+//! `aftercorr` and `after:N+time` dependencies, `scontrol update TimeLimit=` of a running job
+//! (the supervisor's limit really moves), hold/update of a single pending array task (split off
+//! into its own record), `--constraint` against node features and `--deadline`.
+
+use drover_e2e::{CONFIG, Cluster, text};
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Polls `squeue -h -j <id> -o <format>` until `done` accepts its output.
+fn squeue_until(cluster: &Cluster, id: &str, format: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + LONG;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        last = cluster.ok("squeue", &["-h", "-j", id, "-o", format]);
+        if done(&last) {
+            return last;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("squeue -j {id} never got there; last:\n{last}\n{}", cluster.logs());
+}
+
+/// Unix seconds of a `%FT%T` local timestamp, through `date`.
+fn unix(timestamp: &str) -> i64 {
+    let out = std::process::Command::new("date").args(["-d", timestamp, "+%s"]).output().expect("running date");
+    text(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("date could not read {timestamp:?}"))
+}
+
+fn sacct_field(cluster: &Cluster, id: &str, field: &str) -> String {
+    cluster.ok("sacct", &["-X", "-P", "-n", "-o", field, "-j", id]).trim().to_owned()
+}
+
+/// `--test-only` answers with where and when the job would start, stores nothing and uses no id;
+/// a bad partition fails as Slurm's `allocation failure`.
+#[test]
+fn sbatch_test_only() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let out = cluster.run(None, &dir, "sbatch", &["--test-only", "-n", "2", "--wrap", "true"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    let line = text(&out.stderr);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[..2], ["sbatch:", "Job"], "{line}");
+    assert_eq!(words[3..6], ["to", "start", "at"], "{line}");
+    assert_eq!(words[7..], ["using", "2", "processors", "on", "nodes", "n1", "in", "partition", "main"], "{line}");
+    let preview: u32 = words[2].parse().expect("job id");
+    assert!((unix(words[6]) - drover_shared::now()).abs() <= 5, "an idle cluster starts it now: {line}");
+    assert_eq!(cluster.ok("squeue", &["-h"]), "", "--test-only created a job");
+
+    // Both nodes busy until the time limit: the estimate is that limit.
+    let busy = cluster.submit(None, "busy.sh", "#!/bin/sh\nsleep 300\n", &["-N", "2", "--exclusive", "-t", "10"]);
+    assert_eq!(busy, preview, "--test-only used up a job id");
+    squeue_until(&cluster, &busy.to_string(), "%t", |q| q.trim() == "R");
+    let out = cluster.run(None, &dir, "sbatch", &["--test-only", "--wrap", "true"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line = text(&out.stderr);
+    let start = unix(line.split_whitespace().nth(6).expect("start"));
+    let expected = drover_shared::now() + 600;
+    assert!((start - expected).abs() <= 10, "start {start}, expected about {expected}: {line}");
+    assert!(line.contains(&format!("Job {} to start", busy + 1)), "{line}");
+
+    let out = cluster.run(None, &dir, "sbatch", &["--test-only", "-p", "nosuch", "--wrap", "true"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "allocation failure: Invalid partition name specified\n");
+    cluster.ok("scancel", &[&busy.to_string()]);
+}
+
+/// `aftercorr`: task k waits for task k of the other array; a failed task k fails only task k.
+#[test]
+fn aftercorr_pairs_array_tasks() {
+    let cluster = Cluster::start();
+    let first = cluster.submit(
+        None,
+        "a.sh",
+        "#!/bin/sh\nsleep $((1 + 2 * SLURM_ARRAY_TASK_ID))\n[ $SLURM_ARRAY_TASK_ID -ne 1 ]\n",
+        &["--array=0-2"],
+    );
+    let second =
+        cluster.submit(None, "b.sh", "#!/bin/sh\ntrue\n", &["--array=0-2", &format!("--dependency=aftercorr:{first}")]);
+    let shown = squeue_until(&cluster, &second.to_string(), "%i %t %r %E", |q| q.contains("Never"));
+    assert!(shown.contains(&format!("{second}_[1] PD DependencyNeverSatisfied aftercorr:{first}(failed)")), "{shown}");
+    let deadline = Instant::now() + LONG;
+    let id_of = |task: u32| sacct_field(&cluster, &format!("{second}_{task}"), "State");
+    while Instant::now() < deadline && !(id_of(0) == "COMPLETED" && id_of(2) == "COMPLETED") {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!((id_of(0), id_of(2)), ("COMPLETED".into(), "COMPLETED".into()));
+    for task in [0, 2] {
+        let end = unix(&sacct_field(&cluster, &format!("{first}_{task}"), "End"));
+        let start = unix(&sacct_field(&cluster, &format!("{second}_{task}"), "Start"));
+        assert!(start >= end, "task {task} started at {start}, before its counterpart ended at {end}");
+    }
+    cluster.ok("scancel", &[&second.to_string()]);
+}
+
+/// `after:N+1`: the job waits a minute after N started, shown as Slurm shows it.
+#[test]
+fn after_with_delay() {
+    let cluster = Cluster::start();
+    let target = cluster.submit(None, "t.sh", "#!/bin/sh\nsleep 120\n", &[]);
+    let dependent = cluster.submit(None, "d.sh", "#!/bin/sh\ntrue\n", &[&format!("--dependency=after:{target}+1")]);
+    squeue_until(&cluster, &target.to_string(), "%t", |q| q.trim() == "R");
+    std::thread::sleep(Duration::from_secs(2));
+    let line = cluster.ok("squeue", &["-h", "-j", &dependent.to_string(), "-o", "%t %r %E"]);
+    assert_eq!(line, format!("PD Dependency after:{target}+1(unfulfilled)\n"));
+    cluster.wait_state(dependent, "COMPLETED", Duration::from_secs(120));
+    let started = unix(&sacct_field(&cluster, &target.to_string(), "Start"));
+    let dependent_started = unix(&sacct_field(&cluster, &dependent.to_string(), "Start"));
+    assert!(dependent_started >= started + 60, "{dependent_started} is less than a minute after {started}");
+    cluster.ok("scancel", &[&target.to_string()]);
+}
+
+/// A running job's time limit changed with `scontrol update` reaches its supervisor: raised by an
+/// admin, the job outlives its old limit; lowered by its owner, it ends `TIMEOUT` at the new one;
+/// a user may not raise it. Time limits run 10× faster here (`DROVER_TIME_SCALE=0.1`).
+#[test]
+fn running_time_limit_update_takes_effect() {
+    if !drover_e2e::require_users() {
+        return;
+    }
+    let cluster = Cluster::start_with_env(CONFIG, &[("DROVER_TIME_SCALE", "0.1")]);
+    let raised = cluster.submit(None, "r.sh", "#!/bin/sh\nsleep 100\n", &["-t", "1"]);
+    let lowered = cluster.submit(Some("alice"), "l.sh", "#!/bin/sh\nsleep 100\n", &["-t", "10"]);
+    squeue_until(&cluster, &raised.to_string(), "%t", |q| q.trim() == "R");
+    cluster.ok("scontrol", &["update", &format!("JobId={raised}"), "TimeLimit=3"]);
+    squeue_until(&cluster, &lowered.to_string(), "%t", |q| q.trim() == "R");
+    let alice_dir = cluster.workdir(Some("alice"));
+    let out = cluster.run(
+        Some("alice"),
+        &alice_dir,
+        "scontrol",
+        &["update", &format!("JobId={lowered}"), "TimeLimit=20"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), format!("Access/permission denied for job {lowered}\n"));
+    let out = cluster.run(
+        Some("alice"),
+        &alice_dir,
+        "scontrol",
+        &["update", &format!("JobId={lowered}"), "TimeLimit=1"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(cluster.ok("squeue", &["-h", "-j", &lowered.to_string(), "-o", "%l"]), "1:00\n");
+
+    cluster.wait_state(lowered, "TIMEOUT", LONG);
+    let elapsed = |id: u32| {
+        let start = unix(&sacct_field(&cluster, &id.to_string(), "Start"));
+        unix(&sacct_field(&cluster, &id.to_string(), "End")) - start
+    };
+    // The old limit was 60 s (scaled), the new 6 s.
+    assert!(elapsed(lowered) < 30, "the lowered job ran {} s", elapsed(lowered));
+    cluster.wait_state(raised, "TIMEOUT", LONG);
+    // The old limit was 6 s, the new 18 s.
+    assert!(elapsed(raised) >= 15, "the raised job ran only {} s", elapsed(raised));
+}
