@@ -48,6 +48,7 @@ pub(crate) enum Event {
     Metrics { reply: oneshot::Sender<crate::metrics::Snapshot> },
     TestOnly { caller: Caller, spec: Box<JobSpec>, reply: oneshot::Sender<Response> },
     QueryNodeFeatures { reply: oneshot::Sender<Response> },
+    SplitArrayTask { caller: Caller, array_job_id: JobId, task: u32, reply: oneshot::Sender<Response> },
 }
 
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
@@ -217,6 +218,9 @@ impl Core {
                     Ok(job) => crate::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
                 };
                 let _ = reply.send(response);
+            }
+            Event::SplitArrayTask { caller, array_job_id, task, reply } => {
+                let _ = reply.send(self.split_array_task(caller, array_job_id, task));
             }
             Event::QueryNodeFeatures { reply } => {
                 let nodes =
@@ -513,6 +517,33 @@ impl Core {
             results.push((array_job_id, result));
         }
         Response::Cancelled { results }
+    }
+
+    /// `scontrol hold|release|update N_T` of a task still pending in its base record: the task
+    /// becomes a record of its own (the base record's id when it was the last pending task).
+    fn split_array_task(&mut self, caller: Caller, array_job_id: JobId, task: u32) -> Response {
+        let admin = is_admin(&self.state.config, caller.uid);
+        let error = |code: ErrorCode| Response::Error { code, detail: format!("array task {array_job_id}_{task}") };
+        match self.state.jobs.get(&array_job_id).filter(|j| j.committed) {
+            Some(base) if base.info.state() == JobState::Pending && base.info.array_tasks_pending.contains(&task) => {
+                if base.info.uid != caller.uid && !admin {
+                    return error(ErrorCode::AccessDenied);
+                }
+            }
+            _ => return error(ErrorCode::InvalidJobId),
+        }
+        match crate::array::claim(&mut self.state, array_job_id, Some(task)) {
+            Some((job_id, split)) => {
+                if split {
+                    self.store_split(array_job_id, job_id);
+                } else {
+                    self.store_job(job_id, false);
+                }
+                self.audit(caller.uid, "split", Some(job_id), format!("array task {array_job_id}_{task}"));
+                Response::Submitted { job_id }
+            }
+            None => error(ErrorCode::InvalidJobId),
+        }
     }
 
     /// `scontrol requeue`: one result per job id, in order. A running job is killed; when its

@@ -223,6 +223,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::QueryUsage(_) => "query_usage",
         R::TestOnly(_) => "test_only",
         R::QueryNodeFeatures => "query_node_features",
+        R::SplitArrayTask { .. } => "split_array_task",
         #[allow(unreachable_patterns)]
         _ => "other",
     }

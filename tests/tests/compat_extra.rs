@@ -158,3 +158,34 @@ fn running_time_limit_update_takes_effect() {
     // The old limit was 6 s, the new 18 s.
     assert!(elapsed(raised) >= 15, "the raised job ran only {} s", elapsed(raised));
 }
+
+/// `scontrol hold N_T` and `update JobId=N_T` of tasks that have not started split each task out
+/// of the array's pending range into its own record, shown on its own line; `release` acts on it.
+#[test]
+fn hold_and_update_single_pending_array_tasks() {
+    let cluster = Cluster::start();
+    let array = cluster.submit(None, "a.sh", "#!/bin/sh\ntrue\n", &["--array=0-3", "--begin=now+1hour", "-t", "30"]);
+    let id = array.to_string();
+    squeue_until(&cluster, &id, "%i %r", |q| q.trim() == format!("{id}_[0-3] BeginTime"));
+    cluster.ok("scontrol", &["hold", &format!("{id}_2")]);
+    cluster.ok("scontrol", &["update", &format!("JobId={id}_1"), "TimeLimit=5"]);
+    let queue = cluster.ok("squeue", &["-h", "-j", &id, "-o", "%i %r %l", "-S", "i"]);
+    let mut lines: Vec<&str> = queue.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [format!("{id}_1 BeginTime 5:00"), format!("{id}_2 JobHeldAdmin 30:00"), format!("{id}_[0,3] BeginTime 30:00")],
+        "{queue}"
+    );
+    // The split-off tasks are records of their own, with ids of their own.
+    let records = cluster.ok("squeue", &["-h", "-j", &format!("{id}_2"), "-o", "%A %F %K"]);
+    let fields: Vec<&str> = records.split_whitespace().collect();
+    assert_ne!(fields[0], id, "{records}");
+    assert_eq!(fields[1..], [id.as_str(), "2"]);
+    cluster.ok("scontrol", &["release", &format!("{id}_2")]);
+    squeue_until(&cluster, &format!("{id}_2"), "%r", |q| q.trim() == "BeginTime");
+    let out = cluster.run(None, &cluster.workdir(None), "scontrol", &["hold", &format!("{id}_9")], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains(&format!("Invalid job id specified for job {id}_9")), "{}", text(&out.stderr));
+    cluster.ok("scancel", &[&id]);
+}

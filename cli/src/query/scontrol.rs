@@ -1,8 +1,9 @@
 //! `scontrol`: the read side of Slurm's control command. `show job|node|partition [name]`
 //! print `Key=Value` records (continuation lines indented three spaces, or one line each with
 //! `-o`), `show hostnames|hostlist` convert hostlists, and `ping` asks ctld whether it is up.
-//! `hold`, `uhold`, `release`, `requeue` and `update job` act on jobs, arrays and started array
-//! tasks; the other commands that change state (`update node`, `requeuehold` …) are refused as
+//! `hold`, `uhold`, `release`, `requeue` and `update job` act on jobs, arrays and array tasks (a
+//! task still pending in its array's range is split off into its own record first); the other
+//! commands that change state (`update node`, `requeuehold` …) are refused as
 //! not supported yet.
 //!
 //! scontrol's grammar is a small command language rather than options, so it is parsed by hand;
@@ -433,7 +434,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 }
 
 /// Resolves job id arguments to the records to act on: jobs and arrays by their id, array
-/// tasks (`12_3`, as jobs inside an array see themselves) by the records that run them.
+/// tasks (`12_3`, as jobs inside an array see themselves) by their records; a task still
+/// pending in its array's base record is split off into a record of its own first.
 fn resolve_records(targets: &[common::JobTarget]) -> anyhow::Result<Vec<JobId>> {
     let mut ids = Vec::new();
     for target in targets {
@@ -451,10 +453,18 @@ fn resolve_records(targets: &[common::JobTarget]) -> anyhow::Result<Vec<JobId>> 
             let record = jobs.iter().find(|j| j.array_job_id == Some(target.job_id) && j.array_task_id == Some(task));
             match record {
                 Some(job) => ids.push(job.job_id),
-                None if jobs.iter().any(|j| j.array_tasks_pending.contains(&task)) => anyhow::bail!(
-                    "array task {}_{task} has not started yet; acting on single pending tasks is not supported yet, name the whole array",
-                    target.job_id
-                ),
+                // Still pending in the array's base record: ctld splits it off into its own
+                // record, as Slurm does, and the command acts on that.
+                None if jobs.iter().any(|j| j.array_tasks_pending.contains(&task)) => {
+                    let request = Request::SplitArrayTask { array_job_id: target.job_id, task };
+                    match crate::client::call(&request)? {
+                        Response::Submitted { job_id } => ids.push(job_id),
+                        Response::Error { code, .. } => {
+                            anyhow::bail!("{} for job {}_{task}", code.message(), target.job_id)
+                        }
+                        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+                    }
+                }
                 None => anyhow::bail!("Invalid job id specified for job {}_{task}", target.job_id),
             }
         }

@@ -122,6 +122,9 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
             ask(Box::new(move |reply| Event::CancelStep { caller, job_id, step_id, signal, reply })).await
         }
         Request::TestOnly(spec) => ask(Box::new(move |reply| Event::TestOnly { caller, spec, reply })).await,
+        Request::SplitArrayTask { array_job_id, task } => {
+            ask(Box::new(move |reply| Event::SplitArrayTask { caller, array_job_id, task, reply })).await
+        }
         Request::QueryNodeFeatures => ask(Box::new(|reply| Event::QueryNodeFeatures { reply })).await,
         Request::Ping => Response::Pong {
             cluster: context.config.cluster_name.clone(),

@@ -56,6 +56,10 @@ pub enum Request {
     /// `sinfo %f/%b`, `scontrol show node`: each node's features, answered with
     /// [`Response::NodeFeatures`] (node order as in [`Response::Nodes`]).
     QueryNodeFeatures,
+    /// `scontrol hold|release|update` of array task `N_T` that has not started: ctld splits the
+    /// task out of its array's pending range into a record of its own (as Slurm does) and
+    /// answers [`Response::Submitted`] with that record's id.
+    SplitArrayTask { array_job_id: JobId, task: u32 },
 }
 
 /// The fields `scontrol update job` changes; `None` leaves a field as it is.
