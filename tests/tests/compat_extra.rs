@@ -189,3 +189,30 @@ fn hold_and_update_single_pending_array_tasks() {
     assert!(text(&out.stderr).contains(&format!("Invalid job id specified for job {id}_9")), "{}", text(&out.stderr));
     cluster.ok("scancel", &[&id]);
 }
+
+/// A stepped pending range prints as Slurm prints it (`N_[0-8:4]`), and `-M` makes squeue and
+/// sinfo name the cluster first (`CLUSTER: <name>`, with or without a header).
+#[test]
+fn stepped_ranges_and_cluster_lines() {
+    let cluster = Cluster::start();
+    let array = cluster.submit(None, "s.sh", "#!/bin/sh\ntrue\n", &["--array=0-8:4", "-H"]);
+    let id = array.to_string();
+    assert_eq!(cluster.ok("squeue", &["-h", "-j", &id, "-o", "%i"]), format!("{id}_[0-8:4]\n"));
+    let shown = cluster.ok("scontrol", &["show", "job", &id]);
+    assert!(shown.contains(&format!("ArrayJobId={id} ArrayTaskId=0-8:4 ")), "{shown}");
+    assert_eq!(
+        cluster.ok("squeue", &["-M", "testcluster", "-h", "-j", &id, "-o", "%i"]),
+        format!("CLUSTER: testcluster\n{id}_[0-8:4]\n")
+    );
+    let with_header = cluster.ok("squeue", &["--clusters=testcluster", "-j", &id, "-o", "%i"]);
+    assert_eq!(with_header, format!("CLUSTER: testcluster\nJOBID\n{id}_[0-8:4]\n"));
+    let sinfo = cluster.ok("sinfo", &["-M", "testcluster", "-o", "%P"]);
+    assert!(sinfo.starts_with("CLUSTER: testcluster\nPARTITION\nmain*\n"), "{sinfo}");
+    for command in ["squeue", "sinfo"] {
+        let out = cluster.run(None, &cluster.workdir(None), command, &["-M", "elsewhere"], None);
+        assert_eq!(out.status.code(), Some(1));
+        let expected = format!("{command}: error: 'elsewhere' can't be reached now");
+        assert!(text(&out.stderr).starts_with(&expected), "{}", text(&out.stderr));
+    }
+    cluster.ok("scancel", &[&id]);
+}

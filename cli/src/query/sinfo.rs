@@ -36,7 +36,7 @@ struct Args {
     /// Long format, preceded by the date.
     #[arg(short = 'l', long = "long")]
     long: bool,
-    /// Cluster to query (accepted; Drover serves one cluster).
+    /// Cluster to query: Drover serves one, so it must be named (or `all`); `CLUSTER: <name>` first.
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
     /// Only these nodes (a hostlist).
@@ -576,6 +576,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         wanted_nodes.extend(hostlist::expand(&expr)?);
     }
     let wanted_partitions = common::flat_list(&args.partitions);
+    let cluster_line = common::cluster_line(args.clusters.as_deref())?;
     loop {
         let (now, mut partitions, mut nodes) = match fetch() {
             Ok(data) => data,
@@ -627,7 +628,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             date_line: args.long || args.iterate.is_some(),
             tz: Tz::Local,
         };
-        print!("{}", render(&partitions, &nodes, now, &options));
+        // `-M`: Slurm names the cluster before each listing, header or not.
+        print!("{}{}", cluster_line.as_deref().unwrap_or_default(), render(&partitions, &nodes, now, &options));
         match args.iterate {
             Some(secs) => {
                 println!();

@@ -53,7 +53,7 @@ struct Args {
     /// Only the caller's jobs.
     #[arg(long = "me")]
     me: bool,
-    /// Cluster to query (accepted; Drover serves one cluster).
+    /// Cluster to query: Drover serves one, so it must be named (or `all`); `CLUSTER: <name>` first.
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
     /// Only jobs with these names.
@@ -716,7 +716,10 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         date_line: args.long || args.iterate.is_some(),
         tz: Tz::Local,
     };
+    let cluster_line = common::cluster_line(args.clusters.as_deref())?;
     loop {
+        // `-M`: Slurm names the cluster before each listing, header or not.
+        print!("{}", cluster_line.as_deref().unwrap_or_default());
         let code = query_and_print(&filter, &options, steps)?;
         match args.iterate {
             Some(secs) if code == 0 => {
