@@ -304,6 +304,7 @@ impl Core {
         // passes follow while tasks are split off, so the tasks that fit start together. A split
         // changes where the base record's dependency stands (`aftercorr` holds per task), so the
         // shown dependencies are refreshed before each pass.
+        self.expire_deadlines(now);
         for _ in 0..crate::array::MAX_ARRAY_SIZE {
             self.refresh_dependencies(now);
             if !self.schedule_pass(now) {
@@ -324,6 +325,37 @@ impl Core {
             self.state.end_job(job_id, JobState::Cancelled, "DependencyNeverSatisfied", now);
             self.store_job(job_id, false);
             self.audit(0, "cancel", Some(job_id), "dependency can never be satisfied".into());
+        }
+    }
+
+    /// `--deadline`: a pending job that can no longer end by its deadline (now plus its time
+    /// limit, the shortest over its partitions, is past it) ends `DEADLINE`, as in Slurm.
+    fn expire_deadlines(&mut self, now: UnixTime) {
+        let config = self.state.config.clone();
+        let expired: Vec<JobId> = self
+            .state
+            .jobs
+            .values()
+            .filter(|j| j.committed && j.info.state() == JobState::Pending)
+            .filter(|j| {
+                j.spec.deadline.is_some_and(|deadline| {
+                    let shortest = j
+                        .candidates
+                        .iter()
+                        .filter_map(|name| config.partitions.iter().find(|p| &p.name == name))
+                        .map(|p| crate::backfill::time_limit_secs(j, p))
+                        .min()
+                        .unwrap_or(0);
+                    now.saturating_add(shortest) > deadline
+                })
+            })
+            .map(|j| j.info.job_id)
+            .collect();
+        for job_id in expired {
+            self.state.end_job(job_id, JobState::Deadline, "DeadLine", now);
+            self.store_job(job_id, false);
+            self.audit(0, "deadline", Some(job_id), "cannot end by its deadline".into());
+            self.schedule_needed = true;
         }
     }
 
@@ -1061,6 +1093,9 @@ impl Core {
             }
         }
         self.state.purge(now);
+        if self.state.jobs.values().any(|j| j.spec.deadline.is_some() && j.info.state() == JobState::Pending) {
+            self.expire_deadlines(now);
+        }
         self.charge_usage(now, false);
         self.advance_gpu_seconds(now);
         if now - self.usage_purged_at >= crate::accounting::HOUR {

@@ -144,6 +144,17 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if let Some(text) = &spec.dependency {
         crate::dependency::validate(state, text)?;
     }
+    if let Some(text) = &spec.constraint {
+        let constraint = drover_shared::grammar::constraint::parse_constraint(text)
+            .map_err(|e| (ErrorCode::InvalidFeature, e.to_string()))?;
+        let known = |feature: &str| state.nodes.iter().any(|n| n.config.features.iter().any(|f| f == feature));
+        if let Some(unknown) = constraint.features().into_iter().find(|f| !known(f)) {
+            return Err((ErrorCode::InvalidFeature, format!("no node has feature `{unknown}`")));
+        }
+    }
+    if spec.deadline.is_some_and(|deadline| deadline <= now) {
+        return Err((ErrorCode::InvalidTimeValue, "the deadline has passed".into()));
+    }
 
     let spec = Arc::new(spec);
     let mut job = Job {

@@ -1,7 +1,8 @@
 //! Slurm command-line compatibility, second round, end to end: `sbatch --test-only`,
 //! `aftercorr` and `after:N+time` dependencies, `scontrol update TimeLimit=` of a running job
 //! (the supervisor's limit really moves), hold/update of a single pending array task (split off
-//! into its own record), `--constraint` against node features and `--deadline`.
+//! into its own record), stepped ranges and `-M` cluster lines, `--constraint` against node
+//! features and `--deadline`.
 
 use drover_e2e::{CONFIG, Cluster, text};
 use std::time::{Duration, Instant};
@@ -215,4 +216,66 @@ fn stepped_ranges_and_cluster_lines() {
         assert!(text(&out.stderr).starts_with(&expected), "{}", text(&out.stderr));
     }
     cluster.ok("scancel", &[&id]);
+}
+
+/// [`CONFIG`] with features: n1 has `ib` and `a100`, n2 has `eth`.
+fn config_with_features() -> String {
+    let nodes = "[[nodes]]\nnames = \"n[1-2]\"\ncpus = 4\nreal_memory = 8000\ngpus = { tesla = 2 }\n";
+    assert!(CONFIG.contains(nodes), "the test config changed");
+    let split = "[[nodes]]\nnames = \"n1\"\ncpus = 4\nreal_memory = 8000\ngpus = { tesla = 2 }\nfeatures = [\"ib\", \"a100\"]\n\n\
+        [[nodes]]\nnames = \"n2\"\ncpus = 4\nreal_memory = 8000\ngpus = { tesla = 2 }\nfeatures = [\"eth\"]\n";
+    CONFIG.replace(nodes, split)
+}
+
+/// `--constraint` places jobs on nodes with the features asked (`&`, `|`, parentheses); unknown
+/// features and forms are refused as Slurm words it; sinfo and scontrol show the features.
+#[test]
+fn constraint_selects_nodes_by_feature() {
+    let cluster = Cluster::start_with(&config_with_features());
+    let dir = cluster.workdir(None);
+    let nodes_of = |id: u32| {
+        cluster.wait_state(id, "COMPLETED", LONG);
+        sacct_field(&cluster, &id.to_string(), "NodeList")
+    };
+    let on_ib = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["-C", "ib"]);
+    let on_eth = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["--constraint=eth"]);
+    let on_both = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["-C", "(ib&a100)|eth", "-N", "2"]);
+    let a100 = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["-C", "a100&ib", "-N", "1"]);
+    assert_eq!(nodes_of(on_ib), "n1");
+    assert_eq!(nodes_of(on_eth), "n2");
+    assert_eq!(nodes_of(on_both), "n[1-2]");
+    assert_eq!(nodes_of(a100), "n1");
+    for (constraint, message) in [
+        ("ib&eth", "Requested node configuration is not available"),
+        ("nosuch", "Invalid feature specification"),
+        ("[ib|eth]", "Invalid feature specification"),
+    ] {
+        let out = cluster.run(None, &dir, "sbatch", &["-C", constraint, "--wrap", "true"], None);
+        assert_eq!(out.status.code(), Some(1), "{constraint}");
+        assert_eq!(text(&out.stderr), format!("sbatch: error: Batch job submission failed: {message}\n"), "{constraint}");
+    }
+    assert_eq!(cluster.ok("sinfo", &["-N", "-h", "-p", "main", "-o", "%N %f %b"]), "n1 ib,a100 ib,a100\nn2 eth eth\n");
+    let shown = cluster.ok("scontrol", &["show", "node", "n2"]);
+    assert!(shown.contains("AvailableFeatures=eth\n   ActiveFeatures=eth\n"), "{shown}");
+}
+
+/// `--deadline`: a job that can still end by its deadline runs; one that cannot (at once, or
+/// after waiting held) ends `DEADLINE`; a deadline already past is refused.
+#[test]
+fn deadline_ends_jobs_that_cannot_finish_in_time() {
+    let cluster = Cluster::start();
+    let fine = cluster.submit(None, "d.sh", "#!/bin/sh\ntrue\n", &["--deadline=now+1hour", "-t", "5"]);
+    let too_long = cluster.submit(None, "d.sh", "#!/bin/sh\ntrue\n", &["--deadline=now+1minute", "-t", "5"]);
+    let held = cluster.submit(None, "d.sh", "#!/bin/sh\ntrue\n", &["-H", "--deadline=now+70seconds", "-t", "1"]);
+    cluster.wait_state(fine, "COMPLETED", LONG);
+    cluster.wait_state(too_long, "DEADLINE", LONG);
+    assert_eq!(sacct_field(&cluster, &too_long.to_string(), "Start"), "Unknown", "it never started");
+    let queue = cluster.ok("squeue", &["-h", "-j", &held.to_string(), "-o", "%t %r"]);
+    assert_eq!(queue, "PD JobHeldUser\n", "still in time while held");
+    cluster.wait_state(held, "DEADLINE", LONG);
+    let state = cluster.ok("squeue", &["-h", "-t", "all", "-j", &held.to_string(), "-o", "%T %r"]);
+    assert_eq!(state, "DEADLINE DeadLine\n");
+    let out = cluster.run(None, &cluster.workdir(None), "sbatch", &["--deadline=2020-01-01", "--wrap", "true"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "sbatch: error: Batch job submission failed: Invalid time specification\n");
 }

@@ -189,7 +189,7 @@ fn node_state(node: &NodeInfo) -> String {
 /// One `scontrol show node` record. Hardware facts Drover does not collect print as Slurm
 /// prints them for a node that never reported them (`(null)`, `N/A`); sockets and threads are
 /// taken as 1, cores as the CPU count.
-pub(crate) fn render_node(node: &NodeInfo, tz: Tz, options: ShowOptions) -> String {
+pub(crate) fn render_node(node: &NodeInfo, features: &[String], tz: Tz, options: ShowOptions) -> String {
     let ts = |time: Option<UnixTime>| format::timestamp_or(time, tz, "None");
     let mut cfg_tres = vec![
         ("cpu", node.cpus.to_string()),
@@ -212,8 +212,8 @@ pub(crate) fn render_node(node: &NodeInfo, tz: Tz, options: ShowOptions) -> Stri
     let mut lines = vec![
         format!("NodeName={} Arch=(null) CoresPerSocket={} ", node.name, node.cpus),
         format!("CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad=N/A", node.cpus_alloc, node.cpus, node.cpus),
-        "AvailableFeatures=(null)".to_owned(),
-        "ActiveFeatures=(null)".to_owned(),
+        format!("AvailableFeatures={}", super::sinfo::features_text(features)),
+        format!("ActiveFeatures={}", super::sinfo::features_text(features)),
         format!("Gres={}", gres_string(node)),
     ];
     if options.details {
@@ -624,15 +624,17 @@ fn show_nodes(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
             return Ok(1);
         }
     };
+    let features = super::sinfo::fetch_features()?;
+    let features_of = |name: &str| features.get(name).map_or(&[][..], Vec::as_slice);
     let mut code = 0;
     if wanted.is_empty() {
         for node in &nodes {
-            print!("{}", render_node(node, Tz::Local, options));
+            print!("{}", render_node(node, features_of(&node.name), Tz::Local, options));
         }
     } else {
         for host in &wanted {
             match nodes.iter().find(|n| &n.name == host) {
-                Some(node) => print!("{}", render_node(node, Tz::Local, options)),
+                Some(node) => print!("{}", render_node(node, features_of(&node.name), Tz::Local, options)),
                 None => {
                     eprintln!("Node {host} not found");
                     code = 1;
@@ -832,7 +834,7 @@ mod tests {
             .replace("NodeHostName=localhost Port=17001", "NodeHostName=n1")
             .replace("OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0 ", "OS=(null) ")
             .replace("FreeMem=23350", "FreeMem=N/A");
-        assert_eq!(render_node(&scenario::nodes()[0], UTC, NORMAL), expected);
+        assert_eq!(render_node(&scenario::nodes()[0], &[], UTC, NORMAL), expected);
     }
 
     #[test]
@@ -843,9 +845,9 @@ mod tests {
         node.reason = Some("bad fan".into());
         node.gpus_alloc = vec![0];
         expect![[r#"
-            NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan
+            NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=gpu,ib ActiveFeatures=gpu,ib Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan
         "#]]
-        .assert_eq(&render_node(&node, UTC, ShowOptions { oneliner: true, details: true }));
+        .assert_eq(&render_node(&node, &["gpu".into(), "ib".into()], UTC, ShowOptions { oneliner: true, details: true }));
         let mut partition = scenario::partitions().remove(1);
         partition.allow_accounts = vec!["teama".into()];
         partition.max_time = TimeLimit::Minutes(1440);

@@ -274,6 +274,16 @@ pub(crate) struct RenderOptions {
     pub(crate) node_oriented: bool,
     pub(crate) date_line: bool,
     pub(crate) tz: Tz,
+    /// Node name → its features (`%f`, `%b`); fetched only when a column shows them.
+    pub(crate) features: Features,
+}
+
+/// Node name → its features, as the config lists them.
+pub(crate) type Features = std::collections::HashMap<String, Vec<String>>;
+
+/// A node's features as sinfo and scontrol print them: a comma list, `(null)` when none.
+pub(crate) fn features_text(features: &[String]) -> String {
+    if features.is_empty() { "(null)".into() } else { features.join(",") }
 }
 
 fn partition_label(partition: &PartitionInfo) -> String {
@@ -387,7 +397,7 @@ fn limit(limit: Option<TimeLimit>, unset: &str) -> String {
 }
 
 /// A value that tells rows apart: the same for every node of a row.
-fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>) -> String {
+fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>, features: &Features) -> String {
     let per_node = |f: &dyn Fn(&NodeInfo) -> String| node.map_or_else(|| "n/a".to_owned(), f);
     match field {
         Field::Partition => partition_label(partition),
@@ -414,7 +424,7 @@ fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>) 
         Field::Sockets | Field::Threads => "1".into(),
         Field::Cores => per_node(&|n| n.cpus.to_string()),
         Field::CpuLoad | Field::FreeMem => "N/A".into(),
-        Field::Features => "(null)".into(),
+        Field::Features => per_node(&|n| features_text(features.get(&n.name).map_or(&[][..], Vec::as_slice))),
         Field::Weight => "1".into(),
         Field::TmpDisk => "0".into(),
         Field::Version => per_node(&|n| n.version.clone()),
@@ -430,7 +440,7 @@ fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>) 
     }
 }
 
-fn row_value(field: Field, partition: &PartitionInfo, nodes: &[&NodeInfo]) -> String {
+fn row_value(field: Field, partition: &PartitionInfo, nodes: &[&NodeInfo], features: &Features) -> String {
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let count = |f: &dyn Fn(&NodeInfo) -> bool| nodes.iter().filter(|n| f(n)).count();
     let allocated = count(&|n| !is_other(n) && matches!(n.state, NodeState::Allocated | NodeState::Mixed));
@@ -457,7 +467,7 @@ fn row_value(field: Field, partition: &PartitionInfo, nodes: &[&NodeInfo]) -> St
             let free_other = sum(&|n| if is_other(n) { n.cpus.saturating_sub(n.cpus_alloc) } else { 0 });
             format!("{alloc}/{free_ok}/{free_other}/{}", sum(&|n| n.cpus))
         }
-        _ => node_value(field, partition, nodes.first().copied()),
+        _ => node_value(field, partition, nodes.first().copied(), features),
     }
 }
 
@@ -502,7 +512,7 @@ pub(crate) fn render(
                     .columns
                     .iter()
                     .filter(|c| !c.field.aggregates())
-                    .map(|c| node_value(c.field, partition, Some(node)))
+                    .map(|c| node_value(c.field, partition, Some(node), &options.features))
                     .collect();
                 let key = key.join("\u{0}");
                 match groups.iter_mut().find(|(k, _)| *k == key) {
@@ -517,7 +527,7 @@ pub(crate) fn render(
     }
     for (partition, group) in rows {
         for column in &options.columns {
-            column.push(&mut out, &row_value(column.field, partition, &group));
+            column.push(&mut out, &row_value(column.field, partition, &group, &options.features));
         }
         out.push('\n');
     }
@@ -621,12 +631,15 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         } else {
             builtin_format(mode, &partitions, &nodes)
         };
+        let features =
+            if columns.iter().any(|c| c.field == Field::Features) { fetch_features()? } else { Features::new() };
         let options = RenderOptions {
             columns,
             header: !args.noheader,
             node_oriented: args.node_oriented,
             date_line: args.long || args.iterate.is_some(),
             tz: Tz::Local,
+            features,
         };
         // `-M`: Slurm names the cluster before each listing, header or not.
         print!("{}{}", cluster_line.as_deref().unwrap_or_default(), render(&partitions, &nodes, now, &options));
@@ -637,6 +650,15 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             }
             None => return Ok(0),
         }
+    }
+}
+
+/// Every node's features.
+pub(crate) fn fetch_features() -> anyhow::Result<Features> {
+    match crate::client::call(&Request::QueryNodeFeatures)? {
+        Response::NodeFeatures { nodes } => Ok(nodes.into_iter().collect()),
+        Response::Error { code, .. } => anyhow::bail!("{}", code.message()),
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
     }
 }
 
@@ -669,6 +691,7 @@ mod tests {
             node_oriented: matches!(mode, Mode::Node | Mode::NodeLong),
             date_line: matches!(mode, Mode::Long | Mode::NodeLong),
             tz: Tz::Fixed(0),
+            features: Features::new(),
         }
     }
 
@@ -739,6 +762,17 @@ mod tests {
             n4   gpu:a100:0(IDX:N/A)      down*                    $
         "#]]
         .assert_eq(&scenario::mark_line_ends(&render(partitions, &nodes, scenario::NOW, &opts)));
+    }
+
+    #[test]
+    fn features_per_node() {
+        let (partitions, nodes) = (scenario::partitions(), scenario::nodes());
+        let mut opts = RenderOptions { columns: parse_format("%N %f %b"), ..options(Mode::Node, &partitions, &nodes) };
+        opts.features.insert("n1".into(), vec!["ib".into(), "a100".into()]);
+        let text = render(&partitions[..1], &nodes, scenario::NOW, &opts);
+        let n1 = text.lines().find(|l| l.starts_with("n1 ")).unwrap_or_default();
+        let n2 = text.lines().find(|l| l.starts_with("n2 ")).unwrap_or_default();
+        assert_eq!((n1, n2), ("n1 ib,a100 ib,a100", "n2 (null) (null)"), "{text}");
     }
 
     #[test]

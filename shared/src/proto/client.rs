@@ -191,6 +191,10 @@ pub enum ErrorCode {
     AccountingPolicy,
     /// A step's CPUs are all taken by the job's running steps now (srun retries).
     StepsBusy,
+    /// `--constraint` is malformed or names a feature no node has.
+    InvalidFeature,
+    /// A time that cannot be met (`--deadline` already past).
+    InvalidTimeValue,
 }
 
 impl ErrorCode {
@@ -219,6 +223,8 @@ impl ErrorCode {
                 "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             }
             ErrorCode::StepsBusy => "Requested nodes are busy",
+            ErrorCode::InvalidFeature => "Invalid feature specification",
+            ErrorCode::InvalidTimeValue => "Invalid time specification",
         }
     }
 }

@@ -27,6 +27,7 @@ fn compat_golden_bytes() {
     use crate::grammar::time::TimeLimit;
     assert_eq!(hex(&Request::QueryNodeFeatures), "14");
     assert_eq!(hex(&Request::SplitArrayTask { array_job_id: 7, task: 3 }), "150703");
+    assert_eq!(hex(&Response::Error { code: ErrorCode::InvalidTimeValue, detail: String::new() }), "071500");
     let will_run =
         Response::WillRun { job_id: 41, start: 100, cpus: 4, nodes: vec!["n1".into()], partition: "p".into() };
     assert_eq!(hex(&will_run), "0f29c8010401026e310170");
