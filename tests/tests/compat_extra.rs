@@ -252,7 +252,11 @@ fn constraint_selects_nodes_by_feature() {
     ] {
         let out = cluster.run(None, &dir, "sbatch", &["-C", constraint, "--wrap", "true"], None);
         assert_eq!(out.status.code(), Some(1), "{constraint}");
-        assert_eq!(text(&out.stderr), format!("sbatch: error: Batch job submission failed: {message}\n"), "{constraint}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("sbatch: error: Batch job submission failed: {message}\n"),
+            "{constraint}"
+        );
     }
     assert_eq!(cluster.ok("sinfo", &["-N", "-h", "-p", "main", "-o", "%N %f %b"]), "n1 ib,a100 ib,a100\nn2 eth eth\n");
     let shown = cluster.ok("scontrol", &["show", "node", "n2"]);
