@@ -4,6 +4,7 @@
 //! through a pure `render` function; [`format`] and [`common`] hold what they share. Test
 //! fixtures rebuild the scenario of the Slurm 22.05 samples in `testdata/` ([`scenario`]).
 
+mod columns;
 mod common;
 pub(crate) mod format;
 pub(crate) mod sacct;

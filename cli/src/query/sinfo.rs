@@ -5,6 +5,7 @@
 //! [`run`] fetches partitions and nodes in one connection and prints through the pure
 //! [`render`].
 
+use super::columns::{self, FieldDef, def};
 use super::common;
 use super::format::{self, Tz};
 use clap::{ArgAction, Parser};
@@ -70,7 +71,7 @@ struct Args {
 
 /// What a column shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
+pub(crate) enum Field {
     Partition,
     PartitionName,
     Avail,
@@ -126,19 +127,7 @@ impl Field {
     }
 }
 
-/// One row of the field table: `-o` letter, `-O` name, header, field.
-struct FieldDef {
-    letter: Option<char>,
-    name: &'static str,
-    header: &'static str,
-    field: Field,
-}
-
-const fn def(letter: Option<char>, name: &'static str, header: &'static str, field: Field) -> FieldDef {
-    FieldDef { letter, name, header, field }
-}
-
-const FIELDS: &[FieldDef] = &[
+const FIELDS: &[FieldDef<Field>] = &[
     def(Some('P'), "Partition", "PARTITION", Field::Partition),
     def(Some('R'), "PartitionName", "PARTITION", Field::PartitionName),
     def(Some('a'), "Available", "AVAIL", Field::Avail),
@@ -177,65 +166,22 @@ const FIELDS: &[FieldDef] = &[
     def(Some('v'), "Version", "VERSION", Field::Version),
 ];
 
-/// One output column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Column {
-    prefix: String,
-    field: Field,
-    header: String,
-    width: Option<usize>,
-    right: bool,
-    suffix: String,
-}
+/// One output column of sinfo.
+pub(crate) type Column = columns::Column<Field>;
 
-impl Column {
-    fn push(&self, out: &mut String, value: &str) {
-        out.push_str(&self.prefix);
-        let cut = !matches!(self.field, Field::NodeList | Field::NodeHost);
-        format::push_cell(out, value, self.width, self.right, cut);
-        out.push_str(&self.suffix);
-    }
+/// Node lists are padded but never cut.
+fn cuts(field: Field) -> bool {
+    !matches!(field, Field::NodeList | Field::NodeHost)
 }
 
 /// Parses a `-o` format.
 pub(crate) fn parse_format(text: &str) -> Vec<Column> {
-    format::parse_percent(text)
-        .into_iter()
-        .map(|item| {
-            let found = FIELDS.iter().find(|f| f.letter == Some(item.letter));
-            Column {
-                prefix: item.prefix,
-                field: found.map_or(Field::Unknown, |f| f.field),
-                header: found.map_or("", |f| f.header).to_owned(),
-                width: item.width,
-                right: item.right,
-                suffix: item.suffix,
-            }
-        })
-        .collect()
+    columns::parse_percent(text, FIELDS, Field::Unknown)
 }
 
 /// Parses a `-O` format; unknown names become empty columns and are returned for a warning.
 pub(crate) fn parse_long_format(text: &str) -> (Vec<Column>, Vec<String>) {
-    let mut unknown = Vec::new();
-    let columns = format::parse_named(text)
-        .into_iter()
-        .map(|item| {
-            let found = FIELDS.iter().find(|f| f.name.eq_ignore_ascii_case(&item.name));
-            if found.is_none() {
-                unknown.push(item.name.clone());
-            }
-            Column {
-                prefix: String::new(),
-                field: found.map_or(Field::Unknown, |f| f.field),
-                header: found.map_or_else(|| item.name.to_ascii_uppercase(), |f| f.header.to_owned()),
-                width: item.width,
-                right: item.right,
-                suffix: item.suffix,
-            }
-        })
-        .collect();
-    (columns, unknown)
+    columns::parse_named(text, FIELDS, Field::Unknown)
 }
 
 /// Which built-in layout to use when no `-o`/`-O` is given.
@@ -484,11 +430,7 @@ pub(crate) fn render(
         out.push('\n');
     }
     if options.header {
-        for column in &options.columns {
-            out.push_str(&column.prefix);
-            format::push_cell(&mut out, &column.header, column.width, column.right, true);
-            out.push_str(&column.suffix);
-        }
+        options.columns.iter().for_each(|column| column.push_header(&mut out));
         out.push('\n');
     }
     let mut rows: Vec<(&PartitionInfo, Vec<&NodeInfo>)> = Vec::new();
@@ -527,7 +469,7 @@ pub(crate) fn render(
     }
     for (partition, group) in rows {
         for column in &options.columns {
-            column.push(&mut out, &row_value(column.field, partition, &group, &options.features));
+            column.push(&mut out, &row_value(column.field, partition, &group, &options.features), cuts(column.field));
         }
         out.push('\n');
     }
