@@ -963,6 +963,14 @@ impl Core {
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),
             NodeMessage::GpuUsage(samples) => self.gpu_samples(&samples, now),
+            NodeMessage::JobUsage(usage) => {
+                // Only for a job this node runs or ran: a node cannot write another's record.
+                let ran_here =
+                    self.state.jobs.get(&usage.job_id).is_some_and(|j| j.info.nodes.first().is_some_and(|h| h == node));
+                if ran_here {
+                    self.store(DbOp::JobUsage(usage));
+                }
+            }
             NodeMessage::Drain { reason } => {
                 if n.drain_reason.as_deref() != Some(reason.as_str()) {
                     tracing::warn!(node, reason, "node drained");

@@ -59,6 +59,12 @@ CREATE TABLE IF NOT EXISTS usage_clock (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
     updated INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS job_usage (
+    job_id      INTEGER PRIMARY KEY,
+    user_usec   INTEGER NOT NULL,
+    system_usec INTEGER NOT NULL,
+    max_rss_kib INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     id      INTEGER PRIMARY KEY,
     time    INTEGER NOT NULL,
@@ -156,6 +162,36 @@ pub(crate) fn load_usage(conn: &Connection, path: &Path, usage: &mut crate::usag
     Ok(())
 }
 
+/// The stored usage of `job_ids` (jobs without one are left out), on a read-only connection.
+pub(crate) fn query_job_usage(
+    path: &Path,
+    job_ids: &[JobId],
+) -> Result<Vec<drover_shared::proto::node::JobUsage>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn
+        .prepare_cached("SELECT user_usec, system_usec, max_rss_kib FROM job_usage WHERE job_id = ?1")
+        .map_err(err)?;
+    let mut found = Vec::new();
+    for &job_id in job_ids {
+        let row = stmt.query_row([job_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+        match row {
+            Ok((user, system, rss)) => {
+                let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
+                found.push(drover_shared::proto::node::JobUsage {
+                    job_id,
+                    user_usec: as_u64(user),
+                    system_usec: as_u64(system),
+                    max_rss_kib: as_u64(rss),
+                });
+            }
+            Err(rusqlite::Error::QueryReturnedNoRows) => {}
+            Err(source) => return Err(err(source)),
+        }
+    }
+    Ok(found)
+}
+
 /// Runs an accounting query on a read-only connection.
 pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<Vec<JobInfo>, DbError> {
     let conn = open(path, true)?;
@@ -220,6 +256,8 @@ pub(crate) enum DbOp {
     RecordUsage(Box<crate::accounting::UsageRecord>),
     /// Deletes usage rows older than the retention periods (days).
     PurgeUsage { now: UnixTime, hours_days: u32, jobs_days: u32 },
+    /// What a job's batch script used, as its node measured it (replaces an earlier run's).
+    JobUsage(drover_shared::proto::node::JobUsage),
 }
 
 /// Actions the core performs once the ops queued before them are durable.
@@ -318,6 +356,18 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                     audit.execute(params![time, uid, action, job_id, detail])?;
                 }
                 DbOp::After(action) => after.push(action),
+                DbOp::JobUsage(usage) => {
+                    let as_int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO job_usage (job_id, user_usec, system_usec, max_rss_kib) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![
+                        usage.job_id,
+                        as_int(usage.user_usec),
+                        as_int(usage.system_usec),
+                        as_int(usage.max_rss_kib)
+                    ])?;
+                }
                 DbOp::SaveUsage { updated, rows } => {
                     let mut save = tx.prepare_cached(
                         "INSERT INTO usage (account, user, raw_usage) VALUES (?1, ?2, ?3)

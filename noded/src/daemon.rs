@@ -420,6 +420,11 @@ async fn report(
         if let Some(end) = end {
             if entry.end_sent.is_none_or(|t| now.duration_since(t) >= RESEND_END) {
                 entry.end_sent = Some(now);
+                // The usage first: ctld stores it, and the end's acknowledgement lets noded forget
+                // the directory that holds it.
+                if let Ok(Some(usage)) = supervisor::read_usage(&dir) {
+                    messages.send(&NodeMessage::JobUsage(usage)).await?;
+                }
                 messages.send(&NodeMessage::JobEnded(end)).await?;
             }
         }

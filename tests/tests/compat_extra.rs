@@ -283,3 +283,31 @@ fn deadline_ends_jobs_that_cannot_finish_in_time() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(text(&out.stderr), "sbatch: error: Batch job submission failed: Invalid time specification\n");
 }
+
+/// sacct `TotalCPU`, `UserCPU`, `SystemCPU` and `MaxRSS` are what the batch script's processes
+/// used, measured by the supervisor: a script that burns CPU and fills a 64 MiB buffer shows both.
+#[test]
+fn sacct_shows_measured_cpu_and_memory() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\ni=0\nwhile [ $i -lt 300000 ]; do i=$((i+1)); done\n\
+        dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null\n";
+    let job = cluster.submit(None, "u.sh", script, &[]);
+    cluster.wait_state(job, "COMPLETED", LONG);
+    let rows =
+        cluster.ok("sacct", &["-P", "-n", "-o", "JobID,TotalCPU,UserCPU,SystemCPU,MaxRSS", "-j", &job.to_string()]);
+    let rows: Vec<Vec<&str>> = rows.lines().map(|l| l.split('|').collect()).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let seconds = |text: &str| -> f64 {
+        let (minutes, rest) = text.split_once(':').unwrap_or_else(|| panic!("{text}"));
+        minutes.parse::<f64>().unwrap() * 60.0 + rest.parse::<f64>().unwrap_or_else(|_| panic!("{text}"))
+    };
+    let (job_row, batch_row) = (&rows[0], &rows[1]);
+    assert_eq!(batch_row[0], format!("{job}.batch"));
+    assert!(seconds(job_row[2]) > 0.1, "UserCPU {}", job_row[2]);
+    assert!(seconds(job_row[1]) >= seconds(job_row[2]), "TotalCPU {} < UserCPU {}", job_row[1], job_row[2]);
+    assert_eq!(job_row[4], "", "MaxRSS is a step field");
+    assert_eq!(batch_row[1..4], job_row[1..4]);
+    let rss = batch_row[4];
+    let megabytes: f64 = rss.strip_suffix('M').and_then(|m| m.parse().ok()).unwrap_or_else(|| panic!("MaxRSS {rss}"));
+    assert!((64.0..200.0).contains(&megabytes), "MaxRSS {rss}");
+}

@@ -13,7 +13,7 @@ use super::{SupervisorCommand, SupervisorError, SupervisorEvent, SupervisorReply
 use drover_shared::UnixTime;
 use drover_shared::job::WaitStatus;
 use drover_shared::proto::frame;
-use drover_shared::proto::node::{JobEnd, JobOutcome, LaunchRequest};
+use drover_shared::proto::node::{JobEnd, JobOutcome, JobUsage, LaunchRequest};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::fs::File;
@@ -79,6 +79,25 @@ pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorE
     let notified = notify_in_background(noded_socket, SupervisorEvent::Ended { job_id: launch.job_id });
     let _ = notified.recv_timeout(NOTIFY_TIMEOUT);
     Ok(())
+}
+
+/// CPU time and peak RSS of the supervisor's reaped descendants: the job's processes (the
+/// supervisor is their subreaper and reaps every one of them).
+fn children_usage() -> Option<JobUsage> {
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one `rusage` through a pointer to a local that outlives the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return None;
+    }
+    let micros =
+        |t: libc::timeval| u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec).unwrap_or(0);
+    Some(JobUsage {
+        job_id: 0,
+        user_usec: micros(usage.ru_utime),
+        system_usec: micros(usage.ru_stime),
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    })
 }
 
 /// Makes the supervisor a child subreaper, so that every process the job starts, even one that
@@ -204,7 +223,21 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         warn_at,
         stderr: None,
     };
+    let before = children_usage();
     let job_end = supervision.run(&events_rx);
+    // Measured between the job's start and the end of its last process: a prolog before and
+    // an epilog after are not the job's.
+    if let (Some(before), Some(after)) = (before, children_usage()) {
+        let usage = JobUsage {
+            job_id: launch.job_id,
+            user_usec: after.user_usec.saturating_sub(before.user_usec),
+            system_usec: after.system_usec.saturating_sub(before.system_usec),
+            max_rss_kib: after.max_rss_kib,
+        };
+        if let Err(error) = jobfiles::write_usage(job_dir, &usage) {
+            log(format_args!("{}", error_chain(&error)));
+        }
+    }
     if let Some((program, env, timeout)) = epilog
         && let Err(message) = prolog::run(&program, &env, timeout)
     {

@@ -60,6 +60,10 @@ pub enum Request {
     /// task out of its array's pending range into a record of its own (as Slurm does) and
     /// answers [`Response::Submitted`] with that record's id.
     SplitArrayTask { array_job_id: JobId, task: u32 },
+    /// `sacct` `TotalCPU`, `UserCPU`, `SystemCPU`, `MaxRSS`, `AveRSS`: what these jobs' batch
+    /// scripts used, answered with [`Response::JobUsage`] (jobs without a measurement are left
+    /// out).
+    QueryJobUsage { job_ids: Vec<JobId> },
 }
 
 /// The fields `scontrol update job` changes; `None` leaves a field as it is.
@@ -156,6 +160,10 @@ pub enum Response {
     /// Answer to [`Request::QueryNodeFeatures`]: `(node, features)` per node.
     NodeFeatures {
         nodes: Vec<(String, Vec<String>)>,
+    },
+    /// Answer to [`Request::QueryJobUsage`].
+    JobUsage {
+        usage: Vec<crate::proto::node::JobUsage>,
     },
 }
 

@@ -25,6 +25,20 @@ pub enum NodeMessage {
     /// NVML samples of the GPUs of the jobs this node holds, sent with heartbeats when the node
     /// has NVML (usage accounting's active GPU time).
     GpuUsage(Vec<super::usage::JobGpuSample>),
+    /// What an ended job's batch script used (sacct `TotalCPU`, `MaxRSS`); sent before each
+    /// [`NodeMessage::JobEnded`] of a job whose supervisor measured it.
+    JobUsage(JobUsage),
+}
+
+/// CPU time and peak memory of a job's batch script and everything it started, measured by its
+/// supervisor once they are all reaped (`getrusage(RUSAGE_CHILDREN)`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobUsage {
+    pub job_id: JobId,
+    pub user_usec: u64,
+    pub system_usec: u64,
+    /// The largest resident set of any one process, KiB.
+    pub max_rss_kib: u64,
 }
 
 /// What a node has and holds.

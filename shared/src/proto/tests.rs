@@ -33,6 +33,10 @@ fn compat_golden_bytes() {
     assert_eq!(hex(&will_run), "0f29c8010401026e310170");
     assert_eq!(hex(&Response::NodeFeatures { nodes: vec![("n1".into(), vec!["a".into()])] }), "1001026e31010161");
     assert_eq!(hex(&CtldMessage::SetTimeLimit { job_id: 5, time_limit: TimeLimit::Minutes(10) }), "0705000a");
+    let usage = super::node::JobUsage { job_id: 5, user_usec: 1, system_usec: 2, max_rss_kib: 3 };
+    assert_eq!(hex(&NodeMessage::JobUsage(usage)), "0605010203");
+    assert_eq!(hex(&Request::QueryJobUsage { job_ids: vec![5] }), "160105");
+    assert_eq!(hex(&Response::JobUsage { usage: vec![usage] }), "110105010203");
 }
 
 #[test]
