@@ -311,3 +311,33 @@ fn sacct_shows_measured_cpu_and_memory() {
     let megabytes: f64 = rss.strip_suffix('M').and_then(|m| m.parse().ok()).unwrap_or_else(|| panic!("MaxRSS {rss}"));
     assert!((64.0..200.0).contains(&megabytes), "MaxRSS {rss}");
 }
+
+/// scancel's `-w`, `-q`, `-R` and `-i`: only the jobs every filter selects (and the user
+/// confirms) are cancelled.
+#[test]
+fn scancel_node_qos_reservation_and_interactive() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let on_n1 = cluster.submit(None, "s.sh", "#!/bin/sh\nsleep 60\n", &["-w", "n1"]);
+    let on_n2 = cluster.submit(None, "s.sh", "#!/bin/sh\nsleep 60\n", &["-w", "n2"]);
+    for id in [on_n1, on_n2] {
+        squeue_until(&cluster, &id.to_string(), "%t", |q| q.trim() == "R");
+    }
+    let state = |id: u32| cluster.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%T"]);
+    cluster.ok("scancel", &["-R", "maint"]);
+    cluster.ok("scancel", &["-q", "nosuch"]);
+    assert_eq!((state(on_n1), state(on_n2)), ("RUNNING\n".into(), "RUNNING\n".into()));
+
+    let out = cluster.run(None, &dir, "scancel", &["-i", "-w", "n[1-2]"], Some("n\nn\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let asked = text(&out.stdout);
+    assert!(asked.contains(&format!("Cancel job_id={on_n1} name=s.sh partition=main [y/n]? ")), "{asked}");
+    assert_eq!((state(on_n1), state(on_n2)), ("RUNNING\n".into(), "RUNNING\n".into()));
+
+    cluster.ok("scancel", &["-q", "normal", "--nodelist=n2"]);
+    cluster.wait_state(on_n2, "CANCELLED", LONG);
+    assert_eq!(state(on_n1), "RUNNING\n");
+    let out = cluster.run(None, &dir, "scancel", &["--interactive", &on_n1.to_string()], Some("y\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    cluster.wait_state(on_n1, "CANCELLED", LONG);
+}
