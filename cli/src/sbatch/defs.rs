@@ -687,6 +687,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("names")
         .env("SBATCH_CLUSTERS")
         .help("cluster to submit to (Drover serves one; its name must be in the list)"),
+    OptionDef::new("reservation", Apply::Value(|low, v, _| set(&mut low.reservation, text(v))))
+        .value("name")
+        .env("SBATCH_RESERVATION")
+        .help("run in this reservation (Drover has none, so every name is refused as Slurm refuses an unknown one)"),
     OptionDef::new("wckey", Apply::Value(|low, v, _| set(&mut low.wckey, text(v))))
         .value("key")
         .env("SBATCH_WCKEY")
@@ -810,7 +814,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("profile", Apply::NotYet(ArgKind::Required)).env("SBATCH_PROFILE"),
     OptionDef::new("propagate", Apply::NotYet(ArgKind::Optional)),
     OptionDef::new("reboot", Apply::NotYet(ArgKind::None)),
-    OptionDef::new("reservation", Apply::NotYet(ArgKind::Required)).env("SBATCH_RESERVATION"),
     OptionDef::new("sockets-per-node", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("spread-job", Apply::NotYet(ArgKind::None)).env("SBATCH_SPREAD_JOB"),
     OptionDef::new("switches", Apply::NotYet(ArgKind::Required)).env("SBATCH_REQ_SWITCH"),

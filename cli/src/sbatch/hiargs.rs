@@ -93,6 +93,10 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
     if low.gpus_per_task.is_some() && low.ntasks.is_none() && low.ntasks_per_node.is_none() {
         return Err("--gpus-per-task requires a task count: add -n/--ntasks or --ntasks-per-node".into());
     }
+    if low.reservation.as_deref().is_some_and(|name| !name.is_empty()) {
+        // Drover has no reservations: every name is unknown, which Slurm's controller refuses so.
+        return Err("Batch job submission failed: Requested reservation is invalid".into());
+    }
     if let (Some(begin), Some(deadline)) = (low.begin, low.deadline)
         && deadline < begin
     {

@@ -142,6 +142,8 @@ low_args! {
     test_only: bool,
     /// `--wckey`.
     wckey: String,
+    /// `--reservation`.
+    reservation: String,
     /// `-M/--clusters`: a comma list of cluster names.
     clusters: String,
     /// `--get-user-env[=timeout][mode]`: the argument as given, empty when none.

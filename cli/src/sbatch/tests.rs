@@ -994,6 +994,22 @@ fn gpus_and_export() {
 #[test]
 fn whole_job_errors() {
     check_submit(
+        &["--reservation", "maint", "--wrap=true"],
+        &[],
+        "",
+        expect![[r#"
+        error: Batch job submission failed: Requested reservation is invalid
+    "#]],
+    );
+    check_submit(
+        &["--wrap=true"],
+        &[("SBATCH_RESERVATION", "maint")],
+        "",
+        expect![[r#"
+        error: Batch job submission failed: Requested reservation is invalid
+    "#]],
+    );
+    check_submit(
         &["--gres=gpu:1", "--gpus-per-node=2", "--wrap=true"],
         &[],
         "",
