@@ -73,6 +73,9 @@ pub(crate) struct Core {
     /// `(start, end)` of the run each requeued job ended: a node repeats an end until it sees the
     /// acknowledgement, and a repeat must not end the job's next run.
     requeued_ends: HashMap<JobId, (Option<UnixTime>, UnixTime)>,
+    /// Running jobs whose time limit `scontrol update` changed: sent again to the batch host when
+    /// it registers, in case the change was sent while it was not connected.
+    limits_changed: std::collections::HashSet<JobId>,
     /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
     steps: step::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
@@ -88,7 +91,7 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(state: State, db: std::sync::mpsc::Sender<DbOp>, ctld_socket: String) -> Core {
-        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now() };
+        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new(), limits_changed: Default::default(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now() };
         let running: Vec<JobId> = core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
         core.snapshot_runs(&running);
         core
@@ -711,10 +714,11 @@ impl Core {
             spec.requeue = Some(requeue);
             job.info.requeue = requeue;
         }
-        if let Some((host, time_limit)) = notify
-            && let Some(link) = self.state.node_mut(&host).and_then(|n| n.link.clone())
-        {
-            let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id, time_limit });
+        if let Some((host, time_limit)) = notify {
+            self.limits_changed.insert(job_id);
+            if let Some(link) = self.state.node_mut(&host).and_then(|n| n.link.clone()) {
+                let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id, time_limit });
+            }
         }
         Ok(())
     }
@@ -901,6 +905,15 @@ impl Core {
             })
             .collect();
         let _ = link.tx.send(CtldMessage::Registered { kill });
+        // Changed time limits again: the change may have been sent while the node was away.
+        let jobs = &self.state.jobs;
+        self.limits_changed.retain(|job_id| jobs.get(job_id).is_some_and(|j| j.info.state() == JobState::Running));
+        for job_id in &self.limits_changed {
+            let job = &self.state.jobs[job_id];
+            if let (Some(time_limit), Some(true)) = (job.info.time_limit, job.info.nodes.first().map(|h| h == &name)) {
+                let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id: *job_id, time_limit });
+            }
+        }
         self.lost_jobs(&name, &registration.running, now);
         self.schedule_needed = true;
     }

@@ -341,3 +341,32 @@ fn scancel_node_qos_reservation_and_interactive() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     cluster.wait_state(on_n1, "CANCELLED", LONG);
 }
+
+/// A time limit changed while the batch host's noded is down reaches the supervisor when noded
+/// registers again (time limits run 10× faster: the old one is 180 s, the new one 6 s).
+#[test]
+fn time_limit_change_reaches_a_node_that_was_away() {
+    let cluster = Cluster::start_with_env(CONFIG, &[("DROVER_TIME_SCALE", "0.1")]);
+    let job = cluster.submit(
+        None,
+        "r.sh",
+        "#!/bin/sh\necho started\nsleep 300\n",
+        &["-t", "30", "-w", "n1", "-o", "away.out"],
+    );
+    // The script itself must run (its supervisor outlives noded), not only be allocated.
+    let output = cluster.workdir(None).join("away.out");
+    let deadline = Instant::now() + LONG;
+    while std::fs::read_to_string(&output).unwrap_or_default().is_empty() {
+        assert!(Instant::now() < deadline, "job never started\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cluster.kill9("noded-n1");
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.ok("scontrol", &["update", &format!("JobId={job}"), "TimeLimit=1"]);
+    let out = cluster.drover("up");
+    assert!(out.status.success(), "restart failed: {}{}", text(&out.stdout), text(&out.stderr));
+    cluster.wait_state(job, "TIMEOUT", LONG);
+    let start = unix(&sacct_field(&cluster, &job.to_string(), "Start"));
+    let elapsed = unix(&sacct_field(&cluster, &job.to_string(), "End")) - start;
+    assert!(elapsed < 60, "the job ran {elapsed} s: the new limit never reached its supervisor");
+}
