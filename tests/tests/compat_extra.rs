@@ -241,16 +241,20 @@ fn constraint_selects_nodes_by_feature() {
     let on_eth = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["--constraint=eth"]);
     let on_both = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["-C", "(ib&a100)|eth", "-N", "2"]);
     let a100 = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["-C", "a100&ib", "-N", "1"]);
+    let matching = cluster.submit(None, "c.sh", "#!/bin/sh\ntrue\n", &["-C", "[a100|eth]", "-x", "n1"]);
     assert_eq!(nodes_of(on_ib), "n1");
     assert_eq!(nodes_of(on_eth), "n2");
     assert_eq!(nodes_of(on_both), "n[1-2]");
     assert_eq!(nodes_of(a100), "n1");
+    assert_eq!(nodes_of(matching), "n2");
     for (constraint, message) in [
         ("ib&eth", "Requested node configuration is not available"),
         ("nosuch", "Invalid feature specification"),
-        ("[ib|eth]", "Invalid feature specification"),
+        ("a100*2", "Invalid feature specification"),
+        ("[ib|eth] -N 2", "Invalid feature specification"),
     ] {
-        let out = cluster.run(None, &dir, "sbatch", &["-C", constraint, "--wrap", "true"], None);
+        let (constraint, nodes) = constraint.split_once(" -N ").unwrap_or((constraint, "1"));
+        let out = cluster.run(None, &dir, "sbatch", &["-C", constraint, "-N", nodes, "--wrap", "true"], None);
         assert_eq!(out.status.code(), Some(1), "{constraint}");
         assert_eq!(
             text(&out.stderr),

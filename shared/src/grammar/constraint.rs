@@ -1,7 +1,8 @@
 //! `--constraint` (`-C`): node features a job needs. The forms Drover evaluates are a feature
 //! name, `a&b` (both), `a|b` (either), and parentheses; `&` binds tighter than `|`. Each node is
 //! checked on its own, so `a|b` may mix nodes with `a` and nodes with `b`. Slurm's matching OR
-//! (`[a|b]`, every node the same), counts (`a*2`) and changeable features are refused.
+//! (`[a|b]`: every node of the job has the same alternative) parses as a whole constraint; the
+//! caller decides where it can honour it (one node: it is a plain OR). Counts (`a*2`) are refused.
 
 use super::ValueError;
 
@@ -13,6 +14,8 @@ pub enum Constraint {
     Feature(String),
     All(Vec<Constraint>),
     Any(Vec<Constraint>),
+    /// `[a|b]`: one alternative for every node of the job.
+    Matching(Vec<Constraint>),
 }
 
 impl Constraint {
@@ -21,7 +24,7 @@ impl Constraint {
         match self {
             Constraint::Feature(name) => features.iter().any(|f| f.as_ref() == name),
             Constraint::All(items) => items.iter().all(|c| c.matches(features)),
-            Constraint::Any(items) => items.iter().any(|c| c.matches(features)),
+            Constraint::Any(items) | Constraint::Matching(items) => items.iter().any(|c| c.matches(features)),
         }
     }
 
@@ -29,7 +32,9 @@ impl Constraint {
     pub fn features(&self) -> Vec<&str> {
         match self {
             Constraint::Feature(name) => vec![name.as_str()],
-            Constraint::All(items) | Constraint::Any(items) => items.iter().flat_map(Constraint::features).collect(),
+            Constraint::All(items) | Constraint::Any(items) | Constraint::Matching(items) => {
+                items.iter().flat_map(Constraint::features).collect()
+            }
         }
     }
 }
@@ -38,6 +43,14 @@ impl Constraint {
 pub fn parse_constraint(text: &str) -> Result<Constraint, ValueError> {
     let error = || ValueError::new("constraint", text, EXPECTED);
     let tokens: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
+    // `[a|b|…]` as the whole value: a matching OR of plain expressions.
+    if let [b'[', inner @ .., b']'] = text.trim().as_bytes() {
+        let inner = std::str::from_utf8(inner).map_err(|_| error())?;
+        return match parse_constraint(inner)? {
+            Constraint::Any(items) => Ok(Constraint::Matching(items)),
+            _ => Err(error()),
+        };
+    }
     let mut position = 0;
     let parsed = any(&tokens, &mut position).ok_or_else(error)?;
     if position == tokens.len() { Ok(parsed) } else { Err(error()) }
@@ -98,7 +111,13 @@ mod tests {
         assert_eq!(check("(a|b)&c", &["a"]), Ok(false));
         assert_eq!(check("(a|b)&c", &["b", "c"]), Ok(true));
         assert_eq!(check(" a & b ", &["a", "b"]), Ok(true));
-        for bad in ["", "a&", "|a", "(a", "a)", "[a|b]", "a*2", "a,b"] {
+        assert_eq!(check("[a|b]", &["b"]), Ok(true));
+        assert_eq!(check("[a|b]", &["c"]), Ok(false));
+        assert_eq!(
+            parse_constraint("[a|b]").unwrap(),
+            Constraint::Matching(vec![Constraint::Feature("a".into()), Constraint::Feature("b".into())])
+        );
+        for bad in ["", "a&", "|a", "(a", "a)", "[a]", "[a|[b|c]]", "[a|b]&c", "a*2", "a,b"] {
             assert!(check(bad, &[]).is_err(), "{bad:?} should be refused");
         }
         let parsed = parse_constraint("(a|b)&c").unwrap();
