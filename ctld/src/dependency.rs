@@ -128,6 +128,8 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
 fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
     let number = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten();
     match text.split_once('_') {
+        // `N_*`: the whole array, as `N`.
+        Some((job, "*")) => Some((number(job).filter(|j| *j > 0)?, None)),
         Some((job, task)) => Some((number(job).filter(|j| *j > 0)?, Some(number(task)?))),
         None => Some((number(text).filter(|j| *j > 0)?, None)),
     }
@@ -151,6 +153,12 @@ fn show_target((job_id, task): (JobId, Option<u32>)) -> String {
         Some(task) => format!("{job_id}_{task}"),
         None => job_id.to_string(),
     }
+}
+
+/// A target as Slurm shows it in `%E`/`Dependency=`: a whole array is `N_*`.
+fn shown_target(state: &State, target: (JobId, Option<u32>)) -> String {
+    let is_array = state.jobs.get(&target.0).is_some_and(|j| j.info.array_job_id == Some(target.0));
+    if target.1.is_none() && is_array { format!("{}_*", target.0) } else { show_target(target) }
 }
 
 /// The committed records a target stands for: a job, every record of an array, or one task.
@@ -313,9 +321,9 @@ pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Opti
             let word = if *status == Status::Never { "failed" } else { "unfulfilled" };
             match item.target {
                 Some(target) if item.delay_minutes > 0 => {
-                    format!("{}:{}+{}({word})", item.kind.name(), show_target(target), item.delay_minutes)
+                    format!("{}:{}+{}({word})", item.kind.name(), shown_target(state, target), item.delay_minutes)
                 }
-                Some(target) => format!("{}:{}({word})", item.kind.name(), show_target(target)),
+                Some(target) => format!("{}:{}({word})", item.kind.name(), shown_target(state, target)),
                 None => format!("{}({word})", item.kind.name()),
             }
         })
@@ -422,6 +430,7 @@ mod tests {
                 )
             "#]],
         );
+        assert_eq!(parse("afterok:5_*").map(|d| d.items[0].target), Ok(Some((5, None))));
         check(
             "aftercorr:4",
             expect![[r#"
