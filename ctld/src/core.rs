@@ -303,16 +303,21 @@ impl Core {
 
     fn schedule(&mut self) {
         let now = now();
-        // A pass starts at most one task of an array (its base record is one queue entry); more
-        // passes follow while tasks are split off, so the tasks that fit start together. A split
-        // changes where the base record's dependency stands (`aftercorr` holds per task), so the
-        // shown dependencies are refreshed before each pass.
         self.expire_deadlines(now);
+        self.refresh_dependencies(now);
+        // A pass starts at most one task of an array (its base record is one queue entry); more
+        // passes follow while tasks are split off, so the tasks that fit start together.
+        let mut split = false;
         for _ in 0..crate::array::MAX_ARRAY_SIZE {
-            self.refresh_dependencies(now);
             if !self.schedule_pass(now) {
                 break;
             }
+            split = true;
+        }
+        // A split changes where a base record's dependency stands (`aftercorr` holds per task):
+        // show it at once rather than at the next pass.
+        if split {
+            self.refresh_dependencies(now);
         }
         self.preempt();
     }
