@@ -19,6 +19,7 @@ use crate::validate::Rejection;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobState};
 use drover_shared::proto::client::ErrorCode;
+use std::collections::{HashMap, HashSet};
 
 /// The kinds of dependency Drover supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,8 +182,8 @@ fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo>
         .collect()
 }
 
-/// Where one item stands for `job`; `task` is the array task being considered (for `aftercorr`).
-fn item_status(state: &State, job: &Job, item: &Item, task: Option<u32>, now: UnixTime) -> Status {
+/// Where one item other than `aftercorr` stands for `job` (those hold per task: [`Evaluation`]).
+fn item_status(state: &State, job: &Job, item: &Item, now: UnixTime) -> Status {
     let Some(target) = item.target else {
         let blocked = state.jobs.values().any(|other| {
             other.committed
@@ -194,14 +195,6 @@ fn item_status(state: &State, job: &Job, item: &Item, task: Option<u32>, now: Un
         });
         return if blocked { Status::Waiting } else { Status::Satisfied };
     };
-    if item.kind == Kind::AfterCorr {
-        // Task k waits for task k of the target array; a job that is no array task waits for all.
-        let corresponding = match task {
-            Some(k) => targets(state, (target.0, Some(k))),
-            None => targets(state, target),
-        };
-        return completed_status(&corresponding);
-    }
     let records = targets(state, target);
     // A target whose own task is still pending in a base record has not started.
     let started = |info: &JobInfo| {
@@ -251,6 +244,88 @@ fn tasks_of(job: &Job) -> Vec<Option<u32>> {
     }
 }
 
+/// One job's dependency worked out once: every item but `aftercorr` (the same for each task),
+/// and, for `aftercorr`, the target arrays' records by task index, so that a base record of many
+/// pending tasks costs one scan of the jobs, not one per task.
+struct Evaluation<'a> {
+    dependency: Dependency,
+    /// `None` for the `aftercorr` items.
+    fixed: Vec<Option<Status>>,
+    /// Target array → task index → the records standing for that task.
+    corr: HashMap<JobId, HashMap<u32, Vec<&'a JobInfo>>>,
+    state: &'a State,
+}
+
+impl<'a> Evaluation<'a> {
+    fn new(state: &'a State, job: &Job, dependency: Dependency, now: UnixTime) -> Evaluation<'a> {
+        let fixed = dependency
+            .items
+            .iter()
+            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, job, item, now)))
+            .collect();
+        let arrays: HashSet<JobId> = dependency
+            .items
+            .iter()
+            .filter(|i| i.kind == Kind::AfterCorr)
+            .filter_map(|i| i.target)
+            .map(|t| t.0)
+            .collect();
+        let mut corr: HashMap<JobId, HashMap<u32, Vec<&JobInfo>>> = HashMap::new();
+        if !arrays.is_empty() {
+            for info in state.jobs.values().filter(|j| j.committed).map(|j| &j.info) {
+                let Some(array) = info.array_job_id.filter(|a| arrays.contains(a)) else { continue };
+                let by_task = corr.entry(array).or_default();
+                match info.array_task_id {
+                    Some(task) => by_task.entry(task).or_default().push(info),
+                    None => info.array_tasks_pending.iter().for_each(|t| by_task.entry(*t).or_default().push(info)),
+                }
+            }
+        }
+        Evaluation { dependency, fixed, corr, state }
+    }
+
+    /// Where the dependency stands for one task (`None`: a job that is no array task), with each
+    /// item's status. Task k of an `aftercorr` waits for task k of the target array (a target
+    /// without task k counts as satisfied); a job that is no array task waits for the whole array.
+    fn for_task(&self, task: Option<u32>) -> (Status, Vec<Status>) {
+        let statuses: Vec<Status> = self
+            .dependency
+            .items
+            .iter()
+            .zip(&self.fixed)
+            .map(|(item, fixed)| match (fixed, item.target, task) {
+                (Some(status), _, _) => *status,
+                (None, Some(target), Some(k)) => {
+                    let records = self.corr.get(&target.0).and_then(|by_task| by_task.get(&k));
+                    completed_status(records.map_or(&[][..], Vec::as_slice))
+                }
+                (None, Some(target), None) => completed_status(&targets(self.state, target)),
+                (None, None, _) => Status::Satisfied,
+            })
+            .collect();
+        let overall = if self.dependency.any {
+            if statuses.contains(&Status::Satisfied) {
+                Status::Satisfied
+            } else if statuses.iter().all(|s| *s == Status::Never) {
+                Status::Never
+            } else {
+                Status::Waiting
+            }
+        } else if statuses.contains(&Status::Never) {
+            Status::Never
+        } else if statuses.iter().all(|s| *s == Status::Satisfied) {
+            Status::Satisfied
+        } else {
+            Status::Waiting
+        };
+        (overall, statuses)
+    }
+
+    fn has_corr(&self) -> bool {
+        self.fixed.iter().any(Option::is_none)
+    }
+}
+
 /// The task of a base record the scheduler should split off next: the first pending task whose
 /// `aftercorr` dependency holds. `None` (take the lowest) when the job has no `aftercorr`.
 pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<u32> {
@@ -259,38 +334,8 @@ pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<
     if !dependency.items.iter().any(|i| i.kind == Kind::AfterCorr) || job.info.array_task_id.is_some() {
         return None;
     }
-    job.info
-        .array_tasks_pending
-        .iter()
-        .copied()
-        .find(|t| task_status(state, job, &dependency, Some(*t), now).0 == Status::Satisfied)
-}
-
-/// Where the dependency stands for one task of `job`, with each item's status.
-fn task_status(
-    state: &State,
-    job: &Job,
-    dependency: &Dependency,
-    task: Option<u32>,
-    now: UnixTime,
-) -> (Status, Vec<Status>) {
-    let statuses: Vec<Status> = dependency.items.iter().map(|item| item_status(state, job, item, task, now)).collect();
-    let overall = if dependency.any {
-        if statuses.contains(&Status::Satisfied) {
-            Status::Satisfied
-        } else if statuses.iter().all(|s| *s == Status::Never) {
-            Status::Never
-        } else {
-            Status::Waiting
-        }
-    } else if statuses.contains(&Status::Never) {
-        Status::Never
-    } else if statuses.iter().all(|s| *s == Status::Satisfied) {
-        Status::Satisfied
-    } else {
-        Status::Waiting
-    };
-    (overall, statuses)
+    let evaluation = Evaluation::new(state, job, dependency, now);
+    job.info.array_tasks_pending.iter().copied().find(|t| evaluation.for_task(Some(*t)).0 == Status::Satisfied)
 }
 
 /// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
@@ -299,20 +344,30 @@ fn task_status(
 pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Option<String>) {
     let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
     let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
-    let per_task: Vec<(Status, Vec<Status>)> =
-        tasks_of(job).into_iter().map(|task| task_status(state, job, &dependency, task, now)).collect();
+    let evaluation = Evaluation::new(state, job, dependency, now);
+    // Only `aftercorr` differs between tasks; otherwise one evaluation stands for all.
+    let tasks = if evaluation.has_corr() { tasks_of(job) } else { vec![None] };
     let rank = |s: Status| match s {
         Status::Satisfied => 0,
         Status::Waiting => 1,
         Status::Never => 2,
     };
-    let Some((overall, statuses)) = per_task.into_iter().min_by_key(|(s, _)| rank(*s)) else {
-        return (Status::Satisfied, None);
-    };
+    let mut best: Option<(Status, Vec<Status>)> = None;
+    for task in tasks {
+        let result = evaluation.for_task(task);
+        if best.as_ref().is_none_or(|(b, _)| rank(result.0) < rank(*b)) {
+            best = Some(result);
+        }
+        if best.as_ref().is_some_and(|(b, _)| *b == Status::Satisfied) {
+            break;
+        }
+    }
+    let Some((overall, statuses)) = best else { return (Status::Satisfied, None) };
     if overall == Status::Satisfied {
         return (overall, None);
     }
-    let shown: Vec<String> = dependency
+    let shown: Vec<String> = evaluation
+        .dependency
         .items
         .iter()
         .zip(&statuses)
@@ -328,7 +383,7 @@ pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Opti
             }
         })
         .collect();
-    (overall, Some(shown.join(if dependency.any { "?" } else { "," })))
+    (overall, Some(shown.join(if evaluation.dependency.any { "?" } else { "," })))
 }
 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.

@@ -429,3 +429,36 @@ fn after_with_delay_waits_minutes_after_the_start() {
     let (_, shown) = crate::dependency::evaluate(&state, job, NOW + 60);
     assert_eq!(shown, Some(format!("after:{target}+2(unfulfilled)")));
 }
+
+#[test]
+fn aftercorr_holds_per_task() {
+    let mut state = cluster("");
+    // Array A (id 1): task 0 completed, task 1 failed, task 2 still pending in its base record.
+    let a = submit(&mut state, "alice", "");
+    let done = submit(&mut state, "alice", "");
+    let failed = submit(&mut state, "alice", "");
+    for (id, task, job_state) in [(done, 0, JobState::Completed), (failed, 1, JobState::Failed)] {
+        let info = &mut state.jobs.get_mut(&id).unwrap().info;
+        (info.array_job_id, info.array_task_id, info.state) = (Some(a), Some(task), Some(job_state));
+    }
+    let info = &mut state.jobs.get_mut(&a).unwrap().info;
+    (info.array_job_id, info.array_tasks_pending) = (Some(a), vec![2]);
+    // Array B: tasks 0-3 pending, each waiting for its counterpart in A.
+    let b = submit(&mut state, "alice", "");
+    let job = state.jobs.get_mut(&b).unwrap();
+    (job.info.array_job_id, job.info.array_tasks_pending) = (Some(b), vec![0, 1, 2, 3]);
+    Arc::make_mut(&mut job.spec).dependency = Some(format!("aftercorr:{a}"));
+    let ready = |state: &State| crate::dependency::ready_task(state, b, NOW);
+    assert_eq!(ready(&state), Some(0));
+    assert_eq!(crate::dependency::evaluate(&state, &state.jobs[&b], NOW), (crate::dependency::Status::Satisfied, None));
+    // Without task 0, task 3 (A has none) is next; task 1 failed and task 2 waits.
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2, 3];
+    assert_eq!(ready(&state), Some(3));
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2];
+    assert_eq!(ready(&state), None);
+    let (status, shown) = crate::dependency::evaluate(&state, &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (crate::dependency::Status::Waiting, Some(format!("aftercorr:{a}_*(unfulfilled)"))));
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1];
+    let (status, shown) = crate::dependency::evaluate(&state, &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (crate::dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
+}
