@@ -104,7 +104,7 @@ struct Args {
     /// Only jobs in these states.
     #[arg(short = 's', long = "state")]
     states: Vec<String>,
-    /// Accepted for compatibility; sizes are printed as Slurm's default does.
+    /// Print `ReqMem`, `MaxRSS` and `AveRSS` in this unit: K, M, G, T or P.
     #[arg(long = "units")]
     units: Option<String>,
     /// Only these users (names or uids).
@@ -388,6 +388,15 @@ pub(crate) struct RenderOptions {
     pub(crate) tz: Tz,
     /// Measured usage by job id, for `TotalCPU`, `MaxRSS` … (fetched only when shown).
     pub(crate) usage: std::collections::HashMap<JobId, JobUsage>,
+    /// `--units`: sizes in this unit (`K` … `P`) instead of the largest that keeps them above 1.
+    pub(crate) units: Option<char>,
+}
+
+/// A size in KiB in the fixed unit `unit` (`--units`): two decimals unless whole (`0.05G`, `16G`).
+fn kib_in(value: u64, unit: char) -> String {
+    let exponent = ['K', 'M', 'G', 'T', 'P'].iter().position(|u| *u == unit).unwrap_or(0);
+    let number = value as f64 / 1024f64.powi(i32::try_from(exponent).unwrap_or(0));
+    if number.fract() == 0.0 { format!("{number:.0}{unit}") } else { format!("{number:.2}{unit}") }
 }
 
 /// `TotalCPU`-style time: `MM:SS.mmm` below an hour, else `HH:MM:SS` or `D-HH:MM:SS`.
@@ -563,7 +572,10 @@ fn job_value(field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions
             }
         }
         Field::ReqCpus => job.num_cpus.to_string(),
-        Field::ReqMem => format_mem_mb(common::job_min_memory(job).1),
+        Field::ReqMem => match options.units {
+            Some(unit) => kib_in(common::job_min_memory(job).1 * 1024, unit),
+            None => format_mem_mb(common::job_min_memory(job).1),
+        },
         Field::ReqTres => sorted_tres(common::job_tres(job)),
         Field::Start => format::timestamp_or(job.start_time, tz, "Unknown"),
         Field::State => match (state, job.cancelled_by) {
@@ -586,19 +598,21 @@ fn job_value(field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions
         Field::Uid => job.uid.to_string(),
         Field::User => job.user.clone(),
         Field::WorkDir => job.work_dir.clone(),
-        Field::TotalCpu | Field::UserCpu | Field::SystemCpu => usage_value(field, options.usage.get(&job.job_id)),
+        Field::TotalCpu | Field::UserCpu | Field::SystemCpu => {
+            usage_value(field, options.usage.get(&job.job_id), options.units)
+        }
         Field::NTasks | Field::MaxRss | Field::Untracked => String::new(),
     }
 }
 
 /// A usage field of a job or `.batch` row; blank when the job was not measured.
-fn usage_value(field: Field, usage: Option<&JobUsage>) -> String {
+fn usage_value(field: Field, usage: Option<&JobUsage>, units: Option<char>) -> String {
     let Some(usage) = usage else { return String::new() };
     match field {
         Field::TotalCpu => cpu_time(usage.user_usec + usage.system_usec),
         Field::UserCpu => cpu_time(usage.user_usec),
         Field::SystemCpu => cpu_time(usage.system_usec),
-        Field::MaxRss => kib(usage.max_rss_kib),
+        Field::MaxRss => units.map_or_else(|| kib(usage.max_rss_kib), |unit| kib_in(usage.max_rss_kib, unit)),
         _ => String::new(),
     }
 }
@@ -642,7 +656,7 @@ fn step_value(field: Field, job: &JobInfo, step: &StepInfo, now: UnixTime, optio
         Field::State => step.state.long_name().into(),
         // Measured for the batch script's processes only.
         Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss if step.step_id == StepId::Batch => {
-            usage_value(field, options.usage.get(&job.job_id))
+            usage_value(field, options.usage.get(&job.job_id), options.units)
         }
         Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss => String::new(),
         Field::Suspended => format::hms(0),
@@ -751,6 +765,11 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         (false, false) => Layout::Fixed,
         (trailing, _) => Layout::Parsable { delimiter: args.delimiter.clone().unwrap_or_else(|| "|".into()), trailing },
     };
+    let units = match args.units.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None => None,
+        Some(unit @ ("K" | "M" | "G" | "T" | "P")) => unit.chars().next(),
+        Some(other) => anyhow::bail!("Invalid unit specification: {other} (expected K, M, G, T or P)"),
+    };
     let mut options = RenderOptions {
         columns,
         header: !args.noheader,
@@ -760,6 +779,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         cluster: String::new(),
         tz,
         usage: Default::default(),
+        units,
     };
     // Only unrepresented states (COMPLETING, REQUEUED …) were asked for: nothing can match.
     let (now, mut jobs) = if states.is_empty() {
@@ -825,6 +845,7 @@ mod tests {
             selectors: Vec::new(),
             cluster: "baseline".into(),
             usage: Default::default(),
+            units: None,
             tz: Tz::Fixed(0),
         }
     }
@@ -868,6 +889,14 @@ mod tests {
         assert_eq!(
             (kib(1024), kib(1025), kib(2 * 1024 * 1024), kib(0)),
             ("1024K".into(), "1.00M".into(), "2G".into(), "0K".into())
+        );
+        opts.units = Some('G');
+        opts.columns = parse_fields(&["JobID,ReqMem,MaxRSS".to_owned()]).expect("fields");
+        let shown = render(&array, scenario::NOW, &opts);
+        assert!(shown.contains("29_2.batch||0.05G\n"), "{shown}");
+        assert_eq!(
+            (kib_in(4000 * 1024, 'G'), kib_in(16 * 1024 * 1024, 'G'), kib_in(512, 'M')),
+            ("3.91G".into(), "16G".into(), "0.50M".into())
         );
     }
 
