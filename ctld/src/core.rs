@@ -981,6 +981,14 @@ impl Core {
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),
             NodeMessage::GpuUsage(samples) => self.gpu_samples(&samples, now),
+            NodeMessage::StepUsage { step_id, usage } => {
+                // Only for a job that runs or ran on this node.
+                let ran_here =
+                    self.state.jobs.get(&usage.job_id).is_some_and(|j| j.info.nodes.iter().any(|h| h == node));
+                if ran_here {
+                    self.store(DbOp::StepUsage { step_id, node: node.to_owned(), usage });
+                }
+            }
             NodeMessage::JobUsage(usage) => {
                 // Only for a job this node runs or ran: a node cannot write another's record.
                 let ran_here =

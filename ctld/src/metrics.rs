@@ -225,6 +225,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::QueryNodeFeatures => "query_node_features",
         R::SplitArrayTask { .. } => "split_array_task",
         R::QueryJobUsage { .. } => "query_job_usage",
+        R::QueryStepUsage { .. } => "query_step_usage",
         #[allow(unreachable_patterns)]
         _ => "other",
     }

@@ -348,6 +348,9 @@ async fn report(
     messages: &mut MessageStream<TcpStream>,
 ) -> anyhow::Result<()> {
     let now = Instant::now();
+    for (step_id, usage) in crate::step::take_spooled_usage(&settings.state_dir) {
+        messages.send(&NodeMessage::StepUsage { step_id, usage }).await?;
+    }
     for job_id in held(&settings.state_dir) {
         let dir = job_dir(&settings.state_dir, job_id);
         let entry = reported.entry(job_id).or_default();

@@ -377,3 +377,36 @@ fn time_limit_change_reaches_a_node_that_was_away() {
     let elapsed = unix(&sacct_field(&cluster, &job.to_string(), "End")) - start;
     assert!(elapsed < 60, "the job ran {elapsed} s: the new limit never reached its supervisor");
 }
+
+/// An srun step's row in sacct shows what its tasks used on every node: CPU time added up, the
+/// largest RSS (two tasks on two nodes, each filling a 48 MiB buffer).
+#[test]
+fn sacct_shows_step_usage() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\n#SBATCH -N 2 -n 2\n\
+        $DROVER_HOME/bin/srun sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; \
+        dd if=/dev/zero of=/dev/null bs=48M count=1 2>/dev/null'\n";
+    let job = cluster.submit(None, "s.sh", script, &[]);
+    cluster.wait_state(job, "COMPLETED", LONG);
+    let id = job.to_string();
+    let step_row = || {
+        let rows = cluster.ok("sacct", &["-P", "-n", "-o", "JobID,TotalCPU,MaxRSS,AveRSS,NodeList", "-j", &id]);
+        rows.lines().find(|l| l.starts_with(&format!("{id}.0|"))).map(str::to_owned).unwrap_or_default()
+    };
+    // The nodes send a step's usage on their next rescan (within a second of its end).
+    let deadline = Instant::now() + LONG;
+    let mut row = step_row();
+    while row.split('|').nth(2).unwrap_or_default().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        row = step_row();
+    }
+    let fields: Vec<&str> = row.split('|').collect();
+    assert_eq!(fields.len(), 5, "{row}");
+    assert_eq!(fields[4], "n[1-2]");
+    let (minutes, seconds) = fields[1].split_once(':').unwrap_or_else(|| panic!("TotalCPU {row}"));
+    let total = minutes.parse::<f64>().unwrap() * 60.0 + seconds.parse::<f64>().unwrap();
+    assert!(total > 0.1, "TotalCPU {row}");
+    let rss: f64 = fields[2].strip_suffix('M').and_then(|m| m.parse().ok()).unwrap_or_else(|| panic!("MaxRSS {row}"));
+    assert!((48.0..150.0).contains(&rss), "MaxRSS {row}");
+    assert_eq!(fields[3], "", "AveRSS of a step is not measured per task");
+}

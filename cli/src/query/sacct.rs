@@ -166,8 +166,11 @@ enum Field {
     TotalCpu,
     UserCpu,
     SystemCpu,
-    /// Peak RSS of the batch script's processes, on the `.batch` row (`MaxRSS`, `AveRSS`).
+    /// Peak RSS of a step's processes: the batch script's on the `.batch` row, the largest task's
+    /// of an srun step on its row.
     MaxRss,
+    /// The tasks' average peak RSS: known for the `.batch` row (one task).
+    AveRss,
     /// Usage Drover does not record (virtual memory, disk I/O, energy …): blank.
     Untracked,
 }
@@ -175,7 +178,7 @@ enum Field {
 impl Field {
     /// Whether the field needs the jobs' measured usage ([`Request::QueryJobUsage`]).
     fn needs_usage(self) -> bool {
-        matches!(self, Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss)
+        matches!(self, Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss | Field::AveRss)
     }
 }
 
@@ -203,7 +206,7 @@ const FIELDS: &[FieldDef] = &[
     def("AveDiskRead", 12, Field::Untracked),
     def("AveDiskWrite", 12, Field::Untracked),
     def("AvePages", 10, Field::Untracked),
-    def("AveRSS", 10, Field::MaxRss),
+    def("AveRSS", 10, Field::AveRss),
     def("AveVMSize", 10, Field::Untracked),
     def("Cluster", 10, Field::Cluster),
     def("Comment", 14, Field::Comment),
@@ -388,6 +391,8 @@ pub(crate) struct RenderOptions {
     pub(crate) tz: Tz,
     /// Measured usage by job id, for `TotalCPU`, `MaxRSS` … (fetched only when shown).
     pub(crate) usage: std::collections::HashMap<JobId, JobUsage>,
+    /// Measured usage of srun steps by `(job id, step id)`.
+    pub(crate) step_usage: std::collections::HashMap<(JobId, u32), JobUsage>,
     /// `--units`: sizes in this unit (`K` … `P`) instead of the largest that keeps them above 1.
     pub(crate) units: Option<char>,
 }
@@ -601,7 +606,7 @@ fn job_value(field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions
         Field::TotalCpu | Field::UserCpu | Field::SystemCpu => {
             usage_value(field, options.usage.get(&job.job_id), options.units)
         }
-        Field::NTasks | Field::MaxRss | Field::Untracked => String::new(),
+        Field::NTasks | Field::MaxRss | Field::AveRss | Field::Untracked => String::new(),
     }
 }
 
@@ -612,7 +617,9 @@ fn usage_value(field: Field, usage: Option<&JobUsage>, units: Option<char>) -> S
         Field::TotalCpu => cpu_time(usage.user_usec + usage.system_usec),
         Field::UserCpu => cpu_time(usage.user_usec),
         Field::SystemCpu => cpu_time(usage.system_usec),
-        Field::MaxRss => units.map_or_else(|| kib(usage.max_rss_kib), |unit| kib_in(usage.max_rss_kib, unit)),
+        Field::MaxRss | Field::AveRss => {
+            units.map_or_else(|| kib(usage.max_rss_kib), |unit| kib_in(usage.max_rss_kib, unit))
+        }
         _ => String::new(),
     }
 }
@@ -654,11 +661,15 @@ fn step_value(field: Field, job: &JobInfo, step: &StepInfo, now: UnixTime, optio
         }
         Field::NTasks => step.num_tasks.to_string(),
         Field::State => step.state.long_name().into(),
-        // Measured for the batch script's processes only.
-        Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss if step.step_id == StepId::Batch => {
-            usage_value(field, options.usage.get(&job.job_id), options.units)
-        }
-        Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss => String::new(),
+        // The batch script as its supervisor measured it; srun steps as their nodes did (the
+        // average over tasks is known only for the batch script's one task).
+        Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss | Field::AveRss => match step.step_id {
+            StepId::Batch => usage_value(field, options.usage.get(&job.job_id), options.units),
+            StepId::Numbered(k) if field != Field::AveRss => {
+                usage_value(field, options.step_usage.get(&(job.job_id, k)), options.units)
+            }
+            _ => String::new(),
+        },
         Field::Suspended => format::hms(0),
         Field::Comment
         | Field::Constraints
@@ -779,6 +790,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         cluster: String::new(),
         tz,
         usage: Default::default(),
+        step_usage: Default::default(),
         units,
     };
     // Only unrepresented states (COMPLETING, REQUEUED …) were asked for: nothing can match.
@@ -816,6 +828,16 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
             other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
         }
+        if !options.allocations {
+            let job_ids = jobs.iter().map(|j| j.job_id).collect();
+            match crate::client::call(&Request::QueryStepUsage { job_ids })? {
+                Response::StepUsage { usage } => {
+                    options.step_usage = usage.into_iter().map(|(step, u)| ((u.job_id, step), u)).collect();
+                }
+                Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
+                other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+            }
+        }
     }
     print!("{}", render(&jobs, now, &options));
     Ok(0)
@@ -845,6 +867,7 @@ mod tests {
             selectors: Vec::new(),
             cluster: "baseline".into(),
             usage: Default::default(),
+            step_usage: Default::default(),
             units: None,
             tz: Tz::Fixed(0),
         }

@@ -16,6 +16,16 @@ pub(super) async fn usage(context: &ClientContext, job_ids: Vec<drover_shared::j
     }
 }
 
+/// `sacct`'s usage fields of srun steps.
+pub(super) async fn step_usage(context: &ClientContext, job_ids: Vec<drover_shared::job::JobId>) -> Response {
+    let path = context.db_path.clone();
+    match tokio::task::spawn_blocking(move || crate::db::query_step_usage(&path, &job_ids)).await {
+        Ok(Ok(usage)) => Response::StepUsage { usage },
+        Ok(Err(e)) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
+        Err(e) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
+    }
+}
+
 pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: AccountingQuery) -> Response {
     // Like Slurm without PrivateData: everyone may read all jobs with -a; by default a user sees
     // their own, and an admin sees everyone's.

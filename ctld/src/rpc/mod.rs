@@ -126,6 +126,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
             ask(Box::new(move |reply| Event::SplitArrayTask { caller, array_job_id, task, reply })).await
         }
         Request::QueryJobUsage { job_ids } => accounting::usage(context, job_ids).await,
+        Request::QueryStepUsage { job_ids } => accounting::step_usage(context, job_ids).await,
         Request::QueryNodeFeatures => ask(Box::new(|reply| Event::QueryNodeFeatures { reply })).await,
         Request::Ping => Response::Pong {
             cluster: context.config.cluster_name.clone(),

@@ -64,6 +64,9 @@ pub enum Request {
     /// scripts used, answered with [`Response::JobUsage`] (jobs without a measurement are left
     /// out).
     QueryJobUsage { job_ids: Vec<JobId> },
+    /// `sacct` usage fields of srun steps: answered with [`Response::StepUsage`], every node's
+    /// share added up (CPU times summed, the largest RSS).
+    QueryStepUsage { job_ids: Vec<JobId> },
 }
 
 /// The fields `scontrol update job` changes; `None` leaves a field as it is.
@@ -164,6 +167,10 @@ pub enum Response {
     /// Answer to [`Request::QueryJobUsage`].
     JobUsage {
         usage: Vec<crate::proto::node::JobUsage>,
+    },
+    /// Answer to [`Request::QueryStepUsage`]: `(step id, usage)` with the job id in `usage`.
+    StepUsage {
+        usage: Vec<(u32, crate::proto::node::JobUsage)>,
     },
 }
 

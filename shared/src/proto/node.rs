@@ -28,6 +28,9 @@ pub enum NodeMessage {
     /// What an ended job's batch script used (sacct `TotalCPU`, `MaxRSS`); sent before each
     /// [`NodeMessage::JobEnded`] of a job whose supervisor measured it.
     JobUsage(JobUsage),
+    /// What this node's tasks of an srun step used (CPU time summed, the largest RSS), measured
+    /// by the step runner once they are reaped; sent once (sacct's step rows).
+    StepUsage { step_id: u32, usage: JobUsage },
 }
 
 /// CPU time and peak memory of a job's batch script and everything it started, measured by its

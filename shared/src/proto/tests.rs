@@ -37,6 +37,9 @@ fn compat_golden_bytes() {
     assert_eq!(hex(&NodeMessage::JobUsage(usage)), "0605010203");
     assert_eq!(hex(&Request::QueryJobUsage { job_ids: vec![5] }), "160105");
     assert_eq!(hex(&Response::JobUsage { usage: vec![usage] }), "110105010203");
+    assert_eq!(hex(&NodeMessage::StepUsage { step_id: 1, usage }), "070105010203");
+    assert_eq!(hex(&Request::QueryStepUsage { job_ids: vec![5] }), "170105");
+    assert_eq!(hex(&Response::StepUsage { usage: vec![(1, usage)] }), "12010105010203");
 }
 
 #[test]
