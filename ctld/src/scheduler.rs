@@ -11,10 +11,10 @@ use crate::priority;
 use crate::quota::Quotas;
 use crate::state::{Allocation, Job, NodeAllocation, State};
 use crate::tres;
+use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::gres::GresRequest;
 use drover_shared::job::{JobId, JobSpec, JobState, MemRequest};
-use drover_shared::UnixTime;
 use std::collections::HashSet;
 
 /// What one job asks of each node it runs on.
@@ -52,7 +52,10 @@ impl PerNodeRequest {
         let mut gpus = gpu_requests(&spec.gres_per_node, 1);
         gpus.extend(gpu_requests(&spec.gpus, n_nodes));
         if gpus.is_empty() && !spec.gpus_per_task.is_empty() {
-            gpus = gpu_requests(&spec.gpus_per_task, 1).into_iter().map(|(t, c)| (t, c * ntasks.div_ceil(n_nodes))).collect();
+            gpus = gpu_requests(&spec.gpus_per_task, 1)
+                .into_iter()
+                .map(|(t, c)| (t, c * ntasks.div_ceil(n_nodes)))
+                .collect();
         }
         PerNodeRequest {
             n_nodes,
@@ -136,7 +139,9 @@ impl PerNodeRequest {
 /// restricted by `-w` and to the nodes whose features satisfy `--constraint`.
 pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConfig) -> Vec<usize> {
     let parse = |list: &Option<String>| {
-        list.as_deref().and_then(|l| drover_shared::hostlist::expand(l).ok()).map(|v| v.into_iter().collect::<HashSet<_>>())
+        list.as_deref()
+            .and_then(|l| drover_shared::hostlist::expand(l).ok())
+            .map(|v| v.into_iter().collect::<HashSet<_>>())
     };
     let exclude = parse(&job.spec.exclude).unwrap_or_default();
     let required = parse(&job.spec.nodelist);
@@ -183,7 +188,9 @@ pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConf
     let fitting = eligible_nodes(state, job, partition)
         .into_iter()
         .enumerate()
-        .filter(|(k, i)| request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition))
+        .filter(|(k, i)| {
+            request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition)
+        })
         .count();
     fitting >= request.n_nodes as usize
 }
@@ -227,7 +234,11 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let context = priority::Context::new(state);
     update_priorities(state, &context, now);
     let tier = |job: &Job| {
-        job.candidates.iter().filter_map(|n| state.config.partitions.iter().find(|p| &p.name == n)).map(|p| p.priority_tier).max()
+        job.candidates
+            .iter()
+            .filter_map(|n| state.config.partitions.iter().find(|p| &p.name == n))
+            .map(|p| p.priority_tier)
+            .max()
     };
     // Preemptors first (jobs that ask only for what is left of their team's guarantee), as in
     // Slurm's order; then partition tier, priority, submit time, job id.
@@ -309,7 +320,8 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             first_in_line |= !blocked.contains(name);
             let nodes = eligible_nodes(state, job, partition);
             let limit = backfill::time_limit_secs(job, partition);
-            if let Some(alloc) = backfill::place_around(&views, &nodes, partition, &request, &reservations, now, limit) {
+            if let Some(alloc) = backfill::place_around(&views, &nodes, partition, &request, &reservations, now, limit)
+            {
                 outcome = Some((Start { job_id, partition: name.clone(), alloc }, borrows));
                 break;
             }
@@ -329,7 +341,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 }
             }
         }
-        if outcome.is_none() && reclaim(state, &views, &quotas, &context, job_id, &request, &asked, &mut reservations, now) {
+        if outcome.is_none()
+            && reclaim(state, &views, &quotas, &context, job_id, &request, &asked, &mut reservations, now)
+        {
             set_reason(state, job_id, "Resources");
             continue;
         }
@@ -418,7 +432,12 @@ fn reclaim(
             continue;
         };
         for victim in victims {
-            tracing::info!(victim, for_job = job_id, partition = name, "preempting a borrowed job to reclaim a guarantee");
+            tracing::info!(
+                victim,
+                for_job = job_id,
+                partition = name,
+                "preempting a borrowed job to reclaim a guarantee"
+            );
             state.preempting.insert(victim, job_id);
             state.preempt_requests.push(crate::preempt::Preemption { victim, for_job: job_id });
         }
