@@ -149,6 +149,20 @@ pub(crate) enum Event {
         uid: u32,
         detail: String,
     },
+    TestOnly {
+        caller: Caller,
+        spec: Box<JobSpec>,
+        reply: oneshot::Sender<Response>,
+    },
+    QueryNodeFeatures {
+        reply: oneshot::Sender<Response>,
+    },
+    SplitArrayTask {
+        caller: Caller,
+        array_job_id: JobId,
+        task: u32,
+        reply: oneshot::Sender<Response>,
+    },
 }
 
 /// Longest wait between an event and the scheduling pass it asks for.
@@ -170,6 +184,9 @@ pub(crate) struct Core {
     requeue_on_end: HashMap<JobId, bool>,
     /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
     requeue_waiting: HashMap<u64, requeue::Waiting>,
+    /// Running jobs whose time limit `scontrol update` changed: sent again to the batch host when
+    /// it registers, in case the change was sent while it was not connected.
+    limits_changed: std::collections::HashSet<JobId>,
     /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
     steps: step::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
@@ -197,6 +214,7 @@ impl Core {
             started_at: now(),
             requeue_on_end: HashMap::new(),
             requeue_waiting: HashMap::new(),
+            limits_changed: Default::default(),
             steps: Default::default(),
             runs: Default::default(),
             usage_purged_at: 0,
@@ -358,6 +376,22 @@ impl Core {
                 let (origin, outcome) = ("tcp".to_owned(), "Access/permission denied".to_owned());
                 self.store(DbOp::Audit { time: now(), uid, origin, action: "connect", job_id: None, outcome, detail });
             }
+            Event::TestOnly { caller, spec, reply } => {
+                let now = now();
+                let response = match validate::validate(&self.state, caller, *spec, now) {
+                    Err((code, detail)) => Response::Error { code, detail },
+                    Ok(job) => crate::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
+                };
+                let _ = reply.send(response);
+            }
+            Event::SplitArrayTask { caller, array_job_id, task, reply } => {
+                let _ = reply.send(self.split_array_task(caller, array_job_id, task));
+            }
+            Event::QueryNodeFeatures { reply } => {
+                let nodes =
+                    self.state.nodes.iter().map(|n| (n.config.name.clone(), n.config.features.clone())).collect();
+                let _ = reply.send(Response::NodeFeatures { nodes });
+            }
         }
     }
 
@@ -436,13 +470,21 @@ impl Core {
 
     fn schedule(&mut self) {
         let now = now();
+        self.expire_deadlines(now);
         self.refresh_dependencies(now);
         // A pass starts at most one task of an array (its base record is one queue entry); more
         // passes follow while tasks are split off, so the tasks that fit start together.
+        let mut split = false;
         for _ in 0..crate::array::MAX_ARRAY_SIZE {
             if !self.schedule_pass(now) {
                 break;
             }
+            split = true;
+        }
+        // A split changes where a base record's dependency stands (`aftercorr` holds per task):
+        // show it at once rather than at the next pass.
+        if split {
+            self.refresh_dependencies(now);
         }
         self.preempt();
     }
@@ -450,7 +492,7 @@ impl Core {
     /// Shows where each pending job's dependency stands and cancels the jobs that asked for it
     /// once theirs can never be satisfied.
     fn refresh_dependencies(&mut self, now: UnixTime) {
-        let (kill, changed) = crate::dependency::refresh(&mut self.state);
+        let (kill, changed) = crate::dependency::refresh(&mut self.state, now);
         for job_id in changed {
             self.store_job(job_id, false);
         }
@@ -458,6 +500,37 @@ impl Core {
             self.state.end_job(job_id, JobState::Cancelled, "DependencyNeverSatisfied", now);
             self.store_job(job_id, false);
             self.audit(0, "cancel", Some(job_id), "dependency can never be satisfied".into());
+        }
+    }
+
+    /// `--deadline`: a pending job that can no longer end by its deadline (now plus its time
+    /// limit, the shortest over its partitions, is past it) ends `DEADLINE`, as in Slurm.
+    fn expire_deadlines(&mut self, now: UnixTime) {
+        let config = self.state.config.clone();
+        let expired: Vec<JobId> = self
+            .state
+            .jobs
+            .values()
+            .filter(|j| j.committed && j.info.state() == JobState::Pending)
+            .filter(|j| {
+                j.spec.deadline.is_some_and(|deadline| {
+                    let shortest = j
+                        .candidates
+                        .iter()
+                        .filter_map(|name| config.partitions.iter().find(|p| &p.name == name))
+                        .map(|p| crate::backfill::time_limit_secs(j, p))
+                        .min()
+                        .unwrap_or(0);
+                    now.saturating_add(shortest) > deadline
+                })
+            })
+            .map(|j| j.info.job_id)
+            .collect();
+        for job_id in expired {
+            self.state.end_job(job_id, JobState::Deadline, "DeadLine", now);
+            self.store_job(job_id, false);
+            self.audit(0, "deadline", Some(job_id), "cannot end by its deadline".into());
+            self.schedule_needed = true;
         }
     }
 
@@ -475,7 +548,8 @@ impl Core {
         let mut started = Vec::new();
         for Start { job_id, partition, alloc } in scheduler::schedule(&mut self.state, now) {
             let base = job_id;
-            let Some((job_id, split)) = crate::array::claim(&mut self.state, base, None) else { continue };
+            let task = crate::dependency::ready_task(&self.state, base, now);
+            let Some((job_id, split)) = crate::array::claim(&mut self.state, base, task) else { continue };
             if split {
                 split_any = true;
                 self.store_split(base, job_id);
@@ -663,9 +737,37 @@ impl Core {
         Response::Cancelled { results }
     }
 
-    /// `scontrol update job`: one result per job id, in order. Every field but `Comment` and
-    /// `Requeue` changes only while the job pends; a user may lower a time limit, not raise it,
-    /// and may not set a negative nice.
+    /// `scontrol hold|release|update N_T` of a task still pending in its base record: the task
+    /// becomes a record of its own (the base record's id when it was the last pending task).
+    fn split_array_task(&mut self, caller: Caller, array_job_id: JobId, task: u32) -> Response {
+        let who = Who::of(&self.state.config, caller);
+        let error = |code: ErrorCode| Response::Error { code, detail: format!("array task {array_job_id}_{task}") };
+        match self.state.jobs.get(&array_job_id).filter(|j| j.committed) {
+            Some(base) if base.info.state() == JobState::Pending && base.info.array_tasks_pending.contains(&task) => {
+                if !who.may(Operation::Job { owner: base.info.uid }) {
+                    return error(ErrorCode::AccessDenied);
+                }
+            }
+            _ => return error(ErrorCode::InvalidJobId),
+        }
+        match crate::array::claim(&mut self.state, array_job_id, Some(task)) {
+            Some((job_id, split)) => {
+                if split {
+                    self.store_split(array_job_id, job_id);
+                } else {
+                    self.store_job(job_id, false);
+                }
+                self.audit_request(caller, "split", Some(job_id), Ok(()), format!("array task {array_job_id}_{task}"));
+                Response::Submitted { job_id }
+            }
+            None => error(ErrorCode::InvalidJobId),
+        }
+    }
+
+    /// `scontrol update job`: one result per job id, in order. Every field but `TimeLimit`,
+    /// `Comment` and `Requeue` changes only while the job pends (a running job's new limit is sent
+    /// to its batch host's supervisor); a user may lower a time limit, not raise it, and may not
+    /// set a negative nice.
     fn update_jobs(&mut self, caller: Caller, job_ids: &[JobId], update: &JobUpdate) -> Response {
         let who = Who::of(&self.state.config, caller);
         let mut results = Vec::with_capacity(job_ids.len());
@@ -692,8 +794,7 @@ impl Core {
         if state.is_terminal() {
             return Err(ErrorCode::AlreadyDone);
         }
-        let pending_only = update.time_limit.is_some()
-            || update.name.is_some()
+        let pending_only = update.name.is_some()
             || update.nice.is_some()
             || update.dependency.is_some()
             || update.array_max_tasks.is_some();
@@ -726,10 +827,15 @@ impl Core {
         if update.array_max_tasks.is_some() && job.info.array_job_id != Some(job_id) {
             return Err(ErrorCode::InvalidSpec);
         }
+        let mut notify = None;
         let spec = std::sync::Arc::make_mut(&mut job.spec);
         if let Some(limit) = update.time_limit {
             spec.time_limit = Some(limit);
             job.info.time_limit = Some(limit);
+            // A running job's limit lives in its supervisor: tell the batch host (below).
+            if state == JobState::Running {
+                notify = job.info.nodes.first().cloned().map(|host| (host, limit));
+            }
         }
         if let Some(name) = &update.name {
             spec.name = name.clone();
@@ -760,6 +866,12 @@ impl Core {
         if let Some(requeue) = update.requeue {
             spec.requeue = Some(requeue);
             job.info.requeue = requeue;
+        }
+        if let Some((host, time_limit)) = notify {
+            self.limits_changed.insert(job_id);
+            if let Some(link) = self.state.node_mut(&host).and_then(|n| n.link.clone()) {
+                let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id, time_limit });
+            }
         }
         Ok(())
     }
@@ -960,6 +1072,15 @@ impl Core {
         // Runs the node holds that ctld no longer runs there (ended, requeued, earlier runs) must die.
         let kill = self.stale_runs(&name, &registration.running);
         let _ = link.tx.send(CtldMessage::Registered { kill });
+        // Changed time limits again: the change may have been sent while the node was away.
+        let jobs = &self.state.jobs;
+        self.limits_changed.retain(|job_id| jobs.get(job_id).is_some_and(|j| j.info.state() == JobState::Running));
+        for job_id in &self.limits_changed {
+            let job = &self.state.jobs[job_id];
+            if let (Some(time_limit), Some(true)) = (job.info.time_limit, job.info.nodes.first().map(|h| h == &name)) {
+                let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id: *job_id, time_limit });
+            }
+        }
         self.lost_jobs(&name, &registration.running, now);
         self.schedule_needed = true;
     }
@@ -1007,6 +1128,22 @@ impl Core {
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),
             NodeMessage::GpuUsage(samples) => self.gpu_samples(&samples, now),
+            NodeMessage::StepUsage { step_id, usage } => {
+                // Only for a job that runs or ran on this node.
+                let ran_here =
+                    self.state.jobs.get(&usage.job_id).is_some_and(|j| j.info.nodes.iter().any(|h| h == node));
+                if ran_here {
+                    self.store(DbOp::StepUsage { step_id, node: node.to_owned(), usage });
+                }
+            }
+            NodeMessage::JobUsage(usage) => {
+                // Only for a job this node runs or ran: a node cannot write another's record.
+                let ran_here =
+                    self.state.jobs.get(&usage.job_id).is_some_and(|j| j.info.nodes.first().is_some_and(|h| h == node));
+                if ran_here {
+                    self.store(DbOp::JobUsage(usage));
+                }
+            }
             NodeMessage::Drain { reason } => self.node_drains_itself(node, reason),
         }
     }
@@ -1117,6 +1254,9 @@ impl Core {
             }
         }
         self.state.purge(now);
+        if self.state.jobs.values().any(|j| j.spec.deadline.is_some() && j.info.state() == JobState::Pending) {
+            self.expire_deadlines(now);
+        }
         self.charge_usage(now, false);
         self.advance_gpu_seconds(now);
         if now - self.usage_purged_at >= crate::accounting::HOUR {

@@ -59,6 +59,21 @@ CREATE TABLE IF NOT EXISTS usage_clock (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
     updated INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS job_usage (
+    job_id      INTEGER PRIMARY KEY,
+    user_usec   INTEGER NOT NULL,
+    system_usec INTEGER NOT NULL,
+    max_rss_kib INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS step_usage (
+    job_id      INTEGER NOT NULL,
+    step_id     INTEGER NOT NULL,
+    node        TEXT NOT NULL,
+    user_usec   INTEGER NOT NULL,
+    system_usec INTEGER NOT NULL,
+    max_rss_kib INTEGER NOT NULL,
+    PRIMARY KEY (job_id, step_id, node)
+);
 CREATE TABLE IF NOT EXISTS audit (
     id      INTEGER PRIMARY KEY,
     time    INTEGER NOT NULL,
@@ -217,6 +232,72 @@ pub(crate) fn load_usage(conn: &Connection, path: &Path, usage: &mut crate::usag
     Ok(())
 }
 
+/// The stored usage of `job_ids` (jobs without one are left out), on a read-only connection.
+pub(crate) fn query_job_usage(
+    path: &Path,
+    job_ids: &[JobId],
+) -> Result<Vec<drover_shared::proto::node::JobUsage>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn
+        .prepare_cached("SELECT user_usec, system_usec, max_rss_kib FROM job_usage WHERE job_id = ?1")
+        .map_err(err)?;
+    let mut found = Vec::new();
+    for &job_id in job_ids {
+        let row = stmt.query_row([job_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+        match row {
+            Ok((user, system, rss)) => {
+                let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
+                found.push(drover_shared::proto::node::JobUsage {
+                    job_id,
+                    user_usec: as_u64(user),
+                    system_usec: as_u64(system),
+                    max_rss_kib: as_u64(rss),
+                });
+            }
+            Err(rusqlite::Error::QueryReturnedNoRows) => {}
+            Err(source) => return Err(err(source)),
+        }
+    }
+    Ok(found)
+}
+
+/// The stored usage of the srun steps of `job_ids`, each step's nodes added up (CPU times
+/// summed, the largest RSS): `(step id, usage)`.
+pub(crate) fn query_step_usage(
+    path: &Path,
+    job_ids: &[JobId],
+) -> Result<Vec<(u32, drover_shared::proto::node::JobUsage)>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT step_id, SUM(user_usec), SUM(system_usec), MAX(max_rss_kib) FROM step_usage
+             WHERE job_id = ?1 GROUP BY step_id ORDER BY step_id",
+        )
+        .map_err(err)?;
+    let mut found = Vec::new();
+    for &job_id in job_ids {
+        let rows = stmt
+            .query_map([job_id], |r| {
+                Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            })
+            .map_err(err)?;
+        for row in rows {
+            let (step_id, user, system, rss) = row.map_err(err)?;
+            let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
+            let usage = drover_shared::proto::node::JobUsage {
+                job_id,
+                user_usec: as_u64(user),
+                system_usec: as_u64(system),
+                max_rss_kib: as_u64(rss),
+            };
+            found.push((step_id, usage));
+        }
+    }
+    Ok(found)
+}
+
 /// Runs an accounting query on a read-only connection.
 pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<Vec<JobInfo>, DbError> {
     let conn = open(path, true)?;
@@ -343,6 +424,10 @@ pub(crate) enum DbOp {
     RecordUsage(Box<crate::accounting::UsageRecord>),
     /// Deletes usage rows older than the retention periods (days).
     PurgeUsage { now: UnixTime, hours_days: u32, jobs_days: u32 },
+    /// What a job's batch script used, as its node measured it (replaces an earlier run's).
+    JobUsage(drover_shared::proto::node::JobUsage),
+    /// What one node's tasks of an srun step used (one row per node, replaced on a resend).
+    StepUsage { step_id: u32, node: String, usage: drover_shared::proto::node::JobUsage },
 }
 
 /// Actions the core performs once the ops queued before them are durable.
@@ -460,6 +545,33 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                     }
                 }
                 DbOp::After(action) => after.push(action),
+                DbOp::StepUsage { step_id, node, usage } => {
+                    let as_int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO step_usage (job_id, step_id, node, user_usec, system_usec, max_rss_kib)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?
+                    .execute(params![
+                        usage.job_id,
+                        step_id,
+                        node,
+                        as_int(usage.user_usec),
+                        as_int(usage.system_usec),
+                        as_int(usage.max_rss_kib)
+                    ])?;
+                }
+                DbOp::JobUsage(usage) => {
+                    let as_int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO job_usage (job_id, user_usec, system_usec, max_rss_kib) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![
+                        usage.job_id,
+                        as_int(usage.user_usec),
+                        as_int(usage.system_usec),
+                        as_int(usage.max_rss_kib)
+                    ])?;
+                }
                 DbOp::SaveUsage { updated, rows } => {
                     let mut save = tx.prepare_cached(
                         "INSERT INTO usage (account, user, raw_usage) VALUES (?1, ?2, ?3)

@@ -3,16 +3,23 @@
 //! the core calls [`refresh`] before each pass to update what `squeue %E` and `scontrol` show and
 //! to find jobs whose dependency can never be satisfied.
 //!
-//! Forms: `after`, `afterany`, `afterok`, `afternotok` with one or more `:`-separated job ids
-//! (`N` for a whole job or array, `N_T` for one array task), `singleton`; items joined by `,`
-//! (all must hold) or `?` (any may hold), not both. A job ctld no longer holds in memory counts as
-//! satisfied, as in Slurm once the job is purged.
+//! Forms: `after`, `afterany`, `afterok`, `afternotok`, `aftercorr` with one or more
+//! `:`-separated job ids (`N` for a whole job or array, `N_T` for one array task), `after:N+M`
+//! (M minutes after N started), `singleton`; items joined by `,` (all must hold) or `?` (any may
+//! hold), not both. A job ctld no longer holds in memory counts as satisfied, as in Slurm once the
+//! job is purged.
+//!
+//! `aftercorr:N` holds per array task: task k of the dependent array waits for task k of array N
+//! to complete (a failed task k fails only task k; a missing task k counts as satisfied). A base
+//! record whose pending tasks wait on different targets is eligible when one of them is, and
+//! [`ready_task`] tells the scheduler which task to split off.
 
 use crate::state::{Job, State};
 use crate::validate::Rejection;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobState};
 use drover_shared::proto::client::ErrorCode;
+use std::collections::{HashMap, HashSet};
 
 /// The kinds of dependency Drover supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +29,7 @@ pub(crate) enum Kind {
     AfterOk,
     AfterNotOk,
     Singleton,
+    AfterCorr,
 }
 
 impl Kind {
@@ -32,6 +40,7 @@ impl Kind {
             Kind::AfterOk => "afterok",
             Kind::AfterNotOk => "afternotok",
             Kind::Singleton => "singleton",
+            Kind::AfterCorr => "aftercorr",
         }
     }
 }
@@ -41,6 +50,8 @@ impl Kind {
 pub(crate) struct Item {
     pub(crate) kind: Kind,
     pub(crate) target: Option<(JobId, Option<u32>)>,
+    /// `after:N+M`: minutes after the target started.
+    pub(crate) delay_minutes: u32,
 }
 
 /// A parsed `--dependency`.
@@ -78,22 +89,32 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
             "afterok" => Kind::AfterOk,
             "afternotok" => Kind::AfterNotOk,
             "singleton" => Kind::Singleton,
+            "aftercorr" => Kind::AfterCorr,
             other => return Err(problem(format!("dependency type `{other}` is not supported yet"))),
         };
         if kind == Kind::Singleton {
             if fields.next().is_some() {
                 return Err(problem(format!("`{part}`: singleton takes no job id")));
             }
-            items.push(Item { kind, target: None });
+            items.push(Item { kind, target: None, delay_minutes: 0 });
             continue;
         }
         let mut any_id = false;
-        for id in fields {
+        for field in fields {
             any_id = true;
-            items.push(Item {
-                kind,
-                target: Some(parse_target(id).ok_or_else(|| problem(format!("bad job id `{id}` in `{part}`")))?),
-            });
+            let (id, delay) = match field.split_once('+') {
+                Some((id, minutes)) if kind == Kind::After => {
+                    let minutes = minutes.parse().map_err(|_| problem(format!("bad time `{minutes}` in `{part}`")))?;
+                    (id, minutes)
+                }
+                Some(_) => return Err(problem(format!("`{part}`: only `after` takes `+time`"))),
+                None => (field, 0),
+            };
+            let target = parse_target(id).ok_or_else(|| problem(format!("bad job id `{id}` in `{part}`")))?;
+            if kind == Kind::AfterCorr && target.1.is_some() {
+                return Err(problem(format!("`{part}`: aftercorr names a whole array")));
+            }
+            items.push(Item { kind, target: Some(target), delay_minutes: delay });
         }
         if !any_id {
             return Err(problem(format!("`{part}` names no job")));
@@ -108,6 +129,8 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
 fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
     let number = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten();
     match text.split_once('_') {
+        // `N_*`: the whole array, as `N`.
+        Some((job, "*")) => Some((number(job).filter(|j| *j > 0)?, None)),
         Some((job, task)) => Some((number(job).filter(|j| *j > 0)?, Some(number(task)?))),
         None => Some((number(text).filter(|j| *j > 0)?, None)),
     }
@@ -133,6 +156,12 @@ fn show_target((job_id, task): (JobId, Option<u32>)) -> String {
     }
 }
 
+/// A target as Slurm shows it in `%E`/`Dependency=`: a whole array is `N_*`.
+fn shown_target(state: &State, target: (JobId, Option<u32>)) -> String {
+    let is_array = state.jobs.get(&target.0).is_some_and(|j| j.info.array_job_id == Some(target.0));
+    if target.1.is_none() && is_array { format!("{}_*", target.0) } else { show_target(target) }
+}
+
 /// The committed records a target stands for: a job, every record of an array, or one task.
 fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo> {
     let is_array = state.jobs.get(&job_id).is_some_and(|j| j.info.array_job_id == Some(job_id));
@@ -153,7 +182,8 @@ fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo>
         .collect()
 }
 
-fn item_status(state: &State, job: &Job, item: &Item) -> Status {
+/// Where one item other than `aftercorr` stands for `job` (those hold per task: [`Evaluation`]).
+fn item_status(state: &State, job: &Job, item: &Item, now: UnixTime) -> Status {
     let Some(target) = item.target else {
         let blocked = state.jobs.values().any(|other| {
             other.committed
@@ -175,17 +205,14 @@ fn item_status(state: &State, job: &Job, item: &Item) -> Status {
     };
     let ended = |info: &JobInfo| info.state().is_terminal();
     match item.kind {
-        Kind::After if records.iter().all(|i| started(i)) => Status::Satisfied,
-        Kind::AfterAny if records.iter().all(|i| ended(i)) => Status::Satisfied,
-        Kind::AfterOk => {
-            if records.iter().any(|i| ended(i) && i.state() != JobState::Completed) {
-                Status::Never
-            } else if records.iter().all(|i| ended(i)) {
-                Status::Satisfied
-            } else {
-                Status::Waiting
-            }
+        Kind::After if records.iter().all(|i| started(i)) => {
+            let delay = i64::from(item.delay_minutes) * 60;
+            let started_long_enough =
+                records.iter().all(|i| i.start_time.is_none_or(|start| start.saturating_add(delay) <= now));
+            if started_long_enough { Status::Satisfied } else { Status::Waiting }
         }
+        Kind::AfterAny if records.iter().all(|i| ended(i)) => Status::Satisfied,
+        Kind::AfterOk => completed_status(&records),
         Kind::AfterNotOk if records.iter().all(|i| ended(i)) => {
             if records.iter().any(|i| i.state() != JobState::Completed) { Status::Satisfied } else { Status::Never }
         }
@@ -193,31 +220,154 @@ fn item_status(state: &State, job: &Job, item: &Item) -> Status {
     }
 }
 
-/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
-/// each unsatisfied item with `(unfulfilled)` or `(failed)`.
-pub(crate) fn evaluate(state: &State, job: &Job) -> (Status, Option<String>) {
-    let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
-    let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
-    let statuses: Vec<Status> = dependency.items.iter().map(|item| item_status(state, job, item)).collect();
-    let overall = if dependency.any {
-        if statuses.contains(&Status::Satisfied) {
-            Status::Satisfied
-        } else if statuses.iter().all(|s| *s == Status::Never) {
-            Status::Never
-        } else {
-            Status::Waiting
-        }
-    } else if statuses.contains(&Status::Never) {
+/// `afterok`: every record completed; never once one ended otherwise.
+fn completed_status(records: &[&JobInfo]) -> Status {
+    let ended = |info: &JobInfo| info.state().is_terminal();
+    if records.iter().any(|i| ended(i) && i.state() != JobState::Completed) {
         Status::Never
-    } else if statuses.iter().all(|s| *s == Status::Satisfied) {
+    } else if records.iter().all(|i| ended(i)) {
         Status::Satisfied
     } else {
         Status::Waiting
+    }
+}
+
+/// The array tasks a record stands for: its own, or the pending ones of a base record; `[None]`
+/// for a job that is no array task.
+fn tasks_of(job: &Job) -> Vec<Option<u32>> {
+    match job.info.array_task_id {
+        Some(task) => vec![Some(task)],
+        None if !job.info.array_tasks_pending.is_empty() => {
+            job.info.array_tasks_pending.iter().map(|t| Some(*t)).collect()
+        }
+        None => vec![None],
+    }
+}
+
+/// One job's dependency worked out once: every item but `aftercorr` (the same for each task),
+/// and, for `aftercorr`, the target arrays' records by task index, so that a base record of many
+/// pending tasks costs one scan of the jobs, not one per task.
+struct Evaluation<'a> {
+    dependency: Dependency,
+    /// `None` for the `aftercorr` items.
+    fixed: Vec<Option<Status>>,
+    /// Target array → task index → the records standing for that task.
+    corr: HashMap<JobId, HashMap<u32, Vec<&'a JobInfo>>>,
+    state: &'a State,
+}
+
+impl<'a> Evaluation<'a> {
+    fn new(state: &'a State, job: &Job, dependency: Dependency, now: UnixTime) -> Evaluation<'a> {
+        let fixed = dependency
+            .items
+            .iter()
+            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, job, item, now)))
+            .collect();
+        let arrays: HashSet<JobId> = dependency
+            .items
+            .iter()
+            .filter(|i| i.kind == Kind::AfterCorr)
+            .filter_map(|i| i.target)
+            .map(|t| t.0)
+            .collect();
+        let mut corr: HashMap<JobId, HashMap<u32, Vec<&JobInfo>>> = HashMap::new();
+        if !arrays.is_empty() {
+            for info in state.jobs.values().filter(|j| j.committed).map(|j| &j.info) {
+                let Some(array) = info.array_job_id.filter(|a| arrays.contains(a)) else { continue };
+                let by_task = corr.entry(array).or_default();
+                match info.array_task_id {
+                    Some(task) => by_task.entry(task).or_default().push(info),
+                    None => info.array_tasks_pending.iter().for_each(|t| by_task.entry(*t).or_default().push(info)),
+                }
+            }
+        }
+        Evaluation { dependency, fixed, corr, state }
+    }
+
+    /// Where the dependency stands for one task (`None`: a job that is no array task), with each
+    /// item's status. Task k of an `aftercorr` waits for task k of the target array (a target
+    /// without task k counts as satisfied); a job that is no array task waits for the whole array.
+    fn for_task(&self, task: Option<u32>) -> (Status, Vec<Status>) {
+        let statuses: Vec<Status> = self
+            .dependency
+            .items
+            .iter()
+            .zip(&self.fixed)
+            .map(|(item, fixed)| match (fixed, item.target, task) {
+                (Some(status), _, _) => *status,
+                (None, Some(target), Some(k)) => {
+                    let records = self.corr.get(&target.0).and_then(|by_task| by_task.get(&k));
+                    completed_status(records.map_or(&[][..], Vec::as_slice))
+                }
+                (None, Some(target), None) => completed_status(&targets(self.state, target)),
+                (None, None, _) => Status::Satisfied,
+            })
+            .collect();
+        let overall = if self.dependency.any {
+            if statuses.contains(&Status::Satisfied) {
+                Status::Satisfied
+            } else if statuses.iter().all(|s| *s == Status::Never) {
+                Status::Never
+            } else {
+                Status::Waiting
+            }
+        } else if statuses.contains(&Status::Never) {
+            Status::Never
+        } else if statuses.iter().all(|s| *s == Status::Satisfied) {
+            Status::Satisfied
+        } else {
+            Status::Waiting
+        };
+        (overall, statuses)
+    }
+
+    fn has_corr(&self) -> bool {
+        self.fixed.iter().any(Option::is_none)
+    }
+}
+
+/// The task of a base record the scheduler should split off next: the first pending task whose
+/// `aftercorr` dependency holds. `None` (take the lowest) when the job has no `aftercorr`.
+pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<u32> {
+    let job = state.jobs.get(&job_id)?;
+    let dependency = parse(job.spec.dependency.as_deref()?).ok()?;
+    if !dependency.items.iter().any(|i| i.kind == Kind::AfterCorr) || job.info.array_task_id.is_some() {
+        return None;
+    }
+    let evaluation = Evaluation::new(state, job, dependency, now);
+    job.info.array_tasks_pending.iter().copied().find(|t| evaluation.for_task(Some(*t)).0 == Status::Satisfied)
+}
+
+/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
+/// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
+/// stands where its best task stands (satisfied, else waiting, else never).
+pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Option<String>) {
+    let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
+    let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
+    let evaluation = Evaluation::new(state, job, dependency, now);
+    // Only `aftercorr` differs between tasks; otherwise one evaluation stands for all.
+    let tasks = if evaluation.has_corr() { tasks_of(job) } else { vec![None] };
+    let rank = |s: Status| match s {
+        Status::Satisfied => 0,
+        Status::Waiting => 1,
+        Status::Never => 2,
     };
+    let mut best: Option<(Status, Vec<Status>)> = None;
+    for task in tasks {
+        let result = evaluation.for_task(task);
+        if best.as_ref().is_none_or(|(b, _)| rank(result.0) < rank(*b)) {
+            best = Some(result);
+        }
+        if best.as_ref().is_some_and(|(b, _)| *b == Status::Satisfied) {
+            break;
+        }
+    }
+    let Some((overall, statuses)) = best else { return (Status::Satisfied, None) };
     if overall == Status::Satisfied {
         return (overall, None);
     }
-    let shown: Vec<String> = dependency
+    let shown: Vec<String> = evaluation
+        .dependency
         .items
         .iter()
         .zip(&statuses)
@@ -225,17 +375,20 @@ pub(crate) fn evaluate(state: &State, job: &Job) -> (Status, Option<String>) {
         .map(|(item, status)| {
             let word = if *status == Status::Never { "failed" } else { "unfulfilled" };
             match item.target {
-                Some(target) => format!("{}:{}({word})", item.kind.name(), show_target(target)),
+                Some(target) if item.delay_minutes > 0 => {
+                    format!("{}:{}+{}({word})", item.kind.name(), shown_target(state, target), item.delay_minutes)
+                }
+                Some(target) => format!("{}:{}({word})", item.kind.name(), shown_target(state, target)),
                 None => format!("{}({word})", item.kind.name()),
             }
         })
         .collect();
-    (overall, Some(shown.join(if dependency.any { "?" } else { "," })))
+    (overall, Some(shown.join(if evaluation.dependency.any { "?" } else { "," })))
 }
 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.
-pub(crate) fn eligibility(state: &State, job: &Job, _now: UnixTime) -> Result<(), &'static str> {
-    match evaluate(state, job).0 {
+pub(crate) fn eligibility(state: &State, job: &Job, now: UnixTime) -> Result<(), &'static str> {
+    match evaluate(state, job, now).0 {
         Status::Waiting => return Err("Dependency"),
         Status::Never => return Err("DependencyNeverSatisfied"),
         Status::Satisfied => {}
@@ -249,7 +402,7 @@ pub(crate) fn eligibility(state: &State, job: &Job, _now: UnixTime) -> Result<()
 /// Updates the shown dependency of every pending job; returns the jobs whose dependency can
 /// never be satisfied and that asked to be cancelled then (`--kill-on-invalid-dep=yes`), and the
 /// jobs whose shown text changed (to store).
-pub(crate) fn refresh(state: &mut State) -> (Vec<JobId>, Vec<JobId>) {
+pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobId>) {
     let mut updates = Vec::new();
     let mut kill = Vec::new();
     for job in state
@@ -257,7 +410,7 @@ pub(crate) fn refresh(state: &mut State) -> (Vec<JobId>, Vec<JobId>) {
         .values()
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
-        let (status, shown) = evaluate(state, job);
+        let (status, shown) = evaluate(state, job, now);
         if shown != job.info.dependency {
             updates.push((job.info.job_id, shown));
         }
@@ -299,6 +452,7 @@ mod tests {
                                         None,
                                     ),
                                 ),
+                                delay_minutes: 0,
                             },
                             Item {
                                 kind: AfterOk,
@@ -310,10 +464,12 @@ mod tests {
                                         ),
                                     ),
                                 ),
+                                delay_minutes: 0,
                             },
                             Item {
                                 kind: Singleton,
                                 target: None,
+                                delay_minutes: 0,
                             },
                         ],
                         any: true,
@@ -329,13 +485,92 @@ mod tests {
                 )
             "#]],
         );
+        assert_eq!(parse("afterok:5_*").map(|d| d.items[0].target), Ok(Some((5, None))));
         check(
             "aftercorr:4",
             expect![[r#"
-                Err(
-                    "dependency type `aftercorr` is not supported yet",
-                )
-            "#]],
+            Ok(
+                Dependency {
+                    items: [
+                        Item {
+                            kind: AfterCorr,
+                            target: Some(
+                                (
+                                    4,
+                                    None,
+                                ),
+                            ),
+                            delay_minutes: 0,
+                        },
+                    ],
+                    any: false,
+                },
+            )
+        "#]],
+        );
+        check(
+            "after:3+10:5",
+            expect![[r#"
+            Ok(
+                Dependency {
+                    items: [
+                        Item {
+                            kind: After,
+                            target: Some(
+                                (
+                                    3,
+                                    None,
+                                ),
+                            ),
+                            delay_minutes: 10,
+                        },
+                        Item {
+                            kind: After,
+                            target: Some(
+                                (
+                                    5,
+                                    None,
+                                ),
+                            ),
+                            delay_minutes: 0,
+                        },
+                    ],
+                    any: false,
+                },
+            )
+        "#]],
+        );
+        check(
+            "afterok:3+10",
+            expect![[r#"
+            Err(
+                "`afterok:3+10`: only `after` takes `+time`",
+            )
+        "#]],
+        );
+        check(
+            "aftercorr:4_1",
+            expect![[r#"
+            Err(
+                "`aftercorr:4_1`: aftercorr names a whole array",
+            )
+        "#]],
+        );
+        check(
+            "after:3+x",
+            expect![[r#"
+            Err(
+                "bad time `x` in `after:3+x`",
+            )
+        "#]],
+        );
+        check(
+            "afterburstbuffer:3",
+            expect![[r#"
+            Err(
+                "dependency type `afterburstbuffer` is not supported yet",
+            )
+        "#]],
         );
         check(
             "afterok:x",

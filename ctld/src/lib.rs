@@ -30,6 +30,7 @@ mod status_page;
 mod tres;
 mod usage;
 mod validate;
+mod will_run;
 
 use anyhow::Context;
 use drover_shared::auth::ClusterKey;

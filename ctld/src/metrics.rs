@@ -226,6 +226,11 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::Reconfigure => "reconfigure",
         R::QueryNodeReasons => "query_node_reasons",
         R::QueryAudit(_) => "query_audit",
+        R::TestOnly(_) => "test_only",
+        R::QueryNodeFeatures => "query_node_features",
+        R::SplitArrayTask { .. } => "split_array_task",
+        R::QueryJobUsage { .. } => "query_job_usage",
+        R::QueryStepUsage { .. } => "query_step_usage",
         #[allow(unreachable_patterns)]
         _ => "other",
     }

@@ -136,7 +136,7 @@ impl PerNodeRequest {
 }
 
 /// The nodes a job may use in a partition (indexes into `views`): the partition's, minus `-x`,
-/// restricted by `-w`.
+/// restricted by `-w` and to the nodes whose features satisfy `--constraint`.
 pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConfig) -> Vec<usize> {
     let parse = |list: &Option<String>| {
         list.as_deref()
@@ -145,12 +145,16 @@ pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConf
     };
     let exclude = parse(&job.spec.exclude).unwrap_or_default();
     let required = parse(&job.spec.nodelist);
+    // Checked at submit; a constraint that no longer parses restricts nothing.
+    let constraint =
+        job.spec.constraint.as_deref().and_then(|text| drover_shared::grammar::constraint::parse_constraint(text).ok());
     partition
         .nodes
         .iter()
         .filter(|n| !exclude.contains(*n))
         .filter(|n| required.as_ref().is_none_or(|r| r.contains(*n)))
         .filter_map(|n| state.node_index.get(n).copied())
+        .filter(|&i| constraint.as_ref().is_none_or(|c| c.matches(&state.nodes[i].config.features)))
         .collect()
 }
 

@@ -168,6 +168,22 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if let Some(text) = &spec.dependency {
         crate::dependency::validate(state, text)?;
     }
+    if let Some(text) = &spec.constraint {
+        let constraint = drover_shared::grammar::constraint::parse_constraint(text)
+            .map_err(|e| (ErrorCode::InvalidFeature, e.to_string()))?;
+        let known = |feature: &str| state.nodes.iter().any(|n| n.config.features.iter().any(|f| f == feature));
+        if let Some(unknown) = constraint.features().into_iter().find(|f| !known(f)) {
+            return Err((ErrorCode::InvalidFeature, format!("no node has feature `{unknown}`")));
+        }
+        let matching = matches!(constraint, drover_shared::grammar::constraint::Constraint::Matching(_));
+        if matching && spec.nodes_min.unwrap_or(1) > 1 {
+            let detail = "a matching OR ([a|b]) over several nodes is not supported yet".to_owned();
+            return Err((ErrorCode::InvalidFeature, detail));
+        }
+    }
+    if spec.deadline.is_some_and(|deadline| deadline <= now) {
+        return Err((ErrorCode::InvalidTimeValue, "the deadline has passed".into()));
+    }
 
     let spec = Arc::new(spec);
     let mut job = Job {

@@ -170,7 +170,8 @@ struct Reported {
     end_sent: Option<Instant>,
     /// The supervisor's drain reason was sent.
     drain_sent: bool,
-    /// A cancel the supervisor could not take yet (it was still starting); retried on each rescan.
+    /// A cancel or time-limit change the supervisor could not take yet (it was still starting);
+    /// retried on each rescan.
     undelivered: Option<SupervisorCommand>,
 }
 
@@ -272,6 +273,13 @@ async fn handle(
                 tracing::info!(job_id, step_id, error = %e, "step not signalled");
             }
         }
+        CtldMessage::SetTimeLimit { job_id, time_limit } => {
+            // A new limit is for the job's current run: the latest this node holds.
+            if let Some(run) = latest(&settings.state_dir, job_id) {
+                let seconds = time_limit.seconds();
+                command(settings, run, SupervisorCommand::SetTimeLimit { seconds }, reported, messages).await?;
+            }
+        }
         CtldMessage::JobEndAck { job_id, run } => {
             let run = JobRun { job_id, run };
             reported.remove(&run);
@@ -315,8 +323,16 @@ async fn command(
     }
     if let Err(e) = supervisor::send_command(&dir, &cmd) {
         tracing::info!(job_id, run = run.run, error = %e, "supervisor not reachable yet; will retry");
-        if matches!(cmd, SupervisorCommand::Cancel { .. }) {
-            reported.entry(run).or_default().undelivered = Some(cmd);
+        // A cancel is kept over anything else; a new time limit over an older one.
+        let entry = reported.entry(run).or_default();
+        let keep = match (&cmd, &entry.undelivered) {
+            (SupervisorCommand::Cancel { .. }, _) => true,
+            (SupervisorCommand::SetTimeLimit { .. }, Some(SupervisorCommand::Cancel { .. })) => false,
+            (SupervisorCommand::SetTimeLimit { .. }, _) => true,
+            (SupervisorCommand::Signal { .. }, _) => false,
+        };
+        if keep {
+            entry.undelivered = Some(cmd);
         }
     }
     Ok(())
@@ -358,6 +374,9 @@ async fn report(
     messages: &mut MessageStream<TcpStream>,
 ) -> anyhow::Result<()> {
     let now = Instant::now();
+    for (step_id, usage) in crate::step::take_spooled_usage(&settings.state_dir) {
+        messages.send(&NodeMessage::StepUsage { step_id, usage }).await?;
+    }
     for run in held(&settings.state_dir) {
         let job_id = run.job_id;
         let dir = job_dir(&settings.state_dir, run);
@@ -432,6 +451,11 @@ async fn report(
         if let Some(end) = end {
             if entry.end_sent.is_none_or(|t| now.duration_since(t) >= RESEND_END) {
                 entry.end_sent = Some(now);
+                // The usage first: ctld stores it, and the end's acknowledgement lets noded forget
+                // the directory that holds it.
+                if let Ok(Some(usage)) = supervisor::read_usage(&dir) {
+                    messages.send(&NodeMessage::JobUsage(usage)).await?;
+                }
                 messages.send(&NodeMessage::JobEnded(end)).await?;
             }
         }

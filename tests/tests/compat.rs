@@ -271,7 +271,8 @@ fn sbatch_clusters_option() {
 }
 
 /// `scontrol update job` changes a pending job's limit, name, comment and an array's throttle;
-/// a running job's limit stays as it is (not yet), and unknown ids fail as Slurm words it.
+/// a running job's limit too (see `compat_extra.rs` for its effect), not its name; unknown ids
+/// fail as Slurm words it.
 #[test]
 fn update_pending_jobs() {
     let cluster = Cluster::start();
@@ -291,6 +292,15 @@ fn update_pending_jobs() {
         &cluster.workdir(None),
         "scontrol",
         &["update", &format!("JobId={}", running.trim()), "TimeLimit=5"],
+        None,
+    );
+    assert!(out.status.success(), "a running job's limit can be changed: {}", text(&out.stderr));
+    assert_eq!(cluster.ok("squeue", &["-h", "-j", running.trim(), "-o", "%l"]), "5:00\n");
+    let out = cluster.run(
+        None,
+        &cluster.workdir(None),
+        "scontrol",
+        &["update", &format!("JobId={}", running.trim()), "Name=x"],
         None,
     );
     assert_eq!(out.status.code(), Some(1));

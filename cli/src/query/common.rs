@@ -214,6 +214,29 @@ pub(crate) fn parse_states(values: &[String]) -> anyhow::Result<StateFilter> {
 }
 
 /// `(null)` for an unset string, Slurm's placeholder in scontrol and squeue.
+/// `-M/--clusters` of squeue and sinfo: Drover serves one cluster, so the list must name it (or
+/// be `all`). Returns the `CLUSTER: <name>` line Slurm prints first, or Slurm's error.
+pub(crate) fn cluster_line(wanted: Option<&str>) -> anyhow::Result<Option<String>> {
+    let Some(wanted) = wanted else { return Ok(None) };
+    let cluster = match crate::client::call(&drover_shared::proto::client::Request::Ping)? {
+        drover_shared::proto::client::Response::Pong { cluster, .. } => cluster,
+        other => bail!("unexpected answer from the controller: {other:?}"),
+    };
+    check_cluster(wanted, &cluster).map(Some)
+}
+
+/// The `CLUSTER:` line for `-M wanted` on cluster `cluster`, or Slurm's error for a list that
+/// does not name it.
+pub(crate) fn check_cluster(wanted: &str, cluster: &str) -> anyhow::Result<String> {
+    if comma_list(wanted).any(|name| name == cluster || name.eq_ignore_ascii_case("all")) {
+        Ok(format!("CLUSTER: {cluster}\n"))
+    } else {
+        bail!(
+            "'{wanted}' can't be reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available clusters."
+        )
+    }
+}
+
 pub(crate) fn or_null(value: Option<&str>) -> String {
     match value {
         Some(text) if !text.is_empty() => text.to_owned(),
@@ -337,6 +360,18 @@ mod tests {
         assert_eq!(resolve_users(&strings(&["0,root", "65534"])).ok(), Some(vec![0, 65534]));
         let unknown = resolve_users(&strings(&["no-such-user-here"])).map_err(|e| e.to_string());
         assert_eq!(unknown, Err("Invalid user: no-such-user-here".into()));
+    }
+
+    #[test]
+    fn clusters_option() {
+        let check = |wanted: &str| check_cluster(wanted, "tc").map_err(|e| e.to_string());
+        assert_eq!(check("tc"), Ok("CLUSTER: tc\n".into()));
+        assert_eq!(check("other,tc"), Ok("CLUSTER: tc\n".into()));
+        assert_eq!(check("all"), Ok("CLUSTER: tc\n".into()));
+        assert_eq!(
+            check("other"),
+            Err("'other' can't be reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available clusters.".into())
+        );
     }
 
     #[test]

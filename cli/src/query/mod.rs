@@ -5,6 +5,7 @@
 //! fixtures rebuild the scenario of the Slurm 22.05 samples in `testdata/` ([`scenario`]).
 
 pub(crate) mod audit;
+mod columns;
 mod common;
 pub(crate) mod format;
 pub(crate) mod sacct;

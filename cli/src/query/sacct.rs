@@ -14,6 +14,7 @@ use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo, MemRequest, StepId, StepInfo};
 use drover_shared::proto::client::{AccountingQuery, Request, Response};
+use drover_shared::proto::node::JobUsage;
 use std::ffi::OsString;
 
 const DEFAULT_FIELDS: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
@@ -104,7 +105,7 @@ struct Args {
     /// Only jobs in these states.
     #[arg(short = 's', long = "state")]
     states: Vec<String>,
-    /// Accepted for compatibility; sizes are printed as Slurm's default does.
+    /// Print `ReqMem`, `MaxRSS` and `AveRSS` in this unit: K, M, G, T or P.
     #[arg(long = "units")]
     units: Option<String>,
     /// Only these users (names or uids).
@@ -162,8 +163,24 @@ enum Field {
     Uid,
     User,
     WorkDir,
-    /// Usage Drover does not record (memory high-water marks, CPU times, energy …): blank.
+    /// CPU time of the batch script's processes (`TotalCPU`, `UserCPU`, `SystemCPU`).
+    TotalCpu,
+    UserCpu,
+    SystemCpu,
+    /// Peak RSS of a step's processes: the batch script's on the `.batch` row, the largest task's
+    /// of an srun step on its row.
+    MaxRss,
+    /// The tasks' average peak RSS: known for the `.batch` row (one task).
+    AveRss,
+    /// Usage Drover does not record (virtual memory, disk I/O, energy …): blank.
     Untracked,
+}
+
+impl Field {
+    /// Whether the field needs the jobs' measured usage ([`Request::QueryJobUsage`]).
+    fn needs_usage(self) -> bool {
+        matches!(self, Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss | Field::AveRss)
+    }
 }
 
 /// One row of the field table: Slurm's name, default width (negative = left-justified).
@@ -190,7 +207,7 @@ const FIELDS: &[FieldDef] = &[
     def("AveDiskRead", 12, Field::Untracked),
     def("AveDiskWrite", 12, Field::Untracked),
     def("AvePages", 10, Field::Untracked),
-    def("AveRSS", 10, Field::Untracked),
+    def("AveRSS", 10, Field::AveRss),
     def("AveVMSize", 10, Field::Untracked),
     def("Cluster", 10, Field::Cluster),
     def("Comment", 14, Field::Comment),
@@ -218,7 +235,7 @@ const FIELDS: &[FieldDef] = &[
     def("MaxPages", 8, Field::Untracked),
     def("MaxPagesNode", 12, Field::Untracked),
     def("MaxPagesTask", 12, Field::Untracked),
-    def("MaxRSS", 10, Field::Untracked),
+    def("MaxRSS", 10, Field::MaxRss),
     def("MaxRSSNode", 10, Field::Untracked),
     def("MaxRSSTask", 10, Field::Untracked),
     def("MaxVMSize", 10, Field::Untracked),
@@ -249,10 +266,10 @@ const FIELDS: &[FieldDef] = &[
     def("Submit", 19, Field::Submit),
     def("SubmitLine", 20, Field::SubmitLine),
     def("Suspended", 10, Field::Suspended),
-    def("SystemCPU", 10, Field::Untracked),
+    def("SystemCPU", 10, Field::SystemCpu),
     def("Timelimit", 10, Field::Timelimit),
     def("TimelimitRaw", 12, Field::TimelimitRaw),
-    def("TotalCPU", 10, Field::Untracked),
+    def("TotalCPU", 10, Field::TotalCpu),
     def("TRESUsageInAve", 14, Field::Untracked),
     def("TRESUsageInMax", 14, Field::Untracked),
     def("TRESUsageInMaxNode", 18, Field::Untracked),
@@ -268,7 +285,7 @@ const FIELDS: &[FieldDef] = &[
     def("TRESUsageOutTot", 15, Field::Untracked),
     def("UID", 6, Field::Uid),
     def("User", 9, Field::User),
-    def("UserCPU", 10, Field::Untracked),
+    def("UserCPU", 10, Field::UserCpu),
     def("WCKey", 10, Field::Untracked),
     def("WorkDir", 20, Field::WorkDir),
 ];
@@ -373,6 +390,42 @@ pub(crate) struct RenderOptions {
     /// The cluster's name, for `Cluster`.
     pub(crate) cluster: String,
     pub(crate) tz: Tz,
+    /// Measured usage by job id, for `TotalCPU`, `MaxRSS` … (fetched only when shown).
+    pub(crate) usage: std::collections::HashMap<JobId, JobUsage>,
+    /// Measured usage of srun steps by `(job id, step id)`.
+    pub(crate) step_usage: std::collections::HashMap<(JobId, u32), JobUsage>,
+    /// `--units`: sizes in this unit (`K` … `P`) instead of the largest that keeps them above 1.
+    pub(crate) units: Option<char>,
+}
+
+/// A size in KiB in the fixed unit `unit` (`--units`): two decimals unless whole (`0.05G`, `16G`).
+fn kib_in(value: u64, unit: char) -> String {
+    let exponent = ['K', 'M', 'G', 'T', 'P'].iter().position(|u| *u == unit).unwrap_or(0);
+    let number = value as f64 / 1024f64.powi(i32::try_from(exponent).unwrap_or(0));
+    if number.fract() == 0.0 { format!("{number:.0}{unit}") } else { format!("{number:.2}{unit}") }
+}
+
+/// `TotalCPU`-style time: `MM:SS.mmm` below an hour, else `HH:MM:SS` or `D-HH:MM:SS`.
+fn cpu_time(usec: u64) -> String {
+    let secs = usec / 1_000_000;
+    if secs < 3600 {
+        format!("{:02}:{:02}.{:03}", secs / 60, secs % 60, usec % 1_000_000 / 1000)
+    } else {
+        format::hms(i64::try_from(secs).unwrap_or(i64::MAX))
+    }
+}
+
+/// A size in KiB as sacct prints `MaxRSS`: divided by 1024 while above 1024, with the unit;
+/// two decimals unless exact (`1024K`, `50.79M`, `2G`).
+fn kib(value: u64) -> String {
+    let units = ['K', 'M', 'G', 'T', 'P'];
+    let mut number = value as f64;
+    let mut unit = 0;
+    while number > 1024.0 && unit + 1 < units.len() {
+        number /= 1024.0;
+        unit += 1;
+    }
+    if number.fract() == 0.0 { format!("{number:.0}{}", units[unit]) } else { format!("{number:.2}{}", units[unit]) }
 }
 
 /// A job row or one of its step rows.
@@ -525,7 +578,10 @@ fn job_value(field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions
             }
         }
         Field::ReqCpus => job.num_cpus.to_string(),
-        Field::ReqMem => format_mem_mb(common::job_min_memory(job).1),
+        Field::ReqMem => match options.units {
+            Some(unit) => kib_in(common::job_min_memory(job).1 * 1024, unit),
+            None => format_mem_mb(common::job_min_memory(job).1),
+        },
         Field::ReqTres => sorted_tres(common::job_tres(job)),
         Field::Start => format::timestamp_or(job.start_time, tz, "Unknown"),
         Field::State => match (state, job.cancelled_by) {
@@ -548,7 +604,24 @@ fn job_value(field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions
         Field::Uid => job.uid.to_string(),
         Field::User => job.user.clone(),
         Field::WorkDir => job.work_dir.clone(),
-        Field::NTasks | Field::Untracked => String::new(),
+        Field::TotalCpu | Field::UserCpu | Field::SystemCpu => {
+            usage_value(field, options.usage.get(&job.job_id), options.units)
+        }
+        Field::NTasks | Field::MaxRss | Field::AveRss | Field::Untracked => String::new(),
+    }
+}
+
+/// A usage field of a job or `.batch` row; blank when the job was not measured.
+fn usage_value(field: Field, usage: Option<&JobUsage>, units: Option<char>) -> String {
+    let Some(usage) = usage else { return String::new() };
+    match field {
+        Field::TotalCpu => cpu_time(usage.user_usec + usage.system_usec),
+        Field::UserCpu => cpu_time(usage.user_usec),
+        Field::SystemCpu => cpu_time(usage.system_usec),
+        Field::MaxRss | Field::AveRss => {
+            units.map_or_else(|| kib(usage.max_rss_kib), |unit| kib_in(usage.max_rss_kib, unit))
+        }
+        _ => String::new(),
     }
 }
 
@@ -589,6 +662,15 @@ fn step_value(field: Field, job: &JobInfo, step: &StepInfo, now: UnixTime, optio
         }
         Field::NTasks => step.num_tasks.to_string(),
         Field::State => step.state.long_name().into(),
+        // The batch script as its supervisor measured it; srun steps as their nodes did (the
+        // average over tasks is known only for the batch script's one task).
+        Field::TotalCpu | Field::UserCpu | Field::SystemCpu | Field::MaxRss | Field::AveRss => match step.step_id {
+            StepId::Batch => usage_value(field, options.usage.get(&job.job_id), options.units),
+            StepId::Numbered(k) if field != Field::AveRss => {
+                usage_value(field, options.step_usage.get(&(job.job_id, k)), options.units)
+            }
+            _ => String::new(),
+        },
         Field::Suspended => format::hms(0),
         Field::Comment
         | Field::Constraints
@@ -696,6 +778,11 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         (false, false) => Layout::Fixed,
         (trailing, _) => Layout::Parsable { delimiter: args.delimiter.clone().unwrap_or_else(|| "|".into()), trailing },
     };
+    let units = match args.units.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None => None,
+        Some(unit @ ("K" | "M" | "G" | "T" | "P")) => unit.chars().next(),
+        Some(other) => anyhow::bail!("Invalid unit specification: {other} (expected K, M, G, T or P)"),
+    };
     let mut options = RenderOptions {
         columns,
         header: !args.noheader,
@@ -704,6 +791,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         selectors,
         cluster: String::new(),
         tz,
+        usage: Default::default(),
+        step_usage: Default::default(),
+        units,
     };
     // Only unrepresented states (COMPLETING, REQUEUED …) were asked for: nothing can match.
     let (now, mut jobs) = if states.is_empty() {
@@ -733,6 +823,24 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     {
         options.cluster = cluster;
     }
+    if options.columns.iter().any(|c| c.field.needs_usage()) && !jobs.is_empty() {
+        let job_ids = jobs.iter().map(|j| j.job_id).collect();
+        match crate::client::call(&Request::QueryJobUsage { job_ids })? {
+            Response::JobUsage { usage } => options.usage = usage.into_iter().map(|u| (u.job_id, u)).collect(),
+            Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        }
+        if !options.allocations {
+            let job_ids = jobs.iter().map(|j| j.job_id).collect();
+            match crate::client::call(&Request::QueryStepUsage { job_ids })? {
+                Response::StepUsage { usage } => {
+                    options.step_usage = usage.into_iter().map(|(step, u)| ((u.job_id, step), u)).collect();
+                }
+                Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
+                other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+            }
+        }
+    }
     print!("{}", render(&jobs, now, &options));
     Ok(0)
 }
@@ -756,6 +864,9 @@ mod tests {
             allocations: false,
             selectors: Vec::new(),
             cluster: "baseline".into(),
+            usage: Default::default(),
+            step_usage: Default::default(),
+            units: None,
             tz: Tz::Fixed(0),
         }
     }
@@ -781,6 +892,36 @@ mod tests {
             ..parsable2("JobID,JobIDRaw")
         };
         assert_eq!(render(&array, scenario::NOW, &one), "JobID|JobIDRaw\n29_2|38\n29_2.batch|38.batch\n29_[2-3]|29\n");
+    }
+
+    #[test]
+    fn measured_usage() {
+        let mut opts = RenderOptions {
+            selectors: parse_selectors(&["29_2".to_owned()]).expect("selector"),
+            ..parsable2("JobID,TotalCPU,UserCPU,SystemCPU,MaxRSS,AveRSS")
+        };
+        let usage = JobUsage { job_id: 38, user_usec: 3_723_456_789, system_usec: 1_500_000, max_rss_kib: 52_008 };
+        opts.usage.insert(38, usage);
+        let array: Vec<JobInfo> = jobs().into_iter().filter(|j| j.array_job_id == Some(29)).collect();
+        expect![[r#"
+            JobID|TotalCPU|UserCPU|SystemCPU|MaxRSS|AveRSS
+            29_2|01:02:04|01:02:03|00:01.500||
+            29_2.batch|01:02:04|01:02:03|00:01.500|50.79M|50.79M
+            29_[2-3]|||||
+        "#]]
+        .assert_eq(&render(&array, scenario::NOW, &opts));
+        assert_eq!(
+            (kib(1024), kib(1025), kib(2 * 1024 * 1024), kib(0)),
+            ("1024K".into(), "1.00M".into(), "2G".into(), "0K".into())
+        );
+        opts.units = Some('G');
+        opts.columns = parse_fields(&["JobID,ReqMem,MaxRSS".to_owned()]).expect("fields");
+        let shown = render(&array, scenario::NOW, &opts);
+        assert!(shown.contains("29_2.batch||0.05G\n"), "{shown}");
+        assert_eq!(
+            (kib_in(4000 * 1024, 'G'), kib_in(16 * 1024 * 1024, 'G'), kib_in(512, 'M')),
+            ("3.91G".into(), "16G".into(), "0.50M".into())
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! `scancel`: cancel or signal jobs named by id and/or picked by filters (user, account,
-//! partition, name, state), all ANDed by ctld.
+//! partition, name, state), all ANDed by ctld. The filters ctld's request does not carry (QOS,
+//! nodes, reservation) and `--interactive` are applied here: scancel lists the jobs, keeps those
+//! that match every filter (and that the user confirms), and names them by id.
 //!
 //! Slurm 22.05's reporting rules, which clients depend on, are kept in the pure [`report`]:
 //! cancelling an unknown or finished job is silent and succeeds (only `-v` shows the error);
@@ -7,8 +9,8 @@
 
 use super::common;
 use clap::{ArgAction, Parser};
-use drover_shared::job::{JobId, JobState};
-use drover_shared::proto::client::{CancelRequest, ErrorCode, Request, Response};
+use drover_shared::job::{JobId, JobInfo, JobState};
+use drover_shared::proto::client::{CancelRequest, ErrorCode, JobQuery, Request, Response};
 use std::ffi::OsString;
 use std::str::FromStr;
 
@@ -23,7 +25,7 @@ struct Args {
     /// Signal only the batch shell.
     #[arg(short = 'b', long = "batch")]
     batch: bool,
-    /// Signal the batch shell and all steps (not supported yet).
+    /// Signal the batch shell and all steps (what `--signal` does anyway without `-b`).
     #[arg(short = 'f', long = "full")]
     full: bool,
     /// Print this help.
@@ -32,7 +34,7 @@ struct Args {
     /// Accepted for compatibility (Drover has no burst buffers to skip).
     #[arg(short = 'H', long = "hurry")]
     hurry: bool,
-    /// Ask before each job (not supported yet).
+    /// Ask before each job.
     #[arg(short = 'i', long = "interactive")]
     interactive: bool,
     /// Cluster (accepted; Drover serves one cluster).
@@ -47,13 +49,13 @@ struct Args {
     /// Only jobs in these partitions.
     #[arg(short = 'p', long = "partition")]
     partitions: Vec<String>,
-    /// Only jobs with this QOS (not supported yet).
+    /// Only jobs with this QOS.
     #[arg(short = 'q', long = "qos")]
     qos: Vec<String>,
     /// Do not report jobs that already ended.
     #[arg(short = 'Q', long = "quiet")]
     quiet: bool,
-    /// Only jobs in this reservation (not supported yet).
+    /// Only jobs in this reservation (Drover has none, so no job matches).
     #[arg(short = 'R', long = "reservation")]
     reservation: Option<String>,
     /// Send this signal (name or number) instead of cancelling.
@@ -68,7 +70,7 @@ struct Args {
     /// Report each job acted on.
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     verbose: u8,
-    /// Only jobs on these nodes (not supported yet).
+    /// Only jobs on these nodes.
     #[arg(short = 'w', long = "nodelist")]
     nodelist: Vec<String>,
     /// Only jobs with this WCKey (not supported yet).
@@ -149,6 +151,73 @@ pub(crate) fn report<I: std::fmt::Display>(
     (stderr, code)
 }
 
+/// The filters scancel applies itself, on top of the request's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LocalFilters {
+    pub(crate) qos: Vec<String>,
+    pub(crate) nodes: Vec<String>,
+    pub(crate) reservation: Option<String>,
+}
+
+/// The jobs of `jobs` that `request` and `local` both select: every filter must hold, and with
+/// ids, the job (or its array) must be named.
+pub(crate) fn select_locally<'a>(
+    jobs: &'a [JobInfo],
+    request: &CancelRequest,
+    local: &LocalFilters,
+) -> Vec<&'a JobInfo> {
+    jobs.iter()
+        .filter(|j| !j.state().is_terminal())
+        .filter(|j| {
+            request.job_ids.is_empty()
+                || request.job_ids.contains(&j.job_id)
+                || j.array_job_id.is_some_and(|a| request.job_ids.contains(&a))
+        })
+        .filter(|j| request.users.is_empty() || request.users.contains(&j.uid))
+        .filter(|j| request.accounts.is_empty() || request.accounts.contains(&j.account))
+        .filter(|j| {
+            request.partitions.is_empty() || j.partition.split(',').any(|p| request.partitions.iter().any(|q| q == p))
+        })
+        .filter(|j| request.names.is_empty() || request.names.contains(&j.name))
+        .filter(|j| request.states.is_empty() || request.states.contains(&j.state()))
+        .filter(|j| local.qos.is_empty() || local.qos.contains(&j.qos))
+        .filter(|j| local.nodes.is_empty() || j.nodes.iter().any(|n| local.nodes.contains(n)))
+        // No job has a reservation in Drover.
+        .filter(|_| local.reservation.is_none())
+        .collect()
+}
+
+/// `--interactive`: Slurm's question for one job.
+pub(crate) fn question(job: &JobInfo, signal: Option<i32>) -> String {
+    let verb = if signal.is_some() { "Signal" } else { "Cancel" };
+    format!("{verb} job_id={} name={} partition={} [y/n]? ", job.display_id(), job.name, job.partition)
+}
+
+/// Lists the jobs, keeps those every filter selects (and the user confirms), and returns their ids.
+fn resolve_locally(request: &CancelRequest, local: &LocalFilters, interactive: bool) -> anyhow::Result<Vec<JobId>> {
+    let query = JobQuery { job_ids: request.job_ids.clone(), ..JobQuery::default() };
+    let jobs = match crate::client::call(&Request::QueryJobs(query))? {
+        Response::Jobs { jobs, .. } => jobs,
+        Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    };
+    let mut ids = Vec::new();
+    for job in select_locally(&jobs, request, local) {
+        if interactive {
+            use std::io::Write;
+            print!("{}", question(job, request.signal));
+            std::io::stdout().flush()?;
+            let mut answer = String::new();
+            std::io::stdin().read_line(&mut answer)?;
+            if !answer.trim_start().starts_with(['y', 'Y']) {
+                continue;
+            }
+        }
+        ids.push(job.job_id);
+    }
+    Ok(ids)
+}
+
 /// A non-empty environment variable, as a one-item list.
 fn env_list(values: Vec<String>, var: &str) -> Vec<String> {
     if !values.is_empty() {
@@ -163,17 +232,18 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         Ok(args) => args,
         Err(code) => return Ok(code),
     };
-    let unsupported = [
-        (args.full, "--full"),
-        (args.interactive, "--interactive"),
-        (!args.qos.is_empty(), "--qos"),
-        (args.reservation.is_some(), "--reservation"),
-        (!args.nodelist.is_empty(), "--nodelist"),
-        (args.wckey.is_some(), "--wckey"),
-    ];
-    if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {
-        anyhow::bail!("{option} is not supported yet");
+    if args.wckey.is_some() {
+        anyhow::bail!("--wckey is not supported yet");
     }
+    let mut nodes = Vec::new();
+    for expr in common::flat_list(&args.nodelist) {
+        nodes.extend(drover_shared::hostlist::expand(&expr)?);
+    }
+    let local = LocalFilters {
+        qos: common::flat_list(&env_list(args.qos.clone(), "SCANCEL_QOS")),
+        nodes,
+        reservation: args.reservation.clone(),
+    };
     let words: Vec<String> = args.job_ids.iter().flat_map(|a| common::split_ids(a)).map(str::to_owned).collect();
     let (step_words, job_words): (Vec<String>, Vec<String>) =
         words.into_iter().partition(|w| parse_step_id(w).is_some());
@@ -204,13 +274,29 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         signal,
         batch_only: args.batch || std::env::var_os("SCANCEL_BATCH").is_some(),
     };
-    let has_filter = !request.users.is_empty()
+    let mut has_filter = !request.users.is_empty()
         || !request.accounts.is_empty()
         || !request.partitions.is_empty()
         || !request.names.is_empty()
         || !request.states.is_empty();
-    if request.job_ids.is_empty() && tasks.is_empty() && steps.is_empty() && !has_filter {
+    let local_filter = local != LocalFilters::default();
+    if request.job_ids.is_empty() && tasks.is_empty() && steps.is_empty() && !has_filter && !local_filter {
         anyhow::bail!("No job identification provided");
+    }
+    let mut request = request;
+    if (local_filter || args.interactive) && (!request.job_ids.is_empty() || has_filter || local_filter) {
+        // The jobs are now named by id; the filters have been applied.
+        let ids = resolve_locally(&request, &local, args.interactive)?;
+        if ids.is_empty() && tasks.is_empty() && steps.is_empty() {
+            return Ok(0);
+        }
+        request = CancelRequest {
+            job_ids: ids,
+            signal: request.signal,
+            batch_only: request.batch_only,
+            ..CancelRequest::default()
+        };
+        has_filter = false;
     }
     let mut results: Vec<(String, Result<(), ErrorCode>)> = Vec::new();
     for &(job_id, step_id) in &steps {
@@ -281,6 +367,38 @@ mod tests {
         assert_eq!(parse("10"), Ok(10));
         assert_eq!(parse("0"), Err("Invalid job signal: 0".into()));
         assert_eq!(parse("BOGUS"), Err("Invalid job signal: BOGUS".into()));
+    }
+
+    #[test]
+    fn local_filters() {
+        let job = |job_id, qos: &str, nodes: &[&str], state| JobInfo {
+            job_id,
+            name: "j".into(),
+            partition: "main".into(),
+            qos: qos.into(),
+            nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+            state: Some(state),
+            ..JobInfo::default()
+        };
+        let jobs = [
+            job(1, "normal", &["n1"], JobState::Running),
+            job(2, "high", &["n2"], JobState::Running),
+            job(3, "normal", &[], JobState::Pending),
+            job(4, "normal", &["n1"], JobState::Completed),
+        ];
+        let pick = |request: &CancelRequest, local: &LocalFilters| {
+            select_locally(&jobs, request, local).iter().map(|j| j.job_id).collect::<Vec<_>>()
+        };
+        let any = CancelRequest::default();
+        let nodes = LocalFilters { nodes: vec!["n1".into()], ..LocalFilters::default() };
+        assert_eq!(pick(&any, &nodes), [1]);
+        assert_eq!(pick(&any, &LocalFilters { qos: vec!["normal".into()], ..LocalFilters::default() }), [1, 3]);
+        let named = CancelRequest { job_ids: vec![2, 3], ..CancelRequest::default() };
+        assert_eq!(pick(&named, &LocalFilters { qos: vec!["normal".into()], ..LocalFilters::default() }), [3]);
+        let pending = CancelRequest { states: vec![JobState::Pending], ..CancelRequest::default() };
+        assert_eq!(pick(&pending, &LocalFilters::default()), [3]);
+        assert!(pick(&any, &LocalFilters { reservation: Some("r".into()), ..LocalFilters::default() }).is_empty());
+        assert_eq!(question(&jobs[0], None), "Cancel job_id=1 name=j partition=main [y/n]? ");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! print `Key=Value` records (continuation lines indented three spaces, or one line each with
 //! `-o`), `show hostnames|hostlist` convert hostlists, and `ping` asks ctld whether it is up.
 //! `hold`, `uhold`, `release`, `requeue`, `requeuehold` and `update job` act on jobs, arrays and
-//! started array tasks; the other commands that change state (`update node` …) are refused as
+//! array tasks (a task still pending in its array's range is split off into its own record
+//! first); `update NodeName=` and `reconfigure` change nodes and the config; other commands that
+//! change state are refused as
 //! not supported yet.
 //!
 //! scontrol's grammar is a small command language rather than options, so it is parsed by hand;
@@ -188,7 +190,13 @@ fn node_state(node: &NodeInfo) -> String {
 /// One `scontrol show node` record. Hardware facts Drover does not collect print as Slurm
 /// prints them for a node that never reported them (`(null)`, `N/A`); sockets and threads are
 /// taken as 1, cores as the CPU count.
-pub(crate) fn render_node(node: &NodeInfo, reason_by: Option<&NodeReason>, tz: Tz, options: ShowOptions) -> String {
+pub(crate) fn render_node(
+    node: &NodeInfo,
+    reason_by: Option<&NodeReason>,
+    features: &[String],
+    tz: Tz,
+    options: ShowOptions,
+) -> String {
     let ts = |time: Option<UnixTime>| format::timestamp_or(time, tz, "None");
     let mut cfg_tres = vec![
         ("cpu", node.cpus.to_string()),
@@ -211,8 +219,8 @@ pub(crate) fn render_node(node: &NodeInfo, reason_by: Option<&NodeReason>, tz: T
     let mut lines = vec![
         format!("NodeName={} Arch=(null) CoresPerSocket={} ", node.name, node.cpus),
         format!("CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad=N/A", node.cpus_alloc, node.cpus, node.cpus),
-        "AvailableFeatures=(null)".to_owned(),
-        "ActiveFeatures=(null)".to_owned(),
+        format!("AvailableFeatures={}", super::sinfo::features_text(features)),
+        format!("ActiveFeatures={}", super::sinfo::features_text(features)),
         format!("Gres={}", gres_string(node)),
     ];
     if options.details {
@@ -438,7 +446,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 }
 
 /// Resolves job id arguments to the records to act on: jobs and arrays by their id, array
-/// tasks (`12_3`, as jobs inside an array see themselves) by the records that run them.
+/// tasks (`12_3`, as jobs inside an array see themselves) by their records; a task still
+/// pending in its array's base record is split off into a record of its own first.
 fn resolve_records(targets: &[common::JobTarget]) -> anyhow::Result<Vec<JobId>> {
     let mut ids = Vec::new();
     for target in targets {
@@ -456,10 +465,18 @@ fn resolve_records(targets: &[common::JobTarget]) -> anyhow::Result<Vec<JobId>> 
             let record = jobs.iter().find(|j| j.array_job_id == Some(target.job_id) && j.array_task_id == Some(task));
             match record {
                 Some(job) => ids.push(job.job_id),
-                None if jobs.iter().any(|j| j.array_tasks_pending.contains(&task)) => anyhow::bail!(
-                    "array task {}_{task} has not started yet; acting on single pending tasks is not supported yet, name the whole array",
-                    target.job_id
-                ),
+                // Still pending in the array's base record: ctld splits it off into its own
+                // record, as Slurm does, and the command acts on that.
+                None if jobs.iter().any(|j| j.array_tasks_pending.contains(&task)) => {
+                    let request = Request::SplitArrayTask { array_job_id: target.job_id, task };
+                    match crate::client::call(&request)? {
+                        Response::Submitted { job_id } => ids.push(job_id),
+                        Response::Error { code, .. } => {
+                            anyhow::bail!("{} for job {}_{task}", code.message(), target.job_id)
+                        }
+                        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+                    }
+                }
                 None => anyhow::bail!("Invalid job id specified for job {}_{task}", target.job_id),
             }
         }
@@ -639,15 +656,17 @@ fn show_nodes(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
         _ => Vec::new(),
     };
     let by = |node: &NodeInfo| reasons.iter().find(|r| r.node == node.name);
+    let features = super::sinfo::fetch_features()?;
+    let features_of = |name: &str| features.get(name).map_or(&[][..], Vec::as_slice);
     let mut code = 0;
     if wanted.is_empty() {
         for node in &nodes {
-            print!("{}", render_node(node, by(node), Tz::Local, options));
+            print!("{}", render_node(node, by(node), features_of(&node.name), Tz::Local, options));
         }
     } else {
         for host in &wanted {
             match nodes.iter().find(|n| &n.name == host) {
-                Some(node) => print!("{}", render_node(node, by(node), Tz::Local, options)),
+                Some(node) => print!("{}", render_node(node, by(node), features_of(&node.name), Tz::Local, options)),
                 None => {
                     eprintln!("Node {host} not found");
                     code = 1;
@@ -849,7 +868,7 @@ mod tests {
             .replace("NodeHostName=localhost Port=17001", "NodeHostName=n1")
             .replace("OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0 ", "OS=(null) ")
             .replace("FreeMem=23350", "FreeMem=N/A");
-        assert_eq!(render_node(&scenario::nodes()[0], None, UTC, NORMAL), expected);
+        assert_eq!(render_node(&scenario::nodes()[0], None, &[], UTC, NORMAL), expected);
     }
 
     #[test]
@@ -867,9 +886,9 @@ mod tests {
             time: 1_764_460_800,
         };
         expect![[r#"
-            NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan [bob@2025-11-30T00:00:00]
+            NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=gpu,ib ActiveFeatures=gpu,ib Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan [bob@2025-11-30T00:00:00]
         "#]]
-        .assert_eq(&render_node(&node, Some(&reason_by), UTC, ShowOptions { oneliner: true, details: true }));
+        .assert_eq(&render_node(&node, Some(&reason_by), &["gpu".into(), "ib".into()], UTC, ShowOptions { oneliner: true, details: true }));
         let mut partition = scenario::partitions().remove(1);
         partition.allow_accounts = vec!["teama".into()];
         partition.max_time = TimeLimit::Minutes(1440);

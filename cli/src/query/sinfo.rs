@@ -5,6 +5,7 @@
 //! [`run`] fetches partitions and nodes in one connection and prints through the pure
 //! [`render`].
 
+use super::columns::{self, FieldDef, def};
 use super::common;
 use super::format::{self, Tz};
 use clap::{ArgAction, Parser};
@@ -36,7 +37,7 @@ struct Args {
     /// Long format, preceded by the date.
     #[arg(short = 'l', long = "long")]
     long: bool,
-    /// Cluster to query (accepted; Drover serves one cluster).
+    /// Cluster to query: Drover serves one, so it must be named (or `all`); `CLUSTER: <name>` first.
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
     /// Only these nodes (a hostlist).
@@ -73,7 +74,7 @@ struct Args {
 
 /// What a column shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
+pub(crate) enum Field {
     Partition,
     PartitionName,
     Avail,
@@ -129,19 +130,7 @@ impl Field {
     }
 }
 
-/// One row of the field table: `-o` letter, `-O` name, header, field.
-struct FieldDef {
-    letter: Option<char>,
-    name: &'static str,
-    header: &'static str,
-    field: Field,
-}
-
-const fn def(letter: Option<char>, name: &'static str, header: &'static str, field: Field) -> FieldDef {
-    FieldDef { letter, name, header, field }
-}
-
-const FIELDS: &[FieldDef] = &[
+const FIELDS: &[FieldDef<Field>] = &[
     def(Some('P'), "Partition", "PARTITION", Field::Partition),
     def(Some('R'), "PartitionName", "PARTITION", Field::PartitionName),
     def(Some('a'), "Available", "AVAIL", Field::Avail),
@@ -180,65 +169,22 @@ const FIELDS: &[FieldDef] = &[
     def(Some('v'), "Version", "VERSION", Field::Version),
 ];
 
-/// One output column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Column {
-    prefix: String,
-    field: Field,
-    header: String,
-    width: Option<usize>,
-    right: bool,
-    suffix: String,
-}
+/// One output column of sinfo.
+pub(crate) type Column = columns::Column<Field>;
 
-impl Column {
-    fn push(&self, out: &mut String, value: &str) {
-        out.push_str(&self.prefix);
-        let cut = !matches!(self.field, Field::NodeList | Field::NodeHost);
-        format::push_cell(out, value, self.width, self.right, cut);
-        out.push_str(&self.suffix);
-    }
+/// Node lists are padded but never cut.
+fn cuts(field: Field) -> bool {
+    !matches!(field, Field::NodeList | Field::NodeHost)
 }
 
 /// Parses a `-o` format.
 pub(crate) fn parse_format(text: &str) -> Vec<Column> {
-    format::parse_percent(text)
-        .into_iter()
-        .map(|item| {
-            let found = FIELDS.iter().find(|f| f.letter == Some(item.letter));
-            Column {
-                prefix: item.prefix,
-                field: found.map_or(Field::Unknown, |f| f.field),
-                header: found.map_or("", |f| f.header).to_owned(),
-                width: item.width,
-                right: item.right,
-                suffix: item.suffix,
-            }
-        })
-        .collect()
+    columns::parse_percent(text, FIELDS, Field::Unknown)
 }
 
 /// Parses a `-O` format; unknown names become empty columns and are returned for a warning.
 pub(crate) fn parse_long_format(text: &str) -> (Vec<Column>, Vec<String>) {
-    let mut unknown = Vec::new();
-    let columns = format::parse_named(text)
-        .into_iter()
-        .map(|item| {
-            let found = FIELDS.iter().find(|f| f.name.eq_ignore_ascii_case(&item.name));
-            if found.is_none() {
-                unknown.push(item.name.clone());
-            }
-            Column {
-                prefix: String::new(),
-                field: found.map_or(Field::Unknown, |f| f.field),
-                header: found.map_or_else(|| item.name.to_ascii_uppercase(), |f| f.header.to_owned()),
-                width: item.width,
-                right: item.right,
-                suffix: item.suffix,
-            }
-        })
-        .collect();
-    (columns, unknown)
+    columns::parse_named(text, FIELDS, Field::Unknown)
 }
 
 /// Which built-in layout to use when no `-o`/`-O` is given.
@@ -282,6 +228,16 @@ pub(crate) struct RenderOptions {
     pub(crate) tz: Tz,
     /// Who set each node's reason and when (`%u`, `%H`).
     pub(crate) reasons: Vec<NodeReason>,
+    /// Node name → its features (`%f`, `%b`); fetched only when a column shows them.
+    pub(crate) features: Features,
+}
+
+/// Node name → its features, as the config lists them.
+pub(crate) type Features = std::collections::HashMap<String, Vec<String>>;
+
+/// A node's features as sinfo and scontrol print them: a comma list, `(null)` when none.
+pub(crate) fn features_text(features: &[String]) -> String {
+    if features.is_empty() { "(null)".into() } else { features.join(",") }
 }
 
 fn partition_label(partition: &PartitionInfo) -> String {
@@ -385,6 +341,7 @@ fn limit(limit: Option<TimeLimit>, unset: &str) -> String {
 /// A value that tells rows apart: the same for every node of a row.
 fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>, options: &RenderOptions) -> String {
     let reason_by = |n: &NodeInfo| options.reasons.iter().find(|r| r.node == n.name && n.reason.is_some());
+    let features = &options.features;
     let per_node = |f: &dyn Fn(&NodeInfo) -> String| node.map_or_else(|| "n/a".to_owned(), f);
     match field {
         Field::Partition => partition_label(partition),
@@ -418,7 +375,7 @@ fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>, 
         Field::Sockets | Field::Threads => "1".into(),
         Field::Cores => per_node(&|n| n.cpus.to_string()),
         Field::CpuLoad | Field::FreeMem => "N/A".into(),
-        Field::Features => "(null)".into(),
+        Field::Features => per_node(&|n| features_text(features.get(&n.name).map_or(&[][..], Vec::as_slice))),
         Field::Weight => "1".into(),
         Field::TmpDisk => "0".into(),
         Field::Version => per_node(&|n| n.version.clone()),
@@ -478,11 +435,7 @@ pub(crate) fn render(
         out.push('\n');
     }
     if options.header {
-        for column in &options.columns {
-            out.push_str(&column.prefix);
-            format::push_cell(&mut out, &column.header, column.width, column.right, true);
-            out.push_str(&column.suffix);
-        }
+        options.columns.iter().for_each(|column| column.push_header(&mut out));
         out.push('\n');
     }
     let mut rows: Vec<(&PartitionInfo, Vec<&NodeInfo>)> = Vec::new();
@@ -521,7 +474,7 @@ pub(crate) fn render(
     }
     for (partition, group) in rows {
         for column in &options.columns {
-            column.push(&mut out, &row_value(column.field, partition, &group, options));
+            column.push(&mut out, &row_value(column.field, partition, &group, options), cuts(column.field));
         }
         out.push('\n');
     }
@@ -580,6 +533,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         wanted_nodes.extend(hostlist::expand(&expr)?);
     }
     let wanted_partitions = common::flat_list(&args.partitions);
+    let cluster_line = common::cluster_line(args.clusters.as_deref())?;
     loop {
         let (now, mut partitions, mut nodes, reasons) = match fetch() {
             Ok(data) => data,
@@ -628,6 +582,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         } else {
             builtin_format(mode, &partitions, &nodes)
         };
+        let features =
+            if columns.iter().any(|c| c.field == Field::Features) { fetch_features()? } else { Features::new() };
         let options = RenderOptions {
             columns,
             header: !args.noheader,
@@ -635,8 +591,10 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             date_line: args.long || args.iterate.is_some(),
             tz: Tz::Local,
             reasons,
+            features,
         };
-        print!("{}", render(&partitions, &nodes, now, &options));
+        // `-M`: Slurm names the cluster before each listing, header or not.
+        print!("{}{}", cluster_line.as_deref().unwrap_or_default(), render(&partitions, &nodes, now, &options));
         match args.iterate {
             Some(secs) => {
                 println!();
@@ -665,6 +623,15 @@ fn all_nodes(nodes: &[NodeInfo]) -> PartitionInfo {
         total_cpus: 0,
         total_mem_mb: 0,
         total_gpus: 0,
+    }
+}
+
+/// Every node's features.
+pub(crate) fn fetch_features() -> anyhow::Result<Features> {
+    match crate::client::call(&Request::QueryNodeFeatures)? {
+        Response::NodeFeatures { nodes } => Ok(nodes.into_iter().collect()),
+        Response::Error { code, .. } => anyhow::bail!("{}", code.message()),
+        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
     }
 }
 
@@ -706,6 +673,7 @@ mod tests {
             date_line: matches!(mode, Mode::Long | Mode::NodeLong),
             tz: Tz::Fixed(0),
             reasons: Vec::new(),
+            features: Features::new(),
         }
     }
 
@@ -805,6 +773,17 @@ mod tests {
             n4   gpu:a100:0(IDX:N/A)      down*                    $
         "#]]
         .assert_eq(&scenario::mark_line_ends(&render(partitions, &nodes, scenario::NOW, &opts)));
+    }
+
+    #[test]
+    fn features_per_node() {
+        let (partitions, nodes) = (scenario::partitions(), scenario::nodes());
+        let mut opts = RenderOptions { columns: parse_format("%N %f %b"), ..options(Mode::Node, &partitions, &nodes) };
+        opts.features.insert("n1".into(), vec!["ib".into(), "a100".into()]);
+        let text = render(&partitions[..1], &nodes, scenario::NOW, &opts);
+        let n1 = text.lines().find(|l| l.starts_with("n1 ")).unwrap_or_default();
+        let n2 = text.lines().find(|l| l.starts_with("n2 ")).unwrap_or_default();
+        assert_eq!((n1, n2), ("n1 ib,a100 ib,a100", "n2 (null) (null)"), "{text}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! line looks like is the pure [`render`] (and [`render_steps`] for `-s`), driven by tests
 //! against real Slurm 22.05 output.
 
+use super::columns::{self, FieldDef, def};
 use super::common::{self, StateFilter};
 use super::format::{self, Tz};
 use clap::{ArgAction, Parser};
@@ -53,7 +54,7 @@ struct Args {
     /// Only the caller's jobs.
     #[arg(long = "me")]
     me: bool,
-    /// Cluster to query (accepted; Drover serves one cluster).
+    /// Cluster to query: Drover serves one, so it must be named (or `all`); `CLUSTER: <name>` first.
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
     /// Only jobs with these names.
@@ -102,7 +103,7 @@ struct Args {
 
 /// What a column shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
+pub(crate) enum Field {
     JobId,
     JobIdRaw,
     ArrayJobId,
@@ -166,20 +167,8 @@ enum Field {
     Unknown,
 }
 
-/// One row of the field table: `-o` letter, `-O` name, header, field.
-struct FieldDef {
-    letter: Option<char>,
-    name: &'static str,
-    header: &'static str,
-    field: Field,
-}
-
-const fn def(letter: Option<char>, name: &'static str, header: &'static str, field: Field) -> FieldDef {
-    FieldDef { letter, name, header, field }
-}
-
 /// Every field squeue can print, Slurm's letters, `-O` names and headers.
-const FIELDS: &[FieldDef] = &[
+const FIELDS: &[FieldDef<Field>] = &[
     def(Some('i'), "JobArrayID", "JOBID", Field::JobId),
     def(Some('A'), "JobID", "JOBID", Field::JobIdRaw),
     def(Some('F'), "ArrayJobID", "ARRAY_JOB_ID", Field::ArrayJobId),
@@ -247,75 +236,29 @@ const FIELDS: &[FieldDef] = &[
     def(None, "Deadline", "DEADLINE", Field::NotAvailable),
 ];
 
-/// One output column: the literal text around it, the field, and its width.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Column {
-    prefix: String,
-    field: Field,
-    /// The letter it came from, for step rows and sorting.
-    letter: Option<char>,
-    header: String,
-    /// `None`: the value's own width.
-    width: Option<usize>,
-    right: bool,
-    suffix: String,
+/// One output column of squeue.
+pub(crate) type Column = columns::Column<Field>;
+
+/// Node lists and `%R` are padded but never cut.
+fn cuts(field: Field) -> bool {
+    !matches!(field, Field::NodeList | Field::ReasonList)
 }
 
-impl Column {
-    /// Node lists and `%R` are padded but never cut.
-    fn cuts(&self) -> bool {
-        !matches!(self.field, Field::NodeList | Field::ReasonList)
-    }
-
-    fn push(&self, out: &mut String, value: &str) {
-        out.push_str(&self.prefix);
-        format::push_cell(out, value, self.width, self.right, self.cuts());
-        out.push_str(&self.suffix);
-    }
-}
-
-/// Parses a `-o` format; letters Drover does not know become empty columns.
+/// Parses a `-o` format; letters Drover does not know become empty columns. `%all` is every
+/// field, lower-case letters then upper-case, separated by `|`.
 pub(crate) fn parse_format(text: &str) -> Vec<Column> {
-    format::parse_percent(text)
-        .into_iter()
-        .map(|item| {
-            let found = FIELDS.iter().find(|f| f.letter == Some(item.letter));
-            Column {
-                prefix: item.prefix,
-                field: found.map_or(Field::Unknown, |f| f.field),
-                letter: Some(item.letter),
-                header: found.map_or("", |f| f.header).to_owned(),
-                width: item.width,
-                right: item.right,
-                suffix: item.suffix,
-            }
-        })
-        .collect()
+    if text == "%all" {
+        let letters = ('a'..='z').chain('A'..='Z').filter(|l| FIELDS.iter().any(|f| f.letter == Some(*l)));
+        let all: Vec<String> = letters.map(|l| format!("%{l}")).collect();
+        return columns::parse_percent(&all.join("|"), FIELDS, Field::Unknown);
+    }
+    columns::parse_percent(text, FIELDS, Field::Unknown)
 }
 
 /// Parses a `-O` format; returns the columns and the names Drover does not know (printed as
 /// empty columns so that positions stay where a client expects them).
 pub(crate) fn parse_long_format(text: &str) -> (Vec<Column>, Vec<String>) {
-    let mut unknown = Vec::new();
-    let columns = format::parse_named(text)
-        .into_iter()
-        .map(|item| {
-            let found = FIELDS.iter().find(|f| f.name.eq_ignore_ascii_case(&item.name));
-            if found.is_none() {
-                unknown.push(item.name.clone());
-            }
-            Column {
-                prefix: String::new(),
-                field: found.map_or(Field::Unknown, |f| f.field),
-                letter: found.and_then(|f| f.letter),
-                header: found.map_or_else(|| item.name.to_ascii_uppercase(), |f| f.header.to_owned()),
-                width: item.width,
-                right: item.right,
-                suffix: item.suffix,
-            }
-        })
-        .collect();
-    (columns, unknown)
+    columns::parse_named(text, FIELDS, Field::Unknown)
 }
 
 /// A sort key: format letter and direction.
@@ -365,7 +308,7 @@ pub(crate) fn render(jobs: &[JobInfo], now: UnixTime, options: &RenderOptions) -
     sorted.sort_by(|a, b| compare_jobs(a, b, &options.sort, now));
     for job in sorted {
         for column in &options.columns {
-            column.push(&mut out, &job_value(column.field, job, now, options.tz));
+            column.push(&mut out, &job_value(column.field, job, now, options.tz), cuts(column.field));
         }
         out.push('\n');
     }
@@ -373,12 +316,8 @@ pub(crate) fn render(jobs: &[JobInfo], now: UnixTime, options: &RenderOptions) -
 }
 
 fn push_header(out: &mut String, columns: &[Column]) {
-    for column in columns {
-        out.push_str(&column.prefix);
-        // Headers are cut like values, node lists included (`TIME_LIMI`).
-        format::push_cell(out, &column.header, column.width, column.right, true);
-        out.push_str(&column.suffix);
-    }
+    // Headers are cut like values, node lists included (`TIME_LIMI`).
+    columns.iter().for_each(|column| column.push_header(out));
     out.push('\n');
 }
 
@@ -395,7 +334,7 @@ pub(crate) fn render_steps(jobs: &[JobInfo], now: UnixTime, options: &RenderOpti
     for job in sorted {
         for step in job.steps.iter().filter(|s| !s.state.is_terminal()) {
             for column in &options.columns {
-                column.push(&mut out, &step_value(column, job, step, now, options.tz));
+                column.push(&mut out, &step_value(column, job, step, now, options.tz), cuts(column.field));
             }
             out.push('\n');
         }
@@ -704,7 +643,10 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         date_line: args.long || args.iterate.is_some(),
         tz: Tz::Local,
     };
+    let cluster_line = common::cluster_line(args.clusters.as_deref())?;
     loop {
+        // `-M`: Slurm names the cluster before each listing, header or not.
+        print!("{}", cluster_line.as_deref().unwrap_or_default());
         let code = query_and_print(&filter, &options, steps)?;
         match args.iterate {
             Some(secs) if code == 0 => {
@@ -793,6 +735,17 @@ mod tests {
         let mut noheader = options("%i|%T|%r");
         noheader.header = false;
         assert_eq!(render(&jobs, scenario::NOW, &noheader), sample_stdout("squeue_noheader_fmt.txt"));
+    }
+
+    #[test]
+    fn all_fields() {
+        let columns = parse_format("%all");
+        let letters: String = columns.iter().filter_map(|c| c.letter).collect();
+        assert_eq!(letters, "abcdefghijklmnopqrtuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
+        assert!(columns.iter().all(|c| c.field != Field::Unknown && c.width.is_none()));
+        assert_eq!(columns.iter().filter(|c| c.suffix == "|").count(), columns.len() - 1);
+        let header = render(&[], scenario::NOW, &options("%all"));
+        assert!(header.starts_with("ACCOUNT|TRES_PER_NODE|MIN_CPUS|"), "{header}");
     }
 
     #[test]

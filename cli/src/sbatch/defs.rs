@@ -676,7 +676,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("minutes")
         .env("SBATCH_TIMELIMIT")
         .help("time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S"),
-    OptionDef::new("test-only", Apply::NotYet(ArgKind::None)),
+    OptionDef::new("test-only", Apply::Flag(|low| low.test_only = Some(true)))
+        .help("validate the job and print where and when it would start; submit nothing"),
     OptionDef::new("verbose", Apply::Flag(|low| low.verbose = Some(low.verbose.unwrap_or(0).saturating_add(1))))
         .short('v')
         .env("SBATCH_DEBUG")
@@ -686,6 +687,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("names")
         .env("SBATCH_CLUSTERS")
         .help("cluster to submit to (Drover serves one; its name must be in the list)"),
+    OptionDef::new("reservation", Apply::Value(|low, v, _| set(&mut low.reservation, text(v))))
+        .value("name")
+        .env("SBATCH_RESERVATION")
+        .help("run in this reservation (Drover has none, so every name is refused as Slurm refuses an unknown one)"),
     OptionDef::new("wckey", Apply::Value(|low, v, _| set(&mut low.wckey, text(v))))
         .value("key")
         .env("SBATCH_WCKEY")
@@ -809,7 +814,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("profile", Apply::NotYet(ArgKind::Required)).env("SBATCH_PROFILE"),
     OptionDef::new("propagate", Apply::NotYet(ArgKind::Optional)),
     OptionDef::new("reboot", Apply::NotYet(ArgKind::None)),
-    OptionDef::new("reservation", Apply::NotYet(ArgKind::Required)).env("SBATCH_RESERVATION"),
     OptionDef::new("sockets-per-node", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("spread-job", Apply::NotYet(ArgKind::None)).env("SBATCH_SPREAD_JOB"),
     OptionDef::new("switches", Apply::NotYet(ArgKind::Required)).env("SBATCH_REQ_SWITCH"),

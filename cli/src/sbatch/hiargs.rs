@@ -61,6 +61,8 @@ pub(crate) struct HiArgs {
     pub(crate) verbose: u8,
     /// `-W/--wait`: block until the job ends and exit with its exit code.
     pub(crate) wait: bool,
+    /// `--test-only`: ask where and when the job would start; submit nothing.
+    pub(crate) test_only: bool,
     /// `-M/--clusters` as given; once checked against ctld's cluster name, sbatch names the
     /// cluster in its output (`… on cluster <name>`, `<id>;<name>`).
     pub(crate) clusters: Option<String>,
@@ -90,6 +92,10 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
     }
     if low.gpus_per_task.is_some() && low.ntasks.is_none() && low.ntasks_per_node.is_none() {
         return Err("--gpus-per-task requires a task count: add -n/--ntasks or --ntasks-per-node".into());
+    }
+    if low.reservation.as_deref().is_some_and(|name| !name.is_empty()) {
+        // Drover has no reservations: every name is unknown, which Slurm's controller refuses so.
+        return Err("Batch job submission failed: Requested reservation is invalid".into());
     }
     if let (Some(begin), Some(deadline)) = (low.begin, low.deadline)
         && deadline < begin
@@ -180,6 +186,7 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         quiet: low.quiet.unwrap_or(false),
         verbose: low.verbose.unwrap_or(0),
         wait: low.wait.unwrap_or(false),
+        test_only: low.test_only.unwrap_or(false),
         clusters: low.clusters,
     })
 }

@@ -138,8 +138,12 @@ low_args! {
     kill_on_invalid_dep: bool,
     /// `-W/--wait`.
     wait: bool,
+    /// `--test-only`.
+    test_only: bool,
     /// `--wckey`.
     wckey: String,
+    /// `--reservation`.
+    reservation: String,
     /// `-M/--clusters`: a comma list of cluster names.
     clusters: String,
     /// `--get-user-env[=timeout][mode]`: the argument as given, empty when none.

@@ -297,6 +297,19 @@ pub(crate) fn outcome(answer: anyhow::Result<Response>, hi: &hiargs::HiArgs) -> 
             };
             Outcome { stdout, stderr: Vec::new(), ok: true }
         }
+        Ok(Response::WillRun { job_id, start, cpus, nodes, partition }) => {
+            let line = will_run_line(job_id, start, cpus, &nodes, &partition, crate::query::format::Tz::Local);
+            Outcome { stdout: String::new(), stderr: vec![line], ok: true }
+        }
+        Ok(Response::Error { code, detail }) if hi.test_only => {
+            let mut stderr = Vec::new();
+            if hi.verbose > 0 && !detail.is_empty() {
+                stderr.push(format!("sbatch: {detail}"));
+            }
+            // Slurm prints this one through `slurm_perror`: no `sbatch: error:` prefix.
+            stderr.push(format!("allocation failure: {}", code.message()));
+            Outcome { stdout: String::new(), stderr, ok: false }
+        }
         Ok(Response::Error { code, detail }) => {
             let mut stderr = Vec::new();
             if code == ErrorCode::InvalidPartition && !hi.job_spec.partitions.is_empty() {
@@ -323,6 +336,22 @@ pub(crate) fn outcome(answer: anyhow::Result<Response>, hi: &hiargs::HiArgs) -> 
     }
 }
 
+/// `--test-only`'s answer, as Slurm's sbatch words it.
+pub(crate) fn will_run_line(
+    job_id: drover_shared::job::JobId,
+    start: drover_shared::UnixTime,
+    cpus: u32,
+    nodes: &[String],
+    partition: &str,
+    tz: crate::query::format::Tz,
+) -> String {
+    format!(
+        "sbatch: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}",
+        crate::query::format::timestamp(start, tz),
+        drover_shared::hostlist::compress(nodes)
+    )
+}
+
 /// Sends the job and prints the outcome; returns the exit code.
 fn submit(mut hi: hiargs::HiArgs) -> i32 {
     if let Some(wanted) = hi.clusters.take() {
@@ -341,7 +370,9 @@ fn submit(mut hi: hiargs::HiArgs) -> i32 {
     // The spec moves into the request; the partitions stay behind for the error message.
     let partitions = hi.job_spec.partitions.clone();
     let job_spec = std::mem::replace(&mut hi.job_spec, JobSpec { partitions, ..JobSpec::default() });
-    let answer = crate::client::call(&Request::Submit(Box::new(job_spec)));
+    let request =
+        if hi.test_only { Request::TestOnly(Box::new(job_spec)) } else { Request::Submit(Box::new(job_spec)) };
+    let answer = crate::client::call(&request);
     let submitted = match &answer {
         Ok(Response::Submitted { job_id }) => Some(*job_id),
         _ => None,

@@ -455,7 +455,9 @@ fn directive_errors_name_file_line_and_column() {
     );
     check_directives(
         "#!/bin/sh\n#SBATCH --test-only\n",
-        expect!["error: job.sh:2:9: --test-only is not supported yet"],
+        expect![[r#"
+        test_only: true
+    "#]],
     );
     check_directives(
         "#!/bin/sh\n#SBATCH --mem=1G\n#SBATCH --mem-per-cpu=100\n",
@@ -998,6 +1000,22 @@ fn gpus_and_export() {
 #[test]
 fn whole_job_errors() {
     check_submit(
+        &["--reservation", "maint", "--wrap=true"],
+        &[],
+        "",
+        expect![[r#"
+        error: Batch job submission failed: Requested reservation is invalid
+    "#]],
+    );
+    check_submit(
+        &["--wrap=true"],
+        &[("SBATCH_RESERVATION", "maint")],
+        "",
+        expect![[r#"
+        error: Batch job submission failed: Requested reservation is invalid
+    "#]],
+    );
+    check_submit(
         &["--gres=gpu:1", "--gpus-per-node=2", "--wrap=true"],
         &[],
         "",
@@ -1291,6 +1309,36 @@ fn submission_outcomes() {
         stderr: sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)
     "#]],
     );
+}
+
+#[test]
+fn test_only_outcomes() {
+    use drover_shared::proto::client::{ErrorCode, Response};
+    let nodes = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
+    expect!["sbatch: Job 41 to start at 2026-11-30T04:00:00 using 4 processors on nodes n[1-3] in partition main"]
+        .assert_eq(&super::will_run_line(41, 1_796_011_200, 4, &nodes, "main", crate::query::format::Tz::Fixed(0)));
+    let answer =
+        Response::WillRun { job_id: 41, start: 0, cpus: 1, nodes: vec!["n1".into()], partition: "main".into() };
+    let outcome = super::outcome(Ok(answer), &prepared(&["--test-only", "--wrap=true"]));
+    assert!(outcome.ok && outcome.stdout.is_empty(), "{outcome:?}");
+    assert!(
+        outcome.stderr[0].starts_with("sbatch: Job 41 to start at ") && outcome.stderr[0].ends_with(" partition main")
+    );
+    check_outcome(
+        &["--test-only", "-p", "nosuch", "--wrap=true"],
+        Ok(Response::Error { code: ErrorCode::InvalidPartition, detail: "no partition nosuch".into() }),
+        expect![[r#"
+            ok=false
+            stderr: allocation failure: Invalid partition name specified
+        "#]],
+    );
+}
+
+fn prepared(args: &[&str]) -> super::hiargs::HiArgs {
+    let Ok(Prepared::Submit { hi, .. }) = run_prepare(args, &[], "") else {
+        panic!("{args:?} should prepare a submission");
+    };
+    *hi
 }
 
 #[test]

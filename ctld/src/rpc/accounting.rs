@@ -6,6 +6,27 @@ use crate::authz::{Operation, Who};
 use crate::validate::Caller;
 use drover_shared::proto::client::{AccountingQuery, ErrorCode, Response};
 
+/// `sacct`'s usage fields: read like the accounting records (everyone may read them, as Slurm
+/// without `PrivateData`).
+pub(super) async fn usage(context: &ClientContext, job_ids: Vec<drover_shared::job::JobId>) -> Response {
+    let path = context.db_path.clone();
+    match tokio::task::spawn_blocking(move || crate::db::query_job_usage(&path, &job_ids)).await {
+        Ok(Ok(usage)) => Response::JobUsage { usage },
+        Ok(Err(e)) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
+        Err(e) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
+    }
+}
+
+/// `sacct`'s usage fields of srun steps.
+pub(super) async fn step_usage(context: &ClientContext, job_ids: Vec<drover_shared::job::JobId>) -> Response {
+    let path = context.db_path.clone();
+    match tokio::task::spawn_blocking(move || crate::db::query_step_usage(&path, &job_ids)).await {
+        Ok(Ok(usage)) => Response::StepUsage { usage },
+        Ok(Err(e)) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
+        Err(e) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
+    }
+}
+
 pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: AccountingQuery) -> Response {
     // Like Slurm without PrivateData: everyone may read all jobs with -a; by default a user sees
     // their own, and operators and admins see everyone's.

@@ -149,6 +149,13 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::Reconfigure => ask(Box::new(move |reply| Event::Reconfigure { caller, reply })).await,
         Request::QueryNodeReasons => ask(Box::new(|reply| Event::QueryNodeReasons { reply })).await,
         Request::QueryAudit(query) => audit::query(context, caller, query).await,
+        Request::TestOnly(spec) => ask(Box::new(move |reply| Event::TestOnly { caller, spec, reply })).await,
+        Request::SplitArrayTask { array_job_id, task } => {
+            ask(Box::new(move |reply| Event::SplitArrayTask { caller, array_job_id, task, reply })).await
+        }
+        Request::QueryJobUsage { job_ids } => accounting::usage(context, job_ids).await,
+        Request::QueryStepUsage { job_ids } => accounting::step_usage(context, job_ids).await,
+        Request::QueryNodeFeatures => ask(Box::new(|reply| Event::QueryNodeFeatures { reply })).await,
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),

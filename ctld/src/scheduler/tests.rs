@@ -8,6 +8,7 @@ use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::JobInfo;
+use drover_shared::proto::client::Response;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -382,4 +383,94 @@ fn explanations_name_every_blocker() {
     let text = explanation(&state, big);
     assert!(text.contains("estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"), "{text}");
     assert!(text.contains("  node n1: CPUs 0 free of 4, job needs 4"), "{text}");
+}
+
+#[test]
+fn test_only_estimates_now_or_when_running_jobs_end() {
+    let mut state = cluster("");
+    let probe = submit(&mut state, "alice", "c=2");
+    let estimate = |state: &State, now| {
+        let job = &state.jobs[&probe];
+        crate::will_run::estimate(state, job, 99, now)
+    };
+    match estimate(&state, NOW) {
+        Response::WillRun { job_id: 99, start, cpus: 2, nodes, partition } => {
+            assert_eq!((start, nodes, partition.as_str()), (NOW, vec!["n1".to_owned()], "main"));
+        }
+        other => panic!("{other:?}"),
+    }
+    state.jobs.remove(&probe);
+    let whole = submit(&mut state, "bob", "x N=2 t=30");
+    assert_eq!(pass(&mut state, NOW), [whole]);
+    let probe = submit(&mut state, "alice", "c=2");
+    let job = &state.jobs[&probe];
+    match crate::will_run::estimate(&state, job, 99, NOW + 60) {
+        Response::WillRun { start, nodes, .. } => assert_eq!((start, nodes.len()), (NOW + 1800, 1)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn constraints_restrict_eligible_nodes() {
+    let mut state = cluster("");
+    state.nodes[0].config.features = vec!["ib".into(), "a100".into()];
+    state.nodes[1].config.features = vec!["eth".into()];
+    let job = submit(&mut state, "alice", "");
+    let partition = state.config.partitions[0].clone();
+    let eligible = |state: &mut State, constraint: &str| {
+        Arc::make_mut(&mut state.jobs.get_mut(&job).unwrap().spec).constraint = Some(constraint.into());
+        eligible_nodes(state, &state.jobs[&job], &partition)
+    };
+    assert_eq!(eligible(&mut state, "ib"), [0]);
+    assert_eq!(eligible(&mut state, "eth|a100"), [0, 1]);
+    assert_eq!(eligible(&mut state, "(ib|eth)&a100"), [0]);
+    assert!(eligible(&mut state, "ib&eth").is_empty());
+    assert!(!could_ever_fit(&state, &state.jobs[&job], &partition));
+}
+
+#[test]
+fn after_with_delay_waits_minutes_after_the_start() {
+    let mut state = cluster("");
+    let target = submit(&mut state, "alice", "t=60");
+    assert_eq!(pass(&mut state, NOW), [target]);
+    let dependent = submit(&mut state, "alice", "");
+    Arc::make_mut(&mut state.jobs.get_mut(&dependent).unwrap().spec).dependency = Some(format!("after:{target}+2"));
+    let job = &state.jobs[&dependent];
+    assert_eq!(crate::dependency::eligibility(&state, job, NOW + 119), Err("Dependency"));
+    assert_eq!(crate::dependency::eligibility(&state, job, NOW + 120), Ok(()));
+    let (_, shown) = crate::dependency::evaluate(&state, job, NOW + 60);
+    assert_eq!(shown, Some(format!("after:{target}+2(unfulfilled)")));
+}
+
+#[test]
+fn aftercorr_holds_per_task() {
+    let mut state = cluster("");
+    // Array A (id 1): task 0 completed, task 1 failed, task 2 still pending in its base record.
+    let a = submit(&mut state, "alice", "");
+    let done = submit(&mut state, "alice", "");
+    let failed = submit(&mut state, "alice", "");
+    for (id, task, job_state) in [(done, 0, JobState::Completed), (failed, 1, JobState::Failed)] {
+        let info = &mut state.jobs.get_mut(&id).unwrap().info;
+        (info.array_job_id, info.array_task_id, info.state) = (Some(a), Some(task), Some(job_state));
+    }
+    let info = &mut state.jobs.get_mut(&a).unwrap().info;
+    (info.array_job_id, info.array_tasks_pending) = (Some(a), vec![2]);
+    // Array B: tasks 0-3 pending, each waiting for its counterpart in A.
+    let b = submit(&mut state, "alice", "");
+    let job = state.jobs.get_mut(&b).unwrap();
+    (job.info.array_job_id, job.info.array_tasks_pending) = (Some(b), vec![0, 1, 2, 3]);
+    Arc::make_mut(&mut job.spec).dependency = Some(format!("aftercorr:{a}"));
+    let ready = |state: &State| crate::dependency::ready_task(state, b, NOW);
+    assert_eq!(ready(&state), Some(0));
+    assert_eq!(crate::dependency::evaluate(&state, &state.jobs[&b], NOW), (crate::dependency::Status::Satisfied, None));
+    // Without task 0, task 3 (A has none) is next; task 1 failed and task 2 waits.
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2, 3];
+    assert_eq!(ready(&state), Some(3));
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2];
+    assert_eq!(ready(&state), None);
+    let (status, shown) = crate::dependency::evaluate(&state, &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (crate::dependency::Status::Waiting, Some(format!("aftercorr:{a}_*(unfulfilled)"))));
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1];
+    let (status, shown) = crate::dependency::evaluate(&state, &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (crate::dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
 }

@@ -19,13 +19,17 @@
 //! | `owns_job_cgroup` | noded | present on a node that is not the batch host |
 //! | `tasks` | runner | task pids, one per line (each task leads its own process group) |
 //! | `runner.log` | runner | its log |
+//!
+//! When its tasks are reaped, the runner spools their usage (`getrusage(RUSAGE_CHILDREN)`: CPU
+//! times, the largest RSS) as a postcard [`JobUsage`] in `<state>/step_usage/<job>.<step>`;
+//! noded's rescan sends it to ctld ([`take_spooled_usage`]) and deletes it.
 
 mod run;
 
 use crate::isolation::{self, NodeIsolation};
 use drover_shared::job::JobId;
 use drover_shared::node::GpuDevice;
-use drover_shared::proto::node::StepLaunch;
+use drover_shared::proto::node::{JobUsage, StepLaunch};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -55,6 +59,41 @@ const LAUNCH: &str = "launch";
 const OWNS_JOB_CGROUP: &str = "owns_job_cgroup";
 const TASKS: &str = "tasks";
 const LOG: &str = "runner.log";
+/// Below the state directory: usage of ended steps, until noded has sent it.
+const USAGE_SPOOL: &str = "step_usage";
+
+/// Writes `usage` of step `step_id` into the spool, atomically (a temporary file renamed).
+pub(crate) fn spool_usage(state_dir: &Path, step_id: u32, usage: &JobUsage) -> std::io::Result<()> {
+    let spool = state_dir.join(USAGE_SPOOL);
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&spool)?;
+    let bytes = postcard::to_allocvec(usage).map_err(std::io::Error::other)?;
+    let name = format!("{}.{step_id}", usage.job_id);
+    let temporary = spool.join(format!(".{name}.{}", std::process::id()));
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, spool.join(name))
+}
+
+/// Every spooled step usage, removed from the spool: `(step id, usage)`. Unreadable files are
+/// dropped (logged).
+pub fn take_spooled_usage(state_dir: &Path) -> Vec<(u32, JobUsage)> {
+    let spool = state_dir.join(USAGE_SPOOL);
+    let Ok(entries) = std::fs::read_dir(&spool) else { return Vec::new() };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let step_id = name.split_once('.').and_then(|(_, step)| step.parse::<u32>().ok());
+        let usage = std::fs::read(entry.path()).ok().and_then(|bytes| postcard::from_bytes::<JobUsage>(&bytes).ok());
+        match (step_id, usage) {
+            (Some(step_id), Some(usage)) => found.push((step_id, usage)),
+            _ => tracing::warn!(file = %entry.path().display(), "unreadable step usage; dropped"),
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
+    found
+}
 
 /// `steps/<job>.<step>` below the state directory.
 pub fn step_dir(state_dir: &Path, job_id: JobId, step_id: u32) -> PathBuf {

@@ -349,6 +349,29 @@ fn relay(sink: Sink, kind: u8, task: u32, mut pipe: impl Read + Send + 'static) 
     })
 }
 
+/// Spools what this node's tasks used into `<state>/step_usage/<job>.<step>`, for noded to send
+/// to ctld (the step directory itself is removed when the runner ends).
+fn write_usage(dir: &Path, launch: &StepLaunch) {
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one `rusage` through a pointer to a local that outlives the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return;
+    }
+    let micros =
+        |t: libc::timeval| u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec).unwrap_or(0);
+    let usage = drover_shared::proto::node::JobUsage {
+        job_id: launch.job.job_id,
+        user_usec: micros(usage.ru_utime),
+        system_usec: micros(usage.ru_stime),
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    };
+    let Some(state_dir) = dir.parent().and_then(Path::parent) else { return };
+    if let Err(error) = super::spool_usage(state_dir, launch.step_id, &usage) {
+        eprintln!("step {}.{}: could not spool its usage: {error}", launch.job.job_id, launch.step_id);
+    }
+}
+
 fn run(dir: &Path) -> Result<(), StepError> {
     let launch = read_launch(dir)?;
     let plan =
@@ -455,11 +478,18 @@ fn run_tasks(
         let inputs = inputs.clone();
         std::thread::spawn(move || forward_input(stream, &inputs));
     }
+    let mut statuses = Vec::with_capacity(running.len());
     for (task, mut child, out, err) in running {
         let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
         for handle in [out, err].into_iter().flatten() {
             let _ = handle.join();
         }
+        statuses.push((task, status));
+    }
+    // Every task is reaped: what they used is the runner's children's usage. It is spooled for
+    // noded before srun learns of the exits (srun then records the step's end).
+    write_usage(dir, launch);
+    for (task, status) in statuses {
         send(sink, stepio::EXIT, task, &status.to_le_bytes());
     }
     if let Some(plan) = plan {

@@ -4,7 +4,7 @@
 
 use super::{SupervisorError, procfs};
 use drover_shared::UnixTime;
-use drover_shared::proto::node::{JobEnd, LaunchRequest};
+use drover_shared::proto::node::{JobEnd, JobUsage, LaunchRequest};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fs::{File, OpenOptions};
@@ -19,6 +19,7 @@ pub(super) const SCRIPT: &str = "script";
 pub(super) const CONTROL_SOCKET: &str = "control.sock";
 pub(super) const STARTED: &str = "started";
 pub(super) const END: &str = "end";
+pub(super) const USAGE: &str = "usage";
 
 /// Writes the launch request into a job directory noded created; call before [`super::spawn`].
 pub fn write_launch(job_dir: &Path, launch: &LaunchRequest) -> Result<(), SupervisorError> {
@@ -79,6 +80,19 @@ pub(super) fn write_started(job_dir: &Path, start_time: UnixTime) -> Result<(), 
 
 pub(super) fn write_end(job_dir: &Path, job_end: &JobEnd) -> Result<(), SupervisorError> {
     write_postcard(job_dir, END, job_end)
+}
+
+/// What the job used, written just before `end`; `Ok(None)` when it was not measured.
+pub fn read_usage(job_dir: &Path) -> Result<Option<JobUsage>, SupervisorError> {
+    match read_postcard(&job_dir.join(USAGE)) {
+        Ok(usage) => Ok(Some(usage)),
+        Err(SupervisorError::Read { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+pub(super) fn write_usage(job_dir: &Path, usage: &JobUsage) -> Result<(), SupervisorError> {
+    write_postcard(job_dir, USAGE, usage)
 }
 
 fn read_postcard<T: DeserializeOwned>(path: &Path) -> Result<T, SupervisorError> {

@@ -16,6 +16,7 @@
 //! | `script` | supervisor | the batch script, owned by the job's user, 0500 |
 //! | `control.sock` | supervisor | Unix socket, 0600: one [`SupervisorCommand`] frame in, one [`SupervisorReply`] frame out |
 //! | `started` | supervisor, atomically | text `<unix seconds>\n` once the script runs |
+//! | `usage` | supervisor, atomically, just before `end` | postcard [`JobUsage`](drover_shared::proto::node::JobUsage): the job's processes' CPU time and peak RSS (`getrusage(RUSAGE_CHILDREN)` from the job's start to its last process's end) |
 //! | `end` | supervisor, atomically and fsynced | postcard [`JobEnd`](drover_shared::proto::node::JobEnd), no length prefix |
 //!
 //! The supervisor makes `job_dir` 0711 so the job's user can exec `script` (readable only by that
@@ -53,7 +54,7 @@ use thiserror::Error;
 
 pub use control::send_command;
 pub use detach::spawn;
-pub use jobfiles::{read_end, read_started, supervisor_alive, write_launch};
+pub use jobfiles::{read_end, read_started, read_usage, supervisor_alive, write_launch};
 
 /// A command noded sends to a running supervisor over `control.sock`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +65,10 @@ pub enum SupervisorCommand {
     /// SIGCONT and SIGTERM to every process of the job, SIGKILL after `kill_wait` seconds;
     /// the job ends `Cancelled`.
     Cancel { kill_wait: u32 },
+    /// `scontrol update JobId=N TimeLimit=…` of a running job: the time limit, counted from the
+    /// job's start as before, becomes `seconds` (`None`: unlimited). A limit already passed ends
+    /// the job at once (`TIMEOUT`).
+    SetTimeLimit { seconds: Option<u64> },
 }
 
 /// The supervisor's answer to one [`SupervisorCommand`].

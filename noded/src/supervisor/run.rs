@@ -15,7 +15,7 @@ use crate::prolog::{self, JobScripts};
 use drover_shared::UnixTime;
 use drover_shared::job::WaitStatus;
 use drover_shared::proto::frame;
-use drover_shared::proto::node::{JobEnd, JobOutcome, LaunchRequest};
+use drover_shared::proto::node::{JobEnd, JobOutcome, JobUsage, LaunchRequest};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::fs::File;
@@ -81,6 +81,25 @@ pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorE
     let notified = notify_in_background(noded_socket, SupervisorEvent::Ended { job_id: launch.job_id });
     let _ = notified.recv_timeout(NOTIFY_TIMEOUT);
     Ok(())
+}
+
+/// CPU time and peak RSS of the supervisor's reaped descendants: the job's processes (the
+/// supervisor is their subreaper and reaps every one of them).
+fn children_usage() -> Option<JobUsage> {
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one `rusage` through a pointer to a local that outlives the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return None;
+    }
+    let micros =
+        |t: libc::timeval| u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec).unwrap_or(0);
+    Some(JobUsage {
+        job_id: 0,
+        user_usec: micros(usage.ru_utime),
+        system_usec: micros(usage.ru_stime),
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    })
 }
 
 /// Makes the supervisor a child subreaper, so that every process the job starts, even one that
@@ -165,8 +184,9 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
     }
     job.release();
     crate::spank::task_post_fork(job.pid.as_raw());
+    let limit_from = Instant::now();
     let limit = launch.time_limit.seconds().map(scaled_time_limit);
-    let limit_at = limit.map(|limit| Instant::now() + limit);
+    let limit_at = limit.map(|limit| limit_from + limit);
     let warning = launch.spec.signal.as_deref().and_then(warning::parse);
     let warn_at = match (limit_at, warning) {
         (Some(limit_at), Some(warning)) => {
@@ -201,6 +221,7 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         start_time: None,
         status: None,
         termination: None,
+        limit_from,
         limit_at,
         kill_at: None,
         no_children: false,
@@ -210,7 +231,21 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         warn_at,
         stderr: None,
     };
+    let before = children_usage();
     let job_end = supervision.run(&events_rx);
+    // Measured between the job's start and the end of its last process: a prolog before and
+    // an epilog after are not the job's.
+    if let (Some(before), Some(after)) = (before, children_usage()) {
+        let usage = JobUsage {
+            job_id: launch.job_id,
+            user_usec: after.user_usec.saturating_sub(before.user_usec),
+            system_usec: after.system_usec.saturating_sub(before.system_usec),
+            max_rss_kib: after.max_rss_kib,
+        };
+        if let Err(error) = jobfiles::write_usage(job_dir, &usage) {
+            log(format_args!("{}", error_chain(&error)));
+        }
+    }
     if let Some((program, env, timeout)) = epilog
         && let Err(message) = prolog::run(&program, &env, timeout)
     {
@@ -276,6 +311,8 @@ struct Supervision<'a> {
     /// The batch shell's wait status, once reaped.
     status: Option<WaitStatus>,
     termination: Option<Termination>,
+    /// When the time limit's clock started (the job's start).
+    limit_from: Instant,
     limit_at: Option<Instant>,
     kill_at: Option<Instant>,
     no_children: bool,
@@ -393,6 +430,22 @@ impl Supervision<'_> {
                     return ended;
                 }
                 self.terminate(Termination::Cancelled, kill_wait);
+            }
+            SupervisorCommand::SetTimeLimit { seconds } => {
+                if self.status.is_some() || self.termination.is_some() {
+                    return ended;
+                }
+                self.limit_at = seconds.map(|seconds| self.limit_from + scaled_time_limit(seconds));
+                // A `--signal` warning not sent yet moves with the limit.
+                if self.warn_at.is_some() {
+                    self.warn_at = match (self.limit_at, self.warning) {
+                        (Some(limit_at), Some(warning)) => {
+                            let lead = scaled_time_limit(warning.lead_seconds);
+                            Some(limit_at.checked_sub(lead).unwrap_or_else(Instant::now))
+                        }
+                        _ => None,
+                    };
+                }
             }
         }
         SupervisorReply::Accepted

@@ -54,8 +54,16 @@ pub fn parse_array(text: &str, max_index: u32) -> Result<ArraySpec, ValueError> 
     Ok(ArraySpec { indexes, max_running })
 }
 
-/// Writes sorted indexes as comma-separated ranges: `[0, 1, 2, 5]` → `0-2,5`.
+/// Writes sorted indexes as Slurm does: comma-separated ranges (`[0, 1, 2, 5]` → `0-2,5`), or
+/// `first-last:step` for three or more evenly spaced indexes (`[0, 4, 8]` → `0-8:4`).
 pub fn format_ranges(indexes: &[u32]) -> String {
+    // Slurm prints a set that is one evenly spaced run as `first-last:step` (`0-8:4`).
+    if let (Some(first), Some(last)) = (indexes.first(), indexes.last())
+        && indexes.len() >= 3
+        && uniform_step(indexes) > 1
+    {
+        return format!("{first}-{last}:{}", uniform_step(indexes));
+    }
     let mut out = String::new();
     let mut i = 0;
     while i < indexes.len() {
@@ -106,7 +114,10 @@ mod tests {
     fn grammar() {
         check("0-3", expect!["0-3 max=0 step=1"]);
         check("0-15%4", expect!["0-15 max=4 step=1"]);
-        check("0-15:4", expect!["0,4,8,12 max=0 step=4"]);
+        check("0-15:4", expect!["0-12:4 max=0 step=4"]);
+        check("0-8:4%2", expect!["0-8:4 max=2 step=4"]);
+        check("0,4", expect!["0,4 max=0 step=4"]);
+        check("0,4,8,9", expect!["0,4,8-9 max=0 step=1"]);
         check("1,3,5-7,3", expect!["1,3,5-7 max=0 step=1"]);
         check("7", expect!["7 max=0 step=1"]);
         check(

@@ -2,6 +2,7 @@
 //! value or a [`ValueError`] that says what was expected.
 
 pub mod array;
+pub mod constraint;
 pub mod date;
 pub mod gres;
 pub mod mem;

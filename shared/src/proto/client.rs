@@ -64,6 +64,23 @@ pub enum Request {
     /// `scontrol requeuehold`: as [`Request::Requeue`], and the job pends held (`JobHeldUser`)
     /// once its run has ended. Answered with [`Response::Cancelled`].
     RequeueHold { job_ids: Vec<JobId> },
+    /// `sbatch --test-only`: validates the job as a submission would and answers with
+    /// [`Response::WillRun`]; nothing is stored and no job id is used.
+    TestOnly(Box<JobSpec>),
+    /// `sinfo %f/%b`, `scontrol show node`: each node's features, answered with
+    /// [`Response::NodeFeatures`] (node order as in [`Response::Nodes`]).
+    QueryNodeFeatures,
+    /// `scontrol hold|release|update` of array task `N_T` that has not started: ctld splits the
+    /// task out of its array's pending range into a record of its own (as Slurm does) and
+    /// answers [`Response::Submitted`] with that record's id.
+    SplitArrayTask { array_job_id: JobId, task: u32 },
+    /// `sacct` `TotalCPU`, `UserCPU`, `SystemCPU`, `MaxRSS`, `AveRSS`: what these jobs' batch
+    /// scripts used, answered with [`Response::JobUsage`] (jobs without a measurement are left
+    /// out).
+    QueryJobUsage { job_ids: Vec<JobId> },
+    /// `sacct` usage fields of srun steps: answered with [`Response::StepUsage`], every node's
+    /// share added up (CPU times summed, the largest RSS).
+    QueryStepUsage { job_ids: Vec<JobId> },
 }
 
 /// A node state `scontrol update NodeName=…` can set.
@@ -254,6 +271,27 @@ pub enum Response {
     Audit {
         rows: Vec<AuditRow>,
     },
+    /// Answer to [`Request::TestOnly`]: the id the job would get and where and when it would
+    /// start if submitted now.
+    WillRun {
+        job_id: JobId,
+        start: UnixTime,
+        cpus: u32,
+        nodes: Vec<String>,
+        partition: String,
+    },
+    /// Answer to [`Request::QueryNodeFeatures`]: `(node, features)` per node.
+    NodeFeatures {
+        nodes: Vec<(String, Vec<String>)>,
+    },
+    /// Answer to [`Request::QueryJobUsage`].
+    JobUsage {
+        usage: Vec<crate::proto::node::JobUsage>,
+    },
+    /// Answer to [`Request::QueryStepUsage`]: `(step id, usage)` with the job id in `usage`.
+    StepUsage {
+        usage: Vec<(u32, crate::proto::node::JobUsage)>,
+    },
 }
 
 /// Failures a client can see, each with Slurm's message for it.
@@ -295,6 +333,10 @@ pub enum ErrorCode {
     /// `scontrol reconfigure`: the config file is invalid (the detail has the loader's error);
     /// the old config stays in force.
     InvalidConfig,
+    /// `--constraint` is malformed or names a feature no node has.
+    InvalidFeature,
+    /// A time that cannot be met (`--deadline` already past).
+    InvalidTimeValue,
 }
 
 impl ErrorCode {
@@ -328,6 +370,8 @@ impl ErrorCode {
                 "You must specify a reason when DOWNING or DRAINING a node. Request denied"
             }
             ErrorCode::InvalidConfig => "Invalid configuration file",
+            ErrorCode::InvalidFeature => "Invalid feature specification",
+            ErrorCode::InvalidTimeValue => "Invalid time specification",
         }
     }
 }

@@ -31,6 +31,23 @@ pub enum NodeMessage {
     /// NVML samples of the GPUs of the jobs this node holds, sent with heartbeats when the node
     /// has NVML (usage accounting's active GPU time).
     GpuUsage(Vec<super::usage::JobGpuSample>),
+    /// What an ended job's batch script used (sacct `TotalCPU`, `MaxRSS`); sent before each
+    /// [`NodeMessage::JobEnded`] of a job whose supervisor measured it.
+    JobUsage(JobUsage),
+    /// What this node's tasks of an srun step used (CPU time summed, the largest RSS), measured
+    /// by the step runner once they are reaped; sent once (sacct's step rows).
+    StepUsage { step_id: u32, usage: JobUsage },
+}
+
+/// CPU time and peak memory of a job's batch script and everything it started, measured by its
+/// supervisor once they are all reaped (`getrusage(RUSAGE_CHILDREN)`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobUsage {
+    pub job_id: JobId,
+    pub user_usec: u64,
+    pub system_usec: u64,
+    /// The largest resident set of any one process, KiB.
+    pub max_rss_kib: u64,
 }
 
 /// What a node has and holds.
@@ -94,6 +111,9 @@ pub enum CtldMessage {
     /// Signal one step's tasks on this node; `None` cancels it (SIGTERM, SIGKILL after
     /// `kill_wait` seconds).
     SignalStep { job_id: JobId, step_id: u32, signal: Option<i32>, kill_wait: u32 },
+    /// `scontrol update JobId=N TimeLimit=…` of a running job: its supervisor's time limit
+    /// (counted from the job's start) becomes `time_limit`.
+    SetTimeLimit { job_id: JobId, time_limit: TimeLimit },
 }
 
 /// This node's share of one srun step, resolved by ctld.

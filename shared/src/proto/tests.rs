@@ -41,6 +41,27 @@ fn golden_bytes() {
 }
 
 #[test]
+fn compat_golden_bytes() {
+    // Appended after the node-admin, audit and requeuehold variants.
+    use crate::grammar::time::TimeLimit;
+    assert_eq!(hex(&Request::QueryNodeFeatures), "19");
+    assert_eq!(hex(&Request::SplitArrayTask { array_job_id: 7, task: 3 }), "1a0703");
+    assert_eq!(hex(&Response::Error { code: ErrorCode::InvalidTimeValue, detail: String::new() }), "071800");
+    let will_run =
+        Response::WillRun { job_id: 41, start: 100, cpus: 4, nodes: vec!["n1".into()], partition: "p".into() };
+    assert_eq!(hex(&will_run), "1229c8010401026e310170");
+    assert_eq!(hex(&Response::NodeFeatures { nodes: vec![("n1".into(), vec!["a".into()])] }), "1301026e31010161");
+    assert_eq!(hex(&CtldMessage::SetTimeLimit { job_id: 5, time_limit: TimeLimit::Minutes(10) }), "0705000a");
+    let usage = super::node::JobUsage { job_id: 5, user_usec: 1, system_usec: 2, max_rss_kib: 3 };
+    assert_eq!(hex(&NodeMessage::JobUsage(usage)), "0605010203");
+    assert_eq!(hex(&Request::QueryJobUsage { job_ids: vec![5] }), "1b0105");
+    assert_eq!(hex(&Response::JobUsage { usage: vec![usage] }), "140105010203");
+    assert_eq!(hex(&NodeMessage::StepUsage { step_id: 1, usage }), "070105010203");
+    assert_eq!(hex(&Request::QueryStepUsage { job_ids: vec![5] }), "1c0105");
+    assert_eq!(hex(&Response::StepUsage { usage: vec![(1, usage)] }), "15010105010203");
+}
+
+#[test]
 fn frames_round_trip_and_enforce_limits() {
     use super::frame::{FrameError, MAX_HANDSHAKE_FRAME, read_message, write_message};
     let mut buf = Vec::new();
