@@ -6,7 +6,9 @@
 //! Options that Slurm has but Drover does not implement yet are in the table too, as
 //! [`Apply::NotYet`]: they take part in abbreviation matching exactly as in Slurm (so `--ti` stays
 //! ambiguous between `--time` and `--time-min`), and using one is a clear error rather than
-//! "unrecognized option" or, worse, a silently ignored request.
+//! "unrecognized option" or, worse, a silently ignored request. Hints that change nothing Drover
+//! decides (CPU and GPU frequencies, bindings, task distribution, profiling) are
+//! [`Apply::Ignored`]: accepted with a warning, so that scripts written for Slurm run unchanged.
 
 use super::lowargs::{Action, LowArgs, NodeCount};
 use drover_shared::UnixTime;
@@ -47,6 +49,10 @@ pub(crate) enum Apply {
     OptionalValue(fn(&mut LowArgs, Option<&str>, &Ctx<'_>) -> Result<(), OptionError>),
     /// A Slurm option Drover does not implement yet.
     NotYet(ArgKind),
+    /// A Slurm hint Drover has no use for (frequencies, bindings, layout preferences, profiling):
+    /// accepted so that scripts and clients written for Slurm submit unchanged, with a warning
+    /// on stderr saying it was ignored.
+    Ignored(ArgKind),
 }
 
 impl Apply {
@@ -56,7 +62,7 @@ impl Apply {
             Apply::Flag(_) => ArgKind::None,
             Apply::Value(_) => ArgKind::Required,
             Apply::OptionalValue(_) => ArgKind::Optional,
-            Apply::NotYet(kind) => *kind,
+            Apply::NotYet(kind) | Apply::Ignored(kind) => *kind,
         }
     }
 }
@@ -195,7 +201,12 @@ impl OptionDef {
 
     /// Whether Drover implements the option.
     pub(crate) fn is_supported(&self) -> bool {
-        !matches!(self.apply, Apply::NotYet(_))
+        !matches!(self.apply, Apply::NotYet(_) | Apply::Ignored(_))
+    }
+
+    /// Whether Drover accepts the option and ignores it.
+    pub(crate) fn is_ignored(&self) -> bool {
+        matches!(self.apply, Apply::Ignored(_))
     }
 
     /// `--time`.
@@ -774,54 +785,54 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .section(Section::Help)
         .help("print the version and exit"),
     // Slurm options Drover does not implement yet.
-    OptionDef::new("acctg-freq", Apply::NotYet(ArgKind::Required)).env("SBATCH_ACCTG_FREQ"),
+    OptionDef::new("acctg-freq", Apply::Ignored(ArgKind::Required)).env("SBATCH_ACCTG_FREQ"),
     OptionDef::new("batch", Apply::NotYet(ArgKind::Required)).env("SBATCH_BATCH"),
     OptionDef::new("bb", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("bbf", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("cluster-constraint", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("container", Apply::NotYet(ArgKind::Required)).env("SBATCH_CONTAINER"),
-    OptionDef::new("contiguous", Apply::NotYet(ArgKind::None)),
+    OptionDef::new("contiguous", Apply::Ignored(ArgKind::None)),
     OptionDef::new("core-spec", Apply::NotYet(ArgKind::Required)).short('S').env("SBATCH_CORE_SPEC"),
-    OptionDef::new("cores-per-socket", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("cpu-freq", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("cores-per-socket", Apply::Ignored(ArgKind::Required)),
+    OptionDef::new("cpu-freq", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("cpus-per-gpu", Apply::NotYet(ArgKind::Required)).env("SBATCH_CPUS_PER_GPU"),
-    OptionDef::new("delay-boot", Apply::NotYet(ArgKind::Required)).env("SBATCH_DELAY_BOOT"),
-    OptionDef::new("distribution", Apply::NotYet(ArgKind::Required)).short('m').env("SBATCH_DISTRIBUTION"),
+    OptionDef::new("delay-boot", Apply::Ignored(ArgKind::Required)).env("SBATCH_DELAY_BOOT"),
+    OptionDef::new("distribution", Apply::Ignored(ArgKind::Required)).short('m').env("SBATCH_DISTRIBUTION"),
     OptionDef::new("export-file", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("extra-node-info", Apply::NotYet(ArgKind::Required)).short('B'),
+    OptionDef::new("extra-node-info", Apply::Ignored(ArgKind::Required)).short('B'),
     OptionDef::new("gid", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("gpu-bind", Apply::NotYet(ArgKind::Required)).env("SBATCH_GPU_BIND"),
-    OptionDef::new("gpu-freq", Apply::NotYet(ArgKind::Required)).env("SBATCH_GPU_FREQ"),
+    OptionDef::new("gpu-bind", Apply::Ignored(ArgKind::Required)).env("SBATCH_GPU_BIND"),
+    OptionDef::new("gpu-freq", Apply::Ignored(ArgKind::Required)).env("SBATCH_GPU_FREQ"),
     OptionDef::new("gpus-per-socket", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("gres-flags", Apply::NotYet(ArgKind::Required)).env("SBATCH_GRES_FLAGS"),
-    OptionDef::new("hint", Apply::NotYet(ArgKind::Required)).env("SBATCH_HINT"),
+    OptionDef::new("gres-flags", Apply::Ignored(ArgKind::Required)).env("SBATCH_GRES_FLAGS"),
+    OptionDef::new("hint", Apply::Ignored(ArgKind::Required)).env("SBATCH_HINT"),
     OptionDef::new("immediate", Apply::NotYet(ArgKind::Optional)).short('I'),
     OptionDef::new("jobid", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("licenses", Apply::NotYet(ArgKind::Required)).short('L'),
-    OptionDef::new("mcs-label", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("mem-bind", Apply::NotYet(ArgKind::Required)).env("SBATCH_MEM_BIND"),
+    OptionDef::new("mcs-label", Apply::Ignored(ArgKind::Required)),
+    OptionDef::new("mem-bind", Apply::Ignored(ArgKind::Required)).env("SBATCH_MEM_BIND"),
     OptionDef::new("mincpus", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("network", Apply::NotYet(ArgKind::Required)).env("SBATCH_NETWORK"),
-    OptionDef::new("no-kill", Apply::NotYet(ArgKind::Optional)).short('k').env("SBATCH_NO_KILL"),
+    OptionDef::new("network", Apply::Ignored(ArgKind::Required)).env("SBATCH_NETWORK"),
+    OptionDef::new("no-kill", Apply::Ignored(ArgKind::Optional)).short('k').env("SBATCH_NO_KILL"),
     OptionDef::new("nodefile", Apply::NotYet(ArgKind::Required)).short('F'),
-    OptionDef::new("ntasks-per-core", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("ntasks-per-core", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("ntasks-per-gpu", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("ntasks-per-socket", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("overcommit", Apply::NotYet(ArgKind::None)).short('O').env("SBATCH_OVERCOMMIT"),
-    OptionDef::new("oversubscribe", Apply::NotYet(ArgKind::None)).short('s'),
-    OptionDef::new("power", Apply::NotYet(ArgKind::Required)).env("SBATCH_POWER"),
+    OptionDef::new("ntasks-per-socket", Apply::Ignored(ArgKind::Required)),
+    OptionDef::new("overcommit", Apply::Ignored(ArgKind::None)).short('O').env("SBATCH_OVERCOMMIT"),
+    OptionDef::new("oversubscribe", Apply::Ignored(ArgKind::None)).short('s'),
+    OptionDef::new("power", Apply::Ignored(ArgKind::Required)).env("SBATCH_POWER"),
     OptionDef::new("priority", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("profile", Apply::NotYet(ArgKind::Required)).env("SBATCH_PROFILE"),
-    OptionDef::new("propagate", Apply::NotYet(ArgKind::Optional)),
-    OptionDef::new("reboot", Apply::NotYet(ArgKind::None)),
-    OptionDef::new("sockets-per-node", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("spread-job", Apply::NotYet(ArgKind::None)).env("SBATCH_SPREAD_JOB"),
-    OptionDef::new("switches", Apply::NotYet(ArgKind::Required)).env("SBATCH_REQ_SWITCH"),
+    OptionDef::new("profile", Apply::Ignored(ArgKind::Required)).env("SBATCH_PROFILE"),
+    OptionDef::new("propagate", Apply::Ignored(ArgKind::Optional)),
+    OptionDef::new("reboot", Apply::Ignored(ArgKind::None)),
+    OptionDef::new("sockets-per-node", Apply::Ignored(ArgKind::Required)),
+    OptionDef::new("spread-job", Apply::Ignored(ArgKind::None)).env("SBATCH_SPREAD_JOB"),
+    OptionDef::new("switches", Apply::Ignored(ArgKind::Required)).env("SBATCH_REQ_SWITCH"),
     OptionDef::new("thread-spec", Apply::NotYet(ArgKind::Required)).env("SBATCH_THREAD_SPEC"),
-    OptionDef::new("threads-per-core", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("time-min", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("tmp", Apply::NotYet(ArgKind::Required)),
+    OptionDef::new("threads-per-core", Apply::Ignored(ArgKind::Required)),
+    OptionDef::new("time-min", Apply::Ignored(ArgKind::Required)),
+    OptionDef::new("tmp", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("uid", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("use-min-nodes", Apply::NotYet(ArgKind::None)).env("SBATCH_USE_MIN_NODES"),
-    OptionDef::new("wait-all-nodes", Apply::NotYet(ArgKind::Required)).env("SBATCH_WAIT_ALL_NODES"),
+    OptionDef::new("use-min-nodes", Apply::Ignored(ArgKind::None)).env("SBATCH_USE_MIN_NODES"),
+    OptionDef::new("wait-all-nodes", Apply::Ignored(ArgKind::Required)).env("SBATCH_WAIT_ALL_NODES"),
 ];

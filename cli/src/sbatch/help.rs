@@ -39,10 +39,15 @@ pub(crate) fn help() -> String {
             }
         }
     }
-    let mut not_yet: Vec<String> = OPTIONS.iter().filter(|d| !d.is_supported()).map(|d| d.display_name()).collect();
-    not_yet.sort();
+    let names = |keep: fn(&OptionDef) -> bool| {
+        let mut names: Vec<String> = OPTIONS.iter().filter(|d| keep(d)).map(|d| d.display_name()).collect();
+        names.sort();
+        names
+    };
+    out.push_str("\nAccepted and ignored (hints Drover has no use for; a warning says so):\n");
+    out.push_str(&wrap_words(&names(|d| d.is_ignored()), "  ", "  ", 80));
     out.push_str("\nRecognized but not supported yet:\n");
-    out.push_str(&wrap_words(&not_yet, "  ", "  ", 80));
+    out.push_str(&wrap_words(&names(|d| !d.is_supported() && !d.is_ignored()), "  ", "  ", 80));
     out
 }
 

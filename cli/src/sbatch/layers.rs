@@ -46,6 +46,7 @@ fn apply(def: &'static OptionDef, value: Option<&str>, args: &mut LowArgs, ctx: 
         (Apply::Value(_), None) => Err(OptionError::Conflict(format!("{} requires a value", def.display_name()))),
         (Apply::OptionalValue(set), value) => set(args, value, ctx),
         (Apply::NotYet(_), _) => Err(OptionError::NotSupported),
+        (Apply::Ignored(_), _) => Ok(()),
     }
 }
 

@@ -103,6 +103,8 @@ pub(crate) enum Prepared {
         hi: Box<hiargs::HiArgs>,
         /// Error lines to print before submitting, which do not stop it (legacy `#SLURM`).
         notes: Vec<String>,
+        /// Warning lines to print before submitting: options accepted and ignored.
+        warnings: Vec<String>,
         /// The `-v` report of every option and where it came from.
         report: String,
     },
@@ -190,8 +192,16 @@ pub(crate) fn prepare(args: &[String], world: &World<'_>) -> Result<Prepared, Fa
         argv: std::iter::once("sbatch").chain(args.iter().map(String::as_str)).map(str::to_owned).collect(),
     };
     let hi = hiargs::build(low, script, &submit_ctx).map_err(Failure::Error)?;
-    let report = report(&[&command_line.layer, &env_layer, &script_layer], &script_name);
-    Ok(Prepared::Submit { hi: Box::new(hi), notes, report })
+    let layers = [&command_line.layer, &env_layer, &script_layer];
+    let mut warnings: Vec<String> = Vec::new();
+    for given in layers.iter().flat_map(|l| &l.given).filter(|g| g.def.is_ignored()) {
+        let warning = format!("{} is accepted and ignored: Drover has no use for this hint", given.def.display_name());
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
+    }
+    let report = report(&layers, &script_name);
+    Ok(Prepared::Submit { hi: Box::new(hi), notes, warnings, report })
 }
 
 /// Runs `sbatch`.
@@ -249,12 +259,15 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             print!("{text}{plugin_help}");
             Ok(0)
         }
-        Ok(Prepared::Submit { mut hi, notes, report }) => {
+        Ok(Prepared::Submit { mut hi, notes, warnings, report }) => {
             if let Err(message) = plugins.finish(&mut hi.job_spec.environment) {
                 return Ok(fail(&message));
             }
             for note in &notes {
                 fail(note);
+            }
+            for warning in &warnings {
+                eprintln!("sbatch: warning: {warning}");
             }
             if hi.verbose > 0 {
                 report.lines().for_each(|line| eprintln!("sbatch: {line}"));

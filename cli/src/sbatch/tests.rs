@@ -139,10 +139,13 @@ pub(super) fn run_prepare(args: &[&str], env: &[(&str, &str)], script: &str) -> 
 fn check_submit(args: &[&str], env: &[(&str, &str)], script: &str, expect: Expect) {
     let shown = match run_prepare(args, env, script) {
         Ok(Prepared::Answer(text)) => format!("answer:\n{text}"),
-        Ok(Prepared::Submit { hi, notes, .. }) => {
+        Ok(Prepared::Submit { hi, notes, warnings, .. }) => {
             let mut out = String::new();
             for note in notes {
                 out.push_str(&format!("note: {note}\n"));
+            }
+            for warning in warnings {
+                out.push_str(&format!("warning: {warning}\n"));
             }
             if hi.parsable || hi.quiet || hi.verbose > 0 {
                 out.push_str(&format!("parsable={} quiet={} verbose={}\n", hi.parsable, hi.quiet, hi.verbose));
@@ -1351,4 +1354,39 @@ fn wrap_command_lines_are_read_as_directives_too() {
             error: (--wrap):4:16: invalid time limit `soon`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED
         "#]],
     );
+}
+
+#[test]
+fn slurm_hints_are_accepted_and_ignored_with_a_warning() {
+    // What Nextflow's clusterOptions or OOD's native options often carry: the job is the same as
+    // without them, and each hint is named once on stderr.
+    let with = run_prepare(
+        &["--hint=nomultithread", "--cpu-freq=high", "-m", "block:cyclic", "--hint=compute_bound", "job.sh"],
+        &[],
+        "#!/bin/sh\n#SBATCH --gpu-bind=closest\n#SBATCH --gres-flags=enforce-binding\ntrue\n",
+    );
+    let without = run_prepare(
+        &["job.sh"],
+        &[],
+        "#!/bin/sh\n#SBATCH --gpu-bind=closest\n#SBATCH --gres-flags=enforce-binding\ntrue\n",
+    );
+    let (Ok(Prepared::Submit { hi, warnings, .. }), Ok(Prepared::Submit { hi: plain, .. })) = (with, without) else {
+        panic!("both must submit");
+    };
+    let mut same = hi.job_spec.clone();
+    same.submit_line.clone_from(&plain.job_spec.submit_line);
+    assert_eq!(format!("{same:?}"), format!("{:?}", plain.job_spec));
+    expect![[r#"
+        --hint is accepted and ignored: Drover has no use for this hint
+        --cpu-freq is accepted and ignored: Drover has no use for this hint
+        --distribution is accepted and ignored: Drover has no use for this hint
+        --gpu-bind is accepted and ignored: Drover has no use for this hint
+        --gres-flags is accepted and ignored: Drover has no use for this hint
+    "#]]
+    .assert_eq(&warnings.iter().map(|w| format!("{w}\n")).collect::<String>());
+    // Options that would change what the job gets are still refused, naming the option.
+    let Err(Failure::Error(message)) = run_prepare(&["--cpus-per-gpu=4", "job.sh"], &[], "#!/bin/sh\n") else {
+        panic!("--cpus-per-gpu must be refused");
+    };
+    assert!(message.contains("--cpus-per-gpu is not supported yet"), "{message}");
 }
