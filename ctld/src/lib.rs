@@ -14,6 +14,8 @@ mod http;
 mod limits;
 mod metrics;
 mod nodes;
+#[doc(hidden)]
+pub mod passbench;
 mod preempt;
 mod priority;
 mod quota;

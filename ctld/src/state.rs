@@ -180,6 +180,20 @@ pub(crate) struct State {
     pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
     /// Planned starts of the blocked jobs that got a backfill reservation in the last pass.
     pub(crate) planned_starts: HashMap<JobId, UnixTime>,
+    /// What the last scheduling pass cost (for `/metrics` and the pass benchmark).
+    pub(crate) last_pass: PassStats,
+    /// Whether a pass may skip work it can prove useless (the shape cache, the free-node index,
+    /// gated backfill planning). Off only in the test that proves both ways decide the same.
+    pub(crate) pass_shortcuts: bool,
+}
+
+/// The cost of one scheduling pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PassStats {
+    /// Time spent planning backfill reservations (part of the pass).
+    pub(crate) backfill: std::time::Duration,
+    /// Jobs whose placement was skipped because a job of the same shape found no room earlier in the pass.
+    pub(crate) shape_skips: usize,
 }
 
 impl State {
@@ -194,6 +208,8 @@ impl State {
             preempt_cancel_on_end: Default::default(),
             planned_starts: HashMap::new(),
             delayed_cancels: Vec::new(),
+            last_pass: PassStats::default(),
+            pass_shortcuts: true,
         }
     }
 
