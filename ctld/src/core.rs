@@ -11,7 +11,7 @@ use crate::validate::{self, is_admin, Caller};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
 use drover_shared::node::PartitionInfo;
-use drover_shared::proto::client::{CancelRequest, ErrorCode, JobQuery, JobUpdate, Response};
+use drover_shared::proto::client::{CancelRequest, ErrorCode, JobUpdate, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, LaunchRequest, NodeMessage, NodeRegistration};
 use drover_shared::{now, UnixTime};
 use std::collections::HashMap;
@@ -30,7 +30,6 @@ pub(crate) enum Event {
     Hold { caller: Caller, job_ids: Vec<JobId>, hold: Option<bool>, reply: oneshot::Sender<Response> },
     Requeue { caller: Caller, job_ids: Vec<JobId>, reply: oneshot::Sender<Response> },
     UpdateJob { caller: Caller, job_ids: Vec<JobId>, update: JobUpdate, reply: oneshot::Sender<Response> },
-    QueryJobs { query: JobQuery, reply: oneshot::Sender<Response> },
     QueryNodes { reply: oneshot::Sender<Response> },
     QueryPartitions { reply: oneshot::Sender<Response> },
     QueryShares { reply: oneshot::Sender<Response> },
@@ -81,11 +80,21 @@ pub(crate) struct Core {
     /// Account → GPU-seconds allocated since ctld started, and when it was last advanced.
     gpu_seconds: std::collections::BTreeMap<String, u64>,
     gpu_seconds_at: UnixTime,
+    /// Publishes job snapshots for queries.
+    publisher: crate::snapshot::Publisher,
+    /// Answers to changes, sent once a snapshot that shows the change is published, so a client
+    /// that queries after its `sbatch`/`scancel`/… returned sees its change.
+    deferred: Vec<(oneshot::Sender<Response>, Response)>,
 }
 
 impl Core {
-    pub(crate) fn new(state: State, db: std::sync::mpsc::Sender<DbOp>, ctld_socket: String) -> Core {
-        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now() };
+    pub(crate) fn new(
+        state: State,
+        db: std::sync::mpsc::Sender<DbOp>,
+        ctld_socket: String,
+        publisher: crate::snapshot::Publisher,
+    ) -> Core {
+        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now(), publisher, deferred: Vec::new() };
         let running: Vec<JobId> = core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
         core.snapshot_runs(&running);
         core
@@ -110,6 +119,7 @@ impl Core {
                     while let Ok(event) = events.try_recv() {
                         self.handle(event);
                     }
+                    self.publish();
                 }
                 () = deferred_pass, if self.schedule_needed => {}
                 _ = &mut shutdown => break,
@@ -121,8 +131,22 @@ impl Core {
                 let cost = last_pass.elapsed();
                 interval = (cost * 2).min(MAX_PASS_INTERVAL);
                 self.metrics.scheduler_pass(cost);
+                self.metrics.scheduler_backfill(self.state.last_pass.backfill);
+                self.publish();
             }
         }
+    }
+
+    /// Publishes a snapshot if jobs changed, then sends the answers that waited for it.
+    fn publish(&mut self) {
+        self.publisher.publish(&self.state);
+        for (reply, response) in self.deferred.drain(..) {
+            let _ = reply.send(response);
+        }
+    }
+
+    fn answer_after_publish(&mut self, reply: oneshot::Sender<Response>, response: Response) {
+        self.deferred.push((reply, response));
     }
 
     fn store(&self, op: DbOp) {
@@ -149,26 +173,23 @@ impl Core {
             Event::Submit { caller, spec, reply } => self.submit(caller, *spec, reply),
             Event::Cancel { caller, request, reply } => {
                 let response = self.cancel(caller, &request);
-                let _ = reply.send(response);
+                self.answer_after_publish(reply, response);
             }
             Event::CancelTasks { caller, request, tasks, reply } => {
                 let response = self.cancel_tasks(caller, &request, &tasks);
-                let _ = reply.send(response);
+                self.answer_after_publish(reply, response);
             }
             Event::UpdateJob { caller, job_ids, update, reply } => {
                 let response = self.update_jobs(caller, &job_ids, &update);
-                let _ = reply.send(response);
+                self.answer_after_publish(reply, response);
             }
             Event::Requeue { caller, job_ids, reply } => {
                 let response = self.requeue_jobs(caller, &job_ids);
-                let _ = reply.send(response);
+                self.answer_after_publish(reply, response);
             }
             Event::Hold { caller, job_ids, hold, reply } => {
                 let response = self.hold(caller, &job_ids, hold);
-                let _ = reply.send(response);
-            }
-            Event::QueryJobs { query, reply } => {
-                let _ = reply.send(self.query_jobs(&query));
+                self.answer_after_publish(reply, response);
             }
             Event::QueryNodes { reply } => {
                 let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
@@ -262,10 +283,11 @@ impl Core {
                 AfterCommit::AnswerSubmit(job_id) => {
                     if let Some(job) = self.state.jobs.get_mut(&job_id) {
                         job.committed = true;
+                        crate::snapshot::touch();
                         self.schedule_needed = true;
                     }
                     if let Some(reply) = self.waiting_submits.remove(&job_id) {
-                        let _ = reply.send(Response::Submitted { job_id });
+                        self.answer_after_publish(reply, Response::Submitted { job_id });
                     }
                 }
                 AfterCommit::Launch(job_id) => self.launch(job_id),
@@ -725,26 +747,6 @@ impl Core {
         self.audit(caller.uid, "cancel", Some(job_id), format!("was {}", state.long_name()));
         self.schedule_needed = true;
         Ok(())
-    }
-
-    fn query_jobs(&self, query: &JobQuery) -> Response {
-        let jobs = self
-            .state
-            .jobs
-            .values()
-            .filter(|j| j.committed)
-            .filter(|j| {
-                query.job_ids.is_empty()
-                    || query.job_ids.contains(&j.info.job_id)
-                    || j.info.array_job_id.is_some_and(|a| query.job_ids.contains(&a))
-            })
-            .filter(|j| query.include_finished || !query.job_ids.is_empty() || !j.info.state().is_terminal())
-            .filter(|j| query.users.is_empty() || query.users.contains(&j.info.uid))
-            .filter(|j| query.partitions.is_empty() || j.info.partition.split(',').any(|p| query.partitions.iter().any(|q| q == p)))
-            .filter(|j| query.states.is_empty() || query.states.contains(&j.info.state()))
-            .map(|j| j.info.clone())
-            .collect();
-        Response::Jobs { now: now(), jobs }
     }
 
     fn partitions(&self) -> Vec<PartitionInfo> {
@@ -1224,7 +1226,7 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::db::StoredJob>) {
         let running = info.state() == JobState::Running;
         let job_id = info.job_id;
         let job = Job {
-            info,
+            info: info.into(),
             spec: Arc::new(spec),
             candidates,
             alloc: if running { alloc } else { None },

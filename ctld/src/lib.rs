@@ -22,6 +22,7 @@ mod quota;
 mod report;
 mod rpc;
 mod scheduler;
+mod snapshot;
 #[cfg(test)]
 mod sim;
 mod state;
@@ -94,7 +95,8 @@ pub async fn run(
 
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(metrics::Registry::default());
-    let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone());
+    let (publisher, jobs_snapshot) = snapshot::Publisher::new();
+    let core = core::Core::new(state, db_tx, socket, publisher).with_metrics(registry.clone());
     let http = match &config.metrics.listen {
         Some(listen) => {
             let listener = TcpListener::bind(listen).await.with_context(|| format!("binding the metrics port {listen}"))?;
@@ -107,7 +109,8 @@ pub async fn run(
         }
         None => None,
     };
-    let client_context = rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone(), metrics: registry };
+    let client_context =
+        rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone(), metrics: registry, jobs: jobs_snapshot };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
     let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone()));
     let ticker = tokio::spawn(async move {

@@ -144,7 +144,7 @@ impl Bench {
             ..JobInfo::default()
         };
         let job = Job {
-            info,
+            info: info.into(),
             spec: Arc::new(spec),
             candidates: vec!["gpu".into()],
             alloc: None,

@@ -107,6 +107,19 @@ impl PerNodeRequest {
 
     /// Chooses GPU indices on a node, skipping `busy` ones; `None` if not enough are free.
     fn pick_gpus(&self, node: &NodeView, busy: &[u32]) -> Option<Vec<u32>> {
+        // Most tries fail on a busy cluster: count before allocating anything.
+        for (gpu_type, count) in &self.gpus {
+            let free = node
+                .gpus
+                .iter()
+                .filter(|g| {
+                    !busy.contains(&g.index) && gpu_type.as_ref().is_none_or(|t| t.eq_ignore_ascii_case(&g.gpu_type))
+                })
+                .count();
+            if free < *count as usize {
+                return None;
+            }
+        }
         let mut picked = Vec::new();
         for (gpu_type, count) in &self.gpus {
             let free = node.gpus.iter().filter(|g| {

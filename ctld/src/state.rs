@@ -31,7 +31,8 @@ pub(crate) struct Allocation {
 /// One job in memory.
 #[derive(Debug)]
 pub(crate) struct Job {
-    pub(crate) info: JobInfo,
+    /// Copy-on-write, so query snapshots can share it (see `snapshot.rs`).
+    pub(crate) info: crate::snapshot::Shared<JobInfo>,
     pub(crate) spec: Arc<JobSpec>,
     /// Partitions the job may run in, in the order to try them.
     pub(crate) candidates: Vec<String>,
@@ -261,6 +262,7 @@ impl State {
                 Some(job) if job.alloc.is_some() => self.expiry.entry(now + 60).or_default().push(job_id),
                 Some(_) => {
                     self.jobs.remove(&job_id);
+                    crate::snapshot::touch();
                 }
                 None => {}
             }

@@ -147,7 +147,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
 
     let spec = Arc::new(spec);
     let mut job = Job {
-        info: JobInfo::default(),
+        info: JobInfo::default().into(),
         spec: spec.clone(),
         candidates: partitions.iter().map(|p| p.name.clone()).collect(),
         alloc: None,
@@ -204,7 +204,8 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         exclude: spec.exclude.clone(),
         constraint: spec.constraint.clone(),
         ..JobInfo::default()
-    };
+    }
+    .into();
     Ok(job)
 }
 

@@ -33,6 +33,8 @@ pub(crate) struct ClientContext {
     pub(crate) config: Arc<drover_shared::config::Config>,
     /// RPC counts and latencies for `/metrics`.
     pub(crate) metrics: Arc<crate::metrics::Registry>,
+    /// The job snapshot the core publishes; job queries are answered from it, off the core.
+    pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::snapshot::JobsSnapshot>>,
 }
 
 /// Accepts client connections until the listener fails.
@@ -95,7 +97,13 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
     match request {
         Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
         Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
-        Request::QueryJobs(query) => ask(Box::new(move |reply| Event::QueryJobs { query, reply })).await,
+        Request::QueryJobs(query) => {
+            let snapshot = context.jobs.borrow().clone();
+            let now = drover_shared::now();
+            tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, now))
+                .await
+                .unwrap_or_else(|_| unavailable())
+        }
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,

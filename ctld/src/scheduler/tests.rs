@@ -95,7 +95,7 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
         ..JobInfo::default()
     };
     let job = Job {
-        info,
+        info: info.into(),
         spec: Arc::new(spec),
         candidates: vec!["main".into()],
         alloc: None,
