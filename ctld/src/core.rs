@@ -283,7 +283,7 @@ impl Core {
                 AfterCommit::AnswerSubmit(job_id) => {
                     if let Some(job) = self.state.jobs.get_mut(&job_id) {
                         job.committed = true;
-                        crate::snapshot::touch();
+                        crate::snapshot::touch(job_id);
                         self.schedule_needed = true;
                     }
                     if let Some(reply) = self.waiting_submits.remove(&job_id) {
@@ -991,12 +991,15 @@ impl Core {
                 failed_nodes.push(node.config.name.clone());
             }
         }
-        for name in failed_nodes {
+        // One walk over the jobs for all failed nodes (nodes that never came back are listed
+        // every tick: one walk per node made a tick cost nodes x jobs).
+        if !failed_nodes.is_empty() {
+            let failed: std::collections::HashSet<&str> = failed_nodes.iter().map(String::as_str).collect();
             let jobs: Vec<JobId> = self
                 .state
                 .jobs
                 .values()
-                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| n.node == name)))
+                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| failed.contains(n.node.as_str()))))
                 .map(|j| j.info.job_id)
                 .collect();
             for job_id in jobs {

@@ -204,12 +204,16 @@ pub(crate) fn place(
 /// Whether a job could run in the partition at all, on an empty cluster.
 pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConfig) -> bool {
     let request = PerNodeRequest::from_spec(&job.spec);
+    // Stops at the first nodes that fit: a submission's check costs O(n_nodes) on a
+    // homogeneous partition instead of a walk over all of its nodes.
+    let wanted = request.n_nodes as usize;
     let fitting = eligible_nodes(state, job, partition)
         .into_iter()
         .enumerate()
         .filter(|(k, i)| request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition))
+        .take(wanted)
         .count();
-    fitting >= request.n_nodes as usize
+    fitting >= wanted
 }
 
 /// Everything that decides whether a job fits on a partition's nodes: two jobs of one shape
@@ -233,10 +237,11 @@ impl Shape {
     }
 }
 
-/// Per partition, the nodes (in partition order) that are up and have a CPU free, and those that
-/// also have a GPU free, kept current as the pass places jobs, so a fit search skips full nodes.
+/// Per partition, the nodes (in partition order) that are up and have a CPU free, those that
+/// also have a GPU free, and those with a GPU of each type free, kept current as the pass places jobs, so a fit search skips full nodes.
 pub(crate) struct FreeIndex {
     partitions: HashMap<String, PartitionFree>,
+    empty: BTreeSet<usize>,
     /// View index → (partition, position in that partition's order).
     positions: Vec<Vec<(String, usize)>>,
 }
@@ -246,17 +251,19 @@ struct PartitionFree {
     order: Vec<usize>,
     cpu: BTreeSet<usize>,
     gpu: BTreeSet<usize>,
+    /// Lower-case GPU type → positions with a GPU of that type free.
+    gpu_type: HashMap<String, BTreeSet<usize>>,
 }
 
 impl FreeIndex {
     pub(crate) fn new(state: &State, views: &[NodeView]) -> FreeIndex {
-        let mut index = FreeIndex { partitions: HashMap::new(), positions: vec![Vec::new(); views.len()] };
+        let mut index = FreeIndex { partitions: HashMap::new(), empty: BTreeSet::new(), positions: vec![Vec::new(); views.len()] };
         for partition in &state.config.partitions {
             let order: Vec<usize> = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect();
             for (position, &i) in order.iter().enumerate() {
                 index.positions[i].push((partition.name.clone(), position));
             }
-            let free = PartitionFree { order, cpu: BTreeSet::new(), gpu: BTreeSet::new() };
+            let free = PartitionFree { order, cpu: BTreeSet::new(), gpu: BTreeSet::new(), gpu_type: HashMap::new() };
             index.partitions.insert(partition.name.clone(), free);
         }
         for (i, view) in views.iter().enumerate() {
@@ -269,8 +276,25 @@ impl FreeIndex {
     pub(crate) fn update(&mut self, i: usize, view: &NodeView) {
         let cpu_free = view.usable() && view.cpus_alloc < view.cpus;
         let gpu_free = cpu_free && view.gpus_alloc.len() < view.gpus.len();
+        let mut types: Vec<(String, bool)> = Vec::new();
+        for gpu in &view.gpus {
+            let name = gpu.gpu_type.to_ascii_lowercase();
+            let free = cpu_free && !view.gpus_alloc.contains(&gpu.index);
+            match types.iter_mut().find(|(t, _)| *t == name) {
+                Some((_, any)) => *any |= free,
+                None => types.push((name, free)),
+            }
+        }
         for (name, position) in &self.positions[i] {
             let Some(free) = self.partitions.get_mut(name) else { continue };
+            for (gpu_type, any) in &types {
+                let set = free.gpu_type.entry(gpu_type.clone()).or_default();
+                if *any {
+                    set.insert(*position);
+                } else {
+                    set.remove(position);
+                }
+            }
             if cpu_free {
                 free.cpu.insert(*position);
             } else {
@@ -297,7 +321,16 @@ impl FreeIndex {
             return None;
         }
         let free = self.partitions.get(partition)?;
-        let set = if request.n_gpus() > 0 { &free.gpu } else { &free.cpu };
+        // One typed GPU request: only nodes with a GPU of that type free.
+        let typed = match request.gpus.as_slice() {
+            [(Some(gpu_type), count)] if *count > 0 => Some(gpu_type.to_ascii_lowercase()),
+            _ => None,
+        };
+        let set = match typed {
+            Some(gpu_type) => free.gpu_type.get(&gpu_type).unwrap_or(&self.empty),
+            None if request.n_gpus() > 0 => &free.gpu,
+            None => &free.cpu,
+        };
         Some(set.iter().map(|&position| free.order[position]))
     }
 }

@@ -262,7 +262,7 @@ impl State {
                 Some(job) if job.alloc.is_some() => self.expiry.entry(now + 60).or_default().push(job_id),
                 Some(_) => {
                     self.jobs.remove(&job_id);
-                    crate::snapshot::touch();
+                    crate::snapshot::touch(job_id);
                 }
                 None => {}
             }

@@ -80,6 +80,17 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
         };
         let Some(request) = request else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
+        if let Request::QueryJobs(query) = request {
+            // From the published snapshot, off the core, encoded without copying the records.
+            let snapshot = context.jobs.borrow().clone();
+            let now = drover_shared::now();
+            match tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, now)).await {
+                Ok(answer) => messages.send(&answer).await?,
+                Err(_) => messages.send(&unavailable()).await?,
+            }
+            context.metrics.rpc(kind, began.elapsed());
+            continue;
+        }
         let response = dispatch(request, caller, &context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send(&response).await?;
@@ -97,13 +108,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
     match request {
         Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
         Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
-        Request::QueryJobs(query) => {
-            let snapshot = context.jobs.borrow().clone();
-            let now = drover_shared::now();
-            tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, now))
-                .await
-                .unwrap_or_else(|_| unavailable())
-        }
+        Request::QueryJobs(_) => unreachable!("job queries are answered by `query_jobs`"),
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
