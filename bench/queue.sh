@@ -2,7 +2,8 @@
 # Queue benchmark: a release ctld (no nodes, so every job stays pending) filled with held jobs
 # over the client socket to 1,000, 10,000 and 100,000 jobs. At each size: `squeue` (the CLI,
 # rendering included) alone, and the job query under 50 concurrent pollers; at 100,000: ctld's
-# resident memory per pending job and sequential `sbatch` latency (one process per job).
+# resident memory per pending job (measured before the queries at each size) and sequential
+# `sbatch` latency (one process per job).
 #
 #   bench/queue.sh [SIZES...]        (default 1000 10000 100000)
 set -euo pipefail
@@ -49,6 +50,9 @@ for size in "${SIZES[@]}"; do
     "$BIN/drover-simnode" submit --socket "$SOCK" --count $((size - have)) --clients 8 --hold --gpus 1 >/dev/null
     have=$size
     sleep 1
+    # Before any query at this size (a query's encode buffer stays in the allocator's heap).
+    RSS1=$(rss)
+    echo "jobs=$size ctld_rss_kib=$RSS1 bytes_per_pending_job=$(( (RSS1 - RSS0) * 1024 / size ))"
     times=()
     for _ in 1 2 3 4 5; do
         s0=$(date +%s%N); "$BIN/drover" squeue > "$WORK/squeue.out"; s1=$(date +%s%N)
@@ -67,8 +71,7 @@ for size in "${SIZES[@]}"; do
     wait $POLL
     echo "jobs=$size squeue_cli_ms_under_50_pollers=$(printf '%s\n' "${times[@]}" | sort -n | tr '\n' ' ')"
 done
-RSS1=$(rss)
-echo "ctld_rss_kib=$RSS1 jobs=$have bytes_per_pending_job=$(( (RSS1 - RSS0) * 1024 / have ))"
+echo "ctld_rss_kib_after_queries=$(rss)"
 printf '#!/bin/sh\n#SBATCH --hold\ntrue\n' > "$WORK/job.sh"
 lat=()
 for _ in $(seq 200); do

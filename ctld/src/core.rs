@@ -306,11 +306,16 @@ impl Core {
         self.refresh_dependencies(now);
         // A pass starts at most one task of an array (its base record is one queue entry); more
         // passes follow while tasks are split off, so the tasks that fit start together.
+        let mut backfill = std::time::Duration::ZERO;
         for _ in 0..crate::array::MAX_ARRAY_SIZE {
-            if !self.schedule_pass(now) {
+            let more = self.schedule_pass(now);
+            backfill += self.state.last_pass.backfill;
+            if !more {
                 break;
             }
         }
+        // What `/metrics` reports: the backfill part of all rounds.
+        self.state.last_pass.backfill = backfill;
         self.preempt();
     }
 

@@ -9,6 +9,7 @@ mod usage;
 
 use crate::core::Event;
 use crate::validate::Caller;
+use drover_shared::job::JobInfo;
 use drover_shared::proto::client::{ErrorCode, Request, Response};
 use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
 use drover_shared::proto::{version_supported, Hello, HelloReply, Role, MAGIC, PROTOCOL_VERSION};
@@ -108,7 +109,13 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
     match request {
         Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
         Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
-        Request::QueryJobs(_) => unreachable!("job queries are answered by `query_jobs`"),
+        // `handle` answers job queries itself without copying records; this is the same answer
+        // as an owned `Response` for any other caller.
+        Request::QueryJobs(query) => {
+            let snapshot = context.jobs.borrow().clone();
+            let answer = crate::snapshot::query_jobs(&snapshot, &query, drover_shared::now());
+            Response::Jobs { now: answer.now, jobs: answer.jobs.iter().map(|job| JobInfo::clone(job)).collect() }
+        }
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
