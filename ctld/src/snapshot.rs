@@ -120,6 +120,7 @@ impl Publisher {
         if chunks.is_empty() {
             return;
         }
+        let mut changed = false;
         for chunk in chunks {
             let (first, last) = (chunk * CHUNK, chunk.saturating_mul(CHUNK).saturating_add(CHUNK - 1));
             let jobs: Vec<Arc<JobInfo>> = state
@@ -130,10 +131,14 @@ impl Publisher {
                 .map(|j| j.info.share())
                 .collect();
             if jobs.is_empty() {
-                self.chunks.remove(&chunk);
+                changed |= self.chunks.remove(&chunk).is_some();
             } else {
                 self.chunks.insert(chunk, Arc::new(jobs));
+                changed = true;
             }
+        }
+        if !changed {
+            return;
         }
         let snapshot = JobsSnapshot { chunks: self.chunks.values().cloned().collect() };
         self.tx.send_replace(Arc::new(snapshot));
@@ -224,5 +229,66 @@ mod tests {
         assert_eq!(taken.reason, "");
         assert_eq!(info.reason, "Resources");
         assert!(!Arc::ptr_eq(&taken, &info.share()));
+    }
+
+    fn state() -> State {
+        let text = "cluster_name = \"c\"\ndefault_account = \"shared\"\n[controller]\naddress = \"127.0.0.1:6817\"\n\
+            state_dir = \"state\"\n[[nodes]]\nnames = \"n1\"\ncpus = 4\nreal_memory = 8000\n\
+            [[partitions]]\nname = \"main\"\nnodes = \"n1\"\ndefault = true\n[[accounts]]\nname = \"shared\"\n";
+        let config = drover_shared::config::Config::parse(std::path::Path::new("/c.toml"), text).unwrap();
+        State::new(Arc::new(config), 1)
+    }
+
+    fn add(state: &mut State, job_id: JobId, committed: bool) {
+        let info = JobInfo { job_id, state: Some(JobState::Pending), reason: "None".into(), ..JobInfo::default() };
+        let job = crate::state::Job {
+            info: info.into(),
+            spec: Arc::default(),
+            candidates: Vec::new(),
+            alloc: None,
+            committed,
+            launched_at: None,
+            cancel_requested_by: None,
+        };
+        state.jobs.insert(job_id, job);
+        touch(job_id);
+    }
+
+    fn visible(rx: &tokio::sync::watch::Receiver<Arc<JobsSnapshot>>) -> Vec<(JobId, String)> {
+        rx.borrow().jobs().map(|j| (j.job_id, j.reason.clone())).collect()
+    }
+
+    /// Publishing rebuilds only what changed, yet every publish shows exactly the committed jobs
+    /// as they are now, across chunks; an earlier snapshot keeps what it saw.
+    #[test]
+    fn incremental_publish_shows_the_current_jobs() {
+        let mut state = state();
+        let (mut publisher, rx) = Publisher::new();
+        let ids = [3_000_000_001, 3_000_000_002, 3_000_000_000 + CHUNK * 3 + 5];
+        for id in ids {
+            add(&mut state, id, true);
+        }
+        add(&mut state, 3_000_000_003, false);
+        publisher.publish(&state);
+        let first = rx.borrow().clone();
+        assert_eq!(visible(&rx).iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids);
+
+        state.jobs.get_mut(&ids[2]).unwrap().info.reason = "Resources".into();
+        state.jobs.get_mut(&3_000_000_003).unwrap().committed = true;
+        touch(3_000_000_003);
+        state.jobs.remove(&ids[0]);
+        touch(ids[0]);
+        publisher.publish(&state);
+        assert_eq!(
+            visible(&rx),
+            vec![(ids[1], "None".to_owned()), (3_000_000_003, "None".to_owned()), (ids[2], "Resources".to_owned())]
+        );
+        assert_eq!(first.jobs().map(|j| (j.job_id, j.reason.as_str())).last(), Some((ids[2], "None")));
+        assert_eq!(first.jobs().count(), 3);
+
+        // Nothing changed: the published snapshot stays the same object.
+        let before = rx.borrow().clone();
+        publisher.publish(&state);
+        assert!(Arc::ptr_eq(&before, &rx.borrow()));
     }
 }
