@@ -2,10 +2,10 @@
 //! answer. Blocking I/O: every command makes one or two round trips and exits, so a runtime would
 //! cost more start-up time than it saves.
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use drover_shared::proto::client::{Request, Response};
-use drover_shared::proto::frame::{read_message, write_message, MAX_FRAME, MAX_HANDSHAKE_FRAME};
-use drover_shared::proto::{Hello, HelloReply, Role, MAGIC, PROTOCOL_VERSION};
+use drover_shared::proto::frame::{MAX_FRAME, MAX_HANDSHAKE_FRAME, read_message, write_message};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 

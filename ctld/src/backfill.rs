@@ -3,13 +3,13 @@
 //! that run), and the rule that lets a lower-priority job start ahead: it avoids the reserved
 //! nodes, or it ends before the reservation starts.
 
-use crate::scheduler::{place, PerNodeRequest};
+use crate::scheduler::{PerNodeRequest, place};
 use crate::state::{Allocation, Job, Node, NodeAllocation, State};
+use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::node::GpuDevice;
-use drover_shared::UnixTime;
 use std::collections::{HashMap, HashSet};
 
 /// What an unlimited time limit counts as when planning (Slurm uses a year as well).

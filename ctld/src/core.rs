@@ -7,13 +7,13 @@
 use crate::db::{AfterCommit, CommitReport, DbOp};
 use crate::scheduler::{self, Start};
 use crate::state::{Allocation, Job, NodeAllocation, NodeLink, State};
-use crate::validate::{self, is_admin, Caller};
+use crate::validate::{self, Caller, is_admin};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
 use drover_shared::node::PartitionInfo;
 use drover_shared::proto::client::{CancelRequest, ErrorCode, JobUpdate, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, LaunchRequest, NodeMessage, NodeRegistration};
-use drover_shared::{now, UnixTime};
+use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -24,27 +24,96 @@ mod step;
 /// Everything the core reacts to.
 #[derive(Debug)]
 pub(crate) enum Event {
-    Submit { caller: Caller, spec: Box<JobSpec>, reply: oneshot::Sender<Response> },
-    Cancel { caller: Caller, request: CancelRequest, reply: oneshot::Sender<Response> },
-    CancelTasks { caller: Caller, request: CancelRequest, tasks: Vec<(JobId, u32)>, reply: oneshot::Sender<Response> },
-    Hold { caller: Caller, job_ids: Vec<JobId>, hold: Option<bool>, reply: oneshot::Sender<Response> },
-    Requeue { caller: Caller, job_ids: Vec<JobId>, reply: oneshot::Sender<Response> },
-    UpdateJob { caller: Caller, job_ids: Vec<JobId>, update: JobUpdate, reply: oneshot::Sender<Response> },
-    QueryNodes { reply: oneshot::Sender<Response> },
-    QueryPartitions { reply: oneshot::Sender<Response> },
-    QueryShares { reply: oneshot::Sender<Response> },
-    QueryPriority { reply: oneshot::Sender<Response> },
-    Explain { job_id: JobId, reply: oneshot::Sender<Response> },
-    CreateStep { caller: Caller, job_id: JobId, spec: Box<drover_shared::job::StepSpec>, reply: oneshot::Sender<Response> },
-    StepDone { caller: Caller, job_id: JobId, step_id: u32, state: JobState, exit_status: WaitStatus, reply: oneshot::Sender<Response> },
-    CancelStep { caller: Caller, job_id: JobId, step_id: u32, signal: Option<i32>, reply: oneshot::Sender<Response> },
+    Submit {
+        caller: Caller,
+        spec: Box<JobSpec>,
+        reply: oneshot::Sender<Response>,
+    },
+    Cancel {
+        caller: Caller,
+        request: CancelRequest,
+        reply: oneshot::Sender<Response>,
+    },
+    CancelTasks {
+        caller: Caller,
+        request: CancelRequest,
+        tasks: Vec<(JobId, u32)>,
+        reply: oneshot::Sender<Response>,
+    },
+    Hold {
+        caller: Caller,
+        job_ids: Vec<JobId>,
+        hold: Option<bool>,
+        reply: oneshot::Sender<Response>,
+    },
+    Requeue {
+        caller: Caller,
+        job_ids: Vec<JobId>,
+        reply: oneshot::Sender<Response>,
+    },
+    UpdateJob {
+        caller: Caller,
+        job_ids: Vec<JobId>,
+        update: JobUpdate,
+        reply: oneshot::Sender<Response>,
+    },
+    QueryNodes {
+        reply: oneshot::Sender<Response>,
+    },
+    QueryPartitions {
+        reply: oneshot::Sender<Response>,
+    },
+    QueryShares {
+        reply: oneshot::Sender<Response>,
+    },
+    QueryPriority {
+        reply: oneshot::Sender<Response>,
+    },
+    Explain {
+        job_id: JobId,
+        reply: oneshot::Sender<Response>,
+    },
+    CreateStep {
+        caller: Caller,
+        job_id: JobId,
+        spec: Box<drover_shared::job::StepSpec>,
+        reply: oneshot::Sender<Response>,
+    },
+    StepDone {
+        caller: Caller,
+        job_id: JobId,
+        step_id: u32,
+        state: JobState,
+        exit_status: WaitStatus,
+        reply: oneshot::Sender<Response>,
+    },
+    CancelStep {
+        caller: Caller,
+        job_id: JobId,
+        step_id: u32,
+        signal: Option<i32>,
+        reply: oneshot::Sender<Response>,
+    },
     Committed(CommitReport),
-    NodeConnected { registration: NodeRegistration, link: NodeLink, address: String },
-    NodeMessage { node: String, connection_id: u64, message: NodeMessage },
-    NodeDisconnected { node: String, connection_id: u64 },
+    NodeConnected {
+        registration: NodeRegistration,
+        link: NodeLink,
+        address: String,
+    },
+    NodeMessage {
+        node: String,
+        connection_id: u64,
+        message: NodeMessage,
+    },
+    NodeDisconnected {
+        node: String,
+        connection_id: u64,
+    },
     Tick,
     /// `/metrics` and the status page: a snapshot of the cluster.
-    Metrics { reply: oneshot::Sender<crate::metrics::Snapshot> },
+    Metrics {
+        reply: oneshot::Sender<crate::metrics::Snapshot>,
+    },
 }
 
 /// Seconds a requeued job waits (reason `BeginTime`) before it may start again.
@@ -94,8 +163,26 @@ impl Core {
         ctld_socket: String,
         publisher: crate::snapshot::Publisher,
     ) -> Core {
-        let mut core = Core { state, db, waiting_submits: HashMap::new(), schedule_needed: true, ctld_socket, started_at: now(), requeue_on_end: Default::default(), requeued_ends: HashMap::new(), steps: Default::default(), runs: Default::default(), usage_purged_at: 0, metrics: Arc::default(), gpu_seconds: Default::default(), gpu_seconds_at: now(), publisher, deferred: Vec::new() };
-        let running: Vec<JobId> = core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
+        let mut core = Core {
+            state,
+            db,
+            waiting_submits: HashMap::new(),
+            schedule_needed: true,
+            ctld_socket,
+            started_at: now(),
+            requeue_on_end: Default::default(),
+            requeued_ends: HashMap::new(),
+            steps: Default::default(),
+            runs: Default::default(),
+            usage_purged_at: 0,
+            metrics: Arc::default(),
+            gpu_seconds: Default::default(),
+            gpu_seconds_at: now(),
+            publisher,
+            deferred: Vec::new(),
+        };
+        let running: Vec<JobId> =
+            core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
         core.snapshot_runs(&running);
         core
     }
@@ -246,7 +333,12 @@ impl Core {
                 self.state.usage.touch(&job.info.account, &job.info.user);
                 crate::array::init(&mut job);
                 self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec: Box::new((*job.spec).clone()) });
-                self.audit(caller.uid, "submit", Some(job_id), format!("name={} partition={}", job.info.name, job.info.partition));
+                self.audit(
+                    caller.uid,
+                    "submit",
+                    Some(job_id),
+                    format!("name={} partition={}", job.info.name, job.info.partition),
+                );
                 self.store(DbOp::After(AfterCommit::AnswerSubmit(job_id)));
                 self.state.jobs.insert(job_id, job);
                 self.waiting_submits.insert(job_id, reply);
@@ -265,7 +357,8 @@ impl Core {
                     AfterCommit::AnswerSubmit(job_id) => {
                         self.state.jobs.remove(&job_id);
                         if let Some(reply) = self.waiting_submits.remove(&job_id) {
-                            let _ = reply.send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
+                            let _ = reply
+                                .send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
                         }
                     }
                     AfterCommit::Launch(job_id) => {
@@ -365,7 +458,8 @@ impl Core {
             info.cpus_per_node = alloc.nodes.iter().map(|n| n.cpus).collect();
             info.num_cpus = info.cpus_per_node.iter().sum();
             info.mem_per_node_mb = alloc.nodes.first().map_or(0, |n| n.mem_mb);
-            info.gpus_allocated = u32::try_from(alloc.nodes.iter().map(|n| n.gpus.len()).sum::<usize>()).unwrap_or(u32::MAX);
+            info.gpus_allocated =
+                u32::try_from(alloc.nodes.iter().map(|n| n.gpus.len()).sum::<usize>()).unwrap_or(u32::MAX);
             if info.time_limit.is_none() {
                 info.time_limit = partition_config.map(|p| p.default_time.unwrap_or(p.max_time));
             }
@@ -493,7 +587,9 @@ impl Core {
                 .state
                 .jobs
                 .values()
-                .find(|j| j.committed && j.info.array_job_id == Some(array_job_id) && j.info.array_task_id == Some(task))
+                .find(|j| {
+                    j.committed && j.info.array_job_id == Some(array_job_id) && j.info.array_task_id == Some(task)
+                })
                 .map(|j| j.info.job_id);
             let result = match own {
                 Some(job_id) => self.cancel_one(caller, admin, job_id, request, now),
@@ -710,7 +806,14 @@ impl Core {
         Ok(())
     }
 
-    fn cancel_one(&mut self, caller: Caller, admin: bool, job_id: JobId, request: &CancelRequest, now: UnixTime) -> Result<(), ErrorCode> {
+    fn cancel_one(
+        &mut self,
+        caller: Caller,
+        admin: bool,
+        job_id: JobId,
+        request: &CancelRequest,
+        now: UnixTime,
+    ) -> Result<(), ErrorCode> {
         let kill_wait = self.state.config.kill_wait;
         let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         if job.info.uid != caller.uid && !admin {
@@ -760,7 +863,11 @@ impl Core {
             .partitions
             .iter()
             .map(|p| {
-                let nodes: Vec<_> = p.nodes.iter().filter_map(|n| self.state.node_index.get(n).map(|&i| &self.state.nodes[i])).collect();
+                let nodes: Vec<_> = p
+                    .nodes
+                    .iter()
+                    .filter_map(|n| self.state.node_index.get(n).map(|&i| &self.state.nodes[i]))
+                    .collect();
                 PartitionInfo {
                     name: p.name.clone(),
                     default: p.default,
@@ -811,9 +918,10 @@ impl Core {
             .iter()
             .copied()
             .filter(|job_id| {
-                self.state.jobs.get(job_id).is_none_or(|j| {
-                    j.info.nodes.first() != Some(&name) || j.info.state().is_terminal()
-                })
+                self.state
+                    .jobs
+                    .get(job_id)
+                    .is_none_or(|j| j.info.nodes.first() != Some(&name) || j.info.state().is_terminal())
             })
             .collect();
         let _ = link.tx.send(CtldMessage::Registered { kill });
@@ -893,7 +1001,11 @@ impl Core {
         let job_id = end.job_id;
         // Charge the job up to now while it still counts as running.
         self.charge_usage(now, true);
-        let holds = self.state.jobs.get(&job_id).is_some_and(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node));
+        let holds = self
+            .state
+            .jobs
+            .get(&job_id)
+            .is_some_and(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node));
         if self.requeued_ends.get(&job_id) == Some(&(end.start_time, end.end_time)) {
             // A repeat of the end of a run that was requeued: that run is accounted for.
         } else if holds && self.requeue_on_end.remove(&job_id) {
@@ -1060,10 +1172,12 @@ impl Core {
         }
         // Warned victims whose lead time is over.
         let now = now();
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.state.delayed_cancels).into_iter().partition(|(at, _, _)| *at <= now);
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.state.delayed_cancels).into_iter().partition(|(at, _, _)| *at <= now);
         self.state.delayed_cancels = later;
         for (_, job_id, grace) in due {
-            let running = self.state.jobs.get(&job_id).filter(|j| j.alloc.is_some()).and_then(|j| j.info.nodes.first().cloned());
+            let running =
+                self.state.jobs.get(&job_id).filter(|j| j.alloc.is_some()).and_then(|j| j.info.nodes.first().cloned());
             if let Some(link) = running.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
                 let _ = link.tx.send(CtldMessage::Cancel { job_id, kill_wait: grace });
             }
@@ -1080,13 +1194,21 @@ impl Core {
             .values()
             .filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running)
             .map(|j| {
-                let weights = config.partitions.iter().find(|p| p.name == j.info.partition).map(|p| p.tres_billing_weights.clone());
+                let weights = config
+                    .partitions
+                    .iter()
+                    .find(|p| p.name == j.info.partition)
+                    .map(|p| p.tres_billing_weights.clone());
                 let billing = crate::tres::billing(&weights.unwrap_or_default(), &crate::tres::of_job(&self.state, j));
                 (j.info.account.clone(), j.info.user.clone(), billing)
             })
             .collect();
         let usage = &mut self.state.usage;
-        usage.advance(now, config.priority.decay_half_life, charges.iter().map(|(a, u, b)| (a.as_str(), u.as_str(), *b)));
+        usage.advance(
+            now,
+            config.priority.decay_half_life,
+            charges.iter().map(|(a, u, b)| (a.as_str(), u.as_str(), *b)),
+        );
         if save || usage.save_due(now) {
             usage.saved = now;
             let rows = usage.by_assoc.iter().map(|(k, v)| (k.clone(), *v)).collect();
@@ -1108,8 +1230,15 @@ impl Core {
             for sample in samples.iter().filter(|s| s.gpus > 0) {
                 let Some(run) = runs.get_mut(&sample.job_id) else { continue };
                 run.add_sample(sample.utilization_percent_sum, now);
-                let Some(job) = self.state.jobs.get(&sample.job_id).filter(|j| j.info.state() == JobState::Running) else { continue };
-                let Some(policy) = self.state.config.accounting.idle_gpu.iter().find(|p| p.partition == job.info.partition) else { continue };
+                let Some(job) = self.state.jobs.get(&sample.job_id).filter(|j| j.info.state() == JobState::Running)
+                else {
+                    continue;
+                };
+                let Some(policy) =
+                    self.state.config.accounting.idle_gpu.iter().find(|p| p.partition == job.info.partition)
+                else {
+                    continue;
+                };
                 let step = run.idle_check(policy, sample.utilization_percent_sum / sample.gpus, now);
                 if step != IdleStep::Nothing {
                     steps.push((sample.job_id, step, policy.threshold_percent));
@@ -1126,7 +1255,9 @@ impl Core {
             let detail = format!("GPUs below {threshold}% utilization for {idle}s");
             tracing::warn!(job_id, ?action, detail, "idle GPUs");
             let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
-            let link_of = |state: &mut State, job_host: Option<String>| job_host.and_then(|h| state.node_mut(&h)).and_then(|n| n.link.clone());
+            let link_of = |state: &mut State, job_host: Option<String>| {
+                job_host.and_then(|h| state.node_mut(&h)).and_then(|n| n.link.clone())
+            };
             let host = job.info.nodes.first().cloned();
             match action {
                 IdleAction::Warn => self.audit(0, "idle-gpu-warning", Some(job_id), detail),
@@ -1169,7 +1300,11 @@ impl Core {
     }
 
     fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
-        let mut snap = crate::metrics::Snapshot { start_time: self.started_at, gpu_seconds: self.gpu_seconds.clone(), ..Default::default() };
+        let mut snap = crate::metrics::Snapshot {
+            start_time: self.started_at,
+            gpu_seconds: self.gpu_seconds.clone(),
+            ..Default::default()
+        };
         let borrowed = crate::quota::Quotas::new(&self.state).borrowed;
         for job in self.state.jobs.values().filter(|j| j.committed) {
             let state = job.info.state();
@@ -1189,7 +1324,11 @@ impl Core {
             }
         }
         for node in &self.state.nodes {
-            snap.nodes.push((node.config.name.clone(), node.state().long_name().to_owned(), node.drain_reason.is_some()));
+            snap.nodes.push((
+                node.config.name.clone(),
+                node.state().long_name().to_owned(),
+                node.drain_reason.is_some(),
+            ));
             snap.gpus_total += node.gpus.len() as u64;
             snap.cpus_total += u64::from(node.cpus);
             snap.cpus_allocated += u64::from(node.cpus_alloc);

@@ -10,10 +10,10 @@
 //! Readers (`sacct`) open their own read-only connections; WAL lets them run beside the writer.
 
 use crate::state::Allocation;
+use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::AccountingQuery;
-use drover_shared::UnixTime;
-use rusqlite::{params, Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, params};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -100,7 +100,10 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
 /// Adds the `array_job_id` column (job arrays) to a database created before it existed, so that
 /// `sacct -j N` finds every task of array N.
 fn add_array_column(conn: &Connection) -> rusqlite::Result<()> {
-    let has: bool = conn.query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'array_job_id'", [], |r| r.get::<_, i64>(0))? > 0;
+    let has: bool =
+        conn.query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'array_job_id'", [], |r| {
+            r.get::<_, i64>(0)
+        })? > 0;
     if !has {
         conn.execute_batch("ALTER TABLE jobs ADD COLUMN array_job_id INTEGER")?;
     }
@@ -119,7 +122,8 @@ pub(crate) struct StoredJob {
 pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJob>, JobId), DbError> {
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
     let next: i64 = conn.query_row("SELECT COALESCE(MAX(job_id), 0) + 1 FROM jobs", [], |r| r.get(0)).map_err(err)?;
-    let mut stmt = conn.prepare("SELECT job_id, info, spec, alloc FROM jobs WHERE state < 3 ORDER BY job_id").map_err(err)?;
+    let mut stmt =
+        conn.prepare("SELECT job_id, info, spec, alloc FROM jobs WHERE state < 3 ORDER BY job_id").map_err(err)?;
     let rows = stmt
         .query_map([], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, Option<Vec<u8>>>(3)?))
@@ -142,13 +146,14 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
 pub(crate) fn load_usage(conn: &Connection, path: &Path, usage: &mut crate::usage::Usage) -> Result<(), DbError> {
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
     let mut stmt = conn.prepare("SELECT account, user, raw_usage FROM usage").map_err(err)?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, f64>(2)?))).map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, f64>(2)?)))
+        .map_err(err)?;
     for row in rows {
         let (account, user, value) = row.map_err(err)?;
         usage.by_assoc.insert((account, user), value);
     }
-    let updated: Option<i64> =
-        conn.query_row("SELECT updated FROM usage_clock WHERE id = 1", [], |r| r.get(0)).ok();
+    let updated: Option<i64> = conn.query_row("SELECT updated FROM usage_clock WHERE id = 1", [], |r| r.get(0)).ok();
     if let Some(updated) = updated {
         usage.updated = updated;
         usage.saved = updated;
@@ -198,7 +203,11 @@ pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<V
     let mut jobs = Vec::new();
     for row in rows {
         let (job_id, info) = row.map_err(err)?;
-        jobs.push(postcard::from_bytes(&info).map_err(|source| DbError::Corrupt { path: path.to_owned(), job_id, source })?);
+        jobs.push(postcard::from_bytes(&info).map_err(|source| DbError::Corrupt {
+            path: path.to_owned(),
+            job_id,
+            source,
+        })?);
     }
     Ok(jobs)
 }
@@ -282,7 +291,8 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
             "UPDATE jobs SET state = ?2, start_time = ?3, end_time = ?4, account = ?5, partition = ?6, info = ?7,
              alloc = COALESCE(?8, alloc) WHERE job_id = ?1",
         )?;
-        let mut audit = tx.prepare_cached("INSERT INTO audit (time, uid, action, job_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        let mut audit =
+            tx.prepare_cached("INSERT INTO audit (time, uid, action, job_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?;
         let blob = |v: &dyn erased::Encode| v.encode();
         for op in batch {
             match op {
@@ -333,7 +343,9 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                     )?;
                 }
                 DbOp::RecordUsage(record) => crate::accounting::write(&tx, &record)?,
-                DbOp::PurgeUsage { now, hours_days, jobs_days } => crate::accounting::purge(&tx, now, hours_days, jobs_days)?,
+                DbOp::PurgeUsage { now, hours_days, jobs_days } => {
+                    crate::accounting::purge(&tx, now, hours_days, jobs_days)?
+                }
             }
         }
     }

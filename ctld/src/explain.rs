@@ -6,12 +6,12 @@ use crate::backfill::NodeView;
 use crate::limits::Running;
 use crate::priority::{self, Context};
 use crate::quota::{self, Quotas};
-use crate::scheduler::{eligible_nodes, PerNodeRequest};
+use crate::scheduler::{PerNodeRequest, eligible_nodes};
 use crate::state::{Job, State};
 use crate::tres;
+use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::proto::client::{ErrorCode, Response};
-use drover_shared::UnixTime;
 
 fn when(now: UnixTime, at: UnixTime) -> String {
     let secs = (at - now).max(0);
@@ -78,7 +78,9 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
             .values()
             .filter(|j| j.committed && j.info.state() == JobState::Pending && j.info.job_id != job_id)
             .filter(|j| j.candidates.contains(name) && j.info.priority > 0)
-            .filter(|j| (j.info.priority, std::cmp::Reverse(j.info.job_id)) > (job.info.priority, std::cmp::Reverse(job_id)))
+            .filter(|j| {
+                (j.info.priority, std::cmp::Reverse(j.info.job_id)) > (job.info.priority, std::cmp::Reverse(job_id))
+            })
             .map(|j| j.info.job_id)
             .collect();
         let shown: Vec<String> = ahead.iter().take(5).map(ToString::to_string).collect();
@@ -95,11 +97,16 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
             if ahead.is_empty() { String::new() } else { format!(": {}{more}", shown.join(", ")) }
         ));
         if let Some(max) = partition.max_nodes.filter(|max| request.n_nodes > *max) {
-            lines.push(format!("partition {name}: PartitionNodeLimit: job asks {} nodes, MaxNodes={max}", request.n_nodes));
+            lines.push(format!(
+                "partition {name}: PartitionNodeLimit: job asks {} nodes, MaxNodes={max}",
+                request.n_nodes
+            ));
         }
         match quotas.check(state, &views, job, partition, &asked) {
             Err(limit) => lines.push(format!("partition {name}: {}: {}", limit.reason, limit.detail)),
-            Ok(true) => lines.push(format!("partition {name}: would borrow (beyond its team's guarantee; preemptible)")),
+            Ok(true) => {
+                lines.push(format!("partition {name}: would borrow (beyond its team's guarantee; preemptible)"))
+            }
             Ok(false) if quota::quota_of(&state.config, &job.info.account, name).is_some() => {
                 lines.push(format!("partition {name}: inside its team's guarantee; may reclaim borrowed GPUs"));
             }
@@ -111,13 +118,16 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
             }
         }
     }
-    let victims: Vec<String> = state.preempting.iter().filter(|(_, f)| **f == job_id).map(|(v, _)| v.to_string()).collect();
+    let victims: Vec<String> =
+        state.preempting.iter().filter(|(_, f)| **f == job_id).map(|(v, _)| v.to_string()).collect();
     if !victims.is_empty() {
         lines.push(format!("reclaim under way: preempting borrowed job(s) {}", victims.join(", ")));
     }
     match state.planned_starts.get(&job_id) {
         Some(start) => lines.push(format!("estimated start: {} (backfill reservation)", when(now, *start))),
-        None => lines.push("estimated start: unknown (no reservation: not among the top blocked jobs, or blocked by a limit)".into()),
+        None => lines.push(
+            "estimated start: unknown (no reservation: not among the top blocked jobs, or blocked by a limit)".into(),
+        ),
     }
 }
 
@@ -132,9 +142,15 @@ pub(crate) fn explain(state: &State, job_id: JobId, now: UnixTime) -> Response {
         JobState::Running => {
             let quotas = Quotas::new(state);
             if quotas.borrowed.contains(&job_id) {
-                lines.push(format!("runs on borrowed capacity in partition {}: it may be preempted", job.info.partition));
+                lines.push(format!(
+                    "runs on borrowed capacity in partition {}: it may be preempted",
+                    job.info.partition
+                ));
             } else if quota::quota_of(&state.config, &job.info.account, &job.info.partition).is_some() {
-                lines.push(format!("runs inside its team's guarantee in partition {}: never preempted", job.info.partition));
+                lines.push(format!(
+                    "runs inside its team's guarantee in partition {}: never preempted",
+                    job.info.partition
+                ));
             }
             if let Some(for_job) = state.preempting.get(&job_id) {
                 lines.push(format!("being preempted to reclaim a guarantee for job {for_job}"));

@@ -77,7 +77,9 @@ impl Tree {
         for i in 0..assocs.len() {
             let mut children = std::mem::take(&mut assocs[i].children);
             children.sort_by(|&a, &b| {
-                let key = |x: usize| (assocs[x].user.is_none(), assocs[x].user.clone().unwrap_or_else(|| assocs[x].account.clone()));
+                let key = |x: usize| {
+                    (assocs[x].user.is_none(), assocs[x].user.clone().unwrap_or_else(|| assocs[x].account.clone()))
+                };
                 key(a).cmp(&key(b))
             });
             assocs[i].children = children;
@@ -151,7 +153,13 @@ pub(crate) fn fair_tree(tree: &Tree) -> Vec<Shares> {
         } else {
             s / u
         };
-        *slot = Shares { norm_shares: s, norm_usage: tree.norm_usage(i), effective_usage: u, level_fs: Some(level_fs), fairshare: None };
+        *slot = Shares {
+            norm_shares: s,
+            norm_usage: tree.norm_usage(i),
+            effective_usage: u,
+            level_fs: Some(level_fs),
+            fairshare: None,
+        };
     }
     #[allow(clippy::cast_precision_loss)]
     let n_users = tree.assocs.iter().filter(|a| a.user.is_some()).count() as f64;
@@ -314,7 +322,13 @@ mod tests {
     /// holding all usage: EffectvUsage(A) = 1, C = 1, user = 1 → F = 2^(-1/0.05) ≈ 9.5e-7.
     #[test]
     fn classic_norm_shares_and_factor() {
-        let accounts = [("root", None, 1), ("a", Some("root"), 40), ("d", Some("root"), 60), ("b", Some("a"), 30), ("c", Some("a"), 10)];
+        let accounts = [
+            ("root", None, 1),
+            ("a", Some("root"), 40),
+            ("d", Some("root"), 60),
+            ("b", Some("a"), 30),
+            ("c", Some("a"), 10),
+        ];
         let t = tree(&accounts, &[("c", "u1", 0.0), ("c", "u2", 0.0)]);
         let shares = classic(&t);
         let u1 = t.find_user("c", "u1").unwrap();

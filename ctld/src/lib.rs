@@ -22,9 +22,9 @@ mod quota;
 mod report;
 mod rpc;
 mod scheduler;
-mod snapshot;
 #[cfg(test)]
 mod sim;
+mod snapshot;
 mod state;
 mod status_page;
 mod tres;
@@ -99,18 +99,30 @@ pub async fn run(
     let core = core::Core::new(state, db_tx, socket, publisher).with_metrics(registry.clone());
     let http = match &config.metrics.listen {
         Some(listen) => {
-            let listener = TcpListener::bind(listen).await.with_context(|| format!("binding the metrics port {listen}"))?;
+            let listener =
+                TcpListener::bind(listen).await.with_context(|| format!("binding the metrics port {listen}"))?;
             let bound = listener.local_addr()?;
             let addr_file = config.state_dir.join("metrics.addr");
-            std::fs::write(&addr_file, format!("{bound}\n")).with_context(|| format!("writing {}", addr_file.display()))?;
+            std::fs::write(&addr_file, format!("{bound}\n"))
+                .with_context(|| format!("writing {}", addr_file.display()))?;
             tracing::info!(%bound, "serving /metrics and the status page");
-            let context = http::HttpContext { events: events_tx.clone(), metrics: registry.clone(), db_path: db_path.clone(), config: config.clone() };
+            let context = http::HttpContext {
+                events: events_tx.clone(),
+                metrics: registry.clone(),
+                db_path: db_path.clone(),
+                config: config.clone(),
+            };
             Some(tokio::spawn(http::serve(listener, context)))
         }
         None => None,
     };
-    let client_context =
-        rpc::ClientContext { events: events_tx.clone(), db_path, config: config.clone(), metrics: registry, jobs: jobs_snapshot };
+    let client_context = rpc::ClientContext {
+        events: events_tx.clone(),
+        db_path,
+        config: config.clone(),
+        metrics: registry,
+        jobs: jobs_snapshot,
+    };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
     let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone()));
     let ticker = tokio::spawn(async move {

@@ -98,11 +98,19 @@ impl Running {
             }
             let mine = self.qos_user.get(&(qos.name.clone(), job.info.user.clone())).unwrap_or(&empty);
             if let Some((name, used, want, limit)) = over(&qos.max_tres_per_user, &mine.tres, asked) {
-                let detail = format!("QOS {} MaxTRESPerUser {name}={limit}: {} has {used}, job asks {want}", qos.name, job.info.user);
+                let detail = format!(
+                    "QOS {} MaxTRESPerUser {name}={limit}: {} has {used}, job asks {want}",
+                    qos.name, job.info.user
+                );
                 return Err(Blocked { reason: per_user_reason(&name), detail });
             }
             if qos.max_jobs_per_user.is_some_and(|limit| mine.n_jobs >= limit) {
-                let detail = format!("QOS {} MaxJobsPerUser={}: {} running", qos.name, qos.max_jobs_per_user.unwrap_or(0), mine.n_jobs);
+                let detail = format!(
+                    "QOS {} MaxJobsPerUser={}: {} running",
+                    qos.name,
+                    qos.max_jobs_per_user.unwrap_or(0),
+                    mine.n_jobs
+                );
                 return Err(Blocked { reason: "QOSMaxJobsPerUserLimit".into(), detail });
             }
         }
@@ -115,7 +123,8 @@ impl Running {
                 return Err(Blocked { reason: group_reason("Assoc", &tres_name), detail });
             }
             if config_account.grp_jobs.is_some_and(|limit| held.n_jobs >= limit) {
-                let detail = format!("account {name} GrpJobs={}: {} running", config_account.grp_jobs.unwrap_or(0), held.n_jobs);
+                let detail =
+                    format!("account {name} GrpJobs={}: {} running", config_account.grp_jobs.unwrap_or(0), held.n_jobs);
                 return Err(Blocked { reason: "AssocGrpJobsLimit".into(), detail });
             }
             account = config_account.parent.clone();

@@ -41,7 +41,8 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.state_dir).with_context(|| format!("creating {}", config.state_dir.display()))?;
     let socket_path = config.client_socket();
     let _ = std::fs::remove_file(&socket_path);
-    let clients = tokio::net::UnixListener::bind(&socket_path).with_context(|| format!("binding {}", socket_path.display()))?;
+    let clients =
+        tokio::net::UnixListener::bind(&socket_path).with_context(|| format!("binding {}", socket_path.display()))?;
     // Every local user may connect; identity comes from SO_PEERCRED, not from the socket's mode.
     std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))?;
     let address = args.listen.unwrap_or_else(|| config.controller_address.clone());
@@ -52,7 +53,8 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!(socket = %socket_path.display(), port, cluster = config.cluster_name, "drover-ctld listening");
     let shutdown = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
     };
     let options = drover_ctld::Options { max_commit_batch: args.commit_batch };

@@ -4,15 +4,15 @@
 
 use crate::core::Event;
 use crate::state::NodeLink;
-use drover_shared::auth::{random_bytes, ClusterKey, NONCE_LEN};
-use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
+use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
+use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::node::{CtldMessage, NodeMessage};
-use drover_shared::proto::{version_supported, Hello, HelloReply, NodeProof, Role, MAGIC};
-use std::sync::atomic::{AtomicU64, Ordering};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, NodeProof, Role, version_supported};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{Semaphore, mpsc};
 
 /// Most node connections at once (authenticated or not).
 const MAX_NODE_CONNECTIONS: usize = 16_384;
@@ -45,7 +45,12 @@ pub(crate) async fn serve(listener: TcpListener, key: Arc<ClusterKey>, events: m
     }
 }
 
-async fn handle(stream: TcpStream, peer: String, key: Arc<ClusterKey>, events: mpsc::UnboundedSender<Event>) -> anyhow::Result<()> {
+async fn handle(
+    stream: TcpStream,
+    peer: String,
+    key: Arc<ClusterKey>,
+    events: mpsc::UnboundedSender<Event>,
+) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
     let (name, registration) = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, &key)).await??;

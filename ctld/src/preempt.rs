@@ -3,7 +3,7 @@
 //! fits, then pruned so that no victim is preempted whose resources are not needed.
 
 use crate::backfill::NodeView;
-use crate::scheduler::{place, PerNodeRequest};
+use crate::scheduler::{PerNodeRequest, place};
 use crate::state::{Allocation, State};
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::JobId;
@@ -116,7 +116,12 @@ pub(crate) fn choose(
 mod tests {
     #[test]
     fn signal_warnings_parse() {
-        let cases = [("USR1@30", Some((10, false, 30))), ("B:TERM", Some((15, true, 60))), ("12@5", Some((12, false, 5))), ("NOPE", None)];
+        let cases = [
+            ("USR1@30", Some((10, false, 30))),
+            ("B:TERM", Some((15, true, 60))),
+            ("12@5", Some((12, false, 5))),
+            ("NOPE", None),
+        ];
         for (text, expected) in cases {
             assert_eq!(super::warning(text), expected, "{text}");
         }

@@ -5,8 +5,8 @@
 use crate::fairshare::{self, Tree};
 use crate::state::{Job, State};
 use crate::tres::{self, Tres};
-use drover_shared::config::{FairShareAlgorithm, PartitionConfig, PriorityConfig};
 use drover_shared::UnixTime;
+use drover_shared::config::{FairShareAlgorithm, PartitionConfig, PriorityConfig};
 use std::collections::HashMap;
 
 /// Normalized factors of one job in one partition.
@@ -87,7 +87,11 @@ impl Context {
     #[allow(clippy::cast_precision_loss)]
     pub(crate) fn factors(&self, state: &State, job: &Job, partition: &PartitionConfig, now: UnixTime) -> Factors {
         let eligible = job.info.eligible_time.unwrap_or(job.info.submit_time);
-        let age = if self.config.max_age == 0 { 0.0 } else { ((now - eligible).max(0) as f64 / self.config.max_age as f64).min(1.0) };
+        let age = if self.config.max_age == 0 {
+            0.0
+        } else {
+            ((now - eligible).max(0) as f64 / self.config.max_age as f64).min(1.0)
+        };
         let requested = tres::of_job(state, job);
         let nodes = requested.get("node").copied().unwrap_or(1) as f64;
         let cpus = requested.get("cpu").copied().unwrap_or(1) as f64;
@@ -150,7 +154,12 @@ mod tests {
     /// (4/4 + 4/8)/2 = 0.75 → 11250.
     #[test]
     fn priority_matches_the_sprio_sample() {
-        let config = PriorityConfig { weight_age: 1000, weight_fairshare: 10000, weight_job_size: 1000, ..PriorityConfig::default() };
+        let config = PriorityConfig {
+            weight_age: 1000,
+            weight_fairshare: 10000,
+            weight_job_size: 1000,
+            ..PriorityConfig::default()
+        };
         let cases = [(0.1875, 10687), (0.75, 11250)];
         for (job_size, expected) in cases {
             let f = Factors { fairshare: 1.0, job_size, partition: 0.1, ..Factors::default() };

@@ -112,7 +112,9 @@ impl Quotas {
         let own = quota_of(config, &job.info.account, &partition.name);
         if let Some(q) = own {
             let quota = &config.quotas[q];
-            if let Some((name, limit)) = quota.burst.iter().find(|(name, limit)| get(&self.used[q], name) + get(asked, name) > **limit) {
+            if let Some((name, limit)) =
+                quota.burst.iter().find(|(name, limit)| get(&self.used[q], name) + get(asked, name) > **limit)
+            {
                 let detail = format!(
                     "account {} burst limit {name}={limit} in {}: {} held, job asks {}",
                     quota.account,
@@ -146,7 +148,8 @@ impl Quotas {
 
     /// Whether `job` asks only for what is left of its team's guarantee, so it may reclaim.
     pub(crate) fn may_reclaim(&self, config: &Config, job: &Job, partition: &str, asked: &Tres) -> bool {
-        quota_of(config, &job.info.account, partition).is_some_and(|q| within(&config.quotas[q].guarantee, &self.used[q], asked))
+        quota_of(config, &job.info.account, partition)
+            .is_some_and(|q| within(&config.quotas[q].guarantee, &self.used[q], asked))
     }
 }
 

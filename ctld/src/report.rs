@@ -4,10 +4,10 @@
 use crate::priority::{self, Context};
 use crate::state::State;
 use crate::tres;
+use drover_shared::UnixTime;
 use drover_shared::config::FairShareAlgorithm;
 use drover_shared::job::JobState;
 use drover_shared::proto::client::{PriorityRow, PriorityWeights, Response, ShareRow};
-use drover_shared::UnixTime;
 use std::collections::BTreeMap;
 
 /// `TRESRunMins` of each user association: TRES × minutes left of its running jobs.

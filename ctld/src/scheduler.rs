@@ -11,10 +11,10 @@ use crate::priority;
 use crate::quota::Quotas;
 use crate::state::{Allocation, Job, NodeAllocation, State};
 use crate::tres;
+use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::gres::GresRequest;
 use drover_shared::job::{JobId, JobSpec, JobState, MemRequest};
-use drover_shared::UnixTime;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// A job's memory request, hashable so a request can key the pass's shape cache.
@@ -66,7 +66,10 @@ impl PerNodeRequest {
         let mut gpus = gpu_requests(&spec.gres_per_node, 1);
         gpus.extend(gpu_requests(&spec.gpus, n_nodes));
         if gpus.is_empty() && !spec.gpus_per_task.is_empty() {
-            gpus = gpu_requests(&spec.gpus_per_task, 1).into_iter().map(|(t, c)| (t, c * ntasks.div_ceil(n_nodes))).collect();
+            gpus = gpu_requests(&spec.gpus_per_task, 1)
+                .into_iter()
+                .map(|(t, c)| (t, c * ntasks.div_ceil(n_nodes)))
+                .collect();
         }
         PerNodeRequest {
             n_nodes,
@@ -163,7 +166,9 @@ impl PerNodeRequest {
 /// restricted by `-w`.
 pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConfig) -> Vec<usize> {
     let parse = |list: &Option<String>| {
-        list.as_deref().and_then(|l| drover_shared::hostlist::expand(l).ok()).map(|v| v.into_iter().collect::<HashSet<_>>())
+        list.as_deref()
+            .and_then(|l| drover_shared::hostlist::expand(l).ok())
+            .map(|v| v.into_iter().collect::<HashSet<_>>())
     };
     let exclude = parse(&job.spec.exclude).unwrap_or_default();
     let required = parse(&job.spec.nodelist);
@@ -210,7 +215,9 @@ pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConf
     let fitting = eligible_nodes(state, job, partition)
         .into_iter()
         .enumerate()
-        .filter(|(k, i)| request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition))
+        .filter(|(k, i)| {
+            request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition)
+        })
         .take(wanted)
         .count();
     fitting >= wanted
@@ -257,7 +264,8 @@ struct PartitionFree {
 
 impl FreeIndex {
     pub(crate) fn new(state: &State, views: &[NodeView]) -> FreeIndex {
-        let mut index = FreeIndex { partitions: HashMap::new(), empty: BTreeSet::new(), positions: vec![Vec::new(); views.len()] };
+        let mut index =
+            FreeIndex { partitions: HashMap::new(), empty: BTreeSet::new(), positions: vec![Vec::new(); views.len()] };
         for partition in &state.config.partitions {
             let order: Vec<usize> = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect();
             for (position, &i) in order.iter().enumerate() {
@@ -374,7 +382,11 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let context = priority::Context::new(state);
     update_priorities(state, &context, now);
     let tier = |job: &Job| {
-        job.candidates.iter().filter_map(|n| state.config.partitions.iter().find(|p| &p.name == n)).map(|p| p.priority_tier).max()
+        job.candidates
+            .iter()
+            .filter_map(|n| state.config.partitions.iter().find(|p| &p.name == n))
+            .map(|p| p.priority_tier)
+            .max()
     };
     // Preemptors first (jobs that ask only for what is left of their team's guarantee), as in
     // Slurm's order; then partition tier, priority, submit time, job id.
@@ -504,7 +516,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 }
             }
         }
-        if outcome.is_none() && reclaim(state, &views, &quotas, &context, job_id, &request, &asked, &mut reservations, now) {
+        if outcome.is_none()
+            && reclaim(state, &views, &quotas, &context, job_id, &request, &asked, &mut reservations, now)
+        {
             set_reason(state, job_id, "Resources");
             continue;
         }
@@ -615,7 +629,12 @@ fn reclaim(
             continue;
         };
         for victim in victims {
-            tracing::info!(victim, for_job = job_id, partition = name, "preempting a borrowed job to reclaim a guarantee");
+            tracing::info!(
+                victim,
+                for_job = job_id,
+                partition = name,
+                "preempting a borrowed job to reclaim a guarantee"
+            );
             state.preempting.insert(victim, job_id);
             state.preempt_requests.push(crate::preempt::Preemption { victim, for_job: job_id });
         }

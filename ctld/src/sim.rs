@@ -6,11 +6,11 @@
 
 use crate::scheduler::schedule;
 use crate::state::{Job, NodeLink, State};
+use drover_shared::UnixTime;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
-use drover_shared::UnixTime;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -136,7 +136,8 @@ impl Sim {
     fn step(&mut self) {
         self.now += self.step;
         let now = self.now;
-        let victims: Vec<JobId> = std::mem::take(&mut self.state.preempt_requests).into_iter().map(|p| p.victim).collect();
+        let victims: Vec<JobId> =
+            std::mem::take(&mut self.state.preempt_requests).into_iter().map(|p| p.victim).collect();
         let done: Vec<JobId> = self
             .state
             .jobs
@@ -153,7 +154,11 @@ impl Sim {
             .filter(|j| j.alloc.is_some())
             .map(|j| {
                 let weights = &self.state.config.partitions[0].tres_billing_weights;
-                (j.info.account.clone(), j.info.user.clone(), crate::tres::billing(weights, &crate::tres::of_job(&self.state, j)))
+                (
+                    j.info.account.clone(),
+                    j.info.user.clone(),
+                    crate::tres::billing(weights, &crate::tres::of_job(&self.state, j)),
+                )
             })
             .collect();
         let half_life = self.state.config.priority.decay_half_life;

@@ -2,11 +2,11 @@
 //! what is allocated on it, and the next job id. Only the core task touches it; the database is
 //! its durable copy.
 
+use drover_shared::UnixTime;
 use drover_shared::config::{Config, NodeConfig};
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::node::{GpuDevice, NodeInfo, NodeState};
 use drover_shared::proto::node::CtldMessage;
-use drover_shared::UnixTime;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -202,7 +202,13 @@ impl State {
         let nodes: Vec<Node> = config.nodes.iter().map(Node::new).collect();
         let node_index = nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
         let usage = crate::usage::Usage::seeded(&config);
-        State { config, jobs: BTreeMap::new(), nodes, node_index, next_job_id: next_job_id.max(1), expiry: BTreeMap::new(),
+        State {
+            config,
+            jobs: BTreeMap::new(),
+            nodes,
+            node_index,
+            next_job_id: next_job_id.max(1),
+            expiry: BTreeMap::new(),
             usage,
             preempting: HashMap::new(),
             preempt_requests: Vec::new(),

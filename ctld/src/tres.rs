@@ -28,7 +28,9 @@ pub(crate) fn of_job(state: &State, job: &Job) -> Tres {
             let node = state.node_index.get(&share.node).map(|&i| &state.nodes[i]);
             for index in &share.gpus {
                 *tres.entry("gres/gpu".into()).or_default() += 1;
-                let gpu_type = node.and_then(|n| n.gpus.iter().find(|g| g.index == *index)).map(|g| g.gpu_type.to_ascii_lowercase());
+                let gpu_type = node
+                    .and_then(|n| n.gpus.iter().find(|g| g.index == *index))
+                    .map(|g| g.gpu_type.to_ascii_lowercase());
                 if let Some(t) = gpu_type.filter(|t| !t.is_empty()) {
                     *tres.entry(format!("gres/gpu:{t}")).or_default() += 1;
                 }
@@ -87,8 +89,10 @@ mod tests {
     fn billing_weights_gpus_by_type() {
         // One H100 job and one T4 job of the same shape: the H100 hour costs 8 times more GPU.
         let weights = parse_tres_weights("CPU=1.0,Mem=0.25G,GRES/gpu:h100=8,GRES/gpu:t4=1").unwrap();
-        let h100: Tres = [("cpu", 4), ("mem", 4096), ("gres/gpu", 2), ("gres/gpu:h100", 2)].map(|(k, v)| (k.to_owned(), v)).into();
-        let t4: Tres = [("cpu", 4), ("mem", 4096), ("gres/gpu", 2), ("gres/gpu:t4", 2)].map(|(k, v)| (k.to_owned(), v)).into();
+        let h100: Tres =
+            [("cpu", 4), ("mem", 4096), ("gres/gpu", 2), ("gres/gpu:h100", 2)].map(|(k, v)| (k.to_owned(), v)).into();
+        let t4: Tres =
+            [("cpu", 4), ("mem", 4096), ("gres/gpu", 2), ("gres/gpu:t4", 2)].map(|(k, v)| (k.to_owned(), v)).into();
         // 4 CPUs + 4 GB × 0.25 + 2 × 8 = 21; with T4: 4 + 1 + 2 = 7.
         assert_eq!(billing(&weights, &h100), 21.0);
         assert_eq!(billing(&weights, &t4), 7.0);

@@ -42,7 +42,12 @@ impl Usage {
     }
 
     /// Decays everything to `now` and charges the running jobs (`(account, user, billing)`).
-    pub(crate) fn advance<'a>(&mut self, now: UnixTime, half_life: u64, running: impl IntoIterator<Item = (&'a str, &'a str, f64)>) {
+    pub(crate) fn advance<'a>(
+        &mut self,
+        now: UnixTime,
+        half_life: u64,
+        running: impl IntoIterator<Item = (&'a str, &'a str, f64)>,
+    ) {
         if self.updated == 0 {
             self.updated = now;
         }

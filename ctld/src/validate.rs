@@ -4,11 +4,11 @@
 
 use crate::scheduler::could_ever_fit;
 use crate::state::{Job, State};
+use drover_shared::UnixTime;
 use drover_shared::config::{Config, PartitionConfig};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobInfo, JobSpec, JobState, StepInfo};
 use drover_shared::proto::client::ErrorCode;
-use drover_shared::UnixTime;
 use std::sync::Arc;
 
 /// The identity of a client, from `SO_PEERCRED`.
@@ -74,7 +74,8 @@ fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
     if spec.environment.len() > MAX_ENV_ENTRIES {
         return Err(too_big("environment"));
     }
-    let strings = [Some(&spec.name), Some(&spec.work_dir), spec.comment.as_ref(), spec.stdout.as_ref(), spec.stderr.as_ref()];
+    let strings =
+        [Some(&spec.name), Some(&spec.work_dir), spec.comment.as_ref(), spec.stdout.as_ref(), spec.stderr.as_ref()];
     if strings.into_iter().flatten().any(|s| s.len() > MAX_STRING) {
         return Err(too_big("a string field"));
     }
@@ -107,16 +108,23 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         return Err((ErrorCode::InvalidAccount, format!("user {user} may not charge account {account}")));
     }
 
-    let names: Vec<String> =
-        if spec.partitions.is_empty() { vec![config.default_partition().name.clone()] } else { spec.partitions.clone() };
+    let names: Vec<String> = if spec.partitions.is_empty() {
+        vec![config.default_partition().name.clone()]
+    } else {
+        spec.partitions.clone()
+    };
     let mut partitions: Vec<&PartitionConfig> = Vec::new();
     for name in &names {
-        let p = config.partitions.iter().find(|p| &p.name == name).ok_or((ErrorCode::InvalidPartition, name.clone()))?;
+        let p =
+            config.partitions.iter().find(|p| &p.name == name).ok_or((ErrorCode::InvalidPartition, name.clone()))?;
         partitions.push(p);
     }
     partitions.retain(|p| account_allowed(config, &account, &p.allow_accounts));
     if partitions.is_empty() {
-        return Err((ErrorCode::InvalidAccount, format!("account {account} may not use partition {}", names.join(","))));
+        return Err((
+            ErrorCode::InvalidAccount,
+            format!("account {account} may not use partition {}", names.join(",")),
+        ));
     }
 
     let qos_name = spec.qos.clone().unwrap_or_else(|| "normal".to_owned());

@@ -243,9 +243,12 @@ async fn handle(
         }
         CtldMessage::LaunchStep(request) => {
             let (job_id, step_id) = (request.job.job_id, request.step_id);
-            match crate::step::launch(&settings.exe, &settings.state_dir, &settings.isolation, &settings.gpus, &request) {
+            match crate::step::launch(&settings.exe, &settings.state_dir, &settings.isolation, &settings.gpus, &request)
+            {
                 Ok(pid) => tracing::info!(job_id, step_id, pid, "step runner started"),
-                Err(e) => tracing::error!(job_id, step_id, error = %format!("{:#}", anyhow::Error::new(e)), "step launch failed"),
+                Err(e) => {
+                    tracing::error!(job_id, step_id, error = %format!("{:#}", anyhow::Error::new(e)), "step launch failed")
+                }
             }
         }
         CtldMessage::SignalStep { job_id, step_id, signal, kill_wait } => {

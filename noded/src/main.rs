@@ -2,9 +2,9 @@
 //! `drover-noded supervise --job-dir D --noded-socket S` is the per-job supervisor the daemon
 //! starts for each job (the same binary, so a node has one executable to install).
 
-use drover_noded::{daemon, supervisor};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use drover_noded::{daemon, supervisor};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,11 +77,19 @@ fn main() -> anyhow::Result<()> {
         None => nix::unistd::gethostname()?.to_string_lossy().split('.').next().unwrap_or_default().to_owned(),
     };
     let node = config.node(&name).with_context(|| format!("node `{name}` is not in {}", config.path.display()))?;
-    let (gpus, source) = drover_noded::nvml::node_gpus(&node.gpus, &node.gpu_files)
-        .map_err(|message| anyhow::anyhow!("the GPU inventory of node `{name}` disagrees with {}: {message}", config.path.display()))?;
+    let (gpus, source) = drover_noded::nvml::node_gpus(&node.gpus, &node.gpu_files).map_err(|message| {
+        anyhow::anyhow!("the GPU inventory of node `{name}` disagrees with {}: {message}", config.path.display())
+    })?;
     for gpu in &gpus {
         let files: Vec<String> = gpu.files.iter().map(|path| path.display().to_string()).collect();
-        tracing::info!(index = gpu.device.index, gpu_type = gpu.device.gpu_type, uuid = gpu.device.uuid, files = files.join(","), source, "GPU");
+        tracing::info!(
+            index = gpu.device.index,
+            gpu_type = gpu.device.gpu_type,
+            uuid = gpu.device.uuid,
+            files = files.join(","),
+            source,
+            "GPU"
+        );
     }
     let gpu_files = gpus.iter().map(|gpu| gpu.files.clone()).collect();
     let settings = daemon::NodeSettings {
@@ -100,14 +108,18 @@ fn main() -> anyhow::Result<()> {
             epilog: node.epilog.clone(),
             timeout_seconds: node.prolog_epilog_timeout,
         },
-        health_check: node.health_check_program.clone().map(|program| (program, Duration::from_secs(u64::from(node.health_check_interval)))),
+        health_check: node
+            .health_check_program
+            .clone()
+            .map(|program| (program, Duration::from_secs(u64::from(node.health_check_interval)))),
     };
     tracing::info!(node = name, controller = settings.controller, "drover-noded starting");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let isolation = settings.isolation.clone();
     runtime.block_on(async {
         let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
             tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
         };
         daemon::run(settings, shutdown).await

@@ -15,7 +15,7 @@
 //! the job with the reason as its `LaunchFailed` message; noded and other jobs are untouched.
 
 use drover_shared::proto::node::LaunchRequest;
-use drover_spank_compat::{Context, JobInfo, SpankError, Stack, STEP_ID_BATCH};
+use drover_spank_compat::{Context, JobInfo, STEP_ID_BATCH, SpankError, Stack};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 

@@ -34,7 +34,8 @@ struct Fixture {
 impl Fixture {
     fn new(job_id: u32) -> Fixture {
         let root = tempfile::tempdir().unwrap();
-        let mode = |path: &Path, mode: u32| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mode =
+            |path: &Path, mode: u32| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
         mode(root.path(), 0o711);
         let jobs = root.path().join("jobs");
         std::fs::create_dir(&jobs).unwrap();
@@ -110,7 +111,12 @@ impl Fixture {
     /// Writes the request and spawns its supervisor from a helper process (this test binary
     /// running [`spawn_helper`]) with `env` added to its environment. With `hang`, the helper
     /// stays alive until the caller kills it.
-    fn start_from_helper(&self, launch: &LaunchRequest, env: &[(&str, &str)], hang: bool) -> (std::process::Child, u32) {
+    fn start_from_helper(
+        &self,
+        launch: &LaunchRequest,
+        env: &[(&str, &str)],
+        hang: bool,
+    ) -> (std::process::Child, u32) {
         supervisor::write_launch(&self.job_dir, launch).unwrap();
         let pid_file = self.root.path().join("helper.pid");
         let mut command = Command::new(std::env::current_exe().unwrap());
@@ -271,8 +277,10 @@ to stderr
     assert_eq!((script.uid(), script.mode() & 0o777), (NOBODY, 0o500));
 
     // Each event travels on its own connection, so they may arrive in either order.
-    let mut events = [fixture.events.recv_timeout(Duration::from_secs(5)).unwrap(),
-                      fixture.events.recv_timeout(Duration::from_secs(5)).unwrap()];
+    let mut events = [
+        fixture.events.recv_timeout(Duration::from_secs(5)).unwrap(),
+        fixture.events.recv_timeout(Duration::from_secs(5)).unwrap(),
+    ];
     events.sort_by_key(|event| matches!(event, SupervisorEvent::Ended { .. }));
     assert_eq!(events, [SupervisorEvent::Started { job_id: 101, start_time }, SupervisorEvent::Ended { job_id: 101 }]);
     assert!(wait_until(Duration::from_secs(10), || !supervisor::supervisor_alive(&fixture.job_dir)));
@@ -282,10 +290,7 @@ to stderr
 #[test]
 fn exit_code_is_reported_and_leftovers_are_killed() {
     let fixture = Fixture::new(102);
-    let mut launch = fixture.launch(
-        102,
-        "#!/bin/sh\nsetsid sleep 1000 &\necho $! > leftover.pid\nexit 3\n",
-    );
+    let mut launch = fixture.launch(102, "#!/bin/sh\nsetsid sleep 1000 &\necho $! > leftover.pid\nexit 3\n");
     // The supervisor already runs as root: no privilege change at all.
     (launch.uid, launch.gid, launch.user) = (0, 0, "root".into());
     fixture.start(&launch);
@@ -300,10 +305,8 @@ fn exit_code_is_reported_and_leftovers_are_killed() {
 #[test]
 fn cancel_kills_every_process_of_the_job() {
     let fixture = Fixture::new(103);
-    let launch = fixture.launch(
-        103,
-        "#!/bin/sh\nsleep 1000 &\necho $! >> pids\nsh -c 'echo $$ >> pids; exec sleep 1000'\nwait\n",
-    );
+    let launch = fixture
+        .launch(103, "#!/bin/sh\nsleep 1000 &\necho $! >> pids\nsh -c 'echo $$ >> pids; exec sleep 1000'\nwait\n");
     fixture.start(&launch);
     let pids = fixture.wait_lines("pids", 2);
     assert!(wait_until(Duration::from_secs(10), || pids.iter().all(|pid| sleeper_alive(pid))), "{pids:?}");
@@ -371,7 +374,10 @@ fn missing_work_dir_is_a_launch_failure() {
 
     let job_end = fixture.wait_end();
     let JobOutcome::LaunchFailed { message } = &job_end.outcome else { panic!("{job_end:?}") };
-    assert_eq!(message, "could not change to the working directory /nonexistent/drover-test: No such file or directory");
+    assert_eq!(
+        message,
+        "could not change to the working directory /nonexistent/drover-test: No such file or directory"
+    );
     assert_eq!(job_end.start_time, None);
     assert_eq!(supervisor::read_started(&fixture.job_dir).unwrap(), None);
 }
@@ -384,7 +390,10 @@ fn unknown_user_is_a_launch_failure() {
     fixture.start(&launch);
 
     let job_end = fixture.wait_end();
-    assert_eq!(job_end.outcome, JobOutcome::LaunchFailed { message: "user id 3999999 is not known on this node".into() });
+    assert_eq!(
+        job_end.outcome,
+        JobOutcome::LaunchFailed { message: "user id 3999999 is not known on this node".into() }
+    );
     assert_eq!((job_end.exit_status, job_end.start_time), (WaitStatus::exited(1), None));
     assert!(!fixture.job_dir.join("script").exists());
 }
@@ -414,7 +423,8 @@ fn signals_reach_the_batch_shell() {
     fixture.start(&launch);
     fixture.wait_lines("ready", 1);
 
-    let invalid = supervisor::send_command(&fixture.job_dir, &SupervisorCommand::Signal { signal: 999, batch_only: false });
+    let invalid =
+        supervisor::send_command(&fixture.job_dir, &SupervisorCommand::Signal { signal: 999, batch_only: false });
     assert!(matches!(invalid, Err(supervisor::SupervisorError::Rejected { .. })), "{invalid:?}");
     let usr1 = nix::sys::signal::Signal::SIGUSR1 as i32;
     supervisor::send_command(&fixture.job_dir, &SupervisorCommand::Signal { signal: usr1, batch_only: true }).unwrap();

@@ -5,7 +5,7 @@
 //! The TOML structs ([`raw`]) are kept apart from the validated [`Config`] so that the rest of the
 //! code never sees an unresolved reference (a partition naming a node that does not exist, say).
 
-use crate::grammar::time::{parse_time_limit, TimeLimit};
+use crate::grammar::time::{TimeLimit, parse_time_limit};
 use crate::hostlist;
 use crate::node::GpuDevice;
 pub use sched::{FairShareAlgorithm, PriorityConfig};
@@ -350,8 +350,8 @@ impl Config {
             let (line, column) = line_column(text, span.map_or(0, |s| s.start));
             ConfigError::Invalid { path: path.to_owned(), line, column, key, message }
         };
-        let deserializer = toml::Deserializer::parse(text)
-            .map_err(|e| locate(e.span(), "(syntax)".into(), e.message().to_owned()))?;
+        let deserializer =
+            toml::Deserializer::parse(text).map_err(|e| locate(e.span(), "(syntax)".into(), e.message().to_owned()))?;
         let file: raw::File = serde_path_to_error::deserialize(deserializer).map_err(|e| {
             let key = e.path().to_string();
             let inner = e.into_inner();
@@ -417,7 +417,8 @@ impl Validator<'_> {
 
     fn name_ok(&self, name: &Spanned<String>, key: String) -> Result<String, ConfigError> {
         let n = name.get_ref();
-        let valid = !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        let valid =
+            !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
         if !valid {
             return Err(self.error(name, key, format!("`{n}` is not a valid name (letters, digits, `_`, `-`, `.`)")));
         }
@@ -435,17 +436,26 @@ impl Validator<'_> {
             };
             let paths = hostlist::expand(expr.get_ref()).map_err(|e| self.error(expr, key.clone(), e.to_string()))?;
             if paths.len() != usize::try_from(count).unwrap_or(usize::MAX) {
-                return Err(self.error(expr, key, format!("names {} files for {count} GPUs of type `{gpu_type}`", paths.len())));
+                return Err(self.error(
+                    expr,
+                    key,
+                    format!("names {} files for {count} GPUs of type `{gpu_type}`", paths.len()),
+                ));
             }
             if let Some(path) = paths.iter().find(|path| !path.starts_with('/')) {
                 return Err(self.error(expr, key, format!("`{path}` is not an absolute path")));
             }
             files.extend(paths.into_iter().map(PathBuf::from));
         }
-        if let Some((gpu_type, _)) = set.gpus.iter().find(|(gpu_type, count)| **count > 0 && !set.gpu_files.contains_key(*gpu_type))
+        if let Some((gpu_type, _)) =
+            set.gpus.iter().find(|(gpu_type, count)| **count > 0 && !set.gpu_files.contains_key(*gpu_type))
             && let Some((_, expr)) = set.gpu_files.iter().next()
         {
-            return Err(self.error(expr, format!("nodes[{i}].gpu_files"), format!("names no files for the GPUs of type `{gpu_type}`")));
+            return Err(self.error(
+                expr,
+                format!("nodes[{i}].gpu_files"),
+                format!("names no files for the GPUs of type `{gpu_type}`"),
+            ));
         }
         Ok(files)
     }
@@ -454,14 +464,19 @@ impl Validator<'_> {
         let cluster_name = self.name_ok(&file.cluster_name, "cluster_name".into())?;
         let address = &file.controller.address;
         if address.get_ref().parse::<std::net::SocketAddr>().is_err() {
-            return Err(self.error(address, "controller.address", "expected an IP address and port, e.g. 127.0.0.1:6817"));
+            return Err(self.error(
+                address,
+                "controller.address",
+                "expected an IP address and port, e.g. 127.0.0.1:6817",
+            ));
         }
 
         let mut nodes = Vec::new();
         let mut node_index = HashMap::new();
         for (i, set) in file.nodes.iter().enumerate() {
             let key = format!("nodes[{i}].names");
-            let names = hostlist::expand(set.names.get_ref()).map_err(|e| self.error(&set.names, key.clone(), e.to_string()))?;
+            let names = hostlist::expand(set.names.get_ref())
+                .map_err(|e| self.error(&set.names, key.clone(), e.to_string()))?;
             if set.cpus == 0 {
                 return Err(self.error(&set.names, format!("nodes[{i}].cpus"), "a node needs at least one CPU"));
             }
@@ -494,13 +509,22 @@ impl Validator<'_> {
             }
         }
 
-        let mut accounts =
-            vec![AccountConfig { name: "root".into(), parent: None, shares: 1, grp_tres: BTreeMap::new(), grp_jobs: None }];
+        let mut accounts = vec![AccountConfig {
+            name: "root".into(),
+            parent: None,
+            shares: 1,
+            grp_tres: BTreeMap::new(),
+            grp_jobs: None,
+        }];
         let mut account_names: BTreeMap<String, usize> = BTreeMap::from([("root".to_owned(), 0)]);
         for (i, account) in file.accounts.iter().enumerate() {
             let name = self.name_ok(&account.name, format!("accounts[{i}].name"))?;
             if account_names.insert(name.clone(), accounts.len()).is_some() {
-                return Err(self.error(&account.name, format!("accounts[{i}].name"), format!("account `{name}` is defined twice")));
+                return Err(self.error(
+                    &account.name,
+                    format!("accounts[{i}].name"),
+                    format!("account `{name}` is defined twice"),
+                ));
             }
             accounts.push(AccountConfig {
                 name,
@@ -513,7 +537,11 @@ impl Validator<'_> {
         for (i, account) in file.accounts.iter().enumerate() {
             if let Some(parent) = &account.parent {
                 if !account_names.contains_key(parent.get_ref()) {
-                    return Err(self.error(parent, format!("accounts[{i}].parent"), format!("unknown account `{}`", parent.get_ref())));
+                    return Err(self.error(
+                        parent,
+                        format!("accounts[{i}].parent"),
+                        format!("unknown account `{}`", parent.get_ref()),
+                    ));
                 }
             }
         }
@@ -563,7 +591,11 @@ impl Validator<'_> {
                     Some(m) if m == "cancel" => false,
                     Some(_) => {
                         let mode = q.preempt_mode.as_ref().expect("matched Some");
-                        return Err(self.error(mode, format!("qos[{i}].preempt_mode"), "expected `requeue` or `cancel`"));
+                        return Err(self.error(
+                            mode,
+                            format!("qos[{i}].preempt_mode"),
+                            "expected `requeue` or `cancel`",
+                        ));
                     }
                 },
                 grace_time: q.grace_time,
@@ -592,10 +624,15 @@ impl Validator<'_> {
         for (i, p) in file.partitions.iter().enumerate() {
             let name = self.name_ok(&p.name, format!("partitions[{i}].name"))?;
             if partitions.iter().any(|existing| existing.name == name) {
-                return Err(self.error(&p.name, format!("partitions[{i}].name"), format!("partition `{name}` is defined twice")));
+                return Err(self.error(
+                    &p.name,
+                    format!("partitions[{i}].name"),
+                    format!("partition `{name}` is defined twice"),
+                ));
             }
             let key = format!("partitions[{i}].nodes");
-            let mut members = hostlist::expand(p.nodes.get_ref()).map_err(|e| self.error(&p.nodes, key.clone(), e.to_string()))?;
+            let mut members =
+                hostlist::expand(p.nodes.get_ref()).map_err(|e| self.error(&p.nodes, key.clone(), e.to_string()))?;
             if let Some(unknown) = members.iter().find(|n| !node_index.contains_key(*n)) {
                 return Err(self.error(&p.nodes, key, format!("unknown node `{unknown}`")));
             }
@@ -610,7 +647,11 @@ impl Validator<'_> {
             let mut allow_qos = Vec::new();
             for (j, q) in p.allow_qos.iter().enumerate() {
                 if !qos.iter().any(|known| &known.name == q.get_ref()) {
-                    return Err(self.error(q, format!("partitions[{i}].allow_qos[{j}]"), format!("unknown QOS `{}`", q.get_ref())));
+                    return Err(self.error(
+                        q,
+                        format!("partitions[{i}].allow_qos[{j}]"),
+                        format!("unknown QOS `{}`", q.get_ref()),
+                    ));
                 }
                 allow_qos.push(q.get_ref().clone());
             }
@@ -639,12 +680,18 @@ impl Validator<'_> {
             [_] => {}
             [] => {
                 return Err(match file.partitions.first() {
-                    Some(first) => self.error(&first.name, "partitions", "exactly one partition needs `default = true`"),
+                    Some(first) => {
+                        self.error(&first.name, "partitions", "exactly one partition needs `default = true`")
+                    }
                     None => self.error(&file.cluster_name, "partitions", "at least one partition is required"),
                 });
             }
             [_, (j, second), ..] => {
-                return Err(self.error(&second.name, format!("partitions[{j}].default"), "only one partition may be the default"));
+                return Err(self.error(
+                    &second.name,
+                    format!("partitions[{j}].default"),
+                    "only one partition may be the default",
+                ));
             }
         }
 
@@ -661,28 +708,43 @@ impl Validator<'_> {
             }
             users.push(UserConfig { name, default_account, accounts: user_accounts, admin: u.admin });
         }
-        let default_account = file
-            .default_account
-            .as_ref()
-            .map(|a| account_known(a, "default_account".into()))
-            .transpose()?;
+        let default_account =
+            file.default_account.as_ref().map(|a| account_known(a, "default_account".into())).transpose()?;
 
         let mut quotas = Vec::new();
         for (i, q) in file.quotas.iter().enumerate() {
             let account = account_known(&q.account, format!("quotas[{i}].account"))?;
             if !partitions.iter().any(|p| &p.name == q.partition.get_ref()) {
-                return Err(self.error(&q.partition, format!("quotas[{i}].partition"), format!("unknown partition `{}`", q.partition.get_ref())));
+                return Err(self.error(
+                    &q.partition,
+                    format!("quotas[{i}].partition"),
+                    format!("unknown partition `{}`", q.partition.get_ref()),
+                ));
             }
-            if quotas.iter().any(|o: &sched::QuotaConfig| o.account == account && &o.partition == q.partition.get_ref()) {
-                return Err(self.error(&q.account, format!("quotas[{i}]"), "a second quota for the same account and partition"));
+            if quotas.iter().any(|o: &sched::QuotaConfig| o.account == account && &o.partition == q.partition.get_ref())
+            {
+                return Err(self.error(
+                    &q.account,
+                    format!("quotas[{i}]"),
+                    "a second quota for the same account and partition",
+                ));
             }
             let guarantee = self.tres(&Some(q.guarantee.clone()), format!("quotas[{i}].guarantee"))?;
             let burst = self.tres(&q.burst, format!("quotas[{i}].burst"))?;
             let lend = q.lend.as_ref().map(|l| self.tres(&Some(l.clone()), format!("quotas[{i}].lend"))).transpose()?;
-            quotas.push(sched::QuotaConfig { account, partition: q.partition.get_ref().clone(), guarantee, burst, lend });
+            quotas.push(sched::QuotaConfig {
+                account,
+                partition: q.partition.get_ref().clone(),
+                guarantee,
+                burst,
+                lend,
+            });
         }
         let partition_names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
-        let accounting = file.accounting.validate(&partition_names).map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
+        let accounting = file
+            .accounting
+            .validate(&partition_names)
+            .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
         Ok(Config {
             path: self.path.to_owned(),
             cluster_name,
@@ -712,6 +774,6 @@ impl Validator<'_> {
 }
 
 pub mod sched;
-pub mod usage;
 #[cfg(test)]
 mod tests;
+pub mod usage;

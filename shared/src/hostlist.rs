@@ -157,8 +157,8 @@ pub fn compress<S: AsRef<str>>(hosts: &[S]) -> String {
         if let Some((last_prefix, ranges, true)) = groups.last_mut() {
             if last_prefix == prefix {
                 let (_, hi, last_width) = ranges.last_mut().expect("numbered group has a range");
-                let continues = n == *hi + 1
-                    && (width == *last_width || (*last_width < width && digits_of(*hi) == *last_width));
+                let continues =
+                    n == *hi + 1 && (width == *last_width || (*last_width < width && digits_of(*hi) == *last_width));
                 if continues {
                     *hi = n;
                     continue;
@@ -178,9 +178,11 @@ pub fn compress<S: AsRef<str>>(hosts: &[S]) -> String {
         let single = ranges.len() == 1 && ranges[0].0 == ranges[0].1;
         let body: Vec<String> = ranges
             .iter()
-            .map(|&(lo, hi, width)| {
-                if lo == hi { format!("{lo:0width$}") } else { format!("{lo:0width$}-{hi:0width$}") }
-            })
+            .map(
+                |&(lo, hi, width)| {
+                    if lo == hi { format!("{lo:0width$}") } else { format!("{lo:0width$}-{hi:0width$}") }
+                },
+            )
             .collect();
         if single {
             parts.push(format!("{prefix}{}", body[0]));

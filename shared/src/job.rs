@@ -3,9 +3,9 @@
 //!
 //! Field names follow Slurm's words (job, step, partition, account, QOS, TRES, GRES).
 
+use crate::UnixTime;
 use crate::grammar::gres::GresRequest;
 use crate::grammar::time::TimeLimit;
-use crate::UnixTime;
 use serde::{Deserialize, Serialize};
 
 /// A job id as Slurm numbers them: positive, assigned by ctld, never reused.
@@ -353,7 +353,8 @@ impl JobInfo {
         match (self.array_job_id, self.array_task_id) {
             (Some(array), Some(task)) => format!("{array}_{task}"),
             (Some(array), None) => {
-                let throttle = if self.array_max_tasks > 0 { format!("%{}", self.array_max_tasks) } else { String::new() };
+                let throttle =
+                    if self.array_max_tasks > 0 { format!("%{}", self.array_max_tasks) } else { String::new() };
                 format!("{array}_[{}{throttle}]", crate::grammar::array::format_ranges(&self.array_tasks_pending))
             }
             (None, _) => self.job_id.to_string(),
@@ -365,7 +366,8 @@ impl JobInfo {
         match (self.array_job_id, self.array_task_id) {
             (Some(_), Some(task)) => task.to_string(),
             (Some(_), None) => {
-                let throttle = if self.array_max_tasks > 0 { format!("%{}", self.array_max_tasks) } else { String::new() };
+                let throttle =
+                    if self.array_max_tasks > 0 { format!("%{}", self.array_max_tasks) } else { String::new() };
                 format!("{}{throttle}", crate::grammar::array::format_ranges(&self.array_tasks_pending))
             }
             (None, _) => "N/A".into(),

@@ -18,8 +18,6 @@ pub type UnixTime = i64;
 
 /// The current wall-clock time as [`UnixTime`].
 pub fn now() -> UnixTime {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX)
 }

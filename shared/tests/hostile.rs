@@ -4,16 +4,16 @@
 //! `PROPTEST_CASES=100000 cargo test -p drover-shared --test hostile` is the long run.
 
 use drover_shared::config::Config;
-use drover_shared::grammar::date::{parse_date_time, Utc};
+use drover_shared::grammar::date::{Utc, parse_date_time};
 use drover_shared::grammar::gres::{parse_gpus, parse_gres};
 use drover_shared::grammar::mem::parse_mem_mb;
-use drover_shared::grammar::pattern::{expand_pattern, PatternContext};
-use drover_shared::grammar::time::{parse_time_limit, TimeLimit};
-use drover_shared::hostlist::{compress, expand, MAX_HOSTS};
-use drover_shared::proto::client::Request;
-use drover_shared::proto::frame::{read_message, FrameError, MAX_HANDSHAKE_FRAME};
-use drover_shared::proto::node::NodeMessage;
+use drover_shared::grammar::pattern::{PatternContext, expand_pattern};
+use drover_shared::grammar::time::{TimeLimit, parse_time_limit};
+use drover_shared::hostlist::{MAX_HOSTS, compress, expand};
 use drover_shared::proto::Hello;
+use drover_shared::proto::client::Request;
+use drover_shared::proto::frame::{FrameError, MAX_HANDSHAKE_FRAME, read_message};
+use drover_shared::proto::node::NodeMessage;
 use proptest::prelude::*;
 use std::path::Path;
 

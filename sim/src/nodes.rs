@@ -1,6 +1,6 @@
 //! The simulated nodes, the bulk submitter and the query timer behind `drover-simnode`.
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use drover_shared::auth::ClusterKey;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::GresRequest;
@@ -11,8 +11,8 @@ use drover_shared::proto::handshake::{client_handshake, node_handshake};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome, NodeMessage, NodeRegistration};
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::mpsc;
@@ -25,7 +25,13 @@ struct Counters {
 }
 
 /// Runs `count` simulated nodes until interrupted, printing counters every five seconds.
-pub(crate) async fn run(config_path: &Path, controller: Option<String>, count: usize, warp: f64, heartbeat: u64) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    config_path: &Path,
+    controller: Option<String>,
+    count: usize,
+    warp: f64,
+    heartbeat: u64,
+) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
     let key = Arc::new(ClusterKey::load(&config.key_file)?);
     let controller = controller.unwrap_or_else(|| config.controller_address.clone());
@@ -126,15 +132,15 @@ async fn one_node(
 }
 
 fn simulated_seconds(spec: &JobSpec, limit: Option<u64>) -> u64 {
-    spec.comment
-        .as_deref()
-        .and_then(|c| c.strip_prefix("sim:"))
-        .and_then(|s| s.parse().ok())
-        .or(limit)
-        .unwrap_or(60)
+    spec.comment.as_deref().and_then(|c| c.strip_prefix("sim:")).and_then(|s| s.parse().ok()).or(limit).unwrap_or(60)
 }
 
-async fn end(messages: &mut MessageStream<TcpStream>, job_id: JobId, outcome: JobOutcome, counters: &Counters) -> anyhow::Result<()> {
+async fn end(
+    messages: &mut MessageStream<TcpStream>,
+    job_id: JobId,
+    outcome: JobOutcome,
+    counters: &Counters,
+) -> anyhow::Result<()> {
     counters.ended.fetch_add(1, Ordering::Relaxed);
     let now = drover_shared::now();
     let end = JobEnd { job_id, outcome, exit_status: WaitStatus::default(), start_time: None, end_time: now };
@@ -158,14 +164,25 @@ fn job_spec(i: usize, hold: bool, gpus: u64, seconds: u64) -> JobSpec {
         script: b"#!/bin/sh\ntrue\n".to_vec(),
         hold,
         comment: Some(format!("sim:{seconds}")),
-        gres_per_node: if gpus > 0 { vec![GresRequest { name: "gpu".into(), gres_type: None, count: gpus }] } else { Vec::new() },
+        gres_per_node: if gpus > 0 {
+            vec![GresRequest { name: "gpu".into(), gres_type: None, count: gpus }]
+        } else {
+            Vec::new()
+        },
         stdout: Some("/dev/null".into()),
         ..JobSpec::default()
     }
 }
 
 /// Submits `count` jobs from `clients` connections; prints the acknowledged rate.
-pub(crate) async fn submit(socket: &Path, count: usize, clients: usize, hold: bool, gpus: u64, seconds: u64) -> anyhow::Result<()> {
+pub(crate) async fn submit(
+    socket: &Path,
+    count: usize,
+    clients: usize,
+    hold: bool,
+    gpus: u64,
+    seconds: u64,
+) -> anyhow::Result<()> {
     let clients = clients.max(1);
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -189,7 +206,10 @@ pub(crate) async fn submit(socket: &Path, count: usize, clients: usize, hold: bo
         acknowledged += task.await??;
     }
     let seconds = started.elapsed().as_secs_f64();
-    println!("submitted={acknowledged} clients={clients} seconds={seconds:.2} rate={:.0}", acknowledged as f64 / seconds);
+    println!(
+        "submitted={acknowledged} clients={clients} seconds={seconds:.2} rate={:.0}",
+        acknowledged as f64 / seconds
+    );
     Ok(())
 }
 

@@ -8,9 +8,9 @@
 
 use crate::error::Espank;
 use crate::session::{self, Session};
-use crate::stack::{register_option, RawOption};
+use crate::stack::{RawOption, register_option};
 use crate::{Context, Hook};
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{CStr, c_char, c_int, c_void};
 
 type SpankT = *mut c_void;
 
@@ -107,7 +107,11 @@ pub(crate) unsafe extern "C" fn spank_option_register(spank: SpankT, opt: *const
 /// # Safety
 /// `opt` is NULL or a valid `struct spank_option`; `optarg` is NULL or writable.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn spank_option_getopt(spank: SpankT, opt: *const RawOption, optarg: *mut *mut c_char) -> c_int {
+pub(crate) unsafe extern "C" fn spank_option_getopt(
+    spank: SpankT,
+    opt: *const RawOption,
+    optarg: *mut *mut c_char,
+) -> c_int {
     let found = with_plugin(spank, |session, plugin_idx| {
         let hook = session.hook_of(plugin_idx);
         if matches!(hook, Some(Hook::Init | Hook::InitPostOpt | Hook::TaskPostFork | Hook::SlurmdExit | Hook::Exit)) {
@@ -179,7 +183,12 @@ pub(crate) unsafe extern "C" fn spank_getenv(spank: SpankT, var: *const c_char, 
 /// # Safety
 /// `var` and `val` are NULL or C strings.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn spank_setenv(spank: SpankT, var: *const c_char, val: *const c_char, overwrite: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn spank_setenv(
+    spank: SpankT,
+    var: *const c_char,
+    val: *const c_char,
+    overwrite: c_int,
+) -> c_int {
     code(with_plugin(spank, |session, _| {
         require_remote(session)?;
         // SAFETY: the caller's promise.
@@ -228,7 +237,12 @@ fn job_control(session: &Session, setting: bool) -> Result<(), Espank> {
 /// # Safety
 /// `name` is NULL or a C string; `buf` NULL or writable for `len` bytes.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn spank_job_control_getenv(spank: SpankT, name: *const c_char, buf: *mut c_char, len: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn spank_job_control_getenv(
+    spank: SpankT,
+    name: *const c_char,
+    buf: *mut c_char,
+    len: c_int,
+) -> c_int {
     let value = with_plugin(spank, |session, _| {
         job_control(session, false)?;
         // SAFETY: the caller's promise.
@@ -245,7 +259,12 @@ pub(crate) unsafe extern "C" fn spank_job_control_getenv(spank: SpankT, name: *c
 /// # Safety
 /// `name` and `value` are NULL or C strings.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn spank_job_control_setenv(spank: SpankT, name: *const c_char, value: *const c_char, overwrite: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn spank_job_control_setenv(
+    spank: SpankT,
+    name: *const c_char,
+    value: *const c_char,
+    overwrite: c_int,
+) -> c_int {
     code(with_plugin(spank, |session, _| {
         job_control(session, true)?;
         // SAFETY: the caller's promise.
@@ -296,7 +315,13 @@ const VERSION: [&CStr; 4] = [c"22.05.8", c"22", c"05", c"8"];
 /// # Safety
 /// `first` and `second` are NULL or point to writable objects of the item's types.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn drover_spank_item(spank: SpankT, item: c_int, value_in: i64, first: *mut c_void, second: *mut c_void) -> c_int {
+pub(crate) unsafe extern "C" fn drover_spank_item(
+    spank: SpankT,
+    item: c_int,
+    value_in: i64,
+    first: *mut c_void,
+    second: *mut c_void,
+) -> c_int {
     let answer = with_plugin(spank, |session, plugin_idx| {
         if first.is_null() || ((item == 9 || item == 19) && second.is_null()) {
             return Err(Espank::BadArg);
@@ -390,7 +415,8 @@ fn item_value(session: &mut Session, plugin_idx: usize, item: c_int, value_in: i
             if session.tasks.is_empty() {
                 return Err(Espank::NotExecd);
             }
-            let (_, local_id, global_id) = *session.tasks.iter().find(|(pid, _, _)| i64::from(*pid) == value_in).ok_or(Espank::NoExist)?;
+            let (_, local_id, global_id) =
+                *session.tasks.iter().find(|(pid, _, _)| i64::from(*pid) == value_in).ok_or(Espank::NoExist)?;
             Ok(Item::U32(if item == 15 { global_id } else { local_id }))
         }
         17 => {
@@ -402,7 +428,10 @@ fn item_value(session: &mut Session, plugin_idx: usize, item: c_int, value_in: i
         }
         18 => {
             let global_id = in_u32()?;
-            (0..job.local_task_count).find(|local_id| job.global_id(*local_id) == global_id).map(Item::U32).ok_or(Espank::NoExist)
+            (0..job.local_task_count)
+                .find(|local_id| job.global_id(*local_id) == global_id)
+                .map(Item::U32)
+                .ok_or(Espank::NoExist)
         }
         19 => {
             let mut gids = job.groups.clone();
@@ -447,33 +476,49 @@ static KEEP: [unsafe extern "C" fn(); 15] = {
         [
             std::mem::transmute::<extern "C" fn() -> c_int, unsafe extern "C" fn()>(spank_context),
             std::mem::transmute::<extern "C" fn(SpankT) -> c_int, unsafe extern "C" fn()>(spank_remote),
-            std::mem::transmute::<unsafe extern "C" fn(*const c_char) -> c_int, unsafe extern "C" fn()>(spank_symbol_supported),
+            std::mem::transmute::<unsafe extern "C" fn(*const c_char) -> c_int, unsafe extern "C" fn()>(
+                spank_symbol_supported,
+            ),
             std::mem::transmute::<extern "C" fn(c_int) -> *const c_char, unsafe extern "C" fn()>(spank_strerror),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const RawOption) -> c_int, unsafe extern "C" fn()>(spank_option_register),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const RawOption, *mut *mut c_char) -> c_int, unsafe extern "C" fn()>(
-                spank_option_getopt,
+            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const RawOption) -> c_int, unsafe extern "C" fn()>(
+                spank_option_register,
             ),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const c_char, *mut c_char, c_int) -> c_int, unsafe extern "C" fn()>(
-                spank_getenv,
+            std::mem::transmute::<
+                unsafe extern "C" fn(SpankT, *const RawOption, *mut *mut c_char) -> c_int,
+                unsafe extern "C" fn(),
+            >(spank_option_getopt),
+            std::mem::transmute::<
+                unsafe extern "C" fn(SpankT, *const c_char, *mut c_char, c_int) -> c_int,
+                unsafe extern "C" fn(),
+            >(spank_getenv),
+            std::mem::transmute::<
+                unsafe extern "C" fn(SpankT, *const c_char, *const c_char, c_int) -> c_int,
+                unsafe extern "C" fn(),
+            >(spank_setenv),
+            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const c_char) -> c_int, unsafe extern "C" fn()>(
+                spank_unsetenv,
             ),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const c_char, *const c_char, c_int) -> c_int, unsafe extern "C" fn()>(
-                spank_setenv,
-            ),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const c_char) -> c_int, unsafe extern "C" fn()>(spank_unsetenv),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const c_char, *mut c_char, c_int) -> c_int, unsafe extern "C" fn()>(
-                spank_job_control_getenv,
-            ),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, *const c_char, *const c_char, c_int) -> c_int, unsafe extern "C" fn()>(
-                spank_job_control_setenv,
-            ),
+            std::mem::transmute::<
+                unsafe extern "C" fn(SpankT, *const c_char, *mut c_char, c_int) -> c_int,
+                unsafe extern "C" fn(),
+            >(spank_job_control_getenv),
+            std::mem::transmute::<
+                unsafe extern "C" fn(SpankT, *const c_char, *const c_char, c_int) -> c_int,
+                unsafe extern "C" fn(),
+            >(spank_job_control_setenv),
             std::mem::transmute::<unsafe extern "C" fn(SpankT, *const c_char) -> c_int, unsafe extern "C" fn()>(
                 spank_job_control_unsetenv,
             ),
-            std::mem::transmute::<unsafe extern "C" fn(SpankT, c_int, i64, *mut c_void, *mut c_void) -> c_int, unsafe extern "C" fn()>(
-                drover_spank_item,
+            std::mem::transmute::<
+                unsafe extern "C" fn(SpankT, c_int, i64, *mut c_void, *mut c_void) -> c_int,
+                unsafe extern "C" fn(),
+            >(drover_spank_item),
+            std::mem::transmute::<unsafe extern "C" fn(i32, *const c_char), unsafe extern "C" fn()>(
+                crate::log::drover_spank_log,
             ),
-            std::mem::transmute::<unsafe extern "C" fn(i32, *const c_char), unsafe extern "C" fn()>(crate::log::drover_spank_log),
-            std::mem::transmute::<unsafe extern "C" fn(i32, *const c_char), unsafe extern "C" fn()>(crate::log::drover_spank_log),
+            std::mem::transmute::<unsafe extern "C" fn(i32, *const c_char), unsafe extern "C" fn()>(
+                crate::log::drover_spank_log,
+            ),
         ]
     }
 };

@@ -110,7 +110,8 @@ mod tests {
             "# comment\n\nrequired /opt/a.so x=1\ty=2 # trailing\noptional\tb.so\nbogus c.so\nrequired\n",
         )
         .unwrap();
-        let got: Vec<_> = stack.entries.iter().map(|e| (e.required, e.path.display().to_string(), e.args.clone())).collect();
+        let got: Vec<_> =
+            stack.entries.iter().map(|e| (e.required, e.path.display().to_string(), e.args.clone())).collect();
         assert_eq!(
             got,
             vec![
@@ -130,7 +131,11 @@ mod tests {
         std::fs::write(dir.path().join("plugstack.conf.d/20-b.conf"), "optional b.so\n").unwrap();
         std::fs::write(dir.path().join("plugstack.conf.d/10-a.conf"), "required a.so\n").unwrap();
         let top = dir.path().join("plugstack.conf");
-        std::fs::write(&top, "required first.so\ninclude plugstack.conf.d/*.conf\ninclude nothing/*.conf\noptional last.so\n").unwrap();
+        std::fs::write(
+            &top,
+            "required first.so\ninclude plugstack.conf.d/*.conf\ninclude nothing/*.conf\noptional last.so\n",
+        )
+        .unwrap();
         let stack = PlugStack::read(&top).unwrap();
         let names: Vec<_> = stack.entries.iter().map(|e| e.path.display().to_string()).collect();
         assert_eq!(names, ["first.so", "a.so", "b.so", "last.so"]);

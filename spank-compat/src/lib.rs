@@ -37,10 +37,10 @@ mod sys;
 
 pub use conf::{PlugStack, PlugStackEntry};
 pub use error::{Espank, SpankError};
-pub use log::{set_log_sink, LogLevel};
+pub use log::{LogLevel, set_log_sink};
 pub use session::option_env_name;
 pub use stack::{
-    Context, HasArg, Hook, JobInfo, PluginOption, Stack, STEP_ID_BATCH, STEP_ID_EXTERN, STEP_ID_INTERACTIVE,
+    Context, HasArg, Hook, JobInfo, PluginOption, STEP_ID_BATCH, STEP_ID_EXTERN, STEP_ID_INTERACTIVE, Stack,
 };
 
 /// The path of the linker's dynamic list naming every symbol plugins need from the host.

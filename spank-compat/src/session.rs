@@ -10,7 +10,7 @@
 
 use crate::sys::{Library, OptionFn, SpankFn};
 use crate::{Context, Hook, JobInfo};
-use std::ffi::{c_char, CString};
+use std::ffi::{CString, c_char};
 use std::sync::{Mutex, MutexGuard};
 
 /// The active stack, if any.

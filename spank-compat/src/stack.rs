@@ -3,10 +3,10 @@
 
 use crate::conf::{PlugStack, PlugStackEntry};
 use crate::error::SpankError;
-use crate::log::{host_log, LogLevel};
-use crate::session::{self, option_env_name, HandleCell, Plugin, RegisteredOption, Session, TaskState};
+use crate::log::{LogLevel, host_log};
+use crate::session::{self, HandleCell, Plugin, RegisteredOption, Session, TaskState, option_env_name};
 use crate::sys::{self, Library, OptionFn, Outcome, SpankFn};
-use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+use std::ffi::{CStr, CString, c_char, c_int, c_uint};
 use std::path::{Path, PathBuf};
 
 /// `spank_context_t`: which program hosts the stack. The values are the ABI's.
@@ -215,7 +215,11 @@ impl Stack {
                     return Err(SpankError::Load { path: entry.path.clone(), reason });
                 }
                 Err(reason) => {
-                    let warning = format!("{}: optional SPANK plugin {} not loaded: {reason}", entry.origin, entry.path.display());
+                    let warning = format!(
+                        "{}: optional SPANK plugin {} not loaded: {reason}",
+                        entry.origin,
+                        entry.path.display()
+                    );
                     host_log(LogLevel::Error, &warning);
                     stack.warnings.push(warning);
                 }
@@ -233,7 +237,11 @@ impl Stack {
                 // SAFETY: the table entries come from the plugin's `spank_options` array, whose
                 // strings live as long as the library does.
                 if let Err(code) = unsafe { register_option(session, plugin_idx, raw) } {
-                    self.warnings.push(format!("SPANK plugin {}: option table entry refused: {}", loaded.plugin.name, code.message()));
+                    self.warnings.push(format!(
+                        "SPANK plugin {}: option table entry refused: {}",
+                        loaded.plugin.name,
+                        code.message()
+                    ));
                 }
             }
         }
@@ -316,7 +324,8 @@ impl Stack {
                 let plugin = &mut session.plugins[plugin_idx];
                 let Some(callback) = plugin.callbacks[hook.idx()] else { continue };
                 let ac = c_int::try_from(plugin.argv.len() - 1).unwrap_or(0);
-                let call = (callback, plugin.handle_ptr(), ac, plugin.argv.as_mut_ptr(), plugin.name.clone(), plugin.required);
+                let call =
+                    (callback, plugin.handle_ptr(), ac, plugin.argv.as_mut_ptr(), plugin.name.clone(), plugin.required);
                 session.current = Some((plugin_idx, hook));
                 call
             };
@@ -340,7 +349,11 @@ impl Stack {
                     if let Some(session) = guard.as_mut() {
                         session.poisoned = true;
                     }
-                    return Err(SpankError::Crashed { plugin: name, hook: hook.symbol(), signal: sys::signal_name(signal) });
+                    return Err(SpankError::Crashed {
+                        plugin: name,
+                        hook: hook.symbol(),
+                        signal: sys::signal_name(signal),
+                    });
                 }
             }
         }
@@ -455,9 +468,9 @@ impl Stack {
             self.apply_option(matches, optarg, true)?;
         }
         if let Some(session) = session::lock().as_mut() {
-            session
-                .env
-                .retain(|(name, _)| !name.starts_with("_SLURM_SPANK_OPTION_") && !name.starts_with("SPANK__SLURM_SPANK_OPTION_"));
+            session.env.retain(|(name, _)| {
+                !name.starts_with("_SLURM_SPANK_OPTION_") && !name.starts_with("SPANK__SLURM_SPANK_OPTION_")
+            });
         }
         Ok(())
     }
@@ -693,7 +706,11 @@ fn read_str_symbol(library: &Library, name: &CStr) -> Option<String> {
 ///
 /// # Safety
 /// The strings of `raw` must be NULL or valid C strings.
-pub(crate) unsafe fn register_option(session: &mut Session, plugin_idx: usize, raw: &RawOption) -> Result<(), crate::Espank> {
+pub(crate) unsafe fn register_option(
+    session: &mut Session,
+    plugin_idx: usize,
+    raw: &RawOption,
+) -> Result<(), crate::Espank> {
     use crate::Espank;
     if raw.name.is_null() || raw.usage.is_null() {
         return Err(Espank::BadArg);
@@ -710,7 +727,10 @@ pub(crate) unsafe fn register_option(session: &mut Session, plugin_idx: usize, r
             return Ok(());
         }
         let owner = session.plugins.get(other.plugin_idx).map_or("another plugin", |p| p.name.as_str());
-        host_log(LogLevel::Error, &format!("spank: option --{name} is already provided by {owner}; this one is ignored"));
+        host_log(
+            LogLevel::Error,
+            &format!("spank: option --{name} is already provided by {owner}; this one is ignored"),
+        );
         disabled = true;
     }
     session.options.push(RegisteredOption {

@@ -1,7 +1,7 @@
 //! The crate's system and FFI calls, each behind a safe wrapper: `dlopen`/`dlsym`, `glob(3)`,
 //! the C shim's crash-guarded calls, and switching the effective user for `user_init`.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -89,7 +89,8 @@ impl Library {
     /// `dlopen(path, RTLD_NOW | RTLD_LOCAL)`: every undefined symbol is resolved now, so a
     /// missing one is reported by name (in `dlerror`'s text) instead of failing mid-job.
     pub(crate) fn open(path: &Path) -> Result<Library, String> {
-        let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| "the path contains a NUL byte".to_owned())?;
+        let c_path =
+            CString::new(path.as_os_str().as_bytes()).map_err(|_| "the path contains a NUL byte".to_owned())?;
         // SAFETY: `c_path` is a valid C string. dlopen runs the object's constructors, which is
         // what loading a plugin means; the object is the administrator's choice.
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -166,7 +167,8 @@ pub(crate) fn drop_effective(uid: u32, gid: u32, groups: &[u32]) -> Result<Saved
     let n_groups = unsafe { libc::getgroups(n_groups, saved_groups.as_mut_ptr()) };
     saved_groups.truncate(usize::try_from(n_groups).unwrap_or(0));
     // SAFETY: plain getters.
-    let saved = SavedIdentity { euid: unsafe { libc::geteuid() }, egid: unsafe { libc::getegid() }, groups: saved_groups };
+    let saved =
+        SavedIdentity { euid: unsafe { libc::geteuid() }, egid: unsafe { libc::getegid() }, groups: saved_groups };
     // SAFETY: setgroups reads `groups.len()` gids from a live slice.
     if unsafe { libc::setgroups(groups.len(), groups.as_ptr()) } != 0 {
         return Err(last_error("setgroups"));

@@ -5,7 +5,9 @@
 //!
 //! One stack per process: the tests take `SERIAL` so they run one at a time.
 
-use drover_spank_compat::{Context, Espank, HasArg, Hook, JobInfo, LogLevel, PlugStack, SpankError, Stack, STEP_ID_BATCH};
+use drover_spank_compat::{
+    Context, Espank, HasArg, Hook, JobInfo, LogLevel, PlugStack, STEP_ID_BATCH, SpankError, Stack,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -240,7 +242,8 @@ fn every_item_in_the_remote_context() {
     let scratch = Scratch::new();
     let out = scratch.record("items.txt");
     let so = compile("items", Header::Preferred);
-    let conf = scratch.conf(&format!("required {} out={} at=init at=task_init at=task_exit\n", so.display(), out.display()));
+    let conf =
+        scratch.conf(&format!("required {} out={} at=init at=task_init at=task_exit\n", so.display(), out.display()));
     let stack = Stack::load(&conf, Context::Remote, &[]).unwrap();
     stack.set_job(remote_job(vec![("ITEMS_PROBE".into(), "yes".into())]));
     stack.remote_init().unwrap();
@@ -369,8 +372,14 @@ fn options_travel_from_the_allocator_to_the_remote_side() {
     stack.call(Hook::Init).unwrap();
     let options = stack.options();
     assert_eq!(options.len(), 1, "{options:?}");
-    assert_eq!((options[0].name.as_str(), options[0].has_arg, options[0].plugin.as_str()), ("opt-value", HasArg::Required, "opt-plugin"));
-    assert_eq!(stack.help(), "Options provided by plugins:\n      --opt-value=word         A word for the test plugin\n");
+    assert_eq!(
+        (options[0].name.as_str(), options[0].has_arg, options[0].plugin.as_str()),
+        ("opt-value", HasArg::Required, "opt-plugin")
+    );
+    assert_eq!(
+        stack.help(),
+        "Options provided by plugins:\n      --opt-value=word         A word for the test plugin\n"
+    );
     let refused = stack.set_option("opt-value", Some("bad")).unwrap_err();
     assert_eq!(refused.to_string(), "Invalid --opt-value argument: bad");
     assert!(matches!(stack.set_option("nope", None), Err(SpankError::UnknownOption { .. })));
@@ -404,7 +413,10 @@ fn options_travel_from_the_allocator_to_the_remote_side() {
     let mut own_env = vec![("SLURM_TASK_PID".to_owned(), "77".to_owned()), ("OPT_GONE".to_owned(), "x".to_owned())];
     own_env.push(("_SLURM_SPANK_OPTION_opt_plugin_opt_value".to_owned(), "hello".to_owned()));
     stack.apply_env_changes(&mut own_env);
-    assert_eq!(own_env, [("SLURM_TASK_PID".to_owned(), "77".to_owned()), ("OPT_SET".to_owned(), "from-plugin".to_owned())]);
+    assert_eq!(
+        own_env,
+        [("SLURM_TASK_PID".to_owned(), "77".to_owned()), ("OPT_SET".to_owned(), "from-plugin".to_owned())]
+    );
     stack.exit().unwrap();
     drop(stack);
     assert!(task_env.contains(&("OPT_SET".to_owned(), "from-plugin".to_owned())), "{task_env:?}");
@@ -463,7 +475,9 @@ fn options_travel_from_the_allocator_to_the_remote_side() {
         ]
     );
     let log = log.lock().unwrap().clone();
-    for line in ["opts: info 1", "error: opts: error two", "opts: verbose", "debug: opts: debug", "opts: spank_log 00042"] {
+    for line in
+        ["opts: info 1", "error: opts: error two", "opts: verbose", "debug: opts: debug", "opts: spank_log 00042"]
+    {
         assert!(log.iter().any(|l| l == line), "missing log line `{line}` in {log:#?}");
     }
     drover_spank_compat::set_log_sink(|level, line| {
@@ -535,7 +549,10 @@ fn a_crashing_plugin_fails_its_call_and_the_host_survives() {
         Ok(()) => 0,
     });
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7, "status {status:#x}");
-    assert_eq!(std::fs::read_to_string(&report).unwrap(), "SPANK plugin crasher crashed with SIGSEGV in slurm_spank_task_init");
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        "SPANK plugin crasher crashed with SIGSEGV in slurm_spank_task_init"
+    );
     stack.exit().unwrap();
     drop(stack);
     assert_eq!(lines(&out), ["init survived", "exit survived"]);

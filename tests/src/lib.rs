@@ -154,7 +154,13 @@ impl Cluster {
             .envs(env.iter().copied())
             .output()
             .expect("running drover up");
-        assert!(out.status.success(), "drover up failed:\n{}{}\n{}", text(&out.stdout), text(&out.stderr), cluster.logs());
+        assert!(
+            out.status.success(),
+            "drover up failed:\n{}{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr),
+            cluster.logs()
+        );
         cluster
     }
 
@@ -165,7 +171,12 @@ impl Cluster {
 
     /// Runs `drover <verb> --home <home>` (up, down, status).
     pub fn drover(&self, verb: &str) -> Output {
-        Command::new(bin_dir().join("drover")).arg(verb).arg("--home").arg(self.home()).output().expect("running drover")
+        Command::new(bin_dir().join("drover"))
+            .arg(verb)
+            .arg("--home")
+            .arg(self.home())
+            .output()
+            .expect("running drover")
     }
 
     /// A working directory owned by `user` (root when `None`), for scripts and output files.
@@ -198,7 +209,9 @@ impl Cluster {
         cmd.env("DROVER_HOME", self.home())
             .env("DROVER_CONF", self.home().join("cluster.toml"))
             .env("DROVER_SOCKET", self.home().join("ctld").join("ctld.sock"));
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {command}: {e}"));
         if let Some(input) = stdin {
             use std::io::Write;
@@ -281,7 +294,9 @@ impl Cluster {
 
     /// ctld's node address, from the derived config.
     pub fn node_address(&self) -> String {
-        drover_shared::config::Config::load(&self.home().join("cluster.toml")).expect("derived config").controller_address
+        drover_shared::config::Config::load(&self.home().join("cluster.toml"))
+            .expect("derived config")
+            .controller_address
     }
 
     /// All daemon logs, for failure messages.

@@ -2,10 +2,10 @@
 //! the client socket, and a node that does not hold the cluster key. Each must be bounded, must
 //! not stall other clients, and must change no state.
 
-use drover_e2e::{text, Cluster};
-use drover_shared::proto::frame::{read_message, write_message, MAX_HANDSHAKE_FRAME};
+use drover_e2e::{Cluster, text};
+use drover_shared::proto::frame::{MAX_HANDSHAKE_FRAME, read_message, write_message};
 use drover_shared::proto::node::{JobEnd, JobOutcome, NodeMessage};
-use drover_shared::proto::{Hello, HelloReply, NodeProof, Role, MAGIC, PROTOCOL_VERSION};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, NodeProof, PROTOCOL_VERSION, Role};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -62,7 +62,12 @@ fn oversized_and_malformed_frames_close_only_their_connection() {
     assert!(matches!(stream.read(&mut buf), Ok(0) | Err(_)), "garbage must close the connection");
     // A client posing as a node on the client socket gets nowhere.
     let mut stream = UnixStream::connect(cluster.socket()).unwrap();
-    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: "n1".into() }, nonce: vec![0; 32] };
+    let hello = Hello {
+        magic: MAGIC,
+        protocol_version: PROTOCOL_VERSION,
+        role: Role::Node { name: "n1".into() },
+        nonce: vec![0; 32],
+    };
     write_message(&mut stream, &hello).unwrap();
     let reply: HelloReply = read_message(&mut stream, MAX_HANDSHAKE_FRAME).unwrap();
     assert!(matches!(reply, HelloReply::Reject { .. }), "{reply:?}");
@@ -76,7 +81,12 @@ fn a_node_without_the_key_is_refused() {
     cluster.wait_state(job_id, "RUNNING", Duration::from_secs(60));
     let mut stream = TcpStream::connect(cluster.node_address()).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: "n1".into() }, nonce: vec![7; 32] };
+    let hello = Hello {
+        magic: MAGIC,
+        protocol_version: PROTOCOL_VERSION,
+        role: Role::Node { name: "n1".into() },
+        nonce: vec![7; 32],
+    };
     write_message(&mut stream, &hello).unwrap();
     let reply: HelloReply = read_message(&mut stream, MAX_HANDSHAKE_FRAME).unwrap();
     assert!(matches!(reply, HelloReply::Accept { .. }));

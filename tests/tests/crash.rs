@@ -3,7 +3,7 @@
 //! and nothing unacknowledged appears twice. `DROVER_SOAK_ROUNDS` raises the number of rounds
 //! (CI runs the default 20).
 
-use drover_e2e::{text, Cluster};
+use drover_e2e::{Cluster, text};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

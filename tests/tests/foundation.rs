@@ -2,7 +2,7 @@
 //! jobs run as their owners; squeue, sacct and scancel answer as Slurm does; a crashed ctld or
 //! noded loses nothing.
 
-use drover_e2e::{require_users, text, Cluster};
+use drover_e2e::{Cluster, require_users, text};
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
@@ -30,7 +30,8 @@ fn jobs_run_as_their_owners() {
     for (user, job_id) in jobs {
         assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
         let path = cluster.workdir(Some(user)).join(format!("out-{job_id}.txt"));
-        let output = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}\n{}", path.display(), cluster.logs()));
+        let output =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}\n{}", path.display(), cluster.logs()));
         let (uid, gid) = uid_gid(user);
         let groups = text(&std::process::Command::new("id").args(["-G", user]).output().unwrap().stdout);
         assert!(output.contains(&format!("uid={uid} gid={gid} groups={}", groups.trim())), "{user}: {output}");
@@ -66,7 +67,8 @@ fn states_in_squeue_and_sacct() {
     cluster.wait_state(running, "RUNNING", LONG);
     // Submitted only now: with multifactor priority a large job may rightly go first when it is
     // submitted together with small ones. With runjob holding a node, it waits for resources.
-    let blocker = cluster.submit(None, "big.sh", "#!/bin/sh\n#SBATCH -J bigjob\n#SBATCH -N 2 --exclusive\nsleep 300\n", &[]);
+    let blocker =
+        cluster.submit(None, "big.sh", "#!/bin/sh\n#SBATCH -J bigjob\n#SBATCH -N 2 --exclusive\nsleep 300\n", &[]);
     let held = cluster.submit(None, "held.sh", "#!/bin/sh\n#SBATCH -J heldjob -H\ntrue\n", &[]);
 
     let squeue = cluster.ok("squeue", &["-h", "-o", "%i %j %t %r"]);
@@ -87,7 +89,8 @@ fn states_in_squeue_and_sacct() {
 
     cluster.ok("scancel", &[&running.to_string()]);
     cluster.wait_state(running, "CANCELLED", LONG);
-    let sacct = cluster.ok("sacct", &["-P", "-n", "-o", "JobID,JobName,State,ExitCode", "-j", &format!("{ok},{failed},{running}")]);
+    let sacct = cluster
+        .ok("sacct", &["-P", "-n", "-o", "JobID,JobName,State,ExitCode", "-j", &format!("{ok},{failed},{running}")]);
     let lines: Vec<&str> = sacct.lines().collect();
     assert!(lines.contains(&format!("{ok}|okjob|COMPLETED|0:0").as_str()), "{sacct}");
     assert!(lines.contains(&format!("{ok}.batch|batch|COMPLETED|0:0").as_str()), "{sacct}");
@@ -109,7 +112,10 @@ fn only_owners_cancel() {
     cluster.wait_state(job_id, "RUNNING", LONG);
     let id = job_id.to_string();
     let out = cluster.run(Some("bob"), &cluster.workdir(Some("bob")), "scancel", &[&id], None);
-    assert_eq!(text(&out.stderr), format!("scancel: error: Kill job error on job id {job_id}: Access/permission denied\n"));
+    assert_eq!(
+        text(&out.stderr),
+        format!("scancel: error: Kill job error on job id {job_id}: Access/permission denied\n")
+    );
     assert!(!out.status.success());
     assert_eq!(cluster.sacct_state(job_id).unwrap().0, "RUNNING");
     let out = cluster.run(Some("alice"), &cluster.workdir(Some("alice")), "scancel", &[&id], None);
@@ -137,7 +143,8 @@ fn malformed_directive_creates_no_job() {
 #[test]
 fn acknowledged_job_survives_ctld_crash() {
     let cluster = Cluster::start();
-    let job_id = cluster.submit(None, "after.sh", "#!/bin/sh\n#SBATCH -J survivor\n#SBATCH --begin=now+2\necho hi\n", &[]);
+    let job_id =
+        cluster.submit(None, "after.sh", "#!/bin/sh\n#SBATCH -J survivor\n#SBATCH --begin=now+2\necho hi\n", &[]);
     cluster.kill9("ctld");
     let out = cluster.drover("up");
     assert!(out.status.success(), "restart failed: {}{}", text(&out.stdout), text(&out.stderr));

@@ -2,7 +2,7 @@
 //! refusals; backfill starts a short job beside a blocked big one without delaying it; fair-share
 //! usage is charged, shown by `sshare`, and survives a ctld crash; `sprio` shows the factors.
 
-use drover_e2e::{text, Cluster, CONFIG};
+use drover_e2e::{CONFIG, Cluster, text};
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -28,7 +28,8 @@ fn wait_squeue(cluster: &Cluster, job_id: u32, expected: &str) {
 
 #[test]
 fn qos_limits_give_slurm_reasons_and_refusals() {
-    let config = format!("{CONFIG}\n[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu=2\"\nmax_tres_per_job = \"gres/gpu=2\"\n");
+    let config =
+        format!("{CONFIG}\n[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu=2\"\nmax_tres_per_job = \"gres/gpu=2\"\n");
     let cluster = Cluster::start_with(&config);
     let sleeper = "#!/bin/sh\nsleep 300\n";
     let first = cluster.submit(None, "a.sh", sleeper, &["-q", "gpu", "--gres=gpu:2", "-t", "10"]);
@@ -49,7 +50,8 @@ fn qos_limits_give_slurm_reasons_and_refusals() {
     let out = cluster.run(None, &dir, "sbatch", &["-q", "gpu", "-N", "2", "--gres=gpu:2", "--wrap", "true"], None);
     assert!(!out.status.success());
     assert!(
-        text(&out.stderr).contains("Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"),
+        text(&out.stderr)
+            .contains("Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"),
         "{}",
         text(&out.stderr)
     );
@@ -103,7 +105,12 @@ fn usage_is_charged_shown_and_survives_a_crash() {
     // About 3 s × 2 CPUs; ticks are one second apart, so allow for one tick either way.
     assert!((2..=10).contains(&before), "RawUsage {before}");
     let header = cluster.ok("sshare", &[]);
-    assert!(header.starts_with("Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare \n"), "{header}");
+    assert!(
+        header.starts_with(
+            "Account                    User  RawShares  NormShares    RawUsage  EffectvUsage  FairShare \n"
+        ),
+        "{header}"
+    );
     cluster.kill9("ctld");
     let out = cluster.drover("up");
     assert!(out.status.success(), "restart failed: {}{}", text(&out.stdout), text(&out.stderr));
@@ -120,7 +127,9 @@ fn a_guarantee_is_reclaimed_from_a_borrower() {
         [[quotas]]\naccount = \"nlp\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\n";
     let cluster = Cluster::start_with(&format!("{CONFIG}{quotas}"));
     let sleeper = "#!/bin/sh\nsleep 300\n";
-    let flood: Vec<u32> = (0..4).map(|i| cluster.submit(None, &format!("nlp{i}.sh"), sleeper, &["-A", "nlp", "--gres=gpu:1", "-t", "10"])).collect();
+    let flood: Vec<u32> = (0..4)
+        .map(|i| cluster.submit(None, &format!("nlp{i}.sh"), sleeper, &["-A", "nlp", "--gres=gpu:1", "-t", "10"]))
+        .collect();
     for job_id in &flood {
         wait_squeue(&cluster, *job_id, "RUNNING None");
     }
@@ -131,7 +140,8 @@ fn a_guarantee_is_reclaimed_from_a_borrower() {
     // kill_wait = 2 s of grace, plus a pass or two.
     assert!(reclaim_time < Duration::from_secs(15), "reclaim took {reclaim_time:?}");
     let states: Vec<String> = flood.iter().map(|j| state_reason(&cluster, *j)).collect();
-    let requeued: Vec<u32> = flood.iter().zip(&states).filter(|(_, s)| s.starts_with("PENDING")).map(|(j, _)| *j).collect();
+    let requeued: Vec<u32> =
+        flood.iter().zip(&states).filter(|(_, s)| s.starts_with("PENDING")).map(|(j, _)| *j).collect();
     assert_eq!(requeued.len(), 1, "{states:?}");
     assert_eq!(states.iter().filter(|s| *s == "RUNNING None").count(), 3, "{states:?}");
     let shown = cluster.ok("scontrol", &["show", "job", &requeued[0].to_string()]);

@@ -5,7 +5,7 @@
 //! and `task_init` as the job's user; a plugin failing or segfaulting in `init` fails only that
 //! job (reason in ctld's log) while noded and the next job carry on.
 
-use drover_e2e::{require_users, text, Cluster, CONFIG};
+use drover_e2e::{CONFIG, Cluster, require_users, text};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Torn writes: with the state database on a full file system, ctld refuses new work with a clear
 //! error and changes nothing; acknowledged jobs stay; once space returns, work is accepted again.
 
-use drover_e2e::{text, Cluster, CONFIG};
+use drover_e2e::{CONFIG, Cluster, text};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -16,7 +16,11 @@ fn full_disk_refuses_new_work_and_recovers() {
     let cluster = Cluster::start_prepared(CONFIG, |home| {
         let state = home.join("ctld");
         std::fs::create_dir_all(&state).unwrap();
-        let status = Command::new("mount").args(["-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs"]).arg(&state).status().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs"])
+            .arg(&state)
+            .status()
+            .unwrap();
         assert!(status.success(), "mounting a tmpfs for the state directory");
         vec![state]
     });
@@ -28,7 +32,8 @@ fn full_disk_refuses_new_work_and_recovers() {
 
     // Fill the file system to the last byte.
     let filler: PathBuf = cluster.home().join("ctld").join("filler");
-    let status = Command::new("dd").args(["if=/dev/zero", "bs=4k"]).arg(format!("of={}", filler.display())).status().unwrap();
+    let status =
+        Command::new("dd").args(["if=/dev/zero", "bs=4k"]).arg(format!("of={}", filler.display())).status().unwrap();
     assert!(!status.success(), "dd stops when the disk is full");
 
     let mut refused = 0;

@@ -14,7 +14,7 @@
 
 use super::ClusterArgs;
 use crate::client;
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use drover_shared::config::Config;
 use drover_shared::proto::client::{Request, Response};
 use std::os::unix::fs::PermissionsExt;
@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const APPLETS: [&str; 11] = ["sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport"];
+const APPLETS: [&str; 11] =
+    ["sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport"];
 /// Number of noded processes `up` starts.
 const N_NODES: usize = 2;
 
@@ -72,7 +73,8 @@ fn derive_config(layout: &Layout, source: &Path) -> anyhow::Result<()> {
     controller.insert("state_dir".into(), layout.home.join("ctld").to_string_lossy().into_owned().into());
     controller.insert("key_file".into(), layout.home.join("cluster.key").to_string_lossy().into_owned().into());
     let header = format!("# Derived by `drover up` from {}; edit that file, then delete this one.\n", source.display());
-    std::fs::write(&target, header + &toml::to_string(&table)?).with_context(|| format!("writing {}", target.display()))?;
+    std::fs::write(&target, header + &toml::to_string(&table)?)
+        .with_context(|| format!("writing {}", target.display()))?;
     Ok(())
 }
 
@@ -144,7 +146,8 @@ fn ping(socket: &Path) -> bool {
 pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     let layout = Layout { home: args.home.clone() };
     for dir in ["run", "log", "ctld"] {
-        std::fs::create_dir_all(layout.home.join(dir)).with_context(|| format!("creating {}", layout.home.join(dir).display()))?;
+        std::fs::create_dir_all(layout.home.join(dir))
+            .with_context(|| format!("creating {}", layout.home.join(dir).display()))?;
     }
     // Local users other than the owner must reach the client socket; the directory holds no secrets
     // except the key, which is 0600.
@@ -194,7 +197,14 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
             None => {
                 let state_dir = layout.node_dir(name);
                 std::fs::create_dir_all(&state_dir)?;
-                let args = ["--config".into(), conf.clone(), "--name".into(), name.clone(), "--state-dir".into(), state_dir.to_string_lossy().into_owned()];
+                let args = [
+                    "--config".into(),
+                    conf.clone(),
+                    "--name".into(),
+                    name.clone(),
+                    "--state-dir".into(),
+                    state_dir.to_string_lossy().into_owned(),
+                ];
                 let pid = start(&layout, &daemon, &noded, &args)?;
                 println!("started {daemon} (pid {pid})");
             }
@@ -247,7 +257,7 @@ pub(crate) fn down(args: &ClusterArgs) -> anyhow::Result<i32> {
 }
 
 fn stop(pid: i32) {
-    use nix::sys::signal::{kill, Signal};
+    use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let pid = Pid::from_raw(pid);
     let _ = kill(pid, Signal::SIGTERM);

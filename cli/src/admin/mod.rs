@@ -2,7 +2,7 @@
 
 mod cluster;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -48,9 +48,8 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<ClusterArgs> {
             _ => bail!("unknown option `{arg}`\n\n{USAGE}"),
         }
     }
-    let home = home
-        .or_else(|| std::env::var_os("DROVER_HOME").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(".drover"));
+    let home =
+        home.or_else(|| std::env::var_os("DROVER_HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(".drover"));
     let home = std::path::absolute(&home).with_context(|| format!("resolving {}", home.display()))?;
     Ok(ClusterArgs { home, config })
 }
@@ -78,7 +77,8 @@ fn keygen(args: Vec<OsString>) -> anyhow::Result<i32> {
     let path = match args.first() {
         Some(path) => PathBuf::from(path),
         None => {
-            let conf = std::env::var_os("DROVER_CONF").map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
+            let conf = std::env::var_os("DROVER_CONF")
+                .map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
             drover_shared::config::Config::load(&conf)?.key_file
         }
     };

@@ -2,7 +2,7 @@
 //! codes, user and job-state lists, job id lists, and the job facts several commands print the
 //! same way (memory, TRES strings, the `N/A`-style placeholders).
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use clap::Parser;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::job::{JobId, JobInfo, JobState, MemRequest};
@@ -108,14 +108,16 @@ pub(crate) fn split_ids(text: &str) -> Vec<&str> {
 
 /// Parses one job id argument (see [`JobTarget`]).
 pub(crate) fn parse_job_target(text: &str) -> Option<JobTarget> {
-    let number = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<u32>().ok()).flatten();
+    let number =
+        |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse::<u32>().ok()).flatten();
     let (job, tasks) = match text.split_once('_') {
         None => return number(text).filter(|id| *id > 0).map(|job_id| JobTarget { job_id, tasks: None }),
         Some(parts) => parts,
     };
     let job_id = number(job).filter(|id| *id > 0)?;
     let inner = tasks.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(tasks);
-    let tasks = drover_shared::grammar::array::parse_array(inner, u32::MAX - 1).ok().filter(|s| s.max_running == 0)?.indexes;
+    let tasks =
+        drover_shared::grammar::array::parse_array(inner, u32::MAX - 1).ok().filter(|s| s.max_running == 0)?.indexes;
     Some(JobTarget { job_id, tasks: Some(tasks) })
 }
 
@@ -328,7 +330,8 @@ mod tests {
     #[test]
     fn job_ids_and_users() {
         let ids = |values: &[&str]| {
-            parse_job_targets(&strings(values)).map(|t| t.iter().map(|t| (t.job_id, t.tasks.clone())).collect::<Vec<_>>())
+            parse_job_targets(&strings(values))
+                .map(|t| t.iter().map(|t| (t.job_id, t.tasks.clone())).collect::<Vec<_>>())
         };
         assert_eq!(ids(&["20,24", "23", "20"]).ok(), Some(vec![(20, None), (24, None), (23, None)]));
         assert_eq!(ids(&["29_1,29_[2-3]"]).ok(), Some(vec![(29, Some(vec![1])), (29, Some(vec![2, 3]))]));

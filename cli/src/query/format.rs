@@ -5,8 +5,8 @@
 //! Time zones are a value ([`Tz`]) rather than process state, so renderers stay pure functions
 //! and tests pin them to UTC without touching `TZ`.
 
-use drover_shared::grammar::date;
 use drover_shared::UnixTime;
+use drover_shared::grammar::date;
 
 /// How unix seconds map to wall-clock time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,11 +74,7 @@ fn local_offset(time: UnixTime) -> i64 {
     // SAFETY: both pointers are to live, properly aligned locals; localtime_r is the re-entrant
     // variant and writes only into `tm`.
     let result = unsafe { libc::localtime_r(&t, &mut tm) };
-    if result.is_null() {
-        0
-    } else {
-        tm.tm_gmtoff
-    }
+    if result.is_null() { 0 } else { tm.tm_gmtoff }
 }
 
 /// `mktime` for a local wall-clock reading; `None` when the C library cannot represent it.
@@ -95,11 +91,7 @@ fn local_mktime(civil: Civil) -> Option<UnixTime> {
     // SAFETY: `tm` is a live, initialised local; mktime reads and normalises it in place.
     let time = unsafe { libc::mktime(&mut tm) };
     // time_t is 64 bits on every target Drover builds for.
-    if time == -1 {
-        None
-    } else {
-        Some(time)
-    }
+    if time == -1 { None } else { Some(time) }
 }
 
 fn utc_from_civil(civil: Civil) -> i64 {
@@ -337,11 +329,7 @@ fn relative(rest: &str, now: UnixTime) -> Option<UnixTime> {
 }
 
 fn number(text: &str) -> Option<u32> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        None
-    } else {
-        text.parse().ok()
-    }
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) { None } else { text.parse().ok() }
 }
 
 fn parse_date(text: &str, today: Civil) -> Option<Civil> {

@@ -8,12 +8,12 @@
 use super::common::{self, StateFilter};
 use super::format::{self, Tz};
 use clap::{ArgAction, Parser};
+use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo, MemRequest, StepId, StepInfo};
 use drover_shared::proto::client::{AccountingQuery, Request, Response};
-use drover_shared::UnixTime;
 use std::ffi::OsString;
 
 const DEFAULT_FIELDS: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
@@ -737,11 +737,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 
 /// `: detail` when ctld added one.
 fn suffix(detail: &str) -> String {
-    if detail.is_empty() {
-        String::new()
-    } else {
-        format!(": {detail}")
-    }
+    if detail.is_empty() { String::new() } else { format!(": {detail}") }
 }
 
 #[cfg(test)]
@@ -778,7 +774,10 @@ mod tests {
         assert_eq!(render(&array, scenario::NOW, &options(DEFAULT_FIELDS)), sample_stdout("sacct_array.txt"));
         let opts = parsable2("JobID,JobIDRaw,JobName,State,ExitCode,Elapsed");
         assert_eq!(render(&array, scenario::NOW, &opts), sample_stdout("sacct_array_P.txt"));
-        let one = RenderOptions { selectors: parse_selectors(&["29_2".to_owned()]).expect("selector"), ..parsable2("JobID,JobIDRaw") };
+        let one = RenderOptions {
+            selectors: parse_selectors(&["29_2".to_owned()]).expect("selector"),
+            ..parsable2("JobID,JobIDRaw")
+        };
         assert_eq!(render(&array, scenario::NOW, &one), "JobID|JobIDRaw\n29_2|38\n29_2.batch|38.batch\n29_[2-3]|29\n");
     }
 

@@ -118,7 +118,10 @@ pub(crate) struct ReportOptions {
 }
 
 /// What scancel writes to stderr for ctld's per-job outcomes, and its exit code.
-pub(crate) fn report<I: std::fmt::Display>(results: &[(I, Result<(), ErrorCode>)], options: ReportOptions) -> (String, i32) {
+pub(crate) fn report<I: std::fmt::Display>(
+    results: &[(I, Result<(), ErrorCode>)],
+    options: ReportOptions,
+) -> (String, i32) {
     let mut stderr = String::new();
     let mut code = 0;
     for (job_id, result) in results {
@@ -172,14 +175,13 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         anyhow::bail!("{option} is not supported yet");
     }
     let words: Vec<String> = args.job_ids.iter().flat_map(|a| common::split_ids(a)).map(str::to_owned).collect();
-    let (step_words, job_words): (Vec<String>, Vec<String>) = words.into_iter().partition(|w| parse_step_id(w).is_some());
+    let (step_words, job_words): (Vec<String>, Vec<String>) =
+        words.into_iter().partition(|w| parse_step_id(w).is_some());
     let steps: Vec<(JobId, u32)> = step_words.iter().filter_map(|w| parse_step_id(w)).collect();
     let targets = job_words.iter().map(|w| parse_job_id(w)).collect::<anyhow::Result<Vec<_>>>()?;
     let job_ids: Vec<JobId> = targets.iter().filter(|t| t.tasks.is_none()).map(|t| t.job_id).collect();
-    let tasks: Vec<(JobId, u32)> = targets
-        .iter()
-        .flat_map(|t| t.tasks.iter().flatten().map(move |task| (t.job_id, *task)))
-        .collect();
+    let tasks: Vec<(JobId, u32)> =
+        targets.iter().flat_map(|t| t.tasks.iter().flatten().map(move |task| (t.job_id, *task))).collect();
     let mut users = common::resolve_users(&env_list(args.users.clone(), "SCANCEL_USER"))?;
     if args.me {
         users.push(common::my_uid());
@@ -228,7 +230,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if !tasks.is_empty() {
         match crate::client::call(&Request::CancelTasks { request: request.clone(), tasks: tasks.clone() })? {
             Response::Cancelled { results: answers } => {
-                results.extend(tasks.iter().zip(answers).map(|((job, task), (_, result))| (format!("{job}_{task}"), result)));
+                results.extend(
+                    tasks.iter().zip(answers).map(|((job, task), (_, result))| (format!("{job}_{task}"), result)),
+                );
             }
             Response::Error { code, detail } => {
                 let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };

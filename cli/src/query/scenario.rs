@@ -5,10 +5,10 @@
 //! Array 29 (`--array=0-3`: tasks 0 and 1 run as jobs 30 and 31, 2-3 pend in the base record;
 //! task 2 later ran as job 38) and array 32 (`--array=0-3 --hold`) are here as ctld keeps them.
 
+use drover_shared::UnixTime;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobInfo, JobState, MemRequest, StepId, StepInfo, WaitStatus};
 use drover_shared::node::{GpuDevice, NodeInfo, NodeState, PartitionInfo};
-use drover_shared::UnixTime;
 
 /// `2026-11-29T23:35:39Z`, when the queue views were captured.
 pub(crate) const NOW: UnixTime = at(39);

@@ -11,14 +11,14 @@
 use super::common;
 use super::format::{self, Tz};
 use super::sinfo::gres_string;
+use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
+use drover_shared::grammar::time::parse_time_limit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo};
 use drover_shared::node::{NodeInfo, PartitionInfo};
-use drover_shared::grammar::time::parse_time_limit;
 use drover_shared::proto::client::{JobQuery, JobUpdate, Request, Response};
-use drover_shared::UnixTime;
 use std::ffi::OsString;
 
 const USAGE: &str = "Usage: scontrol [-o] [-d] <command> ...
@@ -42,11 +42,7 @@ pub(crate) struct ShowOptions {
 
 /// The separator between the lines of one record.
 fn separator(options: ShowOptions) -> &'static str {
-    if options.oneliner {
-        " "
-    } else {
-        "\n   "
-    }
+    if options.oneliner { " " } else { "\n   " }
 }
 
 fn job_time_limit(limit: Option<TimeLimit>) -> String {
@@ -248,11 +244,7 @@ fn record(lines: &[String], options: ShowOptions) -> String {
 }
 
 fn list_or_all(items: &[String]) -> String {
-    if items.is_empty() {
-        "ALL".into()
-    } else {
-        items.join(",")
-    }
+    if items.is_empty() { "ALL".into() } else { items.join(",") }
 }
 
 /// One `scontrol show partition` record.
@@ -335,7 +327,7 @@ fn parse_invocation(args: &[String]) -> Result<Option<Invocation>, String> {
                 "details" => invocation.options.details = true,
                 "quiet" => invocation.quiet = true,
                 "clusters" if value.is_none() && iter.next().is_none() => {
-                    return Err(format!("option '{arg}' requires an argument"))
+                    return Err(format!("option '{arg}' requires an argument"));
                 }
                 "help" => return Ok(None),
                 _ => {}
@@ -585,7 +577,8 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
             return Ok(1);
         }
     };
-    let jobs: Vec<&JobInfo> = jobs.iter().filter(|j| targets.is_empty() || targets.iter().any(|t| t.matches(j))).collect();
+    let jobs: Vec<&JobInfo> =
+        jobs.iter().filter(|j| targets.is_empty() || targets.iter().any(|t| t.matches(j))).collect();
     if jobs.is_empty() {
         if job_ids.is_empty() {
             println!("No jobs in the system");
@@ -724,7 +717,8 @@ mod tests {
 
     #[test]
     fn arrays_match_slurm() {
-        let shown: String = scenario::array_29().iter().map(|job| render_job(job, scenario::NOW, UTC, NORMAL)).collect();
+        let shown: String =
+            scenario::array_29().iter().map(|job| render_job(job, scenario::NOW, UTC, NORMAL)).collect();
         // As for any pending job, the time of the last scheduling pass is not recorded.
         let expected = without_sid(&sample_stdout("scontrol_show_job_array.txt"))
             .replace("LastSchedEval=2026-11-29T23:35:37", "LastSchedEval=2026-11-29T23:35:32");
@@ -788,7 +782,8 @@ mod tests {
 
     #[test]
     fn config_layout() {
-        let entries = vec![("MaxArraySize".to_owned(), "1001".to_owned()), ("MinJobAge".to_owned(), "300 sec".to_owned())];
+        let entries =
+            vec![("MaxArraySize".to_owned(), "1001".to_owned()), ("MinJobAge".to_owned(), "300 sec".to_owned())];
         expect![[r#"
             Configuration data as of 2026-11-29T23:35:39
             MaxArraySize            = 1001

@@ -8,11 +8,11 @@
 use super::common;
 use super::format::{self, Tz};
 use clap::{ArgAction, Parser};
+use drover_shared::UnixTime;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::node::{NodeInfo, NodeState, PartitionInfo};
 use drover_shared::proto::client::{Request, Response};
-use drover_shared::UnixTime;
 use std::ffi::OsString;
 
 #[derive(Debug, Parser)]
@@ -277,11 +277,7 @@ pub(crate) struct RenderOptions {
 }
 
 fn partition_label(partition: &PartitionInfo) -> String {
-    if partition.default {
-        format!("{}*", partition.name)
-    } else {
-        partition.name.clone()
-    }
+    if partition.default { format!("{}*", partition.name) } else { partition.name.clone() }
 }
 
 /// Compact state as sinfo prints it: lower case, `drain`/`drng` for drained nodes, `*` when not
@@ -292,11 +288,7 @@ fn state_compact(node: &NodeInfo) -> String {
         (_, true) if node.cpus_alloc > 0 => "drng",
         (_, true) => "drain",
     };
-    if node.not_responding {
-        format!("{base}*")
-    } else {
-        base.to_owned()
-    }
+    if node.not_responding { format!("{base}*") } else { base.to_owned() }
 }
 
 fn state_long(node: &NodeInfo) -> String {
@@ -305,11 +297,7 @@ fn state_long(node: &NodeInfo) -> String {
         (_, true) if node.cpus_alloc > 0 => "draining".into(),
         (_, true) => "drained".into(),
     };
-    if node.not_responding {
-        format!("{base}*")
-    } else {
-        base
-    }
+    if node.not_responding { format!("{base}*") } else { base }
 }
 
 /// Whether a node counts as "other" (neither allocated nor idle) in the `A/I/O/T` counters.
@@ -585,11 +573,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             }
         };
         partitions.retain(|p| {
-            if wanted_partitions.is_empty() {
-                args.all || !p.hidden
-            } else {
-                wanted_partitions.contains(&p.name)
-            }
+            if wanted_partitions.is_empty() { args.all || !p.hidden } else { wanted_partitions.contains(&p.name) }
         });
         nodes.retain(|n| {
             (wanted_nodes.is_empty() || wanted_nodes.contains(&n.name))

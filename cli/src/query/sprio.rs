@@ -8,7 +8,12 @@ use drover_shared::proto::client::{PriorityRow, PriorityWeights, Request, Respon
 use std::ffi::OsString;
 
 #[derive(Debug, Parser)]
-#[command(name = "sprio", about = "Show the priority factors of pending jobs", disable_help_flag = true, infer_long_args = true)]
+#[command(
+    name = "sprio",
+    about = "Show the priority factors of pending jobs",
+    disable_help_flag = true,
+    infer_long_args = true
+)]
 struct Args {
     /// No header.
     #[arg(short = 'h', long = "noheader")]
@@ -90,7 +95,21 @@ impl Field {
 fn fields(long: bool, with_user: bool, weights: &PriorityWeights) -> Vec<Field> {
     if long {
         use Field::*;
-        return vec![JobId, Partition, User, Priority, Site, Age, Assoc, FairShare, JobSize, PartitionFactor, Qos, Nice, Tres];
+        return vec![
+            JobId,
+            Partition,
+            User,
+            Priority,
+            Site,
+            Age,
+            Assoc,
+            FairShare,
+            JobSize,
+            PartitionFactor,
+            Qos,
+            Nice,
+            Tres,
+        ];
     }
     let mut f = vec![Field::JobId, Field::Partition];
     if with_user {
@@ -226,8 +245,15 @@ mod tests {
     /// factor 1/10, no age yet.
     #[test]
     fn matches_the_slurm_samples() {
-        let weights =
-            PriorityWeights { age: 1000, assoc: 0, fairshare: 10000, job_size: 1000, partition: 5000, qos: 2000, tres: String::new() };
+        let weights = PriorityWeights {
+            age: 1000,
+            assoc: 0,
+            fairshare: 10000,
+            job_size: 1000,
+            partition: 5000,
+            qos: 2000,
+            tres: String::new(),
+        };
         let row = |job_id: u32, priority: u32, job_size: f64| PriorityRow {
             job_id,
             partition: "main".into(),
@@ -239,7 +265,8 @@ mod tests {
             ..PriorityRow::default()
         };
         let rows = [row(29, 10687, 0.1875), row(33, 11250, 0.75), row(34, 10687, 0.1875)];
-        let cases: &[(&str, &[&str])] = &[("sprio_default.txt", &[]), ("sprio_long.txt", &["-l"]), ("sprio_weights.txt", &["-w"])];
+        let cases: &[(&str, &[&str])] =
+            &[("sprio_default.txt", &[]), ("sprio_long.txt", &["-l"]), ("sprio_weights.txt", &["-w"])];
         for (sample, extra) in cases {
             assert_eq!(render(&rows, &weights, &args(extra)), sample_stdout(sample), "{sample}");
         }

@@ -8,12 +8,12 @@
 use super::common::{self, StateFilter};
 use super::format::{self, Tz};
 use clap::{ArgAction, Parser};
+use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo, JobState, StepInfo};
 use drover_shared::proto::client::{JobQuery, Request, Response};
-use drover_shared::UnixTime;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::ffi::OsString;
@@ -440,11 +440,7 @@ fn time_limit(limit: Option<TimeLimit>) -> String {
 /// Elapsed seconds as squeue shows them: anything beyond a year is `INVALID`.
 fn time_used(job: &JobInfo, now: UnixTime) -> String {
     let used = job.elapsed(now);
-    if used > 365 * 86_400 {
-        "INVALID".into()
-    } else {
-        format::clock(used)
-    }
+    if used > 365 * 86_400 { "INVALID".into() } else { format::clock(used) }
 }
 
 /// The end squeue prints: actual, else start plus limit for a running job.
@@ -638,11 +634,7 @@ fn env_value(name: &str) -> Option<String> {
 
 /// Options given on the command line, else taken from `var`.
 fn or_env(values: Vec<String>, var: &str) -> Vec<String> {
-    if values.is_empty() {
-        env_value(var).into_iter().collect()
-    } else {
-        values
-    }
+    if values.is_empty() { env_value(var).into_iter().collect() } else { values }
 }
 
 /// Runs `squeue`.
@@ -680,11 +672,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 
     let state_values = or_env(args.states.clone(), "SQUEUE_STATES");
     let states = if state_values.is_empty() {
-        if args.start {
-            StateFilter::Only(vec![JobState::Pending])
-        } else {
-            default_states()
-        }
+        if args.start { StateFilter::Only(vec![JobState::Pending]) } else { default_states() }
     } else {
         common::parse_states(&state_values)?
     };
@@ -864,10 +852,16 @@ mod tests {
         let expand = |jobs: &[JobInfo]| -> Vec<JobInfo> { jobs.iter().flat_map(JobInfo::expand_array).collect() };
         let array = scenario::array_29();
         assert_eq!(render(&array, scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array.txt"));
-        assert_eq!(render(&expand(&array), scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array_r.txt"));
+        assert_eq!(
+            render(&expand(&array), scenario::NOW, &options(DEFAULT_FORMAT)),
+            sample_stdout("squeue_array_r.txt")
+        );
         let held = scenario::array_32();
         assert_eq!(render(&held, scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array_held.txt"));
-        assert_eq!(render(&expand(&held), scenario::NOW, &options(DEFAULT_FORMAT)), sample_stdout("squeue_array_r_flag.txt"));
+        assert_eq!(
+            render(&expand(&held), scenario::NOW, &options(DEFAULT_FORMAT)),
+            sample_stdout("squeue_array_r_flag.txt")
+        );
         // `-j 29_2,29_1` picks single tasks, pending or running.
         let filter = Filter {
             job_ids: vec![29],

@@ -63,7 +63,13 @@ const fn col(header: &'static str, width: usize, left: bool) -> Column {
 }
 
 fn columns(long: bool, fair_tree: bool) -> Vec<Column> {
-    let mut c = vec![col("Account", 20, true), col("User", 10, false), col("RawShares", 10, false), col("NormShares", 11, false), col("RawUsage", 11, false)];
+    let mut c = vec![
+        col("Account", 20, true),
+        col("User", 10, false),
+        col("RawShares", 10, false),
+        col("NormShares", 11, false),
+        col("RawUsage", 11, false),
+    ];
     if long {
         c.push(col("NormUsage", 11, false));
     }
@@ -193,20 +199,21 @@ mod tests {
     /// The sample cluster: root (user root), teama 60 (root), teamb 40 (nobody, root); no usage.
     fn sample_rows() -> Vec<ShareRow> {
         let tres = "cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0,gres/gpu=0".to_owned();
-        let row = |account: &str, user: Option<&str>, depth: u32, shares: Option<u32>, norm: f64, fs: Option<f64>| ShareRow {
-            account: account.into(),
-            user: user.map(str::to_owned),
-            depth,
-            raw_shares: shares,
-            norm_shares: norm.into(),
-            raw_usage: 0.0.into(),
-            norm_usage: 0.0.into(),
-            effective_usage: (if depth == 0 { 1.0 } else { 0.0 }).into(),
-            fairshare: fs.map(Into::into),
-            level_fs: (depth > 0).then_some(f64::INFINITY.into()),
-            tres_run_mins: tres.clone(),
-            grp_tres_mins: String::new(),
-        };
+        let row =
+            |account: &str, user: Option<&str>, depth: u32, shares: Option<u32>, norm: f64, fs: Option<f64>| ShareRow {
+                account: account.into(),
+                user: user.map(str::to_owned),
+                depth,
+                raw_shares: shares,
+                norm_shares: norm.into(),
+                raw_usage: 0.0.into(),
+                norm_usage: 0.0.into(),
+                effective_usage: (if depth == 0 { 1.0 } else { 0.0 }).into(),
+                fairshare: fs.map(Into::into),
+                level_fs: (depth > 0).then_some(f64::INFINITY.into()),
+                tres_run_mins: tres.clone(),
+                grp_tres_mins: String::new(),
+            };
         vec![
             row("root", None, 0, None, 0.0, None),
             row("root", Some("root"), 1, Some(1), 1.0 / 101.0, Some(1.0)),

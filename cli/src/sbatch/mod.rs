@@ -242,7 +242,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     };
     match prepare(&args, &world) {
         Ok(Prepared::Answer(text)) => {
-            let plugin_help = if args.iter().any(|arg| arg == "--help" || arg == "-h") { plugins.help() } else { String::new() };
+            let plugin_help =
+                if args.iter().any(|arg| arg == "--help" || arg == "-h") { plugins.help() } else { String::new() };
             print!("{text}{plugin_help}");
             Ok(0)
         }

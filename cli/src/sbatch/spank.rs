@@ -36,7 +36,9 @@ impl Allocator {
             return Ok(Allocator { stack: None });
         }
         stack.call(Hook::Init).map_err(|error| error.to_string())?;
-        stack.set_options_from_env(environment.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|error| error.to_string())?;
+        stack
+            .set_options_from_env(environment.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|error| error.to_string())?;
         Ok(Allocator { stack: Some(stack) })
     }
 
@@ -70,7 +72,10 @@ impl Allocator {
                     continue;
                 }
                 let takes_next = inline.is_none()
-                    && OPTIONS.iter().find(|def| def.long == name).is_some_and(|def| def.apply.arg_kind() == ArgKind::Required);
+                    && OPTIONS
+                        .iter()
+                        .find(|def| def.long == name)
+                        .is_some_and(|def| def.apply.arg_kind() == ArgKind::Required);
                 kept.push(word);
                 if takes_next {
                     kept.extend(words.next());

@@ -447,9 +447,12 @@ fn directive_errors_name_file_line_and_column() {
         "#!/bin/sh\n#SBATCH --wrap=hostname\n",
         expect!["error: job.sh:2:9: --wrap is only valid on the command line"],
     );
-    check_directives("#!/bin/sh\n#SBATCH -W\n", expect![[r#"
+    check_directives(
+        "#!/bin/sh\n#SBATCH -W\n",
+        expect![[r#"
         wait: true
-    "#]]);
+    "#]],
+    );
     check_directives(
         "#!/bin/sh\n#SBATCH --test-only\n",
         expect!["error: job.sh:2:9: --test-only is not supported yet"],
@@ -605,9 +608,12 @@ fn environment_layer() {
             "error: SBATCH_TIMELIMIT: invalid time limit `soon`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED"
         ],
     );
-    check_env_layer(&[("SBATCH_WAIT", "1")], expect![[r#"
+    check_env_layer(
+        &[("SBATCH_WAIT", "1")],
+        expect![[r#"
         wait: true
-    "#]]);
+    "#]],
+    );
     check_env_layer(&[("SBATCH_WAIT", "no")], expect![""]);
 }
 

@@ -2,13 +2,14 @@
 //! task, so a large history query never delays scheduling or submissions.
 
 use super::ClientContext;
-use crate::validate::{is_admin, Caller};
+use crate::validate::{Caller, is_admin};
 use drover_shared::proto::client::{AccountingQuery, ErrorCode, Response};
 
 pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: AccountingQuery) -> Response {
     // Like Slurm without PrivateData: everyone may read all jobs with -a; by default a user sees
     // their own, and an admin sees everyone's.
-    if query.users.is_empty() && !query.all_users && query.job_ids.is_empty() && !is_admin(&context.config, caller.uid) {
+    if query.users.is_empty() && !query.all_users && query.job_ids.is_empty() && !is_admin(&context.config, caller.uid)
+    {
         query.users.push(caller.uid);
     }
     let path = context.db_path.clone();

@@ -11,13 +11,13 @@ use crate::core::Event;
 use crate::validate::Caller;
 use drover_shared::job::JobInfo;
 use drover_shared::proto::client::{ErrorCode, Request, Response};
-use drover_shared::proto::frame::{MessageStream, MAX_FRAME};
-use drover_shared::proto::{version_supported, Hello, HelloReply, Role, MAGIC, PROTOCOL_VERSION};
+use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Most client connections served at once; more wait in the kernel's accept queue.
 const MAX_CLIENTS: usize = 1024;
@@ -72,7 +72,9 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
         messages.send(&HelloReply::Reject { message }).await?;
         return Ok(());
     }
-    messages.send(&HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() }).await?;
+    messages
+        .send(&HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() })
+        .await?;
     messages.set_max_frame(MAX_FRAME);
     loop {
         let request: Option<Request> = match tokio::time::timeout(IDLE_TIMEOUT, messages.recv()).await {
@@ -130,7 +132,9 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
             ask(Box::new(move |reply| Event::UpdateJob { caller, job_ids, update, reply })).await
         }
         Request::Requeue { job_ids } => ask(Box::new(move |reply| Event::Requeue { caller, job_ids, reply })).await,
-        Request::Hold { job_ids, hold } => ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await,
+        Request::Hold { job_ids, hold } => {
+            ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await
+        }
         Request::QueryUsage(query) => usage::query(context, query).await,
         Request::CreateStep { job_id, spec } => {
             ask(Box::new(move |reply| Event::CreateStep { caller, job_id, spec, reply })).await

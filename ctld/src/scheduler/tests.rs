@@ -78,7 +78,8 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
     }
     let job_id = state.next_job_id;
     state.next_job_id += 1;
-    let account = state.config.users.iter().find(|u| u.name == user).map_or("shared".into(), |u| u.default_account.clone());
+    let account =
+        state.config.users.iter().find(|u| u.name == user).map_or("shared".into(), |u| u.default_account.clone());
     state.usage.touch(&account, user);
     let info = JobInfo {
         job_id,
@@ -149,7 +150,11 @@ fn limits_give_slurms_reasons() {
             // The limited job does not hold back the one behind it.
             &["R", "QOSGrpGRES", "R"],
         ),
-        ("[[qos]]\nname = \"gpu\"\ngrp_tres = \"cpu=2\"\n", &[("alice", "c=2 q=gpu"), ("bob", "q=gpu")], &["R", "QOSGrpCpuLimit"]),
+        (
+            "[[qos]]\nname = \"gpu\"\ngrp_tres = \"cpu=2\"\n",
+            &[("alice", "c=2 q=gpu"), ("bob", "q=gpu")],
+            &["R", "QOSGrpCpuLimit"],
+        ),
         ("[[qos]]\nname = \"gpu\"\ngrp_jobs = 1\n", &[("alice", "q=gpu"), ("bob", "q=gpu")], &["R", "QOSGrpJobsLimit"]),
         (
             "[[qos]]\nname = \"gpu\"\nmax_tres_per_user = \"gres/gpu=1\"\n",
@@ -171,7 +176,8 @@ fn limits_give_slurms_reasons() {
         let mut state = cluster(extra);
         let ids: Vec<JobId> = jobs.iter().map(|(user, args)| submit(&mut state, user, args)).collect();
         let started = pass(&mut state, NOW);
-        let got: Vec<&str> = ids.iter().map(|id| if started.contains(id) { "R" } else { reason(&state, *id) }).collect();
+        let got: Vec<&str> =
+            ids.iter().map(|id| if started.contains(id) { "R" } else { reason(&state, *id) }).collect();
         assert_eq!(&got, expected, "{extra}");
     }
 }
@@ -190,14 +196,17 @@ fn account_limits_cover_the_subtree() {
 
 #[test]
 fn submit_limits_refuse() {
-    let mut state = cluster("[[qos]]\nname = \"gpu\"\nmax_submit_jobs_per_user = 1\nmax_tres_per_job = \"gres/gpu=2\"\n");
+    let mut state =
+        cluster("[[qos]]\nname = \"gpu\"\nmax_submit_jobs_per_user = 1\nmax_tres_per_job = \"gres/gpu=2\"\n");
     let qos = state.config.qos.iter().find(|q| q.name == "gpu").unwrap().clone();
     let one_gpu: tres::Tres = [("gres/gpu".to_owned(), 1)].into();
     let three_gpus: tres::Tres = [("gres/gpu".to_owned(), 3)].into();
     assert!(crate::limits::check_submit(&state, &qos, "alice", &three_gpus).unwrap_err().contains("MaxTRESPerJob"));
     assert_eq!(crate::limits::check_submit(&state, &qos, "alice", &one_gpu), Ok(()));
     submit(&mut state, "alice", "q=gpu");
-    assert!(crate::limits::check_submit(&state, &qos, "alice", &one_gpu).unwrap_err().contains("MaxSubmitJobsPerUser=1"));
+    assert!(
+        crate::limits::check_submit(&state, &qos, "alice", &one_gpu).unwrap_err().contains("MaxSubmitJobsPerUser=1")
+    );
     assert_eq!(crate::limits::check_submit(&state, &qos, "bob", &one_gpu), Ok(()));
 }
 
@@ -335,7 +344,10 @@ fn burst_and_lend_limits() {
     assert_eq!(pass(&mut state, NOW), bobs[..3].to_vec());
     assert_eq!(reason(&state, bobs[3]), "QuotaBurstLimit");
 
-    let config = QUOTAS.replace("guarantee = \"gres/gpu=2\"\n[[quotas]]", "guarantee = \"gres/gpu=2\"\nlend = \"gres/gpu=0\"\n[[quotas]]");
+    let config = QUOTAS.replace(
+        "guarantee = \"gres/gpu=2\"\n[[quotas]]",
+        "guarantee = \"gres/gpu=2\"\nlend = \"gres/gpu=0\"\n[[quotas]]",
+    );
     let mut state = cluster(&config);
     let bobs: Vec<JobId> = (0..3).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
     assert_eq!(pass(&mut state, NOW), bobs[..2].to_vec());

@@ -72,7 +72,9 @@ fn bpf<T>(command: libc::c_long, attr: &mut T) -> Result<libc::c_long, std::io::
 pub(super) fn load_device_program(bytecode: &[u8], name: &str) -> Result<OwnedFd, BpfError> {
     static LICENSE: &CStr = c"GPL";
     let mut prog_name = [0u8; 16];
-    for (slot, byte) in prog_name.iter_mut().zip(name.bytes().filter(|byte| byte.is_ascii_alphanumeric() || *byte == b'_').take(15)) {
+    for (slot, byte) in
+        prog_name.iter_mut().zip(name.bytes().filter(|byte| byte.is_ascii_alphanumeric() || *byte == b'_').take(15))
+    {
         *slot = byte;
     }
     let mut attr = ProgLoadAttr {

@@ -10,8 +10,8 @@
 //! message means the exec succeeded).
 
 use super::env::batch_environment;
-use super::{jobfiles, procfs, SupervisorError};
-use drover_shared::grammar::pattern::{expand_pattern, PatternContext};
+use super::{SupervisorError, jobfiles, procfs};
+use drover_shared::grammar::pattern::{PatternContext, expand_pattern};
 use drover_shared::proto::node::LaunchRequest;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
@@ -182,7 +182,13 @@ impl ForkedJob {
         // SAFETY: pidfd_send_signal takes a pidfd we own, a signal number, a null siginfo
         // (meaning "as kill(2) would") and no flags; it touches no memory of ours.
         let rc = unsafe {
-            libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), signal as libc::c_int, std::ptr::null::<libc::siginfo_t>(), 0)
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                signal as libc::c_int,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
         };
         if rc < 0 { Err(nix::errno::Errno::last()) } else { Ok(()) }
     }
@@ -210,7 +216,8 @@ pub(super) fn fork_job(command: &JobCommand<'_>) -> Result<(ForkedJob, File), Su
     if procfs::stat(me).is_none_or(|proc_stat| proc_stat.n_threads != 1) {
         return Err(SupervisorError::Refused("the supervisor must fork the job before starting any thread".into()));
     }
-    let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| SupervisorError::Sys { operation: "pipe2", source });
+    let pipe =
+        || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| SupervisorError::Sys { operation: "pipe2", source });
     let (go_reader, go_writer) = pipe()?;
     let (report_reader, report_writer) = pipe()?;
     // SAFETY: the process has one thread (checked above), so the child is an ordinary
@@ -292,7 +299,8 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
     }
 
     let task_pid = nix::unistd::getpid().as_raw().unsigned_abs();
-    let mut env = batch_environment(command.launch, &command.hostname, task_pid, command.cuda_visible_devices.as_deref());
+    let mut env =
+        batch_environment(command.launch, &command.hostname, task_pid, command.cuda_visible_devices.as_deref());
     if let Err(message) = crate::spank::task_init(&mut env) {
         return message;
     }
@@ -324,7 +332,9 @@ fn reset_signals() {
 
 /// Opens stdin, stdout and stderr as the (already assumed) user and puts them on fds 0, 1, 2.
 fn open_stdio(command: &JobCommand<'_>) -> Result<(), String> {
-    let open_error = |what: &str, path: &Path, error: std::io::Error| format!("could not open the {what} {}: {error}", path.display());
+    let open_error = |what: &str, path: &Path, error: std::io::Error| {
+        format!("could not open the {what} {}: {error}", path.display())
+    };
     let open_output = |path: &Path| {
         OpenOptions::new()
             .write(true)

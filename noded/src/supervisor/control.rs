@@ -4,7 +4,7 @@
 //! 0600 mode.
 
 use super::run::Event;
-use super::{jobfiles, SupervisorCommand, SupervisorError, SupervisorReply};
+use super::{SupervisorCommand, SupervisorError, SupervisorReply, jobfiles};
 use drover_shared::proto::frame;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};

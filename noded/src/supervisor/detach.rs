@@ -5,7 +5,7 @@
 //! a parent link, a session, a process group, a terminal or an inherited descriptor, so
 //! `kill -9` of noded (or of its process group) leaves the job running.
 
-use super::{jobfiles, procfs, SupervisorError};
+use super::{SupervisorError, jobfiles, procfs};
 use nix::fcntl::OFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -33,8 +33,7 @@ pub fn spawn(exe: &Path, job_dir: &Path, noded_socket: &Path) -> Result<u32, Sup
         .open(&log_path)
         .map_err(|source| SupervisorError::Write { path: log_path, source })?;
     let log_for_stderr = log.try_clone().map_err(spawn_error)?;
-    let (pid_reader, pid_writer) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|errno| spawn_error(errno.into()))?;
+    let (pid_reader, pid_writer) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|errno| spawn_error(errno.into()))?;
     let pid_writer_fd = pid_writer.as_raw_fd();
 
     let mut command = Command::new(exe);

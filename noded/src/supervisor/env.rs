@@ -87,7 +87,10 @@ pub(super) fn batch_environment(
         match cuda_visible_devices {
             Some(visible) => {
                 env.set("CUDA_VISIBLE_DEVICES", visible);
-                env.set("GPU_DEVICE_ORDINAL", (0..launch.gpus.len()).map(|idx| idx.to_string()).collect::<Vec<_>>().join(","));
+                env.set(
+                    "GPU_DEVICE_ORDINAL",
+                    (0..launch.gpus.len()).map(|idx| idx.to_string()).collect::<Vec<_>>().join(","),
+                );
             }
             None => {
                 env.set("CUDA_VISIBLE_DEVICES", &gpus);
@@ -303,11 +306,7 @@ DROVER_SOCKET=/run/drover/ctld.sock
 
     #[test]
     fn setting_a_duplicated_name_keeps_one_entry() {
-        let mut env = Environment(vec![
-            ("A".into(), "1".into()),
-            ("B".into(), "2".into()),
-            ("A".into(), "3".into()),
-        ]);
+        let mut env = Environment(vec![("A".into(), "1".into()), ("B".into(), "2".into()), ("A".into(), "3".into())]);
         env.set("A", "x");
         assert_eq!(render(&env.0), "A=x\nB=2\n");
     }

@@ -2,9 +2,9 @@
 //! module above): file names, their encodings, and atomic replacement, so that a reader never
 //! sees half a file and an `end` survives a crash of the node right after it was written.
 
-use super::{procfs, SupervisorError};
-use drover_shared::proto::node::{JobEnd, LaunchRequest};
+use super::{SupervisorError, procfs};
 use drover_shared::UnixTime;
+use drover_shared::proto::node::{JobEnd, LaunchRequest};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fs::{File, OpenOptions};

@@ -44,9 +44,9 @@ mod procfs;
 mod run;
 mod warning;
 
+use drover_shared::UnixTime;
 use drover_shared::job::JobId;
 use drover_shared::proto::frame::FrameError;
-use drover_shared::UnixTime;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;

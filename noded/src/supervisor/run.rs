@@ -6,10 +6,12 @@
 
 use super::child::{self, ForkedJob};
 use super::warning::{self, TimeLimitWarning};
+use super::{
+    SupervisorCommand, SupervisorError, SupervisorEvent, SupervisorReply, control, error_chain, jobfiles, procfs,
+};
 use crate::cgroup::JobCgroup;
 use crate::isolation;
 use crate::prolog::{self, JobScripts};
-use super::{SupervisorCommand, SupervisorError, SupervisorEvent, SupervisorReply, control, error_chain, jobfiles, procfs};
 use drover_shared::UnixTime;
 use drover_shared::job::WaitStatus;
 use drover_shared::proto::frame;
@@ -57,8 +59,8 @@ enum Termination {
 }
 
 pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorError> {
-    let job_dir = std::path::absolute(job_dir)
-        .map_err(|source| SupervisorError::Read { path: job_dir.to_owned(), source })?;
+    let job_dir =
+        std::path::absolute(job_dir).map_err(|source| SupervisorError::Read { path: job_dir.to_owned(), source })?;
     let me = nix::unistd::getpid();
     let my_start_time = procfs::stat(me.as_raw()).map_or(0, |proc_stat| proc_stat.start_time);
     jobfiles::write_pid_file(&job_dir, me.as_raw(), my_start_time)?;
@@ -86,7 +88,10 @@ pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorE
 fn become_job_reaper() {
     // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and touches no memory of ours.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        log(format_args!("cannot become a subreaper ({}); daemonized job processes may escape", nix::errno::Errno::last()));
+        log(format_args!(
+            "cannot become a subreaper ({}); daemonized job processes may escape",
+            nix::errno::Errno::last()
+        ));
     }
 }
 
@@ -99,7 +104,9 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
     };
     let isolation = match isolation::read(job_dir) {
         Ok(isolation) => isolation,
-        Err(source) => return launch_failed(SupervisorError::Read { path: job_dir.join(isolation::ISOLATION_FILE), source }),
+        Err(source) => {
+            return launch_failed(SupervisorError::Read { path: job_dir.join(isolation::ISOLATION_FILE), source });
+        }
     };
     let cuda_visible_devices = isolation.as_ref().and_then(|isolation| isolation.cuda_visible_devices.clone());
     let command = match child::prepare(job_dir, launch, cuda_visible_devices) {
@@ -133,7 +140,8 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         remove_cgroup(cgroup.as_ref());
         return launch_failed(SupervisorError::Refused(format!("the prolog failed: {message}")));
     }
-    let epilog = scripts.epilog.clone().map(|program| (program, command.script_environment("epilog_slurmd"), script_timeout));
+    let epilog =
+        scripts.epilog.clone().map(|program| (program, command.script_environment("epilog_slurmd"), script_timeout));
     if let Err(error) = crate::spank::start(launch, &job_dir.join(jobfiles::SCRIPT)) {
         crate::spank::exit();
         remove_cgroup(cgroup.as_ref());
@@ -294,7 +302,11 @@ impl Supervision<'_> {
                 // The batch shell is gone: so must be everything it left behind.
                 let since = *self.leftovers_since.get_or_insert(now);
                 if now.duration_since(since) >= LEFTOVER_TIMEOUT {
-                    log(format_args!("processes of job {} survive SIGKILL: {:?}", self.launch.job_id, self.job_processes()));
+                    log(format_args!(
+                        "processes of job {} survive SIGKILL: {:?}",
+                        self.launch.job_id,
+                        self.job_processes()
+                    ));
                     break;
                 }
                 self.signal_job(Signal::SIGKILL);
@@ -426,7 +438,8 @@ impl Supervision<'_> {
     fn write_notice(&self, termination: Termination) {
         let Some(mut stderr) = self.job.shell_stderr() else { return };
         let node_name = self.launch.nodes.first().map_or("", String::as_str);
-        let notice = termination_notice(self.launch.job_id, node_name, &local_timestamp(drover_shared::now()), termination);
+        let notice =
+            termination_notice(self.launch.job_id, node_name, &local_timestamp(drover_shared::now()), termination);
         let _ = stderr.write_all(notice.as_bytes());
     }
 
@@ -459,7 +472,12 @@ impl Supervision<'_> {
     }
 }
 
-fn job_end(launch: &LaunchRequest, outcome: JobOutcome, exit_status: WaitStatus, start_time: Option<UnixTime>) -> JobEnd {
+fn job_end(
+    launch: &LaunchRequest,
+    outcome: JobOutcome,
+    exit_status: WaitStatus,
+    start_time: Option<UnixTime>,
+) -> JobEnd {
     JobEnd { job_id: launch.job_id, outcome, exit_status, start_time, end_time: drover_shared::now() }
 }
 

@@ -5,7 +5,7 @@
 //! TRES names are kept lower-case: `cpu`, `mem` (megabytes), `node`, `billing`, `gres/gpu` (any
 //! type) and `gres/gpu:<type>`.
 
-use crate::grammar::time::{parse_time_limit, TimeLimit};
+use crate::grammar::time::{TimeLimit, parse_time_limit};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -186,9 +186,10 @@ fn tres_name(name: &str) -> Result<String, String> {
 }
 
 fn items(text: &str) -> impl Iterator<Item = Result<(&str, &str), String>> {
-    text.split(',').map(str::trim).filter(|i| !i.is_empty()).map(|item| {
-        item.split_once('=').ok_or_else(|| format!("`{item}`: expected NAME=VALUE"))
-    })
+    text.split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(|item| item.split_once('=').ok_or_else(|| format!("`{item}`: expected NAME=VALUE")))
 }
 
 /// Parses a TRES limit list (`cpu=64,mem=200G,gres/gpu=8,gres/gpu:h100=4`); memory in MB, with
@@ -274,7 +275,8 @@ mod tests {
     fn priority_section_defaults_and_errors() {
         let p = RawPriority::default().validate().unwrap();
         assert_eq!(p, PriorityConfig::default());
-        let raw = RawPriority { decay_half_life: Some("0".into()), max_age: Some("1-0".into()), ..RawPriority::default() };
+        let raw =
+            RawPriority { decay_half_life: Some("0".into()), max_age: Some("1-0".into()), ..RawPriority::default() };
         let p = raw.validate().unwrap();
         assert_eq!((p.decay_half_life, p.max_age), (0, 86400));
         let raw = RawPriority { fairshare: Some("fifo".into()), ..RawPriority::default() };

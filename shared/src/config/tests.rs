@@ -88,11 +88,15 @@ fn errors_have_place_and_key() {
 #[test]
 fn gpu_files_follow_gpu_index_order() {
     let gpus = "real_memory = 1000\ngpus = { h100 = 2, a100 = 1 }\ngpu_files = { a100 = \"/dev/nvidia0\", h100 = \"/dev/nvidia[1-2]\" }\njob_pids_max = 64";
-    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &BASE.replace("real_memory = 1000", gpus)).unwrap();
+    let config =
+        Config::parse(Path::new("/etc/drover/cluster.toml"), &BASE.replace("real_memory = 1000", gpus)).unwrap();
     let node = &config.nodes[0];
     let types: Vec<&str> = node.gpus.iter().map(|gpu| gpu.gpu_type.as_str()).collect();
     assert_eq!(types, ["a100", "h100", "h100"]);
-    assert_eq!(node.gpu_files, [PathBuf::from("/dev/nvidia0"), PathBuf::from("/dev/nvidia1"), PathBuf::from("/dev/nvidia2")]);
+    assert_eq!(
+        node.gpu_files,
+        [PathBuf::from("/dev/nvidia0"), PathBuf::from("/dev/nvidia1"), PathBuf::from("/dev/nvidia2")]
+    );
     assert_eq!(node.job_pids_max, 64);
     assert_eq!((node.prolog.as_ref(), node.prolog_epilog_timeout, node.health_check_interval), (None, 60, 300));
     assert_eq!(Config::parse(Path::new("/x.toml"), BASE).unwrap().nodes[0].job_pids_max, DEFAULT_JOB_PIDS_MAX);
@@ -102,13 +106,17 @@ fn gpu_files_follow_gpu_index_order() {
         check(&BASE.replace("real_memory = 1000", wrong_count)),
         "/etc/drover/cluster.toml:11:22: nodes[0].gpu_files.h100: names 3 files for 2 GPUs of type `h100`"
     );
-    let unknown_type = "real_memory = 1000\ngpus = { h100 = 1 }\ngpu_files = { h100 = \"/dev/nvidia0\", a100 = \"/dev/nvidia1\" }";
+    let unknown_type =
+        "real_memory = 1000\ngpus = { h100 = 1 }\ngpu_files = { h100 = \"/dev/nvidia0\", a100 = \"/dev/nvidia1\" }";
     assert_eq!(
         check(&BASE.replace("real_memory = 1000", unknown_type)),
         "/etc/drover/cluster.toml:11:45: nodes[0].gpu_files.a100: no GPUs of type `a100` are declared"
     );
     let missing_type = "real_memory = 1000\ngpus = { h100 = 1, a100 = 1 }\ngpu_files = { h100 = \"/dev/nvidia0\" }";
-    assert!(check(&BASE.replace("real_memory = 1000", missing_type)).ends_with("names no files for the GPUs of type `a100`"));
+    assert!(
+        check(&BASE.replace("real_memory = 1000", missing_type))
+            .ends_with("names no files for the GPUs of type `a100`")
+    );
 }
 
 #[test]
@@ -131,5 +139,8 @@ fn scheduling_keys_load_and_are_checked() {
         check(&format!("{BASE}[[qos]]\nname = \"q\"\ngrp_tres = \"licenses=1\"\n")),
         "/etc/drover/cluster.toml:16:12: qos[0].grp_tres: unknown TRES `licenses` (cpu, mem, node, billing, gres/gpu, gres/gpu:<type>)"
     );
-    assert!(check(&BASE.replace("default = true", "default = true\ntres_billing_weights = \"CPU=x\"")).contains("tres_billing_weights"));
+    assert!(
+        check(&BASE.replace("default = true", "default = true\ntres_billing_weights = \"CPU=x\""))
+            .contains("tres_billing_weights")
+    );
 }

@@ -115,7 +115,10 @@ mod tests {
         assert_eq!(show(parse_gres("gpu:a100_1g.10gb:1,shard:1")), "gpu:a100_1g.10gb:1,shard:1");
         assert_eq!(show(parse_gres("gres:gpu:1")), "gpu:1");
         assert_eq!(show(parse_gres("none")), "");
-        assert_eq!(show(parse_gres("gpu:a:b:c")), "invalid generic resource (gres) specification `gpu:a:b:c`: expected name[[:type]:count][,...]");
+        assert_eq!(
+            show(parse_gres("gpu:a:b:c")),
+            "invalid generic resource (gres) specification `gpu:a:b:c`: expected name[[:type]:count][,...]"
+        );
         assert_eq!(show(parse_gpus("2")), "gpu:2");
         assert_eq!(show(parse_gpus("h100:4")), "gpu:h100:4");
         assert_eq!(show(parse_gpus("x")), "invalid GPU specification `x`: expected [type:]count[,...]");

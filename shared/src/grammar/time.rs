@@ -82,8 +82,17 @@ mod tests {
         assert_eq!(c("1-00:00:01"), "1441");
         assert_eq!(c("UNLIMITED"), "unlimited");
         assert_eq!(c("0"), "unlimited");
-        assert_eq!(c("1:2:3:4"), "invalid time limit `1:2:3:4`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED");
-        assert_eq!(c("1:2-3"), "invalid time limit `1:2-3`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED");
-        assert_eq!(c("abc"), "invalid time limit `abc`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED");
+        assert_eq!(
+            c("1:2:3:4"),
+            "invalid time limit `1:2:3:4`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED"
+        );
+        assert_eq!(
+            c("1:2-3"),
+            "invalid time limit `1:2-3`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED"
+        );
+        assert_eq!(
+            c("abc"),
+            "invalid time limit `abc`: expected minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S or UNLIMITED"
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! CLI ↔ ctld messages: one [`Request`] per connection turn, one [`Response`] back.
 
+use crate::UnixTime;
 use crate::job::{JobId, JobInfo, JobSpec, JobState};
 use crate::node::{NodeInfo, PartitionInfo};
-use crate::UnixTime;
 use serde::{Deserialize, Serialize};
 
 /// What a client asks of ctld.
@@ -110,24 +110,57 @@ pub struct CancelRequest {
 /// ctld's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
-    Submitted { job_id: JobId },
-    Jobs { now: UnixTime, jobs: Vec<JobInfo> },
-    Accounting { now: UnixTime, jobs: Vec<JobInfo> },
+    Submitted {
+        job_id: JobId,
+    },
+    Jobs {
+        now: UnixTime,
+        jobs: Vec<JobInfo>,
+    },
+    Accounting {
+        now: UnixTime,
+        jobs: Vec<JobInfo>,
+    },
     /// One outcome per job id the request named or matched.
-    Cancelled { results: Vec<(JobId, Result<(), ErrorCode>)> },
-    Nodes { now: UnixTime, nodes: Vec<NodeInfo> },
-    Partitions { partitions: Vec<PartitionInfo> },
-    Pong { cluster: String, controller: String },
+    Cancelled {
+        results: Vec<(JobId, Result<(), ErrorCode>)>,
+    },
+    Nodes {
+        now: UnixTime,
+        nodes: Vec<NodeInfo>,
+    },
+    Partitions {
+        partitions: Vec<PartitionInfo>,
+    },
+    Pong {
+        cluster: String,
+        controller: String,
+    },
     /// The request failed as a whole.
-    Error { code: ErrorCode, detail: String },
+    Error {
+        code: ErrorCode,
+        detail: String,
+    },
     /// Answer to [`Request::QueryShares`]: every association in tree order.
-    Shares { fair_tree: bool, rows: Vec<ShareRow> },
+    Shares {
+        fair_tree: bool,
+        rows: Vec<ShareRow>,
+    },
     /// Answer to [`Request::QueryPriority`]: one row per pending job and partition.
-    Priorities { weights: PriorityWeights, rows: Vec<PriorityRow> },
+    Priorities {
+        weights: PriorityWeights,
+        rows: Vec<PriorityRow>,
+    },
     /// Answer to [`Request::ShowConfig`]: Slurm's parameter names and values, in display order.
-    Config { now: UnixTime, entries: Vec<(String, String)> },
+    Config {
+        now: UnixTime,
+        entries: Vec<(String, String)>,
+    },
     /// Answer to [`Request::Explain`]: one finding per line.
-    Explanation { job_id: JobId, lines: Vec<String> },
+    Explanation {
+        job_id: JobId,
+        lines: Vec<String>,
+    },
     /// Answer to [`Request::QueryUsage`].
     Usage(Box<super::usage::UsageReport>),
     /// Answer to [`Request::CreateStep`].

@@ -1,9 +1,9 @@
 //! The connecting side of the handshake, shared by every program that dials ctld: a node proves it
 //! holds the cluster key (and checks that ctld does), a client just says hello.
 
-use super::frame::{FrameError, MessageStream, MAX_FRAME};
-use super::{Hello, HelloReply, NodeProof, Role, MAGIC, PROTOCOL_VERSION};
-use crate::auth::{random_bytes, AuthError, ClusterKey, NONCE_LEN};
+use super::frame::{FrameError, MAX_FRAME, MessageStream};
+use super::{Hello, HelloReply, MAGIC, NodeProof, PROTOCOL_VERSION, Role};
+use crate::auth::{AuthError, ClusterKey, NONCE_LEN, random_bytes};
 use thiserror::Error;
 
 /// Why a handshake failed.
@@ -27,12 +27,21 @@ pub enum HandshakeError {
 }
 
 /// Authenticates as node `name` on a fresh connection; afterwards the stream accepts full-size frames.
-pub async fn node_handshake<S>(messages: &mut MessageStream<S>, key: &ClusterKey, name: &str) -> Result<(), HandshakeError>
+pub async fn node_handshake<S>(
+    messages: &mut MessageStream<S>,
+    key: &ClusterKey,
+    name: &str,
+) -> Result<(), HandshakeError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let nonce = random_bytes::<NONCE_LEN>()?.to_vec();
-    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: name.to_owned() }, nonce: nonce.clone() };
+    let hello = Hello {
+        magic: MAGIC,
+        protocol_version: PROTOCOL_VERSION,
+        role: Role::Node { name: name.to_owned() },
+        nonce: nonce.clone(),
+    };
     messages.send(&hello).await?;
     match messages.recv::<HelloReply>().await? {
         Some(HelloReply::Accept { protocol_version, nonce: server_nonce, proof }) => {

@@ -2,10 +2,10 @@
 //! request/response pairing except [`CtldMessage::JobEndAck`], which lets noded forget an ended job
 //! only after ctld has committed its end.
 
+use crate::UnixTime;
 use crate::grammar::time::TimeLimit;
 use crate::job::{JobId, JobSpec, WaitStatus};
 use crate::node::GpuDevice;
-use crate::UnixTime;
 use serde::{Deserialize, Serialize};
 
 /// From noded to ctld.

@@ -3,7 +3,7 @@
 
 use super::client::{ErrorCode, Request, Response};
 use super::node::{CtldMessage, JobEnd, JobOutcome, NodeMessage};
-use super::{Hello, Role, MAGIC, PROTOCOL_VERSION};
+use super::{Hello, MAGIC, PROTOCOL_VERSION, Role};
 use crate::job::WaitStatus;
 
 fn hex<T: serde::Serialize>(message: &T) -> String {
@@ -12,19 +12,30 @@ fn hex<T: serde::Serialize>(message: &T) -> String {
 
 #[test]
 fn golden_bytes() {
-    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Node { name: "n1".into() }, nonce: vec![7] };
+    let hello = Hello {
+        magic: MAGIC,
+        protocol_version: PROTOCOL_VERSION,
+        role: Role::Node { name: "n1".into() },
+        nonce: vec![7],
+    };
     assert_eq!(hex(&hello), "445256520201026e310107");
     assert_eq!(hex(&Request::Ping), "06");
     assert_eq!(hex(&Response::Submitted { job_id: 300 }), "00ac02");
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
-    let end = JobEnd { job_id: 5, outcome: JobOutcome::TimedOut, exit_status: WaitStatus::signaled(15), start_time: Some(10), end_time: 20 };
+    let end = JobEnd {
+        job_id: 5,
+        outcome: JobOutcome::TimedOut,
+        exit_status: WaitStatus::signaled(15),
+        start_time: Some(10),
+        end_time: 20,
+    };
     assert_eq!(hex(&NodeMessage::JobEnded(end)), "0305011e011428");
     assert_eq!(hex(&CtldMessage::JobEndAck { job_id: 5 }), "0405");
 }
 
 #[test]
 fn frames_round_trip_and_enforce_limits() {
-    use super::frame::{read_message, write_message, FrameError, MAX_HANDSHAKE_FRAME};
+    use super::frame::{FrameError, MAX_HANDSHAKE_FRAME, read_message, write_message};
     let mut buf = Vec::new();
     write_message(&mut buf, &Request::Ping).unwrap();
     assert_eq!(buf, [0, 0, 0, 1, 6]);
