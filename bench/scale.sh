@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 NODES=${1:-10000}
 JOBS=${2:-100000}
 cargo build --release --quiet -p drover-ctld -p drover-cli -p drover-sim
-BIN=$PWD/target/release
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
 WORK=$(mktemp -d /tmp/drover-scale-XXXXXX)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$WORK"' EXIT

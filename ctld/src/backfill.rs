@@ -10,7 +10,7 @@ use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::node::GpuDevice;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// What an unlimited time limit counts as when planning (Slurm uses a year as well).
 pub(crate) const UNLIMITED: i64 = 365 * 86400;
@@ -88,6 +88,10 @@ pub(crate) fn time_limit_secs(job: &Job, partition: &PartitionConfig) -> i64 {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Timeline {
     ends: Vec<(UnixTime, Allocation)>,
+    /// Whether `ends` is in end order (sorting waits until a reservation is planned).
+    sorted: bool,
+    /// Whether planning may skip the ends that free no node the job could use.
+    pub(crate) gated: bool,
 }
 
 impl Timeline {
@@ -107,29 +111,49 @@ impl Timeline {
 
     pub(crate) fn add(&mut self, end: UnixTime, alloc: &Allocation) {
         self.ends.push((end, alloc.clone()));
-        self.ends.sort_by_key(|(end, _)| *end);
+        self.sorted = false;
     }
 
     /// The earliest time the job fits on `nodes` of `views` as running jobs end, avoiding
     /// nodes other reservations hold; `None` if it never does.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn earliest(
-        &self,
+        &mut self,
         views: &[NodeView],
+        node_index: &HashMap<String, usize>,
         nodes: &[usize],
         partition: &PartitionConfig,
         request: &PerNodeRequest,
         reservations: &[Reservation],
         job_id: JobId,
     ) -> Option<Reservation> {
+        if !self.sorted {
+            // Stable: jobs ending at the same time keep their order.
+            self.ends.sort_by_key(|(end, _)| *end);
+            self.sorted = true;
+        }
         let mut future = views.to_vec();
         let avoid: HashSet<String> = reservations.iter().flat_map(|r| r.nodes.iter().cloned()).collect();
-        for (end, alloc) in &self.ends {
+        let mut eligible = vec![false; views.len()];
+        for &i in nodes {
+            eligible[i] = !avoid.contains(&views[i].name);
+        }
+        // The smallest share a node of the job may get: a node that cannot take it cannot take any.
+        let smallest = request.tasks.len().saturating_sub(1);
+        for (k, (end, alloc)) in self.ends.iter().enumerate() {
+            // The first end is always tried (the job may already fit on these nodes if it was
+            // held back elsewhere); after that, only a node that was just freed can make it fit.
+            let mut changed = k == 0 || !self.gated;
             for share in &alloc.nodes {
-                if let Some(i) = future.iter().position(|v| v.name == share.node) {
+                if let Some(&i) = node_index.get(&share.node) {
                     future[i].release(share);
+                    changed |= eligible[i] && request.place_on(&future[i], smallest, partition).is_some();
                 }
             }
-            if let Some(found) = place(&future, nodes, &avoid, partition, request) {
+            if !changed {
+                continue;
+            }
+            if let Some(found) = place(&future, nodes.iter().copied(), &avoid, partition, request) {
                 let nodes = found.nodes.iter().map(|n| n.node.clone()).collect();
                 return Some(Reservation { job_id, start: *end, nodes });
             }
@@ -138,23 +162,37 @@ impl Timeline {
     }
 }
 
+/// Where a job can go now.
+#[derive(Debug)]
+pub(crate) enum Placement {
+    /// Here, without delaying any reservation.
+    Placed(Allocation),
+    /// Nowhere, even ignoring reservations (cacheable for the rest of the pass).
+    NoRoom,
+    /// Only where it would delay a reservation.
+    WouldDelay,
+}
+
 /// Places a job now without delaying any reservation: first away from reserved nodes; failing
 /// that, anywhere, if it ends (by its time limit) before every reservation it touches begins.
-pub(crate) fn place_around(
+pub(crate) fn place_around<I: IntoIterator<Item = usize> + Clone>(
     views: &[NodeView],
-    nodes: &[usize],
+    nodes: I,
     partition: &PartitionConfig,
     request: &PerNodeRequest,
     reservations: &[Reservation],
     now: UnixTime,
     limit: i64,
-) -> Option<Allocation> {
+) -> Placement {
     let reserved: HashSet<String> = reservations.iter().flat_map(|r| r.nodes.iter().cloned()).collect();
-    if let Some(alloc) = place(views, nodes, &reserved, partition, request) {
-        return Some(alloc);
+    if let Some(alloc) = place(views, nodes.clone(), &reserved, partition, request) {
+        return Placement::Placed(alloc);
     }
-    let alloc = place(views, nodes, &HashSet::new(), partition, request)?;
+    if reserved.is_empty() {
+        return Placement::NoRoom;
+    }
+    let Some(alloc) = place(views, nodes, &HashSet::new(), partition, request) else { return Placement::NoRoom };
     let end = now.saturating_add(limit);
     let delays = reservations.iter().any(|r| end > r.start && alloc.nodes.iter().any(|n| r.nodes.contains(&n.node)));
-    (!delays).then_some(alloc)
+    if delays { Placement::WouldDelay } else { Placement::Placed(alloc) }
 }

@@ -12,7 +12,7 @@ use crate::validate::{self, Caller};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
 use drover_shared::node::PartitionInfo;
-use drover_shared::proto::client::{CancelRequest, ErrorCode, JobQuery, JobUpdate, Response};
+use drover_shared::proto::client::{CancelRequest, ErrorCode, JobUpdate, Response};
 use drover_shared::proto::node::{
     CtldMessage, JobEnd, JobOutcome, JobRun, LaunchRequest, NodeMessage, NodeRegistration,
 };
@@ -69,10 +69,6 @@ pub(crate) enum Event {
         caller: Caller,
         job_ids: Vec<JobId>,
         update: JobUpdate,
-        reply: oneshot::Sender<Response>,
-    },
-    QueryJobs {
-        query: JobQuery,
         reply: oneshot::Sender<Response>,
     },
     QueryNodes {
@@ -200,10 +196,20 @@ pub(crate) struct Core {
     gpu_seconds_at: UnixTime,
     /// The config the client and HTTP handlers read; swapped by `scontrol reconfigure`.
     shared_config: reconfigure::SharedConfig,
+    /// Publishes job snapshots for queries.
+    publisher: crate::snapshot::Publisher,
+    /// Answers to changes, sent once a snapshot that shows the change is published, so a client
+    /// that queries after its `sbatch`/`scancel`/… returned sees its change.
+    deferred: Vec<(oneshot::Sender<Response>, Response)>,
 }
 
 impl Core {
-    pub(crate) fn new(state: State, db: std::sync::mpsc::Sender<DbOp>, ctld_socket: String) -> Core {
+    pub(crate) fn new(
+        state: State,
+        db: std::sync::mpsc::Sender<DbOp>,
+        ctld_socket: String,
+        publisher: crate::snapshot::Publisher,
+    ) -> Core {
         let shared_config = reconfigure::SharedConfig::new(state.config.clone());
         let mut core = Core {
             state,
@@ -222,6 +228,8 @@ impl Core {
             gpu_seconds: Default::default(),
             gpu_seconds_at: now(),
             shared_config,
+            publisher,
+            deferred: Vec::new(),
         };
         let running: Vec<JobId> =
             core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
@@ -248,6 +256,7 @@ impl Core {
                     while let Ok(event) = events.try_recv() {
                         self.handle(event);
                     }
+                    self.publish();
                 }
                 () = deferred_pass, if self.schedule_needed => {}
                 _ = &mut shutdown => break,
@@ -259,8 +268,22 @@ impl Core {
                 let cost = last_pass.elapsed();
                 interval = (cost * 2).min(MAX_PASS_INTERVAL);
                 self.metrics.scheduler_pass(cost);
+                self.metrics.scheduler_backfill(self.state.last_pass.backfill);
+                self.publish();
             }
         }
+    }
+
+    /// Publishes a snapshot if jobs changed, then sends the answers that waited for it.
+    fn publish(&mut self) {
+        self.publisher.publish(&self.state);
+        for (reply, response) in self.deferred.drain(..) {
+            let _ = reply.send(response);
+        }
+    }
+
+    fn answer_after_publish(&mut self, reply: oneshot::Sender<Response>, response: Response) {
+        self.deferred.push((reply, response));
     }
 
     fn store(&self, op: DbOp) {
@@ -307,23 +330,20 @@ impl Core {
             Event::Submit { caller, spec, reply } => self.submit(caller, *spec, reply),
             Event::Cancel { caller, request, reply } => {
                 let response = self.cancel(caller, &request);
-                let _ = reply.send(response);
+                self.answer_after_publish(reply, response);
             }
             Event::CancelTasks { caller, request, tasks, reply } => {
                 let response = self.cancel_tasks(caller, &request, &tasks);
-                let _ = reply.send(response);
+                self.answer_after_publish(reply, response);
             }
             Event::UpdateJob { caller, job_ids, update, reply } => {
                 let response = self.update_jobs(caller, &job_ids, &update);
-                let _ = reply.send(response);
+                self.answer_after_publish(reply, response);
             }
             Event::Requeue { caller, job_ids, hold, reply } => self.requeue_jobs(caller, &job_ids, hold, reply),
             Event::Hold { caller, job_ids, hold, reply } => {
                 let response = self.hold(caller, &job_ids, hold);
-                let _ = reply.send(response);
-            }
-            Event::QueryJobs { query, reply } => {
-                let _ = reply.send(self.query_jobs(&query));
+                self.answer_after_publish(reply, response);
             }
             Event::QueryNodes { reply } => {
                 let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
@@ -385,7 +405,8 @@ impl Core {
                 let _ = reply.send(response);
             }
             Event::SplitArrayTask { caller, array_job_id, task, reply } => {
-                let _ = reply.send(self.split_array_task(caller, array_job_id, task));
+                let response = self.split_array_task(caller, array_job_id, task);
+                self.answer_after_publish(reply, response);
             }
             Event::QueryNodeFeatures { reply } => {
                 let nodes =
@@ -450,10 +471,11 @@ impl Core {
                 AfterCommit::AnswerSubmit(job_id) => {
                     if let Some(job) = self.state.jobs.get_mut(&job_id) {
                         job.committed = true;
+                        crate::snapshot::touch(job_id);
                         self.schedule_needed = true;
                     }
                     if let Some(reply) = self.waiting_submits.remove(&job_id) {
-                        let _ = reply.send(Response::Submitted { job_id });
+                        self.answer_after_publish(reply, Response::Submitted { job_id });
                     }
                 }
                 AfterCommit::Launch(job_id) => self.launch(job_id),
@@ -475,8 +497,11 @@ impl Core {
         // A pass starts at most one task of an array (its base record is one queue entry); more
         // passes follow while tasks are split off, so the tasks that fit start together.
         let mut split = false;
+        let mut backfill = std::time::Duration::ZERO;
         for _ in 0..crate::array::MAX_ARRAY_SIZE {
-            if !self.schedule_pass(now) {
+            let more = self.schedule_pass(now);
+            backfill += self.state.last_pass.backfill;
+            if !more {
                 break;
             }
             split = true;
@@ -486,6 +511,8 @@ impl Core {
         if split {
             self.refresh_dependencies(now);
         }
+        // What `/metrics` reports: the backfill part of all rounds.
+        self.state.last_pass.backfill = backfill;
         self.preempt();
     }
 
@@ -991,29 +1018,6 @@ impl Core {
         Ok(())
     }
 
-    fn query_jobs(&self, query: &JobQuery) -> Response {
-        let jobs = self
-            .state
-            .jobs
-            .values()
-            .filter(|j| j.committed)
-            .filter(|j| {
-                query.job_ids.is_empty()
-                    || query.job_ids.contains(&j.info.job_id)
-                    || j.info.array_job_id.is_some_and(|a| query.job_ids.contains(&a))
-            })
-            .filter(|j| query.include_finished || !query.job_ids.is_empty() || !j.info.state().is_terminal())
-            .filter(|j| query.users.is_empty() || query.users.contains(&j.info.uid))
-            .filter(|j| {
-                query.partitions.is_empty()
-                    || j.info.partition.split(',').any(|p| query.partitions.iter().any(|q| q == p))
-            })
-            .filter(|j| query.states.is_empty() || query.states.contains(&j.info.state()))
-            .map(|j| j.info.clone())
-            .collect();
-        Response::Jobs { now: now(), jobs }
-    }
-
     fn partitions(&self) -> Vec<PartitionInfo> {
         self.state
             .config
@@ -1241,12 +1245,15 @@ impl Core {
                 failed_nodes.push(node.config.name.clone());
             }
         }
-        for name in failed_nodes {
+        // One walk over the jobs for all failed nodes (nodes that never came back are listed
+        // every tick: one walk per node made a tick cost nodes x jobs).
+        if !failed_nodes.is_empty() {
+            let failed: std::collections::HashSet<&str> = failed_nodes.iter().map(String::as_str).collect();
             let jobs: Vec<JobId> = self
                 .state
                 .jobs
                 .values()
-                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| n.node == name)))
+                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| failed.contains(n.node.as_str()))))
                 .map(|j| j.info.job_id)
                 .collect();
             for job_id in jobs {
@@ -1514,7 +1521,7 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::db::StoredJob>) {
         let running = info.state() == JobState::Running;
         let job_id = info.job_id;
         let job = Job {
-            info,
+            info: info.into(),
             spec: Arc::new(spec),
             candidates,
             alloc: if running { alloc } else { None },

@@ -169,7 +169,7 @@ fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo>
         .jobs
         .values()
         .filter(|j| j.committed)
-        .map(|j| &j.info)
+        .map(|j| &*j.info)
         .filter(|info| match task {
             None if is_array => info.array_job_id == Some(job_id),
             None => info.job_id == job_id,

@@ -15,6 +15,8 @@ mod http;
 mod limits;
 mod metrics;
 mod nodes;
+#[doc(hidden)]
+pub mod passbench;
 mod preempt;
 mod priority;
 mod quota;
@@ -25,6 +27,7 @@ mod runs;
 mod scheduler;
 #[cfg(test)]
 mod sim;
+mod snapshot;
 mod state;
 mod status_page;
 mod tres;
@@ -98,7 +101,8 @@ pub async fn run(
 
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(metrics::Registry::default());
-    let core = core::Core::new(state, db_tx, socket).with_metrics(registry.clone()).with_requeues(requeues);
+    let (publisher, jobs_snapshot) = snapshot::Publisher::new();
+    let core = core::Core::new(state, db_tx, socket, publisher).with_metrics(registry.clone()).with_requeues(requeues);
     let shared_config = core.shared_config();
     let http = match &config.metrics.listen {
         Some(listen) => {
@@ -119,8 +123,13 @@ pub async fn run(
         }
         None => None,
     };
-    let client_context =
-        rpc::ClientContext { events: events_tx.clone(), db_path, config: shared_config, metrics: registry };
+    let client_context = rpc::ClientContext {
+        events: events_tx.clone(),
+        db_path,
+        config: shared_config,
+        metrics: registry,
+        jobs: jobs_snapshot,
+    };
     let remote = remote::Remote { tokens: Arc::new(remote::Tokens::new(key.clone())), context: client_context.clone() };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
     let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone(), remote));

@@ -50,6 +50,7 @@ struct Inner {
     /// Request kind → latency histogram (its count is the request count).
     rpc: BTreeMap<&'static str, Histogram>,
     scheduler_pass: Histogram,
+    scheduler_backfill: Histogram,
     http_requests: BTreeMap<(&'static str, u16), u64>,
 }
 
@@ -71,6 +72,13 @@ impl Registry {
     pub(crate) fn scheduler_pass(&self, took: Duration) {
         if let Ok(mut inner) = self.inner.lock() {
             inner.scheduler_pass.observe(took);
+        }
+    }
+
+    /// The backfill part (reservation planning) of one scheduling pass.
+    pub(crate) fn scheduler_backfill(&self, took: Duration) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.scheduler_backfill.observe(took);
         }
     }
 
@@ -176,10 +184,20 @@ pub(crate) fn render(registry: &Registry, snap: &Snapshot) -> String {
     head(&mut out, "drover_cpus_allocated", "gauge", "CPUs held by running jobs.");
     let _ = writeln!(out, "drover_cpus_allocated {}", snap.cpus_allocated);
 
-    let inner = registry.inner.lock().map(|i| (i.rpc.clone(), i.scheduler_pass.clone(), i.http_requests.clone()));
-    if let Ok((rpc, pass, http)) = inner {
+    let inner = registry
+        .inner
+        .lock()
+        .map(|i| (i.rpc.clone(), i.scheduler_pass.clone(), i.scheduler_backfill.clone(), i.http_requests.clone()));
+    if let Ok((rpc, pass, backfill, http)) = inner {
         head(&mut out, "drover_scheduler_pass_duration_seconds", "histogram", "Time of one scheduling pass.");
         pass.render(&mut out, "drover_scheduler_pass_duration_seconds", "");
+        head(
+            &mut out,
+            "drover_scheduler_backfill_duration_seconds",
+            "histogram",
+            "Time of the backfill part (reservation planning) of one scheduling pass.",
+        );
+        backfill.render(&mut out, "drover_scheduler_backfill_duration_seconds", "");
         head(&mut out, "drover_rpc_requests_total", "counter", "Client requests answered, by request.");
         for (request, h) in &rpc {
             let _ = writeln!(out, "drover_rpc_requests_total{{request=\"{request}\"}} {}", h.count);

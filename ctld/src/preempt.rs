@@ -68,7 +68,7 @@ pub(crate) fn choose(
         release(&mut base, state, *victim);
     }
     let none = HashSet::new();
-    if let Some(alloc) = place(&base, nodes, &none, partition, request) {
+    if let Some(alloc) = place(&base, nodes.iter().copied(), &none, partition, request) {
         return Some((Vec::new(), alloc));
     }
     let mut order: Vec<JobId> = candidates.iter().copied().filter(|j| !state.preempting.contains_key(j)).collect();
@@ -83,7 +83,7 @@ pub(crate) fn choose(
     for victim in order {
         release(&mut trial, state, victim);
         chosen.push(victim);
-        if place(&trial, nodes, &none, partition, request).is_some() {
+        if place(&trial, nodes.iter().copied(), &none, partition, request).is_some() {
             fits = true;
             break;
         }
@@ -100,7 +100,7 @@ pub(crate) fn choose(
         for victim in &without {
             release(&mut trial, state, *victim);
         }
-        if place(&trial, nodes, &none, partition, request).is_some() {
+        if place(&trial, nodes.iter().copied(), &none, partition, request).is_some() {
             chosen = without;
         }
     }
@@ -108,7 +108,7 @@ pub(crate) fn choose(
     for victim in &chosen {
         release(&mut trial, state, *victim);
     }
-    let alloc = place(&trial, nodes, &none, partition, request)?;
+    let alloc = place(&trial, nodes.iter().copied(), &none, partition, request)?;
     Some((chosen, alloc))
 }
 

@@ -95,7 +95,7 @@ impl Core {
             results.push((job_id, result));
         }
         if accepted.is_empty() {
-            let _ = reply.send(Response::Cancelled { results });
+            self.answer_after_publish(reply, Response::Cancelled { results });
             return;
         }
         let token = NEXT_TOKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -126,7 +126,7 @@ impl Core {
                 let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
             }
         }
-        let _ = reply.send(Response::Cancelled { results });
+        self.answer_after_publish(reply, Response::Cancelled { results });
     }
 
     /// The end of a run that was killed to be requeued arrived: keep the run as `REQUEUED`, pend

@@ -15,17 +15,31 @@ use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::gres::GresRequest;
 use drover_shared::job::{JobId, JobSpec, JobState, MemRequest};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// A job's memory request, hashable so a request can key the pass's shape cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mem(pub(crate) MemRequest);
+
+impl std::hash::Hash for Mem {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self.0 {
+            MemRequest::PerNode(mb) => (0u8, mb).hash(state),
+            MemRequest::PerCpu(mb) => (1u8, mb).hash(state),
+            MemRequest::PerGpu(mb) => (2u8, mb).hash(state),
+        }
+    }
+}
 
 /// What one job asks of each node it runs on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PerNodeRequest {
     pub(crate) n_nodes: u32,
     /// Tasks on each node (block distribution of `-n` over the nodes).
     pub(crate) tasks: Vec<u32>,
     pub(crate) cpus_per_task: u32,
     pub(crate) exclusive: bool,
-    pub(crate) mem: Option<MemRequest>,
+    pub(crate) mem: Option<Mem>,
     /// GPUs per node, by type (`None` = any type).
     pub(crate) gpus: Vec<(Option<String>, u32)>,
 }
@@ -62,12 +76,12 @@ impl PerNodeRequest {
             tasks,
             cpus_per_task: spec.cpus_per_task.unwrap_or(1).max(1),
             exclusive: spec.exclusive,
-            mem: spec.mem,
+            mem: spec.mem.map(Mem),
             gpus,
         }
     }
 
-    fn n_gpus(&self) -> u32 {
+    pub(crate) fn n_gpus(&self) -> u32 {
         self.gpus.iter().map(|(_, c)| c).sum()
     }
 
@@ -77,7 +91,7 @@ impl PerNodeRequest {
     }
 
     pub(crate) fn mem_mb(&self, cpus: u32, node_mem: u64, default_mem_per_cpu: Option<u64>) -> u64 {
-        match self.mem {
+        match self.mem.map(|m| m.0) {
             Some(MemRequest::PerNode(0)) => node_mem,
             Some(MemRequest::PerNode(mb)) => mb,
             Some(MemRequest::PerCpu(mb)) => mb * u64::from(cpus),
@@ -96,6 +110,19 @@ impl PerNodeRequest {
 
     /// Chooses GPU indices on a node, skipping `busy` ones; `None` if not enough are free.
     fn pick_gpus(&self, node: &NodeView, busy: &[u32]) -> Option<Vec<u32>> {
+        // Most tries fail on a busy cluster: count before allocating anything.
+        for (gpu_type, count) in &self.gpus {
+            let free = node
+                .gpus
+                .iter()
+                .filter(|g| {
+                    !busy.contains(&g.index) && gpu_type.as_ref().is_none_or(|t| t.eq_ignore_ascii_case(&g.gpu_type))
+                })
+                .count();
+            if free < *count as usize {
+                return None;
+            }
+        }
         let mut picked = Vec::new();
         for (gpu_type, count) in &self.gpus {
             let free = node.gpus.iter().filter(|g| {
@@ -114,7 +141,7 @@ impl PerNodeRequest {
     }
 
     /// The share of the `i`-th node if it has room now.
-    fn place_on(&self, node: &NodeView, i: usize, partition: &PartitionConfig) -> Option<NodeAllocation> {
+    pub(crate) fn place_on(&self, node: &NodeView, i: usize, partition: &PartitionConfig) -> Option<NodeAllocation> {
         if !node.usable() {
             return None;
         }
@@ -158,16 +185,17 @@ pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConf
         .collect()
 }
 
-/// Tries to place a job on `views`, skipping nodes in `avoid`.
+/// Tries to place a job on `views` (first fit over `nodes`, indexes into `views`), skipping nodes
+/// in `avoid`.
 pub(crate) fn place(
     views: &[NodeView],
-    nodes: &[usize],
+    nodes: impl IntoIterator<Item = usize>,
     avoid: &HashSet<String>,
     partition: &PartitionConfig,
     request: &PerNodeRequest,
 ) -> Option<Allocation> {
     let mut shares = Vec::new();
-    for &i in nodes {
+    for i in nodes {
         let node = &views[i];
         if avoid.contains(&node.name) {
             continue;
@@ -185,14 +213,141 @@ pub(crate) fn place(
 /// Whether a job could run in the partition at all, on an empty cluster.
 pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConfig) -> bool {
     let request = PerNodeRequest::from_spec(&job.spec);
+    // Stops at the first nodes that fit: a submission's check costs O(n_nodes) on a
+    // homogeneous partition instead of a walk over all of its nodes.
+    let wanted = request.n_nodes as usize;
     let fitting = eligible_nodes(state, job, partition)
         .into_iter()
         .enumerate()
         .filter(|(k, i)| {
             request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition)
         })
+        .take(wanted)
         .count();
-    fitting >= request.n_nodes as usize
+    fitting >= wanted
+}
+
+/// Everything that decides whether a job fits on a partition's nodes: two jobs of one shape
+/// either both fit or both do not, on the same capacity.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Shape {
+    partition: String,
+    request: PerNodeRequest,
+    nodelist: Option<String>,
+    exclude: Option<String>,
+    constraint: Option<String>,
+}
+
+impl Shape {
+    pub(crate) fn of(partition: &str, job: &Job, request: &PerNodeRequest) -> Shape {
+        Shape {
+            partition: partition.to_owned(),
+            request: request.clone(),
+            nodelist: job.spec.nodelist.clone(),
+            exclude: job.spec.exclude.clone(),
+            constraint: job.spec.constraint.clone(),
+        }
+    }
+}
+
+/// Per partition, the nodes (in partition order) that are up and have a CPU free, those that
+/// also have a GPU free, and those with a GPU of each type free, kept current as the pass places jobs, so a fit search skips full nodes.
+pub(crate) struct FreeIndex {
+    partitions: HashMap<String, PartitionFree>,
+    empty: BTreeSet<usize>,
+    /// View index → (partition, position in that partition's order).
+    positions: Vec<Vec<(String, usize)>>,
+}
+
+struct PartitionFree {
+    /// View indexes in partition order.
+    order: Vec<usize>,
+    cpu: BTreeSet<usize>,
+    gpu: BTreeSet<usize>,
+    /// Lower-case GPU type → positions with a GPU of that type free.
+    gpu_type: HashMap<String, BTreeSet<usize>>,
+}
+
+impl FreeIndex {
+    pub(crate) fn new(state: &State, views: &[NodeView]) -> FreeIndex {
+        let mut index =
+            FreeIndex { partitions: HashMap::new(), empty: BTreeSet::new(), positions: vec![Vec::new(); views.len()] };
+        for partition in &state.config.partitions {
+            let order: Vec<usize> = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect();
+            for (position, &i) in order.iter().enumerate() {
+                index.positions[i].push((partition.name.clone(), position));
+            }
+            let free = PartitionFree { order, cpu: BTreeSet::new(), gpu: BTreeSet::new(), gpu_type: HashMap::new() };
+            index.partitions.insert(partition.name.clone(), free);
+        }
+        for (i, view) in views.iter().enumerate() {
+            index.update(i, view);
+        }
+        index
+    }
+
+    /// Records what is free on the node at view index `i` now.
+    pub(crate) fn update(&mut self, i: usize, view: &NodeView) {
+        let cpu_free = view.usable() && view.cpus_alloc < view.cpus;
+        let gpu_free = cpu_free && view.gpus_alloc.len() < view.gpus.len();
+        let mut types: Vec<(String, bool)> = Vec::new();
+        for gpu in &view.gpus {
+            let name = gpu.gpu_type.to_ascii_lowercase();
+            let free = cpu_free && !view.gpus_alloc.contains(&gpu.index);
+            match types.iter_mut().find(|(t, _)| *t == name) {
+                Some((_, any)) => *any |= free,
+                None => types.push((name, free)),
+            }
+        }
+        for (name, position) in &self.positions[i] {
+            let Some(free) = self.partitions.get_mut(name) else { continue };
+            for (gpu_type, any) in &types {
+                let set = free.gpu_type.entry(gpu_type.clone()).or_default();
+                if *any {
+                    set.insert(*position);
+                } else {
+                    set.remove(position);
+                }
+            }
+            if cpu_free {
+                free.cpu.insert(*position);
+            } else {
+                free.cpu.remove(position);
+            }
+            if gpu_free {
+                free.gpu.insert(*position);
+            } else {
+                free.gpu.remove(position);
+            }
+        }
+    }
+
+    /// The nodes (view indexes, partition order) worth trying for a job that may use the whole
+    /// partition: those with a CPU free, and a GPU free if it asks for GPUs. `None` when the job
+    /// names or excludes nodes or has a `--constraint` (the caller then filters the partition
+    /// itself, with [`eligible_nodes`]).
+    pub(crate) fn candidates<'a>(
+        &'a self,
+        partition: &str,
+        job: &Job,
+        request: &PerNodeRequest,
+    ) -> Option<impl Iterator<Item = usize> + Clone + 'a> {
+        if job.spec.nodelist.is_some() || job.spec.exclude.is_some() || job.spec.constraint.is_some() {
+            return None;
+        }
+        let free = self.partitions.get(partition)?;
+        // One typed GPU request: only nodes with a GPU of that type free.
+        let typed = match request.gpus.as_slice() {
+            [(Some(gpu_type), count)] if *count > 0 => Some(gpu_type.to_ascii_lowercase()),
+            _ => None,
+        };
+        let set = match typed {
+            Some(gpu_type) => free.gpu_type.get(&gpu_type).unwrap_or(&self.empty),
+            None if request.n_gpus() > 0 => &free.gpu,
+            None => &free.cpu,
+        };
+        Some(set.iter().map(|&position| free.order[position]))
+    }
 }
 
 /// A job the pass decided to start.
@@ -272,6 +427,12 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let max_reservations = state.config.priority.backfill_reservations as usize;
     let mut blocked: HashSet<String> = HashSet::new();
     let mut starts = Vec::new();
+    let mut stats = crate::state::PassStats::default();
+    let shortcuts = state.pass_shortcuts;
+    timeline.gated = shortcuts;
+    let mut free = FreeIndex::new(state, &views);
+    let mut no_room: HashSet<Shape> = HashSet::new();
+    let mut never_fits: HashSet<Shape> = HashSet::new();
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.hold || job.info.priority == 0 {
@@ -318,12 +479,33 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             };
             open_partitions += 1;
             first_in_line |= !blocked.contains(name);
-            let nodes = eligible_nodes(state, job, partition);
+            // A job of the same shape found no room earlier in this pass: nodes only fill up
+            // during a pass, so this one finds none either.
+            let shape = Shape::of(name, job, &request);
+            if shortcuts && no_room.contains(&shape) {
+                stats.shape_skips += 1;
+                continue;
+            }
             let limit = backfill::time_limit_secs(job, partition);
-            if let Some(alloc) = backfill::place_around(&views, &nodes, partition, &request, &reservations, now, limit)
-            {
-                outcome = Some((Start { job_id, partition: name.clone(), alloc }, borrows));
-                break;
+            let placed = match free.candidates(name, job, &request).filter(|_| shortcuts) {
+                Some(candidates) => {
+                    backfill::place_around(&views, candidates, partition, &request, &reservations, now, limit)
+                }
+                None => {
+                    let nodes = eligible_nodes(state, job, partition);
+                    let nodes = nodes.iter().copied();
+                    backfill::place_around(&views, nodes, partition, &request, &reservations, now, limit)
+                }
+            };
+            match placed {
+                backfill::Placement::Placed(alloc) => {
+                    outcome = Some((Start { job_id, partition: name.clone(), alloc }, borrows));
+                    break;
+                }
+                backfill::Placement::NoRoom => {
+                    no_room.insert(shape);
+                }
+                backfill::Placement::WouldDelay => {}
             }
         }
         if outcome.is_none()
@@ -355,6 +537,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 for share in &start.alloc.nodes {
                     if let Some(&i) = state.node_index.get(&share.node) {
                         views[i].take(share);
+                        free.update(i, &views[i]);
                     }
                 }
                 timeline.add(now.saturating_add(limit), &start.alloc);
@@ -372,13 +555,33 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                     "Priority"
                 };
                 if reservations.len() < max_reservations {
+                    let began = std::time::Instant::now();
                     let job = &state.jobs[&job_id];
                     let reservation = job.candidates.iter().find_map(|name| {
                         let partition = state.config.partitions.iter().find(|p| &p.name == name)?;
+                        // A shape that never fits (as running jobs end) in this pass never will
+                        // later in it: capacity only shrinks and reservations only grow.
+                        let shape = Shape::of(name, job, &request);
+                        if shortcuts && never_fits.contains(&shape) {
+                            return None;
+                        }
                         let nodes = eligible_nodes(state, job, partition);
-                        timeline.earliest(&views, &nodes, partition, &request, &reservations, job_id)
+                        let found = timeline.earliest(
+                            &views,
+                            &state.node_index,
+                            &nodes,
+                            partition,
+                            &request,
+                            &reservations,
+                            job_id,
+                        );
+                        if found.is_none() {
+                            never_fits.insert(shape);
+                        }
+                        found
                     });
                     reservations.extend(reservation);
+                    stats.backfill += began.elapsed();
                 }
                 let candidates = state.jobs[&job_id].candidates.clone();
                 blocked.extend(candidates);
@@ -387,6 +590,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
         }
     }
     state.planned_starts = reservations.iter().map(|r| (r.job_id, r.start)).collect();
+    state.last_pass = stats;
     starts
 }
 

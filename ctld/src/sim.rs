@@ -115,7 +115,7 @@ impl Sim {
             ..JobInfo::default()
         };
         let job = Job {
-            info,
+            info: info.into(),
             spec: Arc::new(spec),
             candidates: vec!["gpu".into()],
             alloc: None,

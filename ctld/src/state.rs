@@ -31,7 +31,8 @@ pub(crate) struct Allocation {
 /// One job in memory.
 #[derive(Debug)]
 pub(crate) struct Job {
-    pub(crate) info: JobInfo,
+    /// Copy-on-write, so query snapshots can share it (see `snapshot.rs`).
+    pub(crate) info: crate::snapshot::Shared<JobInfo>,
     pub(crate) spec: Arc<JobSpec>,
     /// Partitions the job may run in, in the order to try them.
     pub(crate) candidates: Vec<String>,
@@ -189,6 +190,20 @@ pub(crate) struct State {
     pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
     /// Planned starts of the blocked jobs that got a backfill reservation in the last pass.
     pub(crate) planned_starts: HashMap<JobId, UnixTime>,
+    /// What the last scheduling pass cost (for `/metrics` and the pass benchmark).
+    pub(crate) last_pass: PassStats,
+    /// Whether a pass may skip work it can prove useless (the shape cache, the free-node index,
+    /// gated backfill planning). Off only in the test that proves both ways decide the same.
+    pub(crate) pass_shortcuts: bool,
+}
+
+/// The cost of one scheduling pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PassStats {
+    /// Time spent planning backfill reservations (part of the pass).
+    pub(crate) backfill: std::time::Duration,
+    /// Jobs whose placement was skipped because a job of the same shape found no room earlier in the pass.
+    pub(crate) shape_skips: usize,
 }
 
 impl State {
@@ -209,6 +224,8 @@ impl State {
             preempt_cancel_on_end: Default::default(),
             planned_starts: HashMap::new(),
             delayed_cancels: Vec::new(),
+            last_pass: PassStats::default(),
+            pass_shortcuts: true,
         }
     }
 
@@ -260,6 +277,7 @@ impl State {
                 Some(job) if job.alloc.is_some() => self.expiry.entry(now + 60).or_default().push(job_id),
                 Some(_) => {
                     self.jobs.remove(&job_id);
+                    crate::snapshot::touch(job_id);
                 }
                 None => {}
             }

@@ -47,7 +47,7 @@ pub(crate) fn of_request(request: &PerNodeRequest) -> Tres {
     let n_nodes = u64::from(request.n_nodes);
     tres.insert("cpu".into(), u64::from(request.tasks.iter().sum::<u32>() * request.cpus_per_task));
     tres.insert("node".into(), n_nodes);
-    if let Some(drover_shared::job::MemRequest::PerNode(mb)) = request.mem {
+    if let Some(drover_shared::job::MemRequest::PerNode(mb)) = request.mem.map(|m| m.0) {
         tres.insert("mem".into(), mb * n_nodes);
     }
     for (gpu_type, count) in &request.gpus {

@@ -187,7 +187,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
 
     let spec = Arc::new(spec);
     let mut job = Job {
-        info: JobInfo::default(),
+        info: JobInfo::default().into(),
         spec: spec.clone(),
         candidates: partitions.iter().map(|p| p.name.clone()).collect(),
         alloc: None,
@@ -244,7 +244,8 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         exclude: spec.exclude.clone(),
         constraint: spec.constraint.clone(),
         ..JobInfo::default()
-    };
+    }
+    .into();
     Ok(job)
 }
 

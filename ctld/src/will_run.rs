@@ -16,7 +16,7 @@ pub(crate) fn estimate(state: &State, job: &Job, job_id: drover_shared::job::Job
     let earliest_begin = job.spec.begin_time.unwrap_or(now).max(now);
     let views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
     let request = PerNodeRequest::from_spec(&job.spec);
-    let timeline = Timeline::new(state, now);
+    let mut timeline = Timeline::new(state, now);
     let mut best: Option<(UnixTime, Vec<String>, u32, String)> = None;
     for name in &job.candidates {
         let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
@@ -24,15 +24,17 @@ pub(crate) fn estimate(state: &State, job: &Job, job_id: drover_shared::job::Job
             continue;
         }
         let nodes = eligible_nodes(state, job, partition);
-        let found = match place(&views, &nodes, &HashSet::new(), partition, &request) {
+        let found = match place(&views, nodes.iter().copied(), &HashSet::new(), partition, &request) {
             Some(alloc) => Some((now, alloc.nodes)),
-            None => timeline.earliest(&views, &nodes, partition, &request, &[], job_id).and_then(|reservation| {
-                // The reservation names the nodes; their shares come from placing on them empty.
-                let empty: Vec<NodeView> = state.nodes.iter().map(NodeView::empty).collect();
-                let on: Vec<usize> =
-                    nodes.iter().copied().filter(|&i| reservation.nodes.contains(&views[i].name)).collect();
-                place(&empty, &on, &HashSet::new(), partition, &request).map(|a| (reservation.start, a.nodes))
-            }),
+            None => timeline.earliest(&views, &state.node_index, &nodes, partition, &request, &[], job_id).and_then(
+                |reservation| {
+                    // The reservation names the nodes; their shares come from placing on them empty.
+                    let empty: Vec<NodeView> = state.nodes.iter().map(NodeView::empty).collect();
+                    let on: Vec<usize> =
+                        nodes.iter().copied().filter(|&i| reservation.nodes.contains(&views[i].name)).collect();
+                    place(&empty, on, &HashSet::new(), partition, &request).map(|a| (reservation.start, a.nodes))
+                },
+            ),
         };
         let Some((start, shares)) = found else { continue };
         let start = start.max(earliest_begin);

@@ -15,6 +15,7 @@ use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo, JobState, StepInfo};
 use drover_shared::proto::client::{JobQuery, Request, Response};
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::ffi::OsString;
 
@@ -362,7 +363,7 @@ fn step_value(column: &Column, job: &JobInfo, step: &StepInfo, now: UnixTime, tz
         Some('N') => hostlist::compress(&step.nodes),
         Some('S') => format::timestamp_or(step.start_time, tz, "N/A"),
         Some('C') => step.num_cpus.to_string(),
-        _ => job_value(column.field, job, now, tz),
+        _ => job_value(column.field, job, now, tz).into_owned(),
     }
 }
 
@@ -397,86 +398,87 @@ fn shows_reason(state: JobState) -> bool {
     )
 }
 
-fn job_value(field: Field, job: &JobInfo, now: UnixTime, tz: Tz) -> String {
+/// One cell; borrowed from the record where it can be (no allocation per row for the text fields).
+fn job_value(field: Field, job: &JobInfo, now: UnixTime, tz: Tz) -> Cow<'_, str> {
     let state = job.state();
     match field {
-        Field::JobId => job.display_id(),
-        Field::JobIdRaw => job.job_id.to_string(),
-        Field::ArrayJobId => job.array_job_id.unwrap_or(job.job_id).to_string(),
-        Field::ArrayTaskId => job.array_task_text(),
-        Field::Name => job.name.clone(),
-        Field::User => job.user.clone(),
-        Field::Uid => job.uid.to_string(),
-        Field::Account => job.account.clone(),
-        Field::Partition => job.partition.clone(),
-        Field::Qos => job.qos.clone(),
+        Field::JobId => Cow::Owned(job.display_id()),
+        Field::JobIdRaw => Cow::Owned(job.job_id.to_string()),
+        Field::ArrayJobId => Cow::Owned(job.array_job_id.unwrap_or(job.job_id).to_string()),
+        Field::ArrayTaskId => Cow::Owned(job.array_task_text()),
+        Field::Name => job.name.as_str().into(),
+        Field::User => job.user.as_str().into(),
+        Field::Uid => Cow::Owned(job.uid.to_string()),
+        Field::Account => job.account.as_str().into(),
+        Field::Partition => job.partition.as_str().into(),
+        Field::Qos => job.qos.as_str().into(),
         Field::StateCompact => state.compact_name().into(),
         Field::State => state.long_name().into(),
-        Field::TimeUsed => time_used(job, now),
-        Field::TimeLimit => time_limit(job.time_limit),
+        Field::TimeUsed => Cow::Owned(time_used(job, now)),
+        Field::TimeLimit => Cow::Owned(time_limit(job.time_limit)),
         Field::TimeLeft => match job.time_limit {
-            Some(TimeLimit::Minutes(minutes)) => format::clock(i64::from(minutes) * 60 - job.elapsed(now)),
-            other => time_limit(other),
+            Some(TimeLimit::Minutes(minutes)) => Cow::Owned(format::clock(i64::from(minutes) * 60 - job.elapsed(now))),
+            other => Cow::Owned(time_limit(other)),
         },
-        Field::NumNodes => job.num_nodes.to_string(),
-        Field::NumCpus => job.num_cpus.to_string(),
-        Field::NumTasks => job.num_tasks.to_string(),
+        Field::NumNodes => Cow::Owned(job.num_nodes.to_string()),
+        Field::NumCpus => Cow::Owned(job.num_cpus.to_string()),
+        Field::NumTasks => Cow::Owned(job.num_tasks.to_string()),
         Field::TresPerNode => {
             if job.tres_per_node.is_empty() {
                 "N/A".into()
             } else {
-                job.tres_per_node.clone()
+                job.tres_per_node.as_str().into()
             }
         }
         Field::TresAlloc => {
             if common::has_started(job) {
-                common::tres_string(&common::job_tres(job))
+                Cow::Owned(common::tres_string(&common::job_tres(job)))
             } else {
                 "(null)".into()
             }
         }
-        Field::MinMemory => format_mem_mb(common::job_min_memory(job).1),
-        Field::NodeList => hostlist::compress(&job.nodes),
+        Field::MinMemory => Cow::Owned(format_mem_mb(common::job_min_memory(job).1)),
+        Field::NodeList => Cow::Owned(hostlist::compress(&job.nodes)),
         Field::ReasonList => {
             if shows_reason(state) {
-                format!("({})", job.reason)
+                Cow::Owned(format!("({})", job.reason))
             } else {
-                hostlist::compress(&job.nodes)
+                Cow::Owned(hostlist::compress(&job.nodes))
             }
         }
-        Field::Reason => job.reason.clone(),
-        Field::Priority => format!("{:16.14}", f64::from(job.priority) / f64::from(u32::MAX)),
-        Field::PriorityLong => job.priority.to_string(),
-        Field::SubmitTime => format::timestamp(job.submit_time, tz),
-        Field::StartTime => format::timestamp_or(job.start_time, tz, "N/A"),
-        Field::EndTime => format::timestamp_or(expected_end(job), tz, "N/A"),
-        Field::EligibleTime => format::timestamp_or(job.eligible_time, tz, "N/A"),
-        Field::Dependency => common::or_null(job.dependency.as_deref()),
-        Field::Comment => common::or_null(job.comment.as_deref()),
-        Field::Command => common::or_null(job.command.as_deref()),
-        Field::WorkDir => job.work_dir.clone(),
-        Field::Stdout => job.stdout.clone(),
-        Field::Stderr => job.stderr.clone(),
-        Field::Stdin => job.stdin.clone(),
-        Field::Nice => job.nice.to_string(),
-        Field::MinCpus | Field::CpusPerTask => job.cpus_per_task.max(1).to_string(),
+        Field::Reason => job.reason.as_str().into(),
+        Field::Priority => Cow::Owned(format!("{:16.14}", f64::from(job.priority) / f64::from(u32::MAX))),
+        Field::PriorityLong => Cow::Owned(job.priority.to_string()),
+        Field::SubmitTime => Cow::Owned(format::timestamp(job.submit_time, tz)),
+        Field::StartTime => Cow::Owned(format::timestamp_or(job.start_time, tz, "N/A")),
+        Field::EndTime => Cow::Owned(format::timestamp_or(expected_end(job), tz, "N/A")),
+        Field::EligibleTime => Cow::Owned(format::timestamp_or(job.eligible_time, tz, "N/A")),
+        Field::Dependency => Cow::Owned(common::or_null(job.dependency.as_deref())),
+        Field::Comment => Cow::Owned(common::or_null(job.comment.as_deref())),
+        Field::Command => Cow::Owned(common::or_null(job.command.as_deref())),
+        Field::WorkDir => job.work_dir.as_str().into(),
+        Field::Stdout => job.stdout.as_str().into(),
+        Field::Stderr => job.stderr.as_str().into(),
+        Field::Stdin => job.stdin.as_str().into(),
+        Field::Nice => Cow::Owned(job.nice.to_string()),
+        Field::MinCpus | Field::CpusPerTask => Cow::Owned(job.cpus_per_task.max(1).to_string()),
         Field::MinTmpDisk | Field::Contiguous => "0".into(),
-        Field::RestartCount => job.restarts.to_string(),
-        Field::Features => common::or_null(job.constraint.as_deref()),
-        Field::Group => job.group.clone(),
-        Field::Gid => job.gid.to_string(),
+        Field::RestartCount => Cow::Owned(job.restarts.to_string()),
+        Field::Features => Cow::Owned(common::or_null(job.constraint.as_deref())),
+        Field::Group => job.group.as_str().into(),
+        Field::Gid => Cow::Owned(job.gid.to_string()),
         Field::OverSubscribe => if job.exclusive { "NO" } else { "OK" }.into(),
-        Field::ReqNodes => job.nodelist_requested.clone().unwrap_or_default(),
-        Field::ExcNodes => job.exclude.clone().unwrap_or_default(),
+        Field::ReqNodes => Cow::Owned(job.nodelist_requested.clone().unwrap_or_default()),
+        Field::ExcNodes => Cow::Owned(job.exclude.clone().unwrap_or_default()),
         Field::Reservation | Field::SchedNodes | Field::Null => "(null)".into(),
-        Field::BatchHost => job.nodes.first().cloned().unwrap_or_else(|| "n/a".into()),
+        Field::BatchHost => Cow::Owned(job.nodes.first().cloned().unwrap_or_else(|| "n/a".into())),
         Field::Sct => "*:*:*".into(),
         Field::Wildcard => "*".into(),
-        Field::Requeue => u8::from(job.requeue).to_string(),
-        Field::ExitCode => job.exit_status.to_string(),
+        Field::Requeue => Cow::Owned(u8::from(job.requeue).to_string()),
+        Field::ExitCode => Cow::Owned(job.exit_status.to_string()),
         Field::BatchFlag => "1".into(),
         Field::NotAvailable => "N/A".into(),
-        Field::Unknown => String::new(),
+        Field::Unknown => Cow::Owned(String::new()),
     }
 }
 

@@ -10,6 +10,7 @@ mod usage;
 
 use crate::core::Event;
 use crate::validate::Caller;
+use drover_shared::job::JobInfo;
 use drover_shared::proto::client::{ErrorCode, Request, Response};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
@@ -35,6 +36,8 @@ pub(crate) struct ClientContext {
     pub(crate) config: crate::core::reconfigure::SharedConfig,
     /// RPC counts and latencies for `/metrics`.
     pub(crate) metrics: Arc<crate::metrics::Registry>,
+    /// The job snapshot the core publishes; job queries are answered from it, off the core.
+    pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::snapshot::JobsSnapshot>>,
 }
 
 /// Accepts client connections until the listener fails.
@@ -95,6 +98,17 @@ where
         };
         let Some(request) = request else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
+        if let Request::QueryJobs(query) = request {
+            // From the published snapshot, off the core, encoded without copying the records.
+            let snapshot = context.jobs.borrow().clone();
+            let now = drover_shared::now();
+            match tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, now)).await {
+                Ok(answer) => messages.send(&answer).await?,
+                Err(_) => messages.send(&unavailable()).await?,
+            }
+            context.metrics.rpc(kind, began.elapsed());
+            continue;
+        }
         let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send(&response).await?;
@@ -112,7 +126,13 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
     match request {
         Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
         Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
-        Request::QueryJobs(query) => ask(Box::new(move |reply| Event::QueryJobs { query, reply })).await,
+        // `handle` answers job queries itself without copying records; this is the same answer
+        // as an owned `Response` for any other caller.
+        Request::QueryJobs(query) => {
+            let snapshot = context.jobs.borrow().clone();
+            let answer = crate::snapshot::query_jobs(&snapshot, &query, drover_shared::now());
+            Response::Jobs { now: answer.now, jobs: answer.jobs.iter().map(|job| JobInfo::clone(job)).collect() }
+        }
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,

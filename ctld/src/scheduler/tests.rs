@@ -59,7 +59,7 @@ fn cluster(extra: &str) -> State {
     state
 }
 
-/// Adds a committed pending job; `args` is a small sbatch-like list: `c=2 g=1 N=2 t=30 q=gpu x`.
+/// Adds a committed pending job; `args` is a small sbatch-like list: `c=2 g=1 N=2 t=30 q=gpu x w=n1 e=n2`.
 fn submit(state: &mut State, user: &str, args: &str) -> JobId {
     let mut spec = JobSpec { script: "#!/bin/sh\n".into(), work_dir: "/".into(), ..JobSpec::default() };
     let mut qos = "normal".to_owned();
@@ -72,6 +72,8 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
             "t" => spec.time_limit = Some(TimeLimit::Minutes(value.parse().unwrap())),
             "q" => qos = value.to_owned(),
             "x" => spec.exclusive = true,
+            "w" => spec.nodelist = Some(value.to_owned()),
+            "e" => spec.exclude = Some(value.to_owned()),
             other => panic!("unknown test arg {other}"),
         }
     }
@@ -95,7 +97,7 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
         ..JobInfo::default()
     };
     let job = Job {
-        info,
+        info: info.into(),
         spec: Arc::new(spec),
         candidates: vec!["main".into()],
         alloc: None,
@@ -473,4 +475,107 @@ fn aftercorr_holds_per_task() {
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1];
     let (status, shown) = crate::dependency::evaluate(&state, &state.jobs[&b], NOW);
     assert_eq!((status, shown), (crate::dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
+}
+
+/// A shape that found no room is skipped for the rest of the pass, but a smaller job behind it
+/// still starts, and a same-shaped job gets the reason it would have got anyway.
+#[test]
+fn a_failed_shape_skips_only_its_own_shape() {
+    let mut state = cluster("");
+    let small = submit(&mut state, "alice", "c=1 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![small]);
+    let big = submit(&mut state, "alice", "c=4 N=2 t=60");
+    let big_again = submit(&mut state, "alice", "c=4 N=2 t=60");
+    let smaller = submit(&mut state, "alice", "c=2 t=30");
+    let started = pass(&mut state, NOW);
+    assert_eq!(started, vec![smaller]);
+    assert_eq!(state.last_pass.shape_skips, 1, "the second two-node job is not placed again");
+    assert_eq!(reason(&state, big), "Resources");
+    assert_eq!(reason(&state, big_again), "Priority");
+}
+
+/// A shape key includes the node list: a job limited to a full node fails, and the same request
+/// without the limit (or excluding the full node) is still tried and starts.
+#[test]
+fn a_different_node_list_is_still_tried() {
+    let mut state = cluster("");
+    let first = submit(&mut state, "alice", "c=4 t=60 w=n1");
+    let only_n1 = submit(&mut state, "alice", "c=2 t=60 w=n1");
+    let anywhere = submit(&mut state, "alice", "c=2 t=60");
+    let not_n2 = submit(&mut state, "alice", "c=2 t=60 e=n2");
+    let not_n1 = submit(&mut state, "alice", "c=2 t=60 e=n1");
+    let started = pass(&mut state, NOW);
+    assert_eq!(started, vec![first, anywhere, not_n1]);
+    assert_eq!(state.jobs[&anywhere].info.nodes, vec!["n2".to_owned()]);
+    assert_eq!(reason(&state, only_n1), "Resources");
+    assert_eq!(reason(&state, not_n2), "Priority");
+}
+
+/// Many passes over a random workload (sizes, GPU types, exclusive jobs, node lists, time
+/// limits; jobs ending between passes) decide exactly the same with the pass's shortcuts (shape
+/// cache, free-node index, gated backfill planning) as without them: starts, allocations,
+/// pending reasons and backfill reservations.
+#[test]
+fn shortcuts_decide_the_same_as_a_full_scan() {
+    let nodes = "[[nodes]]\nnames = \"m[1-6]\"\ncpus = 8\nreal_memory = 16000\ngpus = { a100 = 4 }\n\
+        [[nodes]]\nnames = \"c[1-2]\"\ncpus = 8\nreal_memory = 16000\n\
+        [[partitions]]\nname = \"mixed\"\nnodes = \"n[1-2],m[1-3],c[1-2],m[4-6]\"\nmax_time = \"1-00:00:00\"\n";
+    let run = |shortcuts: bool| {
+        let mut state = cluster(nodes);
+        state.pass_shortcuts = shortcuts;
+        let mut seed = 11_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let mut log = Vec::new();
+        let mut now = NOW;
+        for round in 0..40 {
+            for _ in 0..6 {
+                let mut args = format!("c={} t={}", 1 + next(4), 10 * (1 + next(12)));
+                match next(8) {
+                    0 => args.push_str(" g=1"),
+                    1 => args.push_str(" g=a100:2"),
+                    5 => args.push_str(" g=a100:1"),
+                    2 => args.push_str(" g=h100:1"),
+                    3 => args.push_str(" N=2"),
+                    4 => args.push_str(" x"),
+                    _ => {}
+                }
+                match next(6) {
+                    0 => args.push_str(" w=n1"),
+                    1 => args.push_str(" e=m[1-3]"),
+                    _ => {}
+                }
+                let user = if next(2) == 0 { "alice" } else { "bob" };
+                let job_id = submit(&mut state, user, &args);
+                if next(3) > 0 {
+                    state.jobs.get_mut(&job_id).unwrap().candidates = vec!["mixed".into(), "main".into()];
+                }
+            }
+            let started = pass(&mut state, now);
+            let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
+            allocations.sort_by_key(|(j, _)| *j);
+            let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
+            let mut planned: Vec<_> = state.planned_starts.iter().map(|(j, t)| (*j, *t)).collect();
+            planned.sort_unstable();
+            log.push((round, allocations, reasons, planned));
+            now += 600;
+            let running: Vec<JobId> =
+                state.jobs.values().filter(|j| j.info.state() == JobState::Running).map(|j| j.info.job_id).collect();
+            for job_id in running {
+                if next(3) == 0 {
+                    end(&mut state, job_id);
+                }
+            }
+        }
+        (log, state.last_pass.shape_skips)
+    };
+    let (fast, _) = run(true);
+    let (full, skips) = run(false);
+    assert_eq!(skips, 0);
+    assert!(fast.iter().map(|r| r.1.len()).sum::<usize>() > 50, "the workload starts jobs");
+    for (a, b) in fast.iter().zip(&full) {
+        assert_eq!(a, b, "round {} differs", a.0);
+    }
 }

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Queue benchmark: a release ctld (no nodes, so every job stays pending) filled with held jobs
+# over the client socket to 1,000, 10,000 and 100,000 jobs. At each size: `squeue` (the CLI,
+# rendering included) alone, and the job query under 50 concurrent pollers; at 100,000: ctld's
+# resident memory per pending job (measured before the queries at each size) and sequential
+# `sbatch` latency (one process per job).
+#
+#   bench/queue.sh [SIZES...]        (default 1000 10000 100000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZES=("$@"); [ ${#SIZES[@]} -gt 0 ] || SIZES=(1000 10000 100000)
+cargo build --release --quiet -p drover-ctld -p drover-cli -p drover-sim
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
+WORK=$(mktemp -d /tmp/drover-queue-XXXXXX)
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$WORK/cluster.toml" <<CONF
+cluster_name = "queue"
+default_account = "shared"
+[controller]
+address = "127.0.0.1:$PORT"
+state_dir = "$WORK/state"
+key_file = "$WORK/cluster.key"
+[[nodes]]
+names = "sim[00001-10000]"
+cpus = 64
+real_memory = 512000
+gpus = { h100 = 8 }
+[[partitions]]
+name = "main"
+nodes = "sim[00001-10000]"
+default = true
+[[accounts]]
+name = "shared"
+CONF
+"$BIN/drover" keygen "$WORK/cluster.key" >/dev/null
+mkdir -p "$WORK/state"
+RUST_LOG=warn "$BIN/drover-ctld" --config "$WORK/cluster.toml" 2> "$WORK/ctld.log" &
+CTLD=$!
+PIDS+=($CTLD)
+SOCK=$WORK/state/ctld.sock
+export DROVER_SOCKET=$SOCK
+until [ -S "$SOCK" ]; do sleep 0.1; done
+rss() { awk '/VmRSS/{print $2}' "/proc/$CTLD/status"; }
+RSS0=$(rss)
+echo "ctld_rss_empty_kib=$RSS0"
+have=0
+for size in "${SIZES[@]}"; do
+    "$BIN/drover-simnode" submit --socket "$SOCK" --count $((size - have)) --clients 8 --hold --gpus 1 >/dev/null
+    have=$size
+    sleep 1
+    # Before any query at this size (a query's encode buffer stays in the allocator's heap).
+    RSS1=$(rss)
+    echo "jobs=$size ctld_rss_kib=$RSS1 bytes_per_pending_job=$(( (RSS1 - RSS0) * 1024 / size ))"
+    times=()
+    for _ in 1 2 3 4 5; do
+        s0=$(date +%s%N); "$BIN/drover" squeue > "$WORK/squeue.out"; s1=$(date +%s%N)
+        times+=($(( (s1 - s0) / 1000000 )))
+    done
+    rows=$(($(wc -l < "$WORK/squeue.out") - 1))
+    echo "jobs=$size squeue_rows=$rows squeue_cli_ms=$(printf '%s\n' "${times[@]}" | sort -n | tr '\n' ' ')"
+    "$BIN/drover-simnode" query --socket "$SOCK" --repeat 10 --clients 1
+    "$BIN/drover-simnode" query --socket "$SOCK" --repeat 10 --clients 50 &
+    POLL=$!
+    times=()
+    for _ in 1 2 3 4 5; do
+        s0=$(date +%s%N); "$BIN/drover" squeue > /dev/null; s1=$(date +%s%N)
+        times+=($(( (s1 - s0) / 1000000 )))
+    done
+    wait $POLL
+    echo "jobs=$size squeue_cli_ms_under_50_pollers=$(printf '%s\n' "${times[@]}" | sort -n | tr '\n' ' ')"
+done
+echo "ctld_rss_kib_after_queries=$(rss)"
+printf '#!/bin/sh\n#SBATCH --hold\ntrue\n' > "$WORK/job.sh"
+lat=()
+for _ in $(seq 200); do
+    s0=$(date +%s%N); "$BIN/drover" sbatch --hold "$WORK/job.sh" >/dev/null; s1=$(date +%s%N)
+    lat+=($(( (s1 - s0) / 1000 )))
+done
+printf '%s\n' "${lat[@]}" | sort -n | awk -v q="$have" '{a[NR]=$1} END {printf "sbatch_latency_with_%d_queued p50_ms=%.1f p99_ms=%.1f n=%d\n", q, a[int(NR*0.5)]/1000, a[int(NR*0.99)]/1000, NR}'

@@ -1,0 +1,56 @@
+//! drover-passbench: times the real scheduling pass over a made-up cluster (see
+//! `drover_ctld::passbench`): a pass that fills an empty cluster, passes over a full cluster
+//! with PENDING jobs queued, and a pass after some running jobs end.
+//!
+//!   drover-passbench NODES PENDING [PASSES]
+
+use anyhow::Context;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: usize| -> anyhow::Result<usize> {
+        args.get(i)
+            .map_or(Ok(default), |v| v.parse().with_context(|| format!("argument {}: {v:?} is not a count", i + 1)))
+    };
+    let (nodes, pending, passes) = (arg(0, 10_000)?, arg(1, 100_000)?, arg(2, 3)?);
+    let mut bench = drover_ctld::passbench::Bench::new(nodes);
+    // About enough jobs to fill every GPU (the mix averages 3.7 GPUs per job).
+    bench.submit(nodes * 8 * 10 / 37);
+    let fill = bench.pass();
+    println!(
+        "fill pass: nodes={nodes} started={} pending={} total_s={:.3} backfill_s={:.3}",
+        fill.started, fill.pending, fill.total_s, fill.backfill_s
+    );
+    let before = drover_ctld::passbench::rss_kib();
+    bench.submit(pending);
+    let after = drover_ctld::passbench::rss_kib();
+    let queued = bench.pass();
+    #[allow(clippy::cast_precision_loss)]
+    let per_job = (after.saturating_sub(before)) as f64 * 1024.0 / pending.max(1) as f64;
+    println!(
+        "memory: pending_jobs={pending} rss_delta_kib={} bytes_per_pending_job={per_job:.0}",
+        after.saturating_sub(before)
+    );
+    println!(
+        "full pass: pending={} started={} total_s={:.3} backfill_s={:.3}",
+        queued.pending, queued.started, queued.total_s, queued.backfill_s
+    );
+    for i in 0..passes {
+        let r = bench.pass();
+        println!(
+            "full pass {i}: pending={} started={} total_s={:.3} backfill_s={:.3}",
+            r.pending, r.started, r.total_s, r.backfill_s
+        );
+    }
+    bench.end_some(nodes / 10);
+    let r = bench.pass();
+    println!(
+        "pass after {} jobs ended: pending={} started={} total_s={:.3} backfill_s={:.3}",
+        nodes / 10,
+        r.pending,
+        r.started,
+        r.total_s,
+        r.backfill_s
+    );
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! Read snapshots for job queries. Each job's `JobInfo` is held copy-on-write ([`Shared`]): the
+//! core mutates it in place as before (every write files the job id in a dirty set), and a
+//! snapshot is chunks of `Arc`s to the records as they were. After each batch of events and each
+//! pass the core rebuilds only the chunks that hold a changed job and publishes the snapshot
+//! through a `watch` channel. `squeue` and `scontrol show job` filter and encode a snapshot on
+//! their connection's task, so they never wait behind a scheduling pass and a pass never waits
+//! behind them. The dirty set is global: a process has one [`Publisher`] (ctld's core).
+
+use crate::state::State;
+use drover_shared::UnixTime;
+use drover_shared::job::{JobId, JobInfo};
+use drover_shared::proto::client::JobQuery;
+#[cfg(test)]
+use drover_shared::proto::client::Response;
+use serde::ser::{Serialize, SerializeStructVariant, Serializer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::sync::Mutex;
+
+/// Jobs per snapshot chunk: a publish rebuilds only the chunks whose jobs changed.
+const CHUNK: u32 = 1024;
+
+/// Ids of the jobs changed since the last publish (any mutable access counts, so it may
+/// overcount; it never misses a change made through [`Shared`] or [`touch`]).
+static DIRTY: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+/// Records that a job's record, or whether it is visible, changed.
+pub(crate) fn touch(job_id: JobId) {
+    if let Ok(mut dirty) = DIRTY.lock() {
+        dirty.insert(job_id);
+    }
+}
+
+/// What a shared value is filed under in the dirty set.
+pub(crate) trait Keyed {
+    fn key(&self) -> JobId;
+}
+
+impl Keyed for JobInfo {
+    fn key(&self) -> JobId {
+        self.job_id
+    }
+}
+
+/// A value shared copy-on-write with published snapshots: reading is free; the first write
+/// after a snapshot took it copies it, and every write marks it changed.
+#[derive(Debug, Default)]
+pub(crate) struct Shared<T>(Arc<T>);
+
+impl<T> Shared<T> {
+    pub(crate) fn new(value: T) -> Shared<T> {
+        Shared(Arc::new(value))
+    }
+
+    /// Another reference to the current value.
+    pub(crate) fn share(&self) -> Arc<T> {
+        Arc::clone(&self.0)
+    }
+}
+
+impl<T> From<T> for Shared<T> {
+    fn from(value: T) -> Shared<T> {
+        Shared::new(value)
+    }
+}
+
+impl<T> Deref for Shared<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: Clone + Keyed> DerefMut for Shared<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        touch(self.0.key());
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+/// The visible (committed) jobs at one moment, in job id order, in chunks of [`CHUNK`] ids.
+#[derive(Debug, Default)]
+pub(crate) struct JobsSnapshot {
+    chunks: Vec<Arc<Vec<Arc<JobInfo>>>>,
+}
+
+impl JobsSnapshot {
+    /// Every visible job, in id order.
+    pub(crate) fn jobs(&self) -> impl Iterator<Item = &Arc<JobInfo>> {
+        self.chunks.iter().flat_map(|chunk| chunk.iter())
+    }
+}
+
+/// What the core keeps to publish snapshots.
+#[derive(Debug)]
+pub(crate) struct Publisher {
+    tx: tokio::sync::watch::Sender<Arc<JobsSnapshot>>,
+    /// Chunk index → its jobs, as last published.
+    chunks: BTreeMap<u32, Arc<Vec<Arc<JobInfo>>>>,
+    built: bool,
+}
+
+impl Publisher {
+    pub(crate) fn new() -> (Publisher, tokio::sync::watch::Receiver<Arc<JobsSnapshot>>) {
+        let (tx, rx) = tokio::sync::watch::channel(Arc::new(JobsSnapshot::default()));
+        (Publisher { tx, chunks: BTreeMap::new(), built: false }, rx)
+    }
+
+    /// Publishes a new snapshot if any job changed since the last one, rebuilding only the
+    /// chunks that hold a changed job.
+    pub(crate) fn publish(&mut self, state: &State) {
+        let dirty = DIRTY.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
+        let chunks: BTreeSet<u32> = if self.built {
+            dirty.iter().map(|id| id / CHUNK).collect()
+        } else {
+            self.built = true;
+            state.jobs.keys().map(|id| id / CHUNK).collect()
+        };
+        if chunks.is_empty() {
+            return;
+        }
+        let mut changed = false;
+        for chunk in chunks {
+            let (first, last) = (chunk * CHUNK, chunk.saturating_mul(CHUNK).saturating_add(CHUNK - 1));
+            let jobs: Vec<Arc<JobInfo>> = state
+                .jobs
+                .range(first..=last)
+                .map(|(_, j)| j)
+                .filter(|j| j.committed)
+                .map(|j| j.info.share())
+                .collect();
+            if jobs.is_empty() {
+                changed |= self.chunks.remove(&chunk).is_some();
+            } else {
+                self.chunks.insert(chunk, Arc::new(jobs));
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+        let snapshot = JobsSnapshot { chunks: self.chunks.values().cloned().collect() };
+        self.tx.send_replace(Arc::new(snapshot));
+    }
+}
+
+/// The answer to a job query: encodes exactly as `Response::Jobs { now, jobs }` (the wire
+/// contract), but from the snapshot's shared records, without copying them.
+#[derive(Debug)]
+pub(crate) struct JobsAnswer {
+    pub(crate) now: UnixTime,
+    pub(crate) jobs: Vec<Arc<JobInfo>>,
+}
+
+/// `Response::Jobs`'s position among `Response`'s variants (checked by a test against the enum).
+const JOBS_VARIANT: u32 = 1;
+
+impl Serialize for JobsAnswer {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Records<'a>(&'a [Arc<JobInfo>]);
+        impl Serialize for Records<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_seq(self.0.iter().map(|job| &**job))
+            }
+        }
+        let mut variant = serializer.serialize_struct_variant("Response", JOBS_VARIANT, "Jobs", 2)?;
+        variant.serialize_field("now", &self.now)?;
+        variant.serialize_field("jobs", &Records(&self.jobs))?;
+        variant.end()
+    }
+}
+
+/// Answers a job query from a snapshot (the filters the core used to apply to its own state).
+pub(crate) fn query_jobs(snapshot: &JobsSnapshot, query: &JobQuery, now: UnixTime) -> JobsAnswer {
+    let jobs = snapshot
+        .jobs()
+        .filter(|j| {
+            query.job_ids.is_empty()
+                || query.job_ids.contains(&j.job_id)
+                || j.array_job_id.is_some_and(|a| query.job_ids.contains(&a))
+        })
+        .filter(|j| query.include_finished || !query.job_ids.is_empty() || !j.state().is_terminal())
+        .filter(|j| query.users.is_empty() || query.users.contains(&j.uid))
+        .filter(|j| {
+            query.partitions.is_empty() || j.partition.split(',').any(|p| query.partitions.iter().any(|q| q == p))
+        })
+        .filter(|j| query.states.is_empty() || query.states.contains(&j.state()))
+        .cloned()
+        .collect();
+    JobsAnswer { now, jobs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drover_shared::job::JobState;
+
+    /// The copy-free answer encodes byte for byte like the protocol's `Response::Jobs`.
+    #[test]
+    fn jobs_answer_encodes_as_response_jobs() {
+        let jobs: Vec<JobInfo> = (1..=3)
+            .map(|job_id| JobInfo {
+                job_id,
+                name: format!("job{job_id}"),
+                user: "alice".into(),
+                partition: "main".into(),
+                state: Some(if job_id == 2 { JobState::Running } else { JobState::Pending }),
+                reason: "Priority".into(),
+                nodes: vec!["n1".into()],
+                ..JobInfo::default()
+            })
+            .collect();
+        let answer = JobsAnswer { now: 1_700_000_000, jobs: jobs.iter().cloned().map(Arc::new).collect() };
+        let expected = Response::Jobs { now: 1_700_000_000, jobs };
+        assert_eq!(postcard::to_allocvec(&answer).unwrap(), postcard::to_allocvec(&expected).unwrap());
+        let empty = JobsAnswer { now: 5, jobs: Vec::new() };
+        let expected = Response::Jobs { now: 5, jobs: Vec::new() };
+        assert_eq!(postcard::to_allocvec(&empty).unwrap(), postcard::to_allocvec(&expected).unwrap());
+    }
+
+    /// A snapshot shares records until the core writes one; the write copies it and counts.
+    #[test]
+    fn writes_copy_and_count() {
+        let mut info = Shared::new(JobInfo { job_id: 4_000_000_007, ..JobInfo::default() });
+        let taken = info.share();
+        info.reason = "Resources".into();
+        assert!(DIRTY.lock().unwrap().contains(&4_000_000_007));
+        assert_eq!(taken.reason, "");
+        assert_eq!(info.reason, "Resources");
+        assert!(!Arc::ptr_eq(&taken, &info.share()));
+    }
+
+    fn state() -> State {
+        let text = "cluster_name = \"c\"\ndefault_account = \"shared\"\n[controller]\naddress = \"127.0.0.1:6817\"\n\
+            state_dir = \"state\"\n[[nodes]]\nnames = \"n1\"\ncpus = 4\nreal_memory = 8000\n\
+            [[partitions]]\nname = \"main\"\nnodes = \"n1\"\ndefault = true\n[[accounts]]\nname = \"shared\"\n";
+        let config = drover_shared::config::Config::parse(std::path::Path::new("/c.toml"), text).unwrap();
+        State::new(Arc::new(config), 1)
+    }
+
+    fn add(state: &mut State, job_id: JobId, committed: bool) {
+        let info = JobInfo { job_id, state: Some(JobState::Pending), reason: "None".into(), ..JobInfo::default() };
+        let job = crate::state::Job {
+            info: info.into(),
+            spec: Arc::default(),
+            candidates: Vec::new(),
+            alloc: None,
+            committed,
+            launched_at: None,
+            cancel_requested_by: None,
+        };
+        state.jobs.insert(job_id, job);
+        touch(job_id);
+    }
+
+    fn visible(rx: &tokio::sync::watch::Receiver<Arc<JobsSnapshot>>) -> Vec<(JobId, String)> {
+        rx.borrow().jobs().map(|j| (j.job_id, j.reason.clone())).collect()
+    }
+
+    /// Publishing rebuilds only what changed, yet every publish shows exactly the committed jobs
+    /// as they are now, across chunks; an earlier snapshot keeps what it saw.
+    #[test]
+    fn incremental_publish_shows_the_current_jobs() {
+        let mut state = state();
+        let (mut publisher, rx) = Publisher::new();
+        let ids = [3_000_000_001, 3_000_000_002, 3_000_000_000 + CHUNK * 3 + 5];
+        for id in ids {
+            add(&mut state, id, true);
+        }
+        add(&mut state, 3_000_000_003, false);
+        publisher.publish(&state);
+        let first = rx.borrow().clone();
+        assert_eq!(visible(&rx).iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids);
+
+        state.jobs.get_mut(&ids[2]).unwrap().info.reason = "Resources".into();
+        state.jobs.get_mut(&3_000_000_003).unwrap().committed = true;
+        touch(3_000_000_003);
+        state.jobs.remove(&ids[0]);
+        touch(ids[0]);
+        publisher.publish(&state);
+        assert_eq!(
+            visible(&rx),
+            vec![(ids[1], "None".to_owned()), (3_000_000_003, "None".to_owned()), (ids[2], "Resources".to_owned())]
+        );
+        assert_eq!(first.jobs().map(|j| (j.job_id, j.reason.as_str())).last(), Some((ids[2], "None")));
+        assert_eq!(first.jobs().count(), 3);
+
+        // Nothing changed: the published snapshot stays the same object.
+        let before = rx.borrow().clone();
+        publisher.publish(&state);
+        assert!(Arc::ptr_eq(&before, &rx.borrow()));
+    }
+}
