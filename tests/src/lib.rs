@@ -357,8 +357,35 @@ impl Drop for Cluster {
             std::thread::sleep(Duration::from_millis(100));
         }
         let _ = self.drover("down");
+        // `drover down` leaves jobs running by design (they survive daemon restarts); a job ctld
+        // no longer counts as running (a stale run on a node that never came back) must not
+        // outlive the test either.
+        kill_processes_mentioning(&self.home());
         for mount in &self.mounts {
             let _ = Command::new("umount").arg("-l").arg(mount).status();
+        }
+    }
+}
+
+/// Kills every process whose command line mentions `path` (supervisors and job scripts of this
+/// cluster's nodes).
+fn kill_processes_mentioning(path: &Path) {
+    let needle = path.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+            use nix::sys::signal::{Signal, kill, killpg};
+            use nix::unistd::{Pid, getpgid, getpgrp};
+            let pid = Pid::from_raw(pid);
+            // Its process group too: a job's children do not mention the path.
+            if let Ok(group) = getpgid(Some(pid)) {
+                if group != getpgrp() && group.as_raw() > 1 {
+                    let _ = killpg(group, Signal::SIGKILL);
+                }
+            }
+            let _ = kill(pid, Signal::SIGKILL);
         }
     }
 }
