@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use drover_shared::auth::{NONCE_LEN, random_bytes};
 use drover_shared::proto::client::{Request, Response};
 use drover_shared::proto::frame::{
-    MAX_FRAME, MAX_HANDSHAKE_FRAME, read_message, read_sealed, write_message, write_sealed,
+    MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, read_message, read_sealed, write_message, write_sealed,
 };
 use drover_shared::proto::seal::{End, Sealer, SessionKeys, verify_client_session_proof};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
@@ -107,11 +107,11 @@ impl Client {
         match &mut self.sealer {
             Some(sealer) => {
                 write_sealed(&mut self.stream, request, sealer)?;
-                Ok(read_sealed(&mut self.stream, MAX_FRAME, sealer)?)
+                Ok(read_sealed(&mut self.stream, MAX_ANSWER_FRAME, sealer)?)
             }
             None => {
                 write_message(&mut self.stream, request)?;
-                Ok(read_message(&mut self.stream, MAX_FRAME)?)
+                Ok(read_message(&mut self.stream, MAX_ANSWER_FRAME)?)
             }
         }
     }

@@ -103,7 +103,7 @@ where
             let snapshot = context.jobs.borrow().clone();
             let now = drover_shared::now();
             match tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, now)).await {
-                Ok(answer) => messages.send(&answer).await?,
+                Ok(answer) => messages.send_answer(&answer).await?,
                 Err(_) => messages.send(&unavailable()).await?,
             }
             context.metrics.rpc(kind, began.elapsed());
@@ -111,7 +111,7 @@ where
         }
         let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
-        messages.send(&response).await?;
+        messages.send_answer(&response).await?;
     }
 }
 

@@ -9,6 +9,11 @@ use thiserror::Error;
 /// Largest frame accepted after the handshake: a job script plus its environment fits easily.
 pub const MAX_FRAME: usize = 16 * 1024 * 1024;
 
+/// Largest answer a client accepts from ctld: a job or accounting list of a very deep queue
+/// (100,000 jobs take about 25 MB). Only ctld's answers may be this large; ctld never reads more
+/// than [`MAX_FRAME`] from anyone.
+pub const MAX_ANSWER_FRAME: usize = 1 << 30;
+
 /// Largest frame accepted before a peer has authenticated.
 pub const MAX_HANDSHAKE_FRAME: usize = 4096;
 
@@ -138,6 +143,17 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
         let max = self.inner.codec().max_frame_length();
         self.inner.codec_mut().set_max_frame_length(max + super::seal::TAG_LEN);
         self.sealer = Some(super::seal::Sealer::new(keys));
+    }
+
+    /// Sends one answer to a client, which may exceed the frame bound this stream reads with
+    /// (up to [`MAX_ANSWER_FRAME`]); the read bound is unchanged afterwards.
+    pub async fn send_answer<T: Serialize>(&mut self, message: &T) -> Result<(), FrameError> {
+        let bound = self.inner.codec().max_frame_length();
+        let tag = if self.sealer.is_some() { super::seal::TAG_LEN } else { 0 };
+        self.inner.codec_mut().set_max_frame_length(MAX_ANSWER_FRAME + tag);
+        let sent = self.send(message).await;
+        self.inner.codec_mut().set_max_frame_length(bound);
+        sent
     }
 
     /// Sends one message.

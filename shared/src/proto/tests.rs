@@ -155,3 +155,22 @@ fn remote_client_hello_golden_bytes() {
         Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::RemoteClient { token }, nonce: vec![] };
     assert_eq!(hex(&hello), "445256520302e80764026e310a460101010200");
 }
+
+#[test]
+fn answers_may_exceed_the_read_bound_but_nothing_else_may() {
+    use super::frame::{MAX_ANSWER_FRAME, MAX_FRAME, MessageStream};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let (mut ctld, mut client) = (MessageStream::new(a), MessageStream::new(b));
+        ctld.set_max_frame(MAX_FRAME);
+        client.set_max_frame(MAX_ANSWER_FRAME);
+        // A job list of a very deep queue: bigger than any frame ctld reads.
+        let big = Response::Error { code: ErrorCode::Internal, detail: "x".repeat(MAX_FRAME + 1) };
+        let (sent, received) = tokio::join!(ctld.send_answer(&big), client.recv::<Response>());
+        sent.unwrap();
+        assert_eq!(received.unwrap(), Some(big.clone()));
+        // The bound ctld reads (and sends anything else) with is unchanged.
+        assert!(ctld.send(&big).await.is_err());
+    });
+}
