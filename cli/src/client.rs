@@ -23,7 +23,7 @@ use std::path::PathBuf;
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
 
-fn config() -> anyhow::Result<drover_shared::config::Config> {
+pub(crate) fn config() -> anyhow::Result<drover_shared::config::Config> {
     let conf = std::env::var_os("DROVER_CONF").map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
     Ok(drover_shared::config::Config::load(&conf)?)
 }

@@ -26,6 +26,7 @@ fn applet(name: &str) -> Option<Applet> {
         "sinfo" => query::sinfo::run,
         "scontrol" => query::scontrol::run,
         "sshare" => query::sshare::run,
+        "sacctmgr" => query::sacctmgr::run,
         "sprio" => query::sprio::run,
         "why" => query::why::run,
         "audit" => query::audit::run,

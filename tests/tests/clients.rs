@@ -92,6 +92,11 @@ fn snakemake_single_and_array() {
     assert!(config.lines().any(|l| l.starts_with("MinJobAge") && l.ends_with("= 600 sec")), "{config}");
     let partitions = cluster.ok("sinfo", &["-o", "%P"]);
     assert!(partitions.split_whitespace().any(|p| p == "main*"), "{partitions}");
+    // Account validation: sacctmgr's accounts for the user, one padded line each, stripped and
+    // lower-cased by the plugin.
+    let accounts = cluster.ok("sacctmgr", &["-n", "-s", "list", "user", "root", "format=account%256"]);
+    let accounts: Vec<String> = accounts.lines().map(|l| l.trim().to_lowercase()).collect();
+    assert_eq!(accounts, ["shared", "vision", "nlp"]);
 
     let uuid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
     let log = format!("{}/rule_a/%j.log", dir.display());

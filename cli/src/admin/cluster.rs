@@ -23,8 +23,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const APPLETS: [&str; 11] =
-    ["sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport"];
+const APPLETS: [&str; 12] = [
+    "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport",
+    "sacctmgr",
+];
 /// Number of noded processes `up` starts.
 const N_NODES: usize = 2;
 

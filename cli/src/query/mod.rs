@@ -1,4 +1,5 @@
-//! The read-and-act commands: squeue, sacct, scancel, sinfo, scontrol, sshare, sprio.
+//! The read-and-act commands: squeue, sacct, scancel, sinfo, scontrol, sshare, sprio, and a
+//! read-only sacctmgr (from the config file).
 //!
 //! Each command file parses its arguments, makes one or two round trips to ctld and prints
 //! through a pure `render` function; [`format`] and [`common`] hold what they share. Test
@@ -9,6 +10,7 @@ mod columns;
 mod common;
 pub(crate) mod format;
 pub(crate) mod sacct;
+pub(crate) mod sacctmgr;
 pub(crate) mod scancel;
 #[cfg(test)]
 mod scenario;
