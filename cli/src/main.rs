@@ -1,5 +1,5 @@
 //! `drover`, the one command-line binary. Invoked through a link named `sbatch`, `srun`,
-//! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo` or `scontrol` it behaves as that Slurm command;
+//! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo`, `scontrol`, `sshare`, `sprio`, `sreport` or `sacctmgr` it behaves as that Slurm command;
 //! invoked as `drover` it takes the applet as its first argument (`drover sbatch …`) or runs an admin verb (`up`, `down`,
 //! `status`, `keygen`).
 

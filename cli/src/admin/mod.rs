@@ -10,7 +10,7 @@ const USAGE: &str = "\
 usage: drover <command> [options]
 
 Slurm commands (also available through links of these names):
-  sbatch srun salloc squeue sacct scancel sinfo scontrol sshare sprio sreport
+  sbatch srun salloc squeue sacct scancel sinfo scontrol sshare sprio sreport sacctmgr
 
 Drover's own:
   why JOBID                             every reason the job waits, with the numbers
