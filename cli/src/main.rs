@@ -1,7 +1,7 @@
 //! `drover`, the one command-line binary. Invoked through a link named `sbatch`, `srun`,
-//! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo`, `scontrol`, `sshare`, `sprio`, `sreport` or `sacctmgr` it behaves as that Slurm command;
-//! invoked as `drover` it takes the applet as its first argument (`drover sbatch …`) or runs an admin verb (`up`, `down`,
-//! `status`, `keygen`).
+//! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo`, `scontrol`, `sshare`, `sprio`, `sreport` or
+//! `sacctmgr` it behaves as that Slurm command; invoked as `drover` it takes the applet as its
+//! first argument (`drover sbatch …`) or runs an admin verb (`up`, `down`, `status`, `keygen`).
 
 mod admin;
 mod client;
