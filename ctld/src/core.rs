@@ -372,11 +372,11 @@ impl Core {
             Event::NodeConnected { registration, link, address } => self.node_registered(registration, link, address),
             Event::NodeMessage { node, connection_id, message } => self.node_message(&node, connection_id, message),
             Event::NodeDisconnected { node, connection_id } => {
-                if let Some(n) = self.state.node_mut(&node) {
-                    if n.link.as_ref().is_some_and(|l| l.connection_id == connection_id) {
-                        tracing::info!(node, "node connection closed");
-                        n.link = None;
-                    }
+                if let Some(n) = self.state.node_mut(&node)
+                    && n.link.as_ref().is_some_and(|l| l.connection_id == connection_id)
+                {
+                    tracing::info!(node, "node connection closed");
+                    n.link = None;
                 }
             }
             Event::Tick => self.tick(),
@@ -989,10 +989,10 @@ impl Core {
         }
         let batch_host = job.info.nodes.first().cloned();
         if let Some(signal) = request.signal {
-            if state == JobState::Running {
-                if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
-                    let _ = link.tx.send(CtldMessage::Signal { job_id, signal, batch_only: request.batch_only });
-                }
+            if state == JobState::Running
+                && let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone())
+            {
+                let _ = link.tx.send(CtldMessage::Signal { job_id, signal, batch_only: request.batch_only });
             }
             if !request.batch_only {
                 self.signal_steps(job_id, signal);
@@ -1008,10 +1008,10 @@ impl Core {
             }
         }
         self.state.end_job(job_id, JobState::Cancelled, "None", now);
-        if state == JobState::Pending {
-            if let Some(job) = self.state.jobs.get_mut(&job_id) {
-                job.info.eligible_time = None;
-            }
+        if state == JobState::Pending
+            && let Some(job) = self.state.jobs.get_mut(&job_id)
+        {
+            job.info.eligible_time = None;
         }
         self.store_job(job_id, false);
         self.schedule_needed = true;
@@ -1109,7 +1109,7 @@ impl Core {
     fn node_message(&mut self, node: &str, connection_id: u64, message: NodeMessage) {
         let now = now();
         let Some(n) = self.state.node_mut(node) else { return };
-        if !n.link.as_ref().is_some_and(|l| l.connection_id == connection_id) {
+        if n.link.as_ref().is_none_or(|l| l.connection_id != connection_id) {
             return; // a message from a connection ctld already gave up on
         }
         n.last_heartbeat = now;
@@ -1120,14 +1120,15 @@ impl Core {
                 self.cancel_superseded(node, &running);
             }
             NodeMessage::JobStarted { job_id, run, start_time } => {
-                if let Some(job) = self.state.jobs.get_mut(&job_id) {
-                    if job.info.state() == JobState::Running && job.info.restarts == run {
-                        job.info.start_time = Some(start_time);
-                        if let Some(step) = job.info.steps.first_mut() {
-                            step.start_time = Some(start_time);
-                        }
-                        self.store_job(job_id, false);
+                if let Some(job) = self.state.jobs.get_mut(&job_id)
+                    && job.info.state() == JobState::Running
+                    && job.info.restarts == run
+                {
+                    job.info.start_time = Some(start_time);
+                    if let Some(step) = job.info.steps.first_mut() {
+                        step.start_time = Some(start_time);
                     }
+                    self.store_job(job_id, false);
                 }
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),

@@ -92,7 +92,7 @@ CREATE TABLE IF NOT EXISTS node_state (
 ";
 
 fn state_code(state: JobState) -> i64 {
-    JobState::ALL.iter().position(|s| *s == state).map_or(0, |p| p as i64)
+    JobState::ALL.iter().position(|s| *s == state).map_or(0, |p| i64::try_from(p).unwrap_or(0))
 }
 
 /// Opens a connection with the settings every connection needs.

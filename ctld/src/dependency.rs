@@ -140,10 +140,10 @@ fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
 pub(crate) fn validate(state: &State, text: &str) -> Result<(), Rejection> {
     let dependency = parse(text)?;
     for item in &dependency.items {
-        if let Some(target) = item.target {
-            if targets(state, target).is_empty() {
-                return Err(problem(format!("job {} is not known", show_target(target))));
-            }
+        if let Some(target) = item.target
+            && targets(state, target).is_empty()
+        {
+            return Err(problem(format!("job {} is not known", show_target(target))));
         }
     }
     Ok(())

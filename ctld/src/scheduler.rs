@@ -653,10 +653,10 @@ fn reclaim(
 }
 
 fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
-    if let Some(job) = state.jobs.get_mut(&job_id) {
-        if job.info.reason != reason {
-            job.info.reason = reason.to_owned();
-        }
+    if let Some(job) = state.jobs.get_mut(&job_id)
+        && job.info.reason != reason
+    {
+        job.info.reason = reason.to_owned();
     }
 }
 

@@ -133,7 +133,7 @@ impl Node {
         NodeInfo {
             name: self.config.name.clone(),
             state: self.state(),
-            not_responding: self.registered_once && !self.responding || !self.registered_once,
+            not_responding: !self.registered_once || !self.responding,
             drain: self.drain_reason.is_some(),
             reason: self.down_reason.clone().or_else(|| self.drain_reason.clone()),
             cpus: self.cpus,

@@ -284,12 +284,11 @@ async fn handle(
             let run = JobRun { job_id, run };
             reported.remove(&run);
             let dir = job_dir(&settings.state_dir, run);
-            if !supervisor::supervisor_alive(&dir) {
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        tracing::warn!(job_id, run = run.run, error = %e, "could not remove job directory");
-                    }
-                }
+            if !supervisor::supervisor_alive(&dir)
+                && let Err(e) = std::fs::remove_dir_all(&dir)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(job_id, run = run.run, error = %e, "could not remove job directory");
             }
         }
     }
@@ -395,11 +394,11 @@ async fn report(
             tracing::warn!(job_id, reason, "draining this node");
             messages.send(&NodeMessage::Drain { reason }).await?;
         }
-        if !entry.started {
-            if let Ok(Some(start_time)) = supervisor::read_started(&dir) {
-                entry.started = true;
-                messages.send(&NodeMessage::JobStarted { job_id, run: run.run, start_time }).await?;
-            }
+        if !entry.started
+            && let Ok(Some(start_time)) = supervisor::read_started(&dir)
+        {
+            entry.started = true;
+            messages.send(&NodeMessage::JobStarted { job_id, run: run.run, start_time }).await?;
         }
         let end = match end {
             Some(end) => Some(end),
@@ -442,22 +441,22 @@ async fn report(
         };
         if end.is_some() {
             entry.undelivered = None;
-        } else if let Some(cmd) = entry.undelivered.take() {
-            if let Err(e) = supervisor::send_command(&dir, &cmd) {
-                tracing::info!(job_id, error = %e, "supervisor still not reachable; will retry");
-                entry.undelivered = Some(cmd);
-            }
+        } else if let Some(cmd) = entry.undelivered.take()
+            && let Err(e) = supervisor::send_command(&dir, &cmd)
+        {
+            tracing::info!(job_id, error = %e, "supervisor still not reachable; will retry");
+            entry.undelivered = Some(cmd);
         }
-        if let Some(end) = end {
-            if entry.end_sent.is_none_or(|t| now.duration_since(t) >= RESEND_END) {
-                entry.end_sent = Some(now);
-                // The usage first: ctld stores it, and the end's acknowledgement lets noded forget
-                // the directory that holds it.
-                if let Ok(Some(usage)) = supervisor::read_usage(&dir) {
-                    messages.send(&NodeMessage::JobUsage(usage)).await?;
-                }
-                messages.send(&NodeMessage::JobEnded(end)).await?;
+        if let Some(end) = end
+            && entry.end_sent.is_none_or(|t| now.duration_since(t) >= RESEND_END)
+        {
+            entry.end_sent = Some(now);
+            // The usage first: ctld stores it, and the end's acknowledgement lets noded forget
+            // the directory that holds it.
+            if let Ok(Some(usage)) = supervisor::read_usage(&dir) {
+                messages.send(&NodeMessage::JobUsage(usage)).await?;
             }
+            messages.send(&NodeMessage::JobEnded(end)).await?;
         }
     }
     Ok(())

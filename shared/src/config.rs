@@ -581,14 +581,14 @@ impl Validator<'_> {
             });
         }
         for (i, account) in file.accounts.iter().enumerate() {
-            if let Some(parent) = &account.parent {
-                if !account_names.contains_key(parent.get_ref()) {
-                    return Err(self.error(
-                        parent,
-                        format!("accounts[{i}].parent"),
-                        format!("unknown account `{}`", parent.get_ref()),
-                    ));
-                }
+            if let Some(parent) = &account.parent
+                && !account_names.contains_key(parent.get_ref())
+            {
+                return Err(self.error(
+                    parent,
+                    format!("accounts[{i}].parent"),
+                    format!("unknown account `{}`", parent.get_ref()),
+                ));
             }
         }
         // The tree must be acyclic: walking up from any account reaches root.

@@ -143,10 +143,14 @@ fn split_host(host: &str) -> (&str, Option<(u64, usize)>) {
     }
 }
 
+/// One run of hosts while compressing: the prefix, its ranges `(lo, hi, width)`, and whether the
+/// hosts are numbered (a run of unnumbered names is one name).
+type Group = (String, Vec<(u64, u64, usize)>, bool);
+
 /// Compresses host names into Slurm's ranged form, walking the list in the given order.
 pub fn compress<S: AsRef<str>>(hosts: &[S]) -> String {
     // Each group: prefix and its ranges (lo, hi, width).
-    let mut groups: Vec<(String, Vec<(u64, u64, usize)>, bool)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     for host in hosts {
         let host = host.as_ref();
         let (prefix, number) = split_host(host);
@@ -154,18 +158,18 @@ pub fn compress<S: AsRef<str>>(hosts: &[S]) -> String {
             groups.push((host.to_owned(), Vec::new(), false));
             continue;
         };
-        if let Some((last_prefix, ranges, true)) = groups.last_mut() {
-            if last_prefix == prefix {
-                let (_, hi, last_width) = ranges.last_mut().expect("numbered group has a range");
-                let continues =
-                    n == *hi + 1 && (width == *last_width || (*last_width < width && digits_of(*hi) == *last_width));
-                if continues {
-                    *hi = n;
-                    continue;
-                }
-                ranges.push((n, n, width));
+        if let Some((last_prefix, ranges, true)) = groups.last_mut()
+            && last_prefix == prefix
+        {
+            let (_, hi, last_width) = ranges.last_mut().expect("numbered group has a range");
+            let continues =
+                n == *hi + 1 && (width == *last_width || (*last_width < width && digits_of(*hi) == *last_width));
+            if continues {
+                *hi = n;
                 continue;
             }
+            ranges.push((n, n, width));
+            continue;
         }
         groups.push((prefix.to_owned(), vec![(n, n, width)], true));
     }

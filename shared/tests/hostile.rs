@@ -93,7 +93,7 @@ proptest! {
     }
 
     #[test]
-    fn oversized_frames_are_refused_before_allocation(len in (MAX_HANDSHAKE_FRAME as u32 + 1)..u32::MAX) {
+    fn oversized_frames_are_refused_before_allocation(len in (u32::try_from(MAX_HANDSHAKE_FRAME).unwrap() + 1)..u32::MAX) {
         let header = len.to_be_bytes();
         let result = read_message::<_, Hello>(&mut header.as_slice(), MAX_HANDSHAKE_FRAME);
         let refused = matches!(result, Err(FrameError::TooLarge { .. }));

@@ -251,7 +251,8 @@ pub(crate) async fn query(socket: &Path, repeat: usize, clients: usize) -> anyho
         n_jobs = n;
     }
     all.sort();
-    let pick = |q: f64| all[((all.len() - 1) as f64 * q) as usize].as_secs_f64() * 1000.0;
-    println!("jobs={n_jobs} clients={clients} queries={} p50_ms={:.1} p99_ms={:.1}", all.len(), pick(0.5), pick(0.99));
+    // The percentile at index floor(p × (n − 1) / 100), computed in integers.
+    let pick = |percent: usize| all[(all.len() - 1) * percent / 100].as_secs_f64() * 1000.0;
+    println!("jobs={n_jobs} clients={clients} queries={} p50_ms={:.1} p99_ms={:.1}", all.len(), pick(50), pick(99));
     Ok(())
 }

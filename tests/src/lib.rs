@@ -256,10 +256,10 @@ impl Cluster {
         let mut last = None;
         while Instant::now() < deadline {
             last = self.sacct_state(job_id);
-            if let Some((s, exit)) = &last {
-                if s.starts_with(state) {
-                    return exit.clone();
-                }
+            if let Some((s, exit)) = &last
+                && s.starts_with(state)
+            {
+                return exit.clone();
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -380,10 +380,11 @@ fn kill_processes_mentioning(path: &Path) {
             use nix::unistd::{Pid, getpgid, getpgrp};
             let pid = Pid::from_raw(pid);
             // Its process group too: a job's children do not mention the path.
-            if let Ok(group) = getpgid(Some(pid)) {
-                if group != getpgrp() && group.as_raw() > 1 {
-                    let _ = killpg(group, Signal::SIGKILL);
-                }
+            if let Ok(group) = getpgid(Some(pid))
+                && group != getpgrp()
+                && group.as_raw() > 1
+            {
+                let _ = killpg(group, Signal::SIGKILL);
             }
             let _ = kill(pid, Signal::SIGKILL);
         }

@@ -48,10 +48,10 @@ fn fake_gpus() -> (tempfile::TempDir, String) {
 fn wait_file(path: &Path, cluster: &Cluster) -> String {
     let deadline = Instant::now() + LONG;
     loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if text.ends_with("done\n") {
-                return text;
-            }
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with("done\n")
+        {
+            return text;
         }
         assert!(Instant::now() < deadline, "{} never completed\n{}", path.display(), cluster.logs());
         std::thread::sleep(Duration::from_millis(100));

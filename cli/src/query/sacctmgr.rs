@@ -297,7 +297,7 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                         "MaxWall",
                         qos.max_wall
                             .and_then(|t| t.seconds())
-                            .map(|s| super::format::clock(s as i64))
+                            .map(|s| super::format::clock(s.cast_signed()))
                             .unwrap_or_default(),
                     ),
                     ("GrpJobs", qos.grp_jobs.map(|j| j.to_string()).unwrap_or_default()),

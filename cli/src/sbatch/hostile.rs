@@ -70,15 +70,14 @@ proptest! {
 
     #[test]
     fn directive_errors_point_inside_the_script(text in script()) {
-        if check_script(text.as_bytes()).is_ok() {
-            if let Err(e) = parse_header(text.as_bytes()) {
+        if check_script(text.as_bytes()).is_ok()
+            && let Err(e) = parse_header(text.as_bytes()) {
                 let lines: Vec<&str> = text.split('\n').collect();
                 prop_assert!(e.line >= 1 && e.line <= lines.len(), "line {} of {}", e.line, lines.len());
                 let width = lines[e.line - 1].chars().count();
                 prop_assert!(e.column >= 1 && e.column <= width + 1, "column {} of {}", e.column, width);
                 prop_assert!(!e.message.is_empty());
             }
-        }
     }
 
     #[test]

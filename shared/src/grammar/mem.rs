@@ -30,9 +30,9 @@ pub fn parse_mem_mb(text: &str) -> Result<u64, ValueError> {
 /// Formats megabytes the way Slurm prints a memory amount: `G` when a whole number of gigabytes,
 /// else `M` (`16G`, `4000M`).
 pub fn format_mem_mb(mb: u64) -> String {
-    if mb != 0 && mb % (1024 * 1024) == 0 {
+    if mb != 0 && mb.is_multiple_of(1024 * 1024) {
         format!("{}T", mb / (1024 * 1024))
-    } else if mb != 0 && mb % 1024 == 0 {
+    } else if mb != 0 && mb.is_multiple_of(1024) {
         format!("{}G", mb / 1024)
     } else {
         format!("{mb}M")

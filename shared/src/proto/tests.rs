@@ -110,7 +110,7 @@ fn sealed_streams_refuse_injected_and_replayed_frames() {
         node.seal(derive(End::Node));
         let mut genuine = Sealer::new(derive(End::Ctld));
         let frame = |payload: Vec<u8>| {
-            let mut out = (payload.len() as u32).to_be_bytes().to_vec();
+            let mut out = u32::try_from(payload.len()).unwrap().to_be_bytes().to_vec();
             out.extend_from_slice(&payload);
             out
         };
