@@ -250,6 +250,33 @@ impl Cluster {
     }
 
     /// Waits until `sacct` shows the job in `state` (prefix match, so `CANCELLED` matches
+    /// Polls `probe` every 100 ms until it returns `Some`; fails naming `what`, with the daemon
+    /// logs, after `timeout`.
+    pub fn wait_for<T>(&self, what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(value) = probe() {
+                return value;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Polls `squeue -h -j <id> -o <format>` for up to 60 s until `done` accepts its output.
+    pub fn squeue_until(&self, id: &str, format: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            last = self.ok("squeue", &["-h", "-j", id, "-o", format]);
+            if done(&last) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("squeue -j {id} never got there; last:\n{last}\n{}", self.logs());
+    }
+
     /// `CANCELLED by 0`); returns the exit code.
     pub fn wait_state(&self, job_id: u32, state: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;

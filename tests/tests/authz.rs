@@ -368,11 +368,9 @@ fn down_ends_the_nodes_jobs_until_resume() {
     let out = as_user(&cluster, "bob", "scontrol", &["update", "NodeName=n2", "State=DOWN", "Reason=PSU"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     cluster.wait_state(running, "NODE_FAIL", LONG);
-    let deadline = std::time::Instant::now() + LONG;
-    while !queue_state(&cluster, requeued).starts_with("PENDING|") {
-        assert!(std::time::Instant::now() < deadline, "{}", queue_state(&cluster, requeued));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_for("the requeueable job to pend again", LONG, || {
+        queue_state(&cluster, requeued).starts_with("PENDING|").then_some(())
+    });
     let out = cluster.ok("scancel", &[&requeued.to_string()]);
     assert!(out.is_empty(), "{out}");
     assert_eq!(node_state(&cluster, "n2"), "down");

@@ -8,20 +8,6 @@ use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// Polls `squeue -h -o <format>` for job `id` until `done` accepts its output.
-fn squeue_until(cluster: &Cluster, id: &str, format: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + LONG;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        last = cluster.ok("squeue", &["-h", "-j", id, "-o", format]);
-        if done(&last) {
-            return last;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("squeue -j {id} never got there; last:\n{last}\n{}", cluster.logs());
-}
-
 /// Polls `sacct -X -P -n -o JobID,State -j <id>` until it prints `expected`.
 fn sacct_until(cluster: &Cluster, id: &str, expected: &str) {
     let deadline = Instant::now() + LONG;
@@ -157,7 +143,7 @@ fn dependencies() {
         &[&format!("--dependency=afterok:{failed}?afterany:{sleeper}")],
     );
 
-    let line = squeue_until(&cluster, &never.to_string(), "%t %r %E", |q| q.contains("Never"));
+    let line = cluster.squeue_until(&never.to_string(), "%t %r %E", |q| q.contains("Never"));
     assert_eq!(line, format!("PD DependencyNeverSatisfied afterok:{failed}(failed)\n"));
     let waiting = cluster.ok("squeue", &["-h", "-j", &after_any.to_string(), "-o", "%t %r %E"]);
     assert_eq!(waiting, format!("PD Dependency afterany:{sleeper}(unfulfilled)\n"));
@@ -185,7 +171,7 @@ fn singleton_waits_for_the_earlier_job() {
     let cluster = Cluster::start();
     let first = cluster.submit(None, "one.sh", "#!/bin/sh\n#SBATCH -J single -d singleton\nsleep 6\n", &[]);
     let second = cluster.submit(None, "one.sh", "#!/bin/sh\n#SBATCH -J single -d singleton\ntrue\n", &[]);
-    squeue_until(&cluster, &first.to_string(), "%t", |q| q.trim() == "R");
+    cluster.squeue_until(&first.to_string(), "%t", |q| q.trim() == "R");
     let line = cluster.ok("squeue", &["-h", "-j", &second.to_string(), "-o", "%t %r %E"]);
     assert_eq!(line, "PD Dependency singleton(unfulfilled)\n");
     cluster.wait_state(second, "COMPLETED", LONG);
@@ -230,7 +216,7 @@ fn requeue_from_inside_the_job() {
     assert!(shown.contains("Requeue=1 Restarts=1 "), "{shown}");
     // A job that may not be requeued says so.
     let fixed = cluster.submit(None, "s.sh", "#!/bin/sh\nsleep 30\n", &["--no-requeue"]);
-    squeue_until(&cluster, &fixed.to_string(), "%t", |q| q.trim() == "R");
+    cluster.squeue_until(&fixed.to_string(), "%t", |q| q.trim() == "R");
     let out = cluster.run(None, &cluster.workdir(None), "scontrol", &["requeue", &fixed.to_string()], None);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(text(&out.stderr), format!("Requested operation is presently disabled for job {fixed}\n"));
@@ -283,9 +269,9 @@ fn update_pending_jobs() {
 
     let array = cluster.submit(None, "a.sh", "#!/bin/sh\nsleep 30\n", &["--array=0-3%1"]);
     let id = array.to_string();
-    squeue_until(&cluster, &id, "%i %t", |q| q.contains(&format!("{id}_[1-3%1] PD")));
+    cluster.squeue_until(&id, "%i %t", |q| q.contains(&format!("{id}_[1-3%1] PD")));
     cluster.ok("scontrol", &["update", &format!("JobId={id}"), "ArrayTaskThrottle=3"]);
-    squeue_until(&cluster, &id, "%i %t", |q| q.lines().filter(|l| l.ends_with(" R")).count() == 3);
+    cluster.squeue_until(&id, "%i %t", |q| q.lines().filter(|l| l.ends_with(" R")).count() == 3);
     let running = cluster.ok("squeue", &["-h", "-j", &format!("{id}_0"), "-o", "%A"]);
     let out = cluster.run(
         None,

@@ -9,20 +9,6 @@ use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// Polls `squeue -h -j <id> -o <format>` until `done` accepts its output.
-fn squeue_until(cluster: &Cluster, id: &str, format: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + LONG;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        last = cluster.ok("squeue", &["-h", "-j", id, "-o", format]);
-        if done(&last) {
-            return last;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("squeue -j {id} never got there; last:\n{last}\n{}", cluster.logs());
-}
-
 /// Unix seconds of a `%FT%T` local timestamp, through `date`.
 fn unix(timestamp: &str) -> i64 {
     let out = std::process::Command::new("date").args(["-d", timestamp, "+%s"]).output().expect("running date");
@@ -54,7 +40,7 @@ fn sbatch_test_only() {
     // Both nodes busy until the time limit: the estimate is that limit.
     let busy = cluster.submit(None, "busy.sh", "#!/bin/sh\nsleep 300\n", &["-N", "2", "--exclusive", "-t", "10"]);
     assert_eq!(busy, preview, "--test-only used up a job id");
-    squeue_until(&cluster, &busy.to_string(), "%t", |q| q.trim() == "R");
+    cluster.squeue_until(&busy.to_string(), "%t", |q| q.trim() == "R");
     let out = cluster.run(None, &dir, "sbatch", &["--test-only", "--wrap", "true"], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let line = text(&out.stderr);
@@ -81,7 +67,7 @@ fn aftercorr_pairs_array_tasks() {
     );
     let second =
         cluster.submit(None, "b.sh", "#!/bin/sh\ntrue\n", &["--array=0-2", &format!("--dependency=aftercorr:{first}")]);
-    let shown = squeue_until(&cluster, &second.to_string(), "%i %t %r %E", |q| q.contains("Never"));
+    let shown = cluster.squeue_until(&second.to_string(), "%i %t %r %E", |q| q.contains("Never"));
     assert!(
         shown.contains(&format!("{second}_[1] PD DependencyNeverSatisfied aftercorr:{first}_*(failed)")),
         "{shown}"
@@ -106,7 +92,7 @@ fn after_with_delay() {
     let cluster = Cluster::start();
     let target = cluster.submit(None, "t.sh", "#!/bin/sh\nsleep 120\n", &[]);
     let dependent = cluster.submit(None, "d.sh", "#!/bin/sh\ntrue\n", &[&format!("--dependency=after:{target}+1")]);
-    squeue_until(&cluster, &target.to_string(), "%t", |q| q.trim() == "R");
+    cluster.squeue_until(&target.to_string(), "%t", |q| q.trim() == "R");
     std::thread::sleep(Duration::from_secs(2));
     let line = cluster.ok("squeue", &["-h", "-j", &dependent.to_string(), "-o", "%t %r %E"]);
     assert_eq!(line, format!("PD Dependency after:{target}+1(unfulfilled)\n"));
@@ -128,9 +114,9 @@ fn running_time_limit_update_takes_effect() {
     let cluster = Cluster::start_with_env(CONFIG, &[("DROVER_TIME_SCALE", "0.1")]);
     let raised = cluster.submit(None, "r.sh", "#!/bin/sh\nsleep 100\n", &["-t", "1"]);
     let lowered = cluster.submit(Some("alice"), "l.sh", "#!/bin/sh\nsleep 100\n", &["-t", "10"]);
-    squeue_until(&cluster, &raised.to_string(), "%t", |q| q.trim() == "R");
+    cluster.squeue_until(&raised.to_string(), "%t", |q| q.trim() == "R");
     cluster.ok("scontrol", &["update", &format!("JobId={raised}"), "TimeLimit=3"]);
-    squeue_until(&cluster, &lowered.to_string(), "%t", |q| q.trim() == "R");
+    cluster.squeue_until(&lowered.to_string(), "%t", |q| q.trim() == "R");
     let alice_dir = cluster.workdir(Some("alice"));
     let out = cluster.run(
         Some("alice"),
@@ -170,7 +156,7 @@ fn hold_and_update_single_pending_array_tasks() {
     let cluster = Cluster::start();
     let array = cluster.submit(None, "a.sh", "#!/bin/sh\ntrue\n", &["--array=0-3", "--begin=now+1hour", "-t", "30"]);
     let id = array.to_string();
-    squeue_until(&cluster, &id, "%i %r", |q| q.trim() == format!("{id}_[0-3] BeginTime"));
+    cluster.squeue_until(&id, "%i %r", |q| q.trim() == format!("{id}_[0-3] BeginTime"));
     cluster.ok("scontrol", &["hold", &format!("{id}_2")]);
     cluster.ok("scontrol", &["update", &format!("JobId={id}_1"), "TimeLimit=5"]);
     let queue = cluster.ok("squeue", &["-h", "-j", &id, "-o", "%i %r %l", "-S", "i"]);
@@ -187,7 +173,7 @@ fn hold_and_update_single_pending_array_tasks() {
     assert_ne!(fields[0], id, "{records}");
     assert_eq!(fields[1..], [id.as_str(), "2"]);
     cluster.ok("scontrol", &["release", &format!("{id}_2")]);
-    squeue_until(&cluster, &format!("{id}_2"), "%r", |q| q.trim() == "BeginTime");
+    cluster.squeue_until(&format!("{id}_2"), "%r", |q| q.trim() == "BeginTime");
     let out = cluster.run(None, &cluster.workdir(None), "scontrol", &["hold", &format!("{id}_9")], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains(&format!("Invalid job id specified for job {id}_9")), "{}", text(&out.stderr));
@@ -328,7 +314,7 @@ fn scancel_node_qos_reservation_and_interactive() {
     let on_n1 = cluster.submit(None, "s.sh", "#!/bin/sh\nsleep 60\n", &["-w", "n1"]);
     let on_n2 = cluster.submit(None, "s.sh", "#!/bin/sh\nsleep 60\n", &["-w", "n2"]);
     for id in [on_n1, on_n2] {
-        squeue_until(&cluster, &id.to_string(), "%t", |q| q.trim() == "R");
+        cluster.squeue_until(&id.to_string(), "%t", |q| q.trim() == "R");
     }
     let state = |id: u32| cluster.ok("squeue", &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%T"]);
     cluster.ok("scancel", &["-R", "maint"]);

@@ -70,17 +70,6 @@ fn alive(pid: i32) -> bool {
     !stat.is_empty() && !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
 }
 
-fn wait_for<T>(cluster: &Cluster, what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", cluster.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn node_state(cluster: &Cluster, node: &str) -> String {
     let sinfo = cluster.ok("sinfo", &["-h", "-N", "-o", "%N %t"]);
     sinfo.lines().find_map(|l| l.strip_prefix(&format!("{node} "))).unwrap_or_default().trim().to_owned()
@@ -125,7 +114,7 @@ fn a_partitioned_node_fails_its_jobs_and_is_reconciled_when_it_returns() {
         Vec::new()
     });
     cluster.restart_node_with("n1", &["nsenter", &format!("--net=/run/netns/{}", net.netns)]);
-    wait_for(&cluster, "n1 to register from its namespace", LONG, || {
+    cluster.wait_for("n1 to register from its namespace", LONG, || {
         let shown = cluster.ok("scontrol", &["show", "node", "n1"]);
         (shown.contains(&format!("NodeAddr={}", net.node_ip)) && node_state(&cluster, "n1") == "idle").then_some(())
     });
@@ -140,7 +129,7 @@ fn a_partitioned_node_fails_its_jobs_and_is_reconciled_when_it_returns() {
     let fixed = cluster.submit(None, "b.sh", script, &["--no-requeue", "-w", "n1"]);
     let work = cluster.workdir(None);
     let file = |job: u32, run: u32, what: &str| -> PathBuf { work.join(format!("part-{job}.{run}.{what}")) };
-    wait_for(&cluster, "both jobs running on n1", LONG, || {
+    cluster.wait_for("both jobs running on n1", LONG, || {
         (file(requeued, 0, "cgroup").exists() && file(fixed, 0, "cgroup").exists()).then_some(())
     });
     for job in [requeued, fixed] {
@@ -159,7 +148,7 @@ fn a_partitioned_node_fails_its_jobs_and_is_reconciled_when_it_returns() {
     assert!(detected >= Duration::from_secs(4), "n1 declared down after {detected:?}, before node_timeout");
     assert!(node_state(&cluster, "n1").starts_with("down"), "{}", node_state(&cluster, "n1"));
     // The requeued job runs again on n2, as run 1, while its run 0 still runs on the cut-off n1.
-    wait_for(&cluster, "the requeued job's run 1", LONG, || file(requeued, 1, "pid").exists().then_some(()));
+    cluster.wait_for("the requeued job's run 1", LONG, || file(requeued, 1, "pid").exists().then_some(()));
     assert_eq!(cluster.ok("squeue", &["-h", "-j", &requeued.to_string(), "-o", "%t %N"]), "R n2\n");
     let shown = cluster.ok("scontrol", &["show", "job", &requeued.to_string()]);
     assert!(shown.contains("Restarts=1 "), "{shown}");
@@ -170,14 +159,14 @@ fn a_partitioned_node_fails_its_jobs_and_is_reconciled_when_it_returns() {
     // Restore the link: n1 registers again, its stale runs die, it comes back idle.
     net.link(true);
     let restored_at = Instant::now();
-    wait_for(&cluster, "the stale runs to be killed", LONG, || (!alive(stale_a) && !alive(stale_b)).then_some(()));
-    wait_for(&cluster, "n1 to return idle", LONG, || (node_state(&cluster, "n1") == "idle").then_some(()));
+    cluster.wait_for("the stale runs to be killed", LONG, || (!alive(stale_a) && !alive(stale_b)).then_some(()));
+    cluster.wait_for("n1 to return idle", LONG, || (node_state(&cluster, "n1") == "idle").then_some(()));
     eprintln!(
         "n1 declared down {detected:?} after the cut; stale runs killed and n1 idle {:?} after the link came back",
         restored_at.elapsed()
     );
     let jobs_dir = cluster.home().join("noded-n1").join("jobs");
-    wait_for(&cluster, "n1's stale job directories to go", LONG, || {
+    cluster.wait_for("n1's stale job directories to go", LONG, || {
         std::fs::read_dir(&jobs_dir).unwrap().next().is_none().then_some(())
     });
     for job in [requeued, fixed] {

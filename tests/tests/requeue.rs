@@ -9,18 +9,6 @@ use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// Polls `probe` until it returns `Some`, or fails with `what` and the daemon logs.
-fn wait_for<T>(cluster: &Cluster, what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", cluster.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// `squeue -h -j <id> -o <format>`.
 fn squeue(cluster: &Cluster, job_id: u32, format: &str) -> String {
     cluster.ok("squeue", &["-h", "-j", &job_id.to_string(), "-o", format]).trim().to_owned()
@@ -65,12 +53,12 @@ fn requeued_job_relaunches_at_once_on_the_same_node() {
     let cluster = Cluster::start();
     let job_id = cluster.submit(None, "rq.sh", &recording_script("rq"), &["-w", "n1"]);
     let first_pid = file(&cluster, &format!("rq-{job_id}.0.pid"));
-    wait_for(&cluster, "the first run", LONG, || first_pid.exists().then_some(()));
+    cluster.wait_for("the first run", LONG, || first_pid.exists().then_some(()));
     assert_eq!(run_dirs(&cluster, "n1"), [format!("{job_id}.0")]);
     let requeued_at = Instant::now();
     cluster.ok("scontrol", &["requeue", &job_id.to_string()]);
     let second_pid = file(&cluster, &format!("rq-{job_id}.1.pid"));
-    wait_for(&cluster, "the second run", LONG, || second_pid.exists().then_some(()));
+    cluster.wait_for("the second run", LONG, || second_pid.exists().then_some(()));
     let relaunch = requeued_at.elapsed();
     eprintln!("scontrol requeue to the next run on the same node: {relaunch:?}");
     // Before run numbers a requeued job waited 10 s (reason BeginTime); now only the kill and one
@@ -81,14 +69,14 @@ fn requeued_job_relaunches_at_once_on_the_same_node() {
     assert!(shown.contains("Restarts=1 "), "{shown}");
     let old_pid: i32 = std::fs::read_to_string(&first_pid).unwrap().trim().parse().unwrap();
     assert!(!alive(old_pid), "the first run's script still runs");
-    wait_for(&cluster, "the first run's directory to go", LONG, || {
+    cluster.wait_for("the first run's directory to go", LONG, || {
         (run_dirs(&cluster, "n1") == [format!("{job_id}.1")]).then_some(())
     });
     // The runs had different cgroups (job_<id> and job_<id>_1) and the first one's are gone.
     // The script writes its pid file, then its cgroups: wait for the whole file.
     let cgroups_of = |run: u32| {
         let path = file(&cluster, &format!("rq-{job_id}.{run}.cgroup"));
-        wait_for(&cluster, "the run's cgroup record", LONG, || {
+        cluster.wait_for("the run's cgroup record", LONG, || {
             std::fs::read_to_string(&path).ok().filter(|text| text.ends_with('\n') && text.contains("0::"))
         })
     };
@@ -121,7 +109,7 @@ fn requeuehold_requeues_then_holds() {
     let cluster = Cluster::start();
     let job_id = cluster.submit(None, "rh.sh", &recording_script("rh"), &[]);
     let first_pid = file(&cluster, &format!("rh-{job_id}.0.pid"));
-    wait_for(&cluster, "the first run", LONG, || first_pid.exists().then_some(()));
+    cluster.wait_for("the first run", LONG, || first_pid.exists().then_some(()));
     let id = job_id.to_string();
     let out = cluster.run(None, &cluster.workdir(None), "scontrol", &["requeuehold", "State=SpecialExit", &id], None);
     assert_eq!(out.status.code(), Some(1));
@@ -129,14 +117,14 @@ fn requeuehold_requeues_then_holds() {
     assert_eq!(squeue(&cluster, job_id, "%t"), "R", "a refused requeuehold changes nothing");
     std::thread::sleep(Duration::from_millis(1100)); // so the reset submit time differs
     cluster.ok("scontrol", &["requeuehold", &id]);
-    wait_for(&cluster, "the held job", LONG, || (squeue(&cluster, job_id, "%t %r") == "PD JobHeldUser").then_some(()));
+    cluster.wait_for("the held job", LONG, || (squeue(&cluster, job_id, "%t %r") == "PD JobHeldUser").then_some(()));
     let shown = cluster.ok("scontrol", &["show", "job", &id]);
     assert!(shown.contains("Restarts=1 ") && shown.contains("Priority=0 "), "{shown}");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(squeue(&cluster, job_id, "%t %r"), "PD JobHeldUser", "a held job stays pending");
     cluster.ok("scontrol", &["release", &id]);
     let second_pid = file(&cluster, &format!("rh-{job_id}.1.pid"));
-    wait_for(&cluster, "the released run", LONG, || second_pid.exists().then_some(()));
+    cluster.wait_for("the released run", LONG, || second_pid.exists().then_some(()));
     assert_eq!(squeue(&cluster, job_id, "%t"), "R");
     let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &id]);
     assert_eq!(all, format!("{job_id}|REQUEUED\n{job_id}|RUNNING\n"));
@@ -156,7 +144,7 @@ fn node_failure_requeues_and_the_returning_node_kills_stale_runs() {
     let requeued = cluster.submit(None, "a.sh", &recording_script("nf"), &["-w", "n2", "--requeue"]);
     let fixed = cluster.submit(None, "b.sh", &recording_script("nf"), &["-w", "n2", "--no-requeue"]);
     let pid_file = |job: u32, run: u32| file(&cluster, &format!("nf-{job}.{run}.pid"));
-    wait_for(&cluster, "both first runs", LONG, || {
+    cluster.wait_for("both first runs", LONG, || {
         (pid_file(requeued, 0).exists() && pid_file(fixed, 0).exists()).then_some(())
     });
     let read_pid = |path: PathBuf| -> i32 { std::fs::read_to_string(path).unwrap().trim().parse().unwrap() };
@@ -164,16 +152,16 @@ fn node_failure_requeues_and_the_returning_node_kills_stale_runs() {
     let noded = nix::unistd::Pid::from_raw(cluster.pid("noded-n2"));
     nix::sys::signal::kill(noded, nix::sys::signal::Signal::SIGSTOP).unwrap();
     cluster.wait_state(fixed, "NODE_FAIL", Duration::from_secs(30));
-    wait_for(&cluster, "the requeued job to pend", LONG, || (squeue(&cluster, requeued, "%t") == "PD").then_some(()));
+    cluster.wait_for("the requeued job to pend", LONG, || (squeue(&cluster, requeued, "%t") == "PD").then_some(()));
     let shown = cluster.ok("scontrol", &["show", "job", &requeued.to_string()]);
     assert!(shown.contains("Restarts=1 "), "{shown}");
     // Both runs still run on the cut-off node: nobody could tell them to stop.
     assert!(alive(stale_a) && alive(stale_b));
     nix::sys::signal::kill(noded, nix::sys::signal::Signal::SIGCONT).unwrap();
-    wait_for(&cluster, "the requeued job's run 1", LONG, || pid_file(requeued, 1).exists().then_some(()));
+    cluster.wait_for("the requeued job's run 1", LONG, || pid_file(requeued, 1).exists().then_some(()));
     assert_eq!(squeue(&cluster, requeued, "%t %N"), "R n2");
-    wait_for(&cluster, "the stale runs to die", LONG, || (!alive(stale_a) && !alive(stale_b)).then_some(()));
-    wait_for(&cluster, "only run 1 left on n2", LONG, || {
+    cluster.wait_for("the stale runs to die", LONG, || (!alive(stale_a) && !alive(stale_b)).then_some(()));
+    cluster.wait_for("only run 1 left on n2", LONG, || {
         (run_dirs(&cluster, "n2") == [format!("{requeued}.1")]).then_some(())
     });
     let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &format!("{requeued},{fixed}")]);
@@ -191,18 +179,17 @@ fn a_requeued_multi_node_job_is_killed_on_its_surviving_batch_host() {
                   echo $$ > mn-$SLURM_JOB_ID.$run.pid\nexec sleep 300\n";
     let job_id = cluster.submit(None, "mn.sh", script, &["-N", "2"]);
     let pid_file = file(&cluster, &format!("mn-{job_id}.0.pid"));
-    wait_for(&cluster, "the first run", LONG, || pid_file.exists().then_some(()));
+    cluster.wait_for("the first run", LONG, || pid_file.exists().then_some(()));
     let batch_host = std::fs::read_to_string(file(&cluster, &format!("mn-{job_id}.0.host"))).unwrap().trim().to_owned();
     let other = if batch_host == "n1" { "n2" } else { "n1" };
     let script_pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     let noded = nix::unistd::Pid::from_raw(cluster.pid(&format!("noded-{other}")));
     nix::sys::signal::kill(noded, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    wait_for(&cluster, "the job to pend again", LONG, || (squeue(&cluster, job_id, "%t") == "PD").then_some(()));
-    wait_for(&cluster, "the first run's script to be killed on the batch host", LONG, || {
-        (!alive(script_pid)).then_some(())
-    });
+    cluster.wait_for("the job to pend again", LONG, || (squeue(&cluster, job_id, "%t") == "PD").then_some(()));
+    cluster
+        .wait_for("the first run's script to be killed on the batch host", LONG, || (!alive(script_pid)).then_some(()));
     nix::sys::signal::kill(noded, nix::sys::signal::Signal::SIGCONT).unwrap();
-    wait_for(&cluster, "the second run", LONG, || file(&cluster, &format!("mn-{job_id}.1.pid")).exists().then_some(()));
+    cluster.wait_for("the second run", LONG, || file(&cluster, &format!("mn-{job_id}.1.pid")).exists().then_some(()));
     let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &job_id.to_string()]);
     assert_eq!(all, format!("{job_id}|NODE_FAIL\n{job_id}|RUNNING\n"));
 }
@@ -216,12 +203,12 @@ fn a_requeue_under_way_survives_a_ctld_crash() {
     let script = "#!/bin/sh\nrun=${SLURM_RESTART_COUNT:-0}\necho $$ > cr-$SLURM_JOB_ID.$run.pid\n\
                   trap 'echo TERM ignored' TERM\nwhile true; do sleep 1; done\n";
     let job_id = cluster.submit(None, "cr.sh", script, &[]);
-    wait_for(&cluster, "the first run", LONG, || file(&cluster, &format!("cr-{job_id}.0.pid")).exists().then_some(()));
+    cluster.wait_for("the first run", LONG, || file(&cluster, &format!("cr-{job_id}.0.pid")).exists().then_some(()));
     // scontrol's answer comes after the intent is committed: kill ctld the moment it answers.
     cluster.ok("scontrol", &["requeue", &job_id.to_string()]);
     cluster.kill9("ctld");
     assert!(cluster.drover("up").status.success(), "{}", cluster.logs());
-    wait_for(&cluster, "the second run", LONG, || file(&cluster, &format!("cr-{job_id}.1.pid")).exists().then_some(()));
+    cluster.wait_for("the second run", LONG, || file(&cluster, &format!("cr-{job_id}.1.pid")).exists().then_some(()));
     let all = cluster.ok("sacct", &["-D", "-X", "-P", "-n", "-o", "JobID,State", "-j", &job_id.to_string()]);
     assert_eq!(all, format!("{job_id}|REQUEUED\n{job_id}|RUNNING\n"));
 }
