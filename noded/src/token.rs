@@ -7,7 +7,7 @@
 use anyhow::Context;
 use drover_shared::auth::ClusterKey;
 use drover_shared::proto::frame::MessageStream;
-use drover_shared::token::ClientToken;
+use drover_shared::token::{ClientToken, IssuedToken};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,8 +48,8 @@ pub async fn serve(listener: tokio::net::UnixListener, key: Arc<ClusterKey>, nod
 
 async fn answer(stream: tokio::net::UnixStream, key: &ClusterKey, node: &str) -> anyhow::Result<()> {
     let cred = stream.peer_cred()?;
-    let token =
-        ClientToken::issue_with_session(key, cred.uid(), cred.gid(), node, drover_shared::now(), TOKEN_LIFETIME)?;
+    let token = ClientToken::issue(key, cred.uid(), cred.gid(), node, drover_shared::now(), TOKEN_LIFETIME)?;
+    let token = IssuedToken { session: token.session_secret(key), token };
     tracing::debug!(uid = cred.uid(), "client token issued");
     let mut messages = MessageStream::new(stream);
     messages.send(&token).await?;

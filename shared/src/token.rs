@@ -86,20 +86,6 @@ impl ClientToken {
         key.sign(&bytes)
     }
 
-    /// Issues a token and its connection secret.
-    pub fn issue_with_session(
-        key: &ClusterKey,
-        uid: u32,
-        gid: u32,
-        host: &str,
-        now: UnixTime,
-        lifetime: i64,
-    ) -> Result<IssuedToken, AuthError> {
-        let token = ClientToken::issue(key, uid, gid, host, now, lifetime)?;
-        let session = token.session_secret(key);
-        Ok(IssuedToken { token, session })
-    }
-
     /// Whether the MAC was made with `key` (constant time).
     pub fn signed_by(&self, key: &ClusterKey) -> bool {
         key.verify_signature(&self.signed_bytes(), &self.mac)

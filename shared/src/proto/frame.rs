@@ -62,6 +62,12 @@ pub fn write_message<W: Write, T: Serialize>(writer: &mut W, message: &T) -> Res
 
 /// Reads one message from a blocking stream, refusing frames larger than `max`.
 pub fn read_message<R: Read, T: DeserializeOwned>(reader: &mut R, max: usize) -> Result<T, FrameError> {
+    decode(&read_frame(reader, max)?)
+}
+
+/// Reads one frame's payload from a blocking stream, refusing a length above `max` before
+/// allocating.
+fn read_frame<R: Read>(reader: &mut R, max: usize) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len)?;
     let len = u32::from_be_bytes(len) as usize;
@@ -70,7 +76,7 @@ pub fn read_message<R: Read, T: DeserializeOwned>(reader: &mut R, max: usize) ->
     }
     let mut payload = vec![0u8; len];
     reader.read_exact(&mut payload)?;
-    decode(&payload)
+    Ok(payload)
 }
 
 /// Writes one message as a sealed frame (see [`super::seal`]) on a blocking stream.
@@ -79,10 +85,8 @@ pub fn write_sealed<W: Write, T: Serialize>(
     message: &T,
     sealer: &mut super::seal::Sealer,
 ) -> Result<(), FrameError> {
-    let mut payload = postcard::to_allocvec(message)?;
-    if payload.len() > MAX_FRAME {
-        return Err(FrameError::TooLarge { len: payload.len(), max: MAX_FRAME });
-    }
+    let mut frame = encode(message)?;
+    let mut payload = frame.split_off(4);
     sealer.seal(&mut payload);
     let len = u32::try_from(payload.len()).map_err(|_| FrameError::TooLarge { len: payload.len(), max: MAX_FRAME })?;
     writer.write_all(&len.to_be_bytes())?;
@@ -97,15 +101,7 @@ pub fn read_sealed<R: Read, T: DeserializeOwned>(
     max: usize,
     sealer: &mut super::seal::Sealer,
 ) -> Result<T, FrameError> {
-    let mut len = [0u8; 4];
-    reader.read_exact(&mut len)?;
-    let len = u32::from_be_bytes(len) as usize;
-    let max = max + super::seal::TAG_LEN;
-    if len > max {
-        return Err(FrameError::TooLarge { len, max });
-    }
-    let mut frame = vec![0u8; len];
-    reader.read_exact(&mut frame)?;
+    let frame = read_frame(reader, max + super::seal::TAG_LEN)?;
     decode(sealer.open(&frame)?)
 }
 
