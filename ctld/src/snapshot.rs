@@ -8,6 +8,7 @@
 
 use crate::state::State;
 use drover_shared::UnixTime;
+use drover_shared::job::fields::{JobFields, JobInfoView};
 use drover_shared::job::{JobId, JobInfo};
 use drover_shared::proto::client::JobQuery;
 #[cfg(test)]
@@ -151,6 +152,8 @@ impl Publisher {
 pub(crate) struct JobsAnswer {
     pub(crate) now: UnixTime,
     pub(crate) jobs: Vec<Arc<JobInfo>>,
+    /// The text and list fields the client asked for.
+    pub(crate) fields: JobFields,
 }
 
 /// `Response::Jobs`'s position among `Response`'s variants (checked by a test against the enum).
@@ -158,21 +161,25 @@ const JOBS_VARIANT: u32 = 1;
 
 impl Serialize for JobsAnswer {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Records<'a>(&'a [Arc<JobInfo>]);
+        struct Records<'a>(&'a [Arc<JobInfo>], JobFields);
         impl Serialize for Records<'_> {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.collect_seq(self.0.iter().map(|job| &**job))
+                if self.1 == JobFields::ALL {
+                    serializer.collect_seq(self.0.iter().map(|job| &**job))
+                } else {
+                    serializer.collect_seq(self.0.iter().map(|job| JobInfoView::new(job, self.1)))
+                }
             }
         }
         let mut variant = serializer.serialize_struct_variant("Response", JOBS_VARIANT, "Jobs", 2)?;
         variant.serialize_field("now", &self.now)?;
-        variant.serialize_field("jobs", &Records(&self.jobs))?;
+        variant.serialize_field("jobs", &Records(&self.jobs, self.fields))?;
         variant.end()
     }
 }
 
 /// Answers a job query from a snapshot (the filters the core used to apply to its own state).
-pub(crate) fn query_jobs(snapshot: &JobsSnapshot, query: &JobQuery, now: UnixTime) -> JobsAnswer {
+pub(crate) fn query_jobs(snapshot: &JobsSnapshot, query: &JobQuery, fields: JobFields, now: UnixTime) -> JobsAnswer {
     let jobs = snapshot
         .jobs()
         .filter(|j| {
@@ -188,7 +195,7 @@ pub(crate) fn query_jobs(snapshot: &JobsSnapshot, query: &JobQuery, now: UnixTim
         .filter(|j| query.states.is_empty() || query.states.contains(&j.state()))
         .cloned()
         .collect();
-    JobsAnswer { now, jobs }
+    JobsAnswer { now, jobs, fields }
 }
 
 #[cfg(test)]
@@ -211,10 +218,14 @@ mod tests {
                 ..JobInfo::default()
             })
             .collect();
-        let answer = JobsAnswer { now: 1_700_000_000, jobs: jobs.iter().cloned().map(Arc::new).collect() };
+        let answer = JobsAnswer {
+            now: 1_700_000_000,
+            jobs: jobs.iter().cloned().map(Arc::new).collect(),
+            fields: JobFields::ALL,
+        };
         let expected = Response::Jobs { now: 1_700_000_000, jobs };
         assert_eq!(postcard::to_allocvec(&answer).unwrap(), postcard::to_allocvec(&expected).unwrap());
-        let empty = JobsAnswer { now: 5, jobs: Vec::new() };
+        let empty = JobsAnswer { now: 5, jobs: Vec::new(), fields: JobFields::NAME };
         let expected = Response::Jobs { now: 5, jobs: Vec::new() };
         assert_eq!(postcard::to_allocvec(&empty).unwrap(), postcard::to_allocvec(&expected).unwrap());
     }

@@ -8,6 +8,8 @@ use crate::grammar::gres::GresRequest;
 use crate::grammar::time::TimeLimit;
 use serde::{Deserialize, Serialize};
 
+pub mod fields;
+
 /// A job id as Slurm numbers them: positive, assigned by ctld, never reused.
 pub type JobId = u32;
 

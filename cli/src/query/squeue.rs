@@ -13,6 +13,7 @@ use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
+use drover_shared::job::fields::JobFields;
 use drover_shared::job::{JobId, JobInfo, JobState, StepInfo};
 use drover_shared::proto::client::{JobQuery, Request, Response};
 use std::borrow::Cow;
@@ -482,6 +483,58 @@ fn job_value(field: Field, job: &JobInfo, now: UnixTime, tz: Tz) -> Cow<'_, str>
     }
 }
 
+/// The text and list fields of a record that a column reads (numbers, states and times always
+/// come); `needs_cover_every_field` checks each against a full record.
+fn field_needs(field: Field) -> JobFields {
+    match field {
+        Field::JobId | Field::ArrayTaskId => JobFields::ARRAY_TASKS,
+        Field::Name => JobFields::NAME,
+        Field::User => JobFields::USER,
+        Field::Account => JobFields::ACCOUNT,
+        Field::Partition => JobFields::PARTITION,
+        Field::Qos => JobFields::QOS,
+        Field::TresPerNode => JobFields::TRES_PER_NODE,
+        Field::TresAlloc => JobFields::NODES | JobFields::TRES_PER_NODE,
+        Field::NodeList | Field::BatchHost => JobFields::NODES,
+        Field::ReasonList => JobFields::REASON | JobFields::NODES,
+        Field::Reason => JobFields::REASON,
+        Field::Dependency => JobFields::DEPENDENCY,
+        Field::Comment => JobFields::COMMENT,
+        Field::Command => JobFields::COMMAND,
+        Field::WorkDir => JobFields::WORK_DIR,
+        Field::Stdout | Field::Stderr | Field::Stdin => JobFields::STD_PATHS,
+        Field::Features => JobFields::CONSTRAINT,
+        Field::Group => JobFields::GROUP,
+        Field::ReqNodes => JobFields::NODELIST_REQUESTED,
+        Field::ExcNodes => JobFields::EXCLUDE,
+        _ => JobFields::NONE,
+    }
+}
+
+/// Everything a listing reads from the records: its columns, sort keys and filters. squeue asks
+/// ctld for these only, so a deep queue ships a few dozen bytes per job.
+fn needed_fields(filter: &Filter, options: &RenderOptions, steps: bool) -> JobFields {
+    // Array task lists decide ids, `-j N_T` and `-r`; the partition is in the default sort.
+    let mut fields = JobFields::ARRAY_TASKS | JobFields::PARTITION;
+    for column in &options.columns {
+        fields |= field_needs(column.field);
+    }
+    for key in &options.sort {
+        if let Some(def) = FIELDS.iter().find(|f| f.letter == Some(key.letter)) {
+            fields |= field_needs(def.field);
+        }
+    }
+    let wanted = |list: &[String], field: JobFields| if list.is_empty() { JobFields::NONE } else { field };
+    fields |= wanted(&filter.accounts, JobFields::ACCOUNT)
+        | wanted(&filter.names, JobFields::NAME)
+        | wanted(&filter.qos, JobFields::QOS)
+        | wanted(&filter.nodes, JobFields::NODES);
+    if steps {
+        fields |= JobFields::STEPS;
+    }
+    fields
+}
+
 fn compare_jobs(a: &JobInfo, b: &JobInfo, keys: &[SortKey], now: UnixTime) -> Ordering {
     for key in keys {
         let ordering = match key.letter {
@@ -676,7 +729,8 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
                 StateFilter::Only(states) => states.iter().any(|s| s.is_terminal()),
             },
     };
-    let response = match crate::client::call(&Request::QueryJobs(query)) {
+    let fields = needed_fields(filter, options, steps);
+    let response = match crate::client::call(&Request::QueryJobFields { query, fields }) {
         Ok(response) => response,
         Err(error) => {
             eprintln!("slurm_load_jobs error: {error}");
@@ -748,6 +802,74 @@ mod tests {
         assert_eq!(columns.iter().filter(|c| c.suffix == "|").count(), columns.len() - 1);
         let header = render(&[], scenario::NOW, &options("%all"));
         assert!(header.starts_with("ACCOUNT|TRES_PER_NODE|MIN_CPUS|"), "{header}");
+    }
+
+    /// Every column and sort key renders the same from a record carrying only the fields
+    /// [`needed_fields`] asks for as from the full record.
+    #[test]
+    fn needs_cover_every_field() {
+        let mut jobs = queue();
+        // One record with every text field set, so that no column reads an empty field by luck.
+        jobs.push(JobInfo {
+            job_id: 999,
+            comment: Some("note".into()),
+            dependency: Some("afterok:1".into()),
+            command: Some("/home/alice/run.sh".into()),
+            work_dir: "/home/alice".into(),
+            stdout: "/home/alice/out".into(),
+            stderr: "/home/alice/err".into(),
+            stdin: "/home/alice/in".into(),
+            constraint: Some("a100".into()),
+            nodelist_requested: Some("n1".into()),
+            exclude: Some("n2".into()),
+            group: "vision".into(),
+            tres_per_node: "gres:gpu:1".into(),
+            ..jobs[0].clone()
+        });
+        let filter = Filter {
+            job_ids: Vec::new(),
+            targets: Vec::new(),
+            expand_arrays: false,
+            users: Vec::new(),
+            accounts: Vec::new(),
+            partitions: Vec::new(),
+            names: Vec::new(),
+            qos: Vec::new(),
+            states: StateFilter::All,
+            nodes: Vec::new(),
+        };
+        for def in FIELDS {
+            let Some(letter) = def.letter else { continue };
+            for (format, sort) in [(format!("%{letter}"), "i".to_owned()), ("%i".to_owned(), format!("{letter},i"))] {
+                let mut options = options(&format);
+                options.sort = parse_sort(&sort);
+                let fields = needed_fields(&filter, &options, false);
+                let lean: Vec<JobInfo> =
+                    jobs.iter().map(|job| drover_shared::job::fields::project(job, fields)).collect();
+                let (full, lean) = (render(&jobs, scenario::NOW, &options), render(&lean, scenario::NOW, &options));
+                assert_eq!(full, lean, "format {format} sort {sort}");
+                let (full, lean_steps) = (render_steps(&jobs, scenario::NOW, &options), {
+                    let fields = needed_fields(&filter, &options, true);
+                    let lean: Vec<JobInfo> =
+                        jobs.iter().map(|job| drover_shared::job::fields::project(job, fields)).collect();
+                    render_steps(&lean, scenario::NOW, &options)
+                });
+                assert_eq!(full, lean_steps, "steps, format {format} sort {sort}");
+            }
+        }
+        // The filters read what they compare.
+        let narrow = Filter {
+            accounts: vec!["physics".into()],
+            names: vec!["train".into()],
+            qos: vec!["normal".into()],
+            nodes: vec!["n1".into()],
+            ..filter
+        };
+        let fields = needed_fields(&narrow, &options("%i"), false);
+        for job in &jobs {
+            let lean = drover_shared::job::fields::project(job, fields);
+            assert_eq!(narrow.matches(job), narrow.matches(&lean), "job {}", job.job_id);
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod usage;
 use crate::core::Event;
 use crate::validate::Caller;
 use drover_shared::job::JobInfo;
+use drover_shared::job::fields::JobFields;
 use drover_shared::proto::client::{ErrorCode, Request, Response};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
@@ -98,17 +99,27 @@ where
         };
         let Some(request) = request else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
-        if let Request::QueryJobs(query) = request {
-            // From the published snapshot, off the core, encoded without copying the records.
-            let snapshot = context.jobs.borrow().clone();
-            let now = drover_shared::now();
-            match tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, now)).await {
-                Ok(answer) => messages.send_answer(&answer).await?,
-                Err(_) => messages.send(&unavailable()).await?,
+        let job_query = match request {
+            Request::QueryJobs(query) => Ok((query, JobFields::ALL)),
+            Request::QueryJobFields { query, fields } => Ok((query, fields)),
+            other => Err(other),
+        };
+        let request = match job_query {
+            Err(request) => request,
+            Ok((query, fields)) => {
+                // From the published snapshot, off the core, encoded without copying the records.
+                let snapshot = context.jobs.borrow().clone();
+                let now = drover_shared::now();
+                let answer =
+                    tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, fields, now));
+                match answer.await {
+                    Ok(answer) => messages.send_answer(&answer).await?,
+                    Err(_) => messages.send(&unavailable()).await?,
+                }
+                context.metrics.rpc(kind, began.elapsed());
+                continue;
             }
-            context.metrics.rpc(kind, began.elapsed());
-            continue;
-        }
+        };
         let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send_answer(&response).await?;
@@ -130,8 +141,14 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         // as an owned `Response` for any other caller.
         Request::QueryJobs(query) => {
             let snapshot = context.jobs.borrow().clone();
-            let answer = crate::snapshot::query_jobs(&snapshot, &query, drover_shared::now());
+            let answer = crate::snapshot::query_jobs(&snapshot, &query, JobFields::ALL, drover_shared::now());
             Response::Jobs { now: answer.now, jobs: answer.jobs.iter().map(|job| JobInfo::clone(job)).collect() }
+        }
+        Request::QueryJobFields { query, fields } => {
+            let snapshot = context.jobs.borrow().clone();
+            let answer = crate::snapshot::query_jobs(&snapshot, &query, fields, drover_shared::now());
+            let jobs = answer.jobs.iter().map(|job| drover_shared::job::fields::project(job, fields)).collect();
+            Response::Jobs { now: answer.now, jobs }
         }
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,

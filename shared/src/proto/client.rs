@@ -81,6 +81,9 @@ pub enum Request {
     /// `sacct` usage fields of srun steps: answered with [`Response::StepUsage`], every node's
     /// share added up (CPU times summed, the largest RSS).
     QueryStepUsage { job_ids: Vec<JobId> },
+    /// `squeue`: as [`Request::QueryJobs`], answered with [`Response::Jobs`] whose records carry
+    /// only `fields` of their text and lists (the rest empty; numbers, states and times always).
+    QueryJobFields { query: JobQuery, fields: crate::job::fields::JobFields },
 }
 
 /// A node state `scontrol update NodeName=…` can set.

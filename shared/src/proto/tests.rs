@@ -55,6 +55,9 @@ fn compat_golden_bytes() {
     let usage = super::node::JobUsage { job_id: 5, user_usec: 1, system_usec: 2, max_rss_kib: 3 };
     assert_eq!(hex(&NodeMessage::JobUsage(usage)), "0605010203");
     assert_eq!(hex(&Request::QueryJobUsage { job_ids: vec![5] }), "1b0105");
+    let fields = crate::job::fields::JobFields::NAME | crate::job::fields::JobFields::NODES;
+    let query = super::client::JobQuery { users: vec![7], ..Default::default() };
+    assert_eq!(hex(&Request::QueryJobFields { query, fields }), "1d0001070000008101");
     assert_eq!(hex(&Response::JobUsage { usage: vec![usage] }), "140105010203");
     assert_eq!(hex(&NodeMessage::StepUsage { step_id: 1, usage }), "070105010203");
     assert_eq!(hex(&Request::QueryStepUsage { job_ids: vec![5] }), "1c0105");
