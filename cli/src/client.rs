@@ -10,7 +10,8 @@ use anyhow::{Context, bail};
 use drover_shared::auth::{NONCE_LEN, random_bytes};
 use drover_shared::proto::client::{Request, Response};
 use drover_shared::proto::frame::{
-    MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, read_message, read_sealed, write_message, write_sealed,
+    MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, decode, read_frame, read_message, read_sealed_frame, write_message,
+    write_sealed,
 };
 use drover_shared::proto::seal::{End, Sealer, SessionKeys, verify_client_session_proof};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
@@ -104,17 +105,28 @@ impl Client {
 
     /// Sends one request and waits for its answer.
     pub(crate) fn call(&mut self, request: &Request) -> anyhow::Result<Response> {
+        Ok(decode(&self.exchange(request)?)?)
+    }
+
+    /// Sends one request and returns its answer's payload undecoded.
+    fn exchange(&mut self, request: &Request) -> anyhow::Result<Vec<u8>> {
         match &mut self.sealer {
             Some(sealer) => {
                 write_sealed(&mut self.stream, request, sealer)?;
-                Ok(read_sealed(&mut self.stream, MAX_ANSWER_FRAME, sealer)?)
+                Ok(read_sealed_frame(&mut self.stream, MAX_ANSWER_FRAME, sealer)?)
             }
             None => {
                 write_message(&mut self.stream, request)?;
-                Ok(read_message(&mut self.stream, MAX_ANSWER_FRAME)?)
+                Ok(read_frame(&mut self.stream, MAX_ANSWER_FRAME)?)
             }
         }
     }
+}
+
+/// Connects, sends one request, returns the answer's payload undecoded (for answers read record
+/// by record, see `drover_shared::proto::records`).
+pub(crate) fn call_payload(request: &Request) -> anyhow::Result<Vec<u8>> {
+    Client::connect()?.exchange(request)
 }
 
 /// Connects, sends one request, returns the answer.

@@ -162,6 +162,11 @@ pub(crate) enum Event {
 }
 
 /// Longest wait between an event and the scheduling pass it asks for.
+/// Seconds between the passes ticks ask for when nothing else did (Slurm's `sched_interval`
+/// plays this part): events (submissions, ends, node changes, updates) and arriving begin times
+/// bring a pass at once, so a quiet deep queue (100,000 held jobs) is not walked every second.
+const PERIODIC_PASS: UnixTime = 10;
+
 const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Seconds a launched job may be missing from its node's reports before it counts as lost.
@@ -189,6 +194,8 @@ pub(crate) struct Core {
     runs: std::cell::RefCell<HashMap<JobId, crate::accounting::RunSnapshot>>,
     /// When usage older than the retention periods was last deleted.
     usage_purged_at: UnixTime,
+    /// When a tick last asked for a pass (see [`PERIODIC_PASS`]).
+    periodic_pass_at: UnixTime,
     /// Counters `/metrics` serves (scheduler pass times are recorded here).
     metrics: Arc<crate::metrics::Registry>,
     /// Account → GPU-seconds allocated since ctld started, and when it was last advanced.
@@ -224,6 +231,7 @@ impl Core {
             steps: Default::default(),
             runs: Default::default(),
             usage_purged_at: 0,
+            periodic_pass_at: 0,
             metrics: Arc::default(),
             gpu_seconds: Default::default(),
             gpu_seconds_at: now(),
@@ -1272,8 +1280,20 @@ impl Core {
             let a = &self.state.config.accounting;
             self.store(DbOp::PurgeUsage { now, hours_days: a.retention_hours_days, jobs_days: a.retention_jobs_days });
         }
-        // Begin times and nodes coming back need a pass even without other events.
-        self.schedule_needed = true;
+        // Preemption warnings whose lead time is over are due whether or not a pass runs.
+        self.preempt();
+        // Begin times that arrived need a pass even without other events; so, now and then,
+        // does everything else that moves with the clock (priority age, fair-share decay).
+        let since = self.periodic_pass_at;
+        let begins = || {
+            self.state.jobs.values().any(|j| {
+                j.info.state() == JobState::Pending && j.spec.begin_time.is_some_and(|t| t <= now && t > since - 1)
+            })
+        };
+        if now - since >= PERIODIC_PASS || begins() {
+            self.periodic_pass_at = now;
+            self.schedule_needed = true;
+        }
     }
 }
 

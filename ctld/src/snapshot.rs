@@ -83,13 +83,58 @@ impl<T: Clone + Keyed> DerefMut for Shared<T> {
 /// The visible (committed) jobs at one moment, in job id order, in chunks of [`CHUNK`] ids.
 #[derive(Debug, Default)]
 pub(crate) struct JobsSnapshot {
-    chunks: Vec<Arc<Vec<Arc<JobInfo>>>>,
+    chunks: Vec<Arc<Chunk>>,
 }
 
 impl JobsSnapshot {
     /// Every visible job, in id order.
     pub(crate) fn jobs(&self) -> impl Iterator<Item = &Arc<JobInfo>> {
-        self.chunks.iter().flat_map(|chunk| chunk.iter())
+        self.chunks.iter().flat_map(|chunk| chunk.jobs.iter())
+    }
+}
+
+/// Up to [`CHUNK`] consecutive ids' records, and the encoding of the last query that read them.
+/// A chunk is never changed: a publish replaces the chunks whose jobs changed, so a cached
+/// encoding is always of the records the chunk holds.
+#[derive(Debug)]
+struct Chunk {
+    jobs: Vec<Arc<JobInfo>>,
+    encoded: Mutex<Option<Encoded>>,
+}
+
+/// One query's answer part for one chunk: how many records matched and their bytes.
+#[derive(Debug)]
+struct Encoded {
+    query: JobQuery,
+    fields: JobFields,
+    count: usize,
+    bytes: Arc<[u8]>,
+}
+
+impl Chunk {
+    fn new(jobs: Vec<Arc<JobInfo>>) -> Chunk {
+        Chunk { jobs, encoded: Mutex::new(None) }
+    }
+
+    /// The records matching `query`, encoded for `fields`: from the cache when the last query was
+    /// the same (pollers repeat theirs), else encoded and cached.
+    fn encode(&self, query: &JobQuery, fields: JobFields) -> Result<(usize, Arc<[u8]>), postcard::Error> {
+        let mut cached = self.encoded.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(hit) = cached.as_ref().filter(|e| e.fields == fields && e.query == *query) {
+            return Ok((hit.count, Arc::clone(&hit.bytes)));
+        }
+        let (mut count, mut bytes) = (0, Vec::new());
+        for job in self.jobs.iter().filter(|job| matches(query, job)) {
+            count += 1;
+            bytes = if fields == JobFields::ALL {
+                postcard::to_extend(&**job, bytes)?
+            } else {
+                postcard::to_extend(&JobInfoView::new(job, fields), bytes)?
+            };
+        }
+        let bytes: Arc<[u8]> = bytes.into();
+        *cached = Some(Encoded { query: query.clone(), fields, count, bytes: Arc::clone(&bytes) });
+        Ok((count, bytes))
     }
 }
 
@@ -98,7 +143,7 @@ impl JobsSnapshot {
 pub(crate) struct Publisher {
     tx: tokio::sync::watch::Sender<Arc<JobsSnapshot>>,
     /// Chunk index → its jobs, as last published.
-    chunks: BTreeMap<u32, Arc<Vec<Arc<JobInfo>>>>,
+    chunks: BTreeMap<u32, Arc<Chunk>>,
     built: bool,
 }
 
@@ -134,7 +179,7 @@ impl Publisher {
             if jobs.is_empty() {
                 changed |= self.chunks.remove(&chunk).is_some();
             } else {
-                self.chunks.insert(chunk, Arc::new(jobs));
+                self.chunks.insert(chunk, Arc::new(Chunk::new(jobs)));
                 changed = true;
             }
         }
@@ -178,24 +223,42 @@ impl Serialize for JobsAnswer {
     }
 }
 
-/// Answers a job query from a snapshot (the filters the core used to apply to its own state).
+/// Whether `job` answers `query` (the filters the core used to apply to its own state).
+fn matches(query: &JobQuery, j: &JobInfo) -> bool {
+    (query.job_ids.is_empty()
+        || query.job_ids.contains(&j.job_id)
+        || j.array_job_id.is_some_and(|a| query.job_ids.contains(&a)))
+        && (query.include_finished || !query.job_ids.is_empty() || !j.state().is_terminal())
+        && (query.users.is_empty() || query.users.contains(&j.uid))
+        && (query.partitions.is_empty() || j.partition.split(',').any(|p| query.partitions.iter().any(|q| q == p)))
+        && (query.states.is_empty() || query.states.contains(&j.state()))
+}
+
+/// Answers a job query from a snapshot.
 pub(crate) fn query_jobs(snapshot: &JobsSnapshot, query: &JobQuery, fields: JobFields, now: UnixTime) -> JobsAnswer {
-    let jobs = snapshot
-        .jobs()
-        .filter(|j| {
-            query.job_ids.is_empty()
-                || query.job_ids.contains(&j.job_id)
-                || j.array_job_id.is_some_and(|a| query.job_ids.contains(&a))
-        })
-        .filter(|j| query.include_finished || !query.job_ids.is_empty() || !j.state().is_terminal())
-        .filter(|j| query.users.is_empty() || query.users.contains(&j.uid))
-        .filter(|j| {
-            query.partitions.is_empty() || j.partition.split(',').any(|p| query.partitions.iter().any(|q| q == p))
-        })
-        .filter(|j| query.states.is_empty() || query.states.contains(&j.state()))
-        .cloned()
-        .collect();
+    let jobs = snapshot.jobs().filter(|j| matches(query, j)).cloned().collect();
     JobsAnswer { now, jobs, fields }
+}
+
+/// Answers a job query from a snapshot as the encoded payload of `Response::Jobs`, each chunk's
+/// part reused when the previous query of that chunk asked the same: a poller repeating its
+/// query over 100,000 unchanged jobs costs a copy of their bytes, not their encoding.
+pub(crate) fn encode_jobs(
+    snapshot: &JobsSnapshot,
+    query: &JobQuery,
+    fields: JobFields,
+    now: UnixTime,
+) -> Result<Vec<u8>, postcard::Error> {
+    let parts = snapshot.chunks.iter().map(|chunk| chunk.encode(query, fields)).collect::<Result<Vec<_>, _>>()?;
+    let count: usize = parts.iter().map(|(count, _)| count).sum();
+    let size: usize = parts.iter().map(|(_, bytes)| bytes.len()).sum();
+    let mut out = postcard::to_extend(&JOBS_VARIANT, Vec::with_capacity(size + 24))?;
+    out = postcard::to_extend(&now, out)?;
+    out = postcard::to_extend(&count, out)?;
+    for (_, bytes) in &parts {
+        out.extend_from_slice(bytes);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -228,6 +291,50 @@ mod tests {
         let empty = JobsAnswer { now: 5, jobs: Vec::new(), fields: JobFields::NAME };
         let expected = Response::Jobs { now: 5, jobs: Vec::new() };
         assert_eq!(postcard::to_allocvec(&empty).unwrap(), postcard::to_allocvec(&expected).unwrap());
+    }
+
+    /// The encoded answer is `Response::Jobs` byte for byte, for every filter and field set; a
+    /// repeated query reuses the chunk parts, and a changed job's chunk is encoded afresh.
+    #[test]
+    fn encoded_answers_match_response_jobs_and_follow_changes() {
+        let mut state = state();
+        let (mut publisher, rx) = Publisher::new();
+        let ids: Vec<JobId> = (0..5).map(|i| 2_000_000_000 + i * (CHUNK / 2)).collect();
+        for &id in &ids {
+            add(&mut state, id, true);
+        }
+        state.jobs.get_mut(&ids[1]).unwrap().info.uid = 7;
+        state.jobs.get_mut(&ids[2]).unwrap().info.state = Some(JobState::Completed);
+        publisher.publish(&state);
+        let expected = |query: &JobQuery, fields: JobFields, snapshot: &JobsSnapshot| {
+            let jobs = snapshot
+                .jobs()
+                .filter(|j| matches(query, j))
+                .map(|j| drover_shared::job::fields::project(j, fields))
+                .collect();
+            postcard::to_allocvec(&Response::Jobs { now: 9, jobs }).unwrap()
+        };
+        let queries = [
+            JobQuery::default(),
+            JobQuery { users: vec![7], ..JobQuery::default() },
+            JobQuery { include_finished: true, ..JobQuery::default() },
+            JobQuery { job_ids: vec![ids[3]], ..JobQuery::default() },
+        ];
+        for query in &queries {
+            for fields in [JobFields::ALL, JobFields::NONE, JobFields::REASON] {
+                let snapshot = rx.borrow().clone();
+                let first = encode_jobs(&snapshot, query, fields, 9).unwrap();
+                assert_eq!(first, expected(query, fields, &snapshot), "{query:?} {fields:?}");
+                assert_eq!(encode_jobs(&snapshot, query, fields, 9).unwrap(), first);
+            }
+        }
+        let before = encode_jobs(&rx.borrow().clone(), &queries[0], JobFields::REASON, 9).unwrap();
+        state.jobs.get_mut(&ids[4]).unwrap().info.reason = "Resources".into();
+        publisher.publish(&state);
+        let snapshot = rx.borrow().clone();
+        let after = encode_jobs(&snapshot, &queries[0], JobFields::REASON, 9).unwrap();
+        assert_ne!(after, before);
+        assert_eq!(after, expected(&queries[0], JobFields::REASON, &snapshot));
     }
 
     /// A snapshot shares records until the core writes one; the write copies it and counts.

@@ -34,9 +34,13 @@ pub(crate) struct Column<F> {
 impl<F> Column<F> {
     /// Appends `value` padded to the column's width; `cut` truncates a longer value.
     pub(crate) fn push(&self, out: &mut String, value: &str, cut: bool) {
-        out.push_str(&self.prefix);
+        if !self.prefix.is_empty() {
+            out.push_str(&self.prefix);
+        }
         format::push_cell(out, value, self.width, self.right, cut);
-        out.push_str(&self.suffix);
+        if !self.suffix.is_empty() {
+            out.push_str(&self.suffix);
+        }
     }
 
     /// Appends the column's header (headers are always cut to the width).

@@ -145,17 +145,27 @@ pub(crate) fn date_line(time: UnixTime, tz: Tz) -> String {
 
 /// squeue/sinfo durations: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`; `INVALID` when negative.
 pub(crate) fn clock(secs: i64) -> String {
+    let mut out = String::new();
+    clock_into(&mut out, secs);
+    out
+}
+
+/// [`clock`], appended to `out`.
+pub(crate) fn clock_into(out: &mut String, secs: i64) {
+    use std::fmt::Write as _;
     if secs < 0 {
-        return "INVALID".into();
+        out.push_str("INVALID");
+        return;
     }
     let (days, hours, minutes, seconds) = (secs / 86_400, secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
-    if days > 0 {
-        format!("{days}-{hours:02}:{minutes:02}:{seconds:02}")
+    // `fmt::Write` for `String` cannot fail.
+    let _ = if days > 0 {
+        write!(out, "{days}-{hours:02}:{minutes:02}:{seconds:02}")
     } else if hours > 0 {
-        format!("{hours}:{minutes:02}:{seconds:02}")
+        write!(out, "{hours}:{minutes:02}:{seconds:02}")
     } else {
-        format!("{minutes}:{seconds:02}")
-    }
+        write!(out, "{minutes}:{seconds:02}")
+    };
 }
 
 /// scontrol/sacct durations: `HH:MM:SS`, or `D-HH:MM:SS` from one day on.
@@ -176,7 +186,7 @@ pub(crate) fn push_cell(out: &mut String, value: &str, width: Option<usize>, rig
         out.push_str(value);
         return;
     };
-    let len = value.chars().count();
+    let len = if value.is_ascii() { value.len() } else { value.chars().count() };
     if len >= width {
         if cut {
             out.extend(value.chars().take(width));
@@ -187,11 +197,21 @@ pub(crate) fn push_cell(out: &mut String, value: &str, width: Option<usize>, rig
     }
     let pad = width - len;
     if right {
-        out.extend(std::iter::repeat_n(' ', pad));
+        push_spaces(out, pad);
         out.push_str(value);
     } else {
         out.push_str(value);
-        out.extend(std::iter::repeat_n(' ', pad));
+        push_spaces(out, pad);
+    }
+}
+
+/// Appends `count` spaces (a slice at a time: padding is most of a wide listing's bytes).
+fn push_spaces(out: &mut String, mut count: usize) {
+    const SPACES: &str = "                                                                ";
+    while count > 0 {
+        let step = count.min(SPACES.len());
+        out.push_str(&SPACES[..step]);
+        count -= step;
     }
 }
 

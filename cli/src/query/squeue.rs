@@ -16,9 +16,13 @@ use drover_shared::hostlist;
 use drover_shared::job::fields::JobFields;
 use drover_shared::job::{JobId, JobInfo, JobState, StepInfo};
 use drover_shared::proto::client::{JobQuery, Request, Response};
+use drover_shared::proto::records::{Answer, JobRecords, read_jobs};
 use std::borrow::Cow;
-use std::cmp::Ordering;
 use std::ffi::OsString;
+use std::io::Write as _;
+
+mod listing;
+mod order;
 
 const DEFAULT_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
 const LONG_FORMAT: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
@@ -297,24 +301,11 @@ pub(crate) struct RenderOptions {
 }
 
 /// Renders `jobs` (already selected) sorted by `options.sort`; ties keep ctld's order.
+#[cfg(test)]
 pub(crate) fn render(jobs: &[JobInfo], now: UnixTime, options: &RenderOptions) -> String {
-    let mut out = String::new();
-    if options.date_line {
-        out.push_str(&format::date_line(now, options.tz));
-        out.push('\n');
-    }
-    if options.header {
-        push_header(&mut out, &options.columns);
-    }
-    let mut sorted: Vec<&JobInfo> = jobs.iter().collect();
-    sorted.sort_by(|a, b| compare_jobs(a, b, &options.sort, now));
-    for job in sorted {
-        for column in &options.columns {
-            column.push(&mut out, &job_value(column.field, job, now, options.tz), cuts(column.field));
-        }
-        out.push('\n');
-    }
-    out
+    let mut listing = listing::Listing::new(options, now, jobs.len());
+    jobs.iter().for_each(|job| listing.push(job));
+    listing.finish()
 }
 
 fn push_header(out: &mut String, columns: &[Column]) {
@@ -379,8 +370,15 @@ fn time_limit(limit: Option<TimeLimit>) -> String {
 
 /// Elapsed seconds as squeue shows them: anything beyond a year is `INVALID`.
 fn time_used(job: &JobInfo, now: UnixTime) -> String {
+    let mut out = String::new();
+    time_used_into(&mut out, job, now);
+    out
+}
+
+/// [`time_used`], appended to `out`.
+fn time_used_into(out: &mut String, job: &JobInfo, now: UnixTime) {
     let used = job.elapsed(now);
-    if used > 365 * 86_400 { "INVALID".into() } else { format::clock(used) }
+    if used > 365 * 86_400 { out.push_str("INVALID") } else { format::clock_into(out, used) }
 }
 
 /// The end squeue prints: actual, else start plus limit for a running job.
@@ -535,7 +533,10 @@ fn needed_fields(filter: &Filter, options: &RenderOptions, steps: bool) -> JobFi
     fields
 }
 
-fn compare_jobs(a: &JobInfo, b: &JobInfo, keys: &[SortKey], now: UnixTime) -> Ordering {
+/// The sort order field by field: what [`order::encode`]'s bytes must agree with.
+#[cfg(test)]
+fn compare_jobs(a: &JobInfo, b: &JobInfo, keys: &[SortKey], now: UnixTime) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
     for key in keys {
         let ordering = match key.letter {
             'i' | 'A' | 'F' => a.job_id.cmp(&b.job_id),
@@ -730,31 +731,93 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
             },
     };
     let fields = needed_fields(filter, options, steps);
-    let response = match crate::client::call(&Request::QueryJobFields { query, fields }) {
-        Ok(response) => response,
+    let payload = match crate::client::call_payload(&Request::QueryJobFields { query, fields }) {
+        Ok(payload) => payload,
         Err(error) => {
             eprintln!("slurm_load_jobs error: {error}");
             return Ok(1);
         }
     };
-    let (now, jobs) = match response {
-        Response::Jobs { now, jobs } => (now, jobs),
-        Response::Error { code, .. } => {
+    let (now, records) = match read_jobs(&payload)? {
+        Answer::Jobs { now, records } => (now, records),
+        Answer::Other(Response::Error { code, .. }) => {
             eprintln!("slurm_load_jobs error: {}", code.message());
             return Ok(1);
         }
-        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        Answer::Other(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
     };
-    if single_id && !jobs.iter().any(|job| filter.targets.iter().any(|t| t.matches(job))) {
+    // Records are rendered as they are read and dropped (steps, rarely asked for, are kept).
+    let mut listing = listing::Listing::new(options, now, records.announced());
+    let mut kept = Vec::new();
+    let target_seen = select(records, filter, single_id, |job| {
+        if steps {
+            kept.push(job);
+        } else {
+            listing.push(&job);
+        }
+    })?;
+    if single_id && !target_seen {
         eprintln!("slurm_load_jobs error: Invalid job id specified");
         return Ok(1);
     }
-    let jobs: Vec<JobInfo> =
-        if filter.expand_arrays { jobs.iter().flat_map(JobInfo::expand_array).collect() } else { jobs };
-    let selected: Vec<JobInfo> = jobs.into_iter().filter(|job| filter.matches(job)).collect();
-    let text = if steps { render_steps(&selected, now, options) } else { render(&selected, now, options) };
-    print!("{text}");
+    let mut stdout = std::io::stdout().lock();
+    if steps {
+        stdout.write_all(render_steps(&kept, now, options).as_bytes())?;
+    } else {
+        listing.write_to(&mut stdout)?;
+    }
+    stdout.flush()?;
     Ok(0)
+}
+
+/// Answers of at least this many records are decoded on a second thread while the first
+/// renders (decoding and rendering cost about the same; a thread costs more than a short list).
+const PIPELINE_FROM: usize = 2_000;
+
+/// Records decoded per hand-over between the two threads.
+const BATCH: usize = 256;
+
+/// Decodes `records`, expands arrays if asked, and hands every record that passes `filter` to
+/// `show` in order; returns whether any record was one of `-j`'s targets (for a single id).
+fn select(
+    records: JobRecords<'_>,
+    filter: &Filter,
+    single_id: bool,
+    mut show: impl FnMut(JobInfo),
+) -> anyhow::Result<bool> {
+    let decode = |records: JobRecords<'_>, show: &mut dyn FnMut(JobInfo)| -> anyhow::Result<bool> {
+        let mut target_seen = false;
+        for job in records {
+            let job = job?;
+            target_seen |= single_id && filter.targets.iter().any(|t| t.matches(&job));
+            if filter.expand_arrays {
+                job.expand_array().into_iter().filter(|job| filter.matches(job)).for_each(&mut *show);
+            } else if filter.matches(&job) {
+                show(job);
+            }
+        }
+        Ok(target_seen)
+    };
+    if records.announced() < PIPELINE_FROM {
+        return decode(records, &mut show);
+    }
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<JobInfo>>(8);
+        let decoder = scope.spawn(move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            let seen = decode(records, &mut |job| {
+                batch.push(job);
+                if batch.len() == BATCH {
+                    // The receiver only goes away once this thread is done.
+                    let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                }
+            });
+            let _ = tx.send(batch);
+            seen
+        });
+        rx.into_iter().flatten().for_each(&mut show);
+        decoder.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the record decoder failed")))
+    })
 }
 
 #[cfg(test)]

@@ -107,14 +107,15 @@ where
         let request = match job_query {
             Err(request) => request,
             Ok((query, fields)) => {
-                // From the published snapshot, off the core, encoded without copying the records.
+                // From the published snapshot, off the core, encoded without copying the records
+                // (and unchanged chunks' parts reused from the last query that asked the same).
                 let snapshot = context.jobs.borrow().clone();
                 let now = drover_shared::now();
                 let answer =
-                    tokio::task::spawn_blocking(move || crate::snapshot::query_jobs(&snapshot, &query, fields, now));
+                    tokio::task::spawn_blocking(move || crate::snapshot::encode_jobs(&snapshot, &query, fields, now));
                 match answer.await {
-                    Ok(answer) => messages.send_answer(&answer).await?,
-                    Err(_) => messages.send(&unavailable()).await?,
+                    Ok(Ok(payload)) => messages.send_encoded_answer(payload).await?,
+                    _ => messages.send(&unavailable()).await?,
                 }
                 context.metrics.rpc(kind, began.elapsed());
                 continue;

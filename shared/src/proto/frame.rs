@@ -67,7 +67,7 @@ pub fn read_message<R: Read, T: DeserializeOwned>(reader: &mut R, max: usize) ->
 
 /// Reads one frame's payload from a blocking stream, refusing a length above `max` before
 /// allocating.
-fn read_frame<R: Read>(reader: &mut R, max: usize) -> Result<Vec<u8>, FrameError> {
+pub fn read_frame<R: Read>(reader: &mut R, max: usize) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     reader.read_exact(&mut len)?;
     let len = u32::from_be_bytes(len) as usize;
@@ -95,14 +95,17 @@ pub fn write_sealed<W: Write, T: Serialize>(
     Ok(())
 }
 
-/// Reads one sealed frame from a blocking stream, refusing frames larger than `max` plus the tag.
-pub fn read_sealed<R: Read, T: DeserializeOwned>(
+/// Reads one sealed frame's payload (checked and stripped of its tag) from a blocking stream,
+/// refusing frames larger than `max` plus the tag.
+pub fn read_sealed_frame<R: Read>(
     reader: &mut R,
     max: usize,
     sealer: &mut super::seal::Sealer,
-) -> Result<T, FrameError> {
-    let frame = read_frame(reader, max + super::seal::TAG_LEN)?;
-    decode(sealer.open(&frame)?)
+) -> Result<Vec<u8>, FrameError> {
+    let mut frame = read_frame(reader, max + super::seal::TAG_LEN)?;
+    let len = sealer.open(&frame)?.len();
+    frame.truncate(len);
+    Ok(frame)
 }
 
 /// The tokio codec for the same frames.
@@ -144,18 +147,27 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
     /// Sends one answer to a client, which may exceed the frame bound this stream reads with
     /// (up to [`MAX_ANSWER_FRAME`]); the read bound is unchanged afterwards.
     pub async fn send_answer<T: Serialize>(&mut self, message: &T) -> Result<(), FrameError> {
+        self.send_encoded_answer(postcard::to_allocvec(message)?).await
+    }
+
+    /// Sends an answer already encoded (a message's postcard bytes, without the length), which
+    /// may exceed the read bound like [`MessageStream::send_answer`]'s.
+    pub async fn send_encoded_answer(&mut self, payload: Vec<u8>) -> Result<(), FrameError> {
         let bound = self.inner.codec().max_frame_length();
         let tag = if self.sealer.is_some() { super::seal::TAG_LEN } else { 0 };
         self.inner.codec_mut().set_max_frame_length(MAX_ANSWER_FRAME + tag);
-        let sent = self.send(message).await;
+        let sent = self.send_payload(payload).await;
         self.inner.codec_mut().set_max_frame_length(bound);
         sent
     }
 
     /// Sends one message.
     pub async fn send<T: Serialize>(&mut self, message: &T) -> Result<(), FrameError> {
+        self.send_payload(postcard::to_allocvec(message)?).await
+    }
+
+    async fn send_payload(&mut self, mut bytes: Vec<u8>) -> Result<(), FrameError> {
         use futures::SinkExt;
-        let mut bytes = postcard::to_allocvec(message)?;
         if let Some(sealer) = &mut self.sealer {
             sealer.seal(&mut bytes);
         }

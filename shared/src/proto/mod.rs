@@ -9,6 +9,7 @@ pub mod client;
 pub mod frame;
 pub mod handshake;
 pub mod node;
+pub mod records;
 pub mod seal;
 pub mod stepio;
 pub mod usage;

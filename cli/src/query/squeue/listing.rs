@@ -1,0 +1,117 @@
+//! squeue's job lines, built one record at a time. Each record that passes the filters is
+//! rendered straight into one text buffer and its sort key encoded next to it (see
+//! [`super::order`]); sorting then moves only positions. The records themselves need not be
+//! kept: squeue over 100,000 jobs holds their lines and keys, a few megabytes, instead of
+//! 100,000 decoded records.
+
+use super::{Field, RenderOptions, cuts, job_value, order, push_header, shows_reason, time_used_into};
+use crate::query::format;
+use drover_shared::UnixTime;
+use drover_shared::job::JobInfo;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::ops::Range;
+
+/// One listed job: where its sort key and its line are.
+struct Row {
+    key: Range<usize>,
+    line: Range<usize>,
+}
+
+/// The lines of a listing in the making.
+pub(crate) struct Listing<'o> {
+    options: &'o RenderOptions,
+    now: UnixTime,
+    lines: String,
+    keys: Vec<u8>,
+    rows: Vec<Row>,
+    /// One cell's text before it is padded into its column.
+    cell: String,
+}
+
+impl<'o> Listing<'o> {
+    /// An empty listing with room for about `rows` lines.
+    pub(crate) fn new(options: &'o RenderOptions, now: UnixTime, rows: usize) -> Listing<'o> {
+        Listing {
+            options,
+            now,
+            lines: String::with_capacity(rows.saturating_mul(64)),
+            keys: Vec::new(),
+            rows: Vec::with_capacity(rows),
+            cell: String::new(),
+        }
+    }
+
+    /// Adds `job`'s line (the caller has applied the filters).
+    pub(crate) fn push(&mut self, job: &JobInfo) {
+        let line_start = self.lines.len();
+        for column in &self.options.columns {
+            self.cell.clear();
+            write_value(&mut self.cell, column.field, job, self.now, self.options);
+            column.push(&mut self.lines, &self.cell, cuts(column.field));
+        }
+        self.lines.push('\n');
+        let key_start = self.keys.len();
+        order::encode(&self.options.sort, job, self.now, &mut self.keys);
+        self.rows.push(Row { key: key_start..self.keys.len(), line: line_start..self.lines.len() });
+    }
+
+    /// The whole text: the date line and header when asked for, then the lines in sort order
+    /// (ties keep the order the records came in).
+    #[cfg(test)]
+    pub(crate) fn finish(self) -> String {
+        let mut out = Vec::new();
+        self.write_to(&mut out).expect("writing to memory cannot fail");
+        String::from_utf8(out).expect("the listing is text")
+    }
+
+    /// Writes the whole text to `out`: the date line and header when asked for, then the lines
+    /// in sort order (ties keep the order the records came in).
+    pub(crate) fn write_to(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut head = String::new();
+        if self.options.date_line {
+            head.push_str(&format::date_line(self.now, self.options.tz));
+            head.push('\n');
+        }
+        if self.options.header {
+            push_header(&mut head, &self.options.columns);
+        }
+        out.write_all(head.as_bytes())?;
+        if self.options.sort.is_empty() {
+            return out.write_all(self.lines.as_bytes());
+        }
+        let keys = &self.keys;
+        self.rows.sort_by(|a, b| keys[a.key.clone()].cmp(&keys[b.key.clone()]));
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        for row in &self.rows {
+            out.write_all(&self.lines.as_bytes()[row.line.clone()])?;
+        }
+        out.flush()
+    }
+}
+
+/// Appends one cell's text: the common columns written in place, the rest as [`job_value`]
+/// gives them.
+fn write_value(out: &mut String, field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions) {
+    // `fmt::Write` for `String` cannot fail.
+    let _ = match field {
+        Field::JobId if job.array_job_id.is_none() => write!(out, "{}", job.job_id),
+        Field::JobIdRaw => write!(out, "{}", job.job_id),
+        Field::NumNodes => write!(out, "{}", job.num_nodes),
+        Field::NumCpus => write!(out, "{}", job.num_cpus),
+        Field::TimeUsed => {
+            time_used_into(out, job, now);
+            Ok(())
+        }
+        Field::ReasonList if shows_reason(job.state()) => {
+            out.push('(');
+            out.push_str(&job.reason);
+            out.push(')');
+            Ok(())
+        }
+        _ => {
+            out.push_str(&job_value(field, job, now, options.tz));
+            Ok(())
+        }
+    };
+}
