@@ -95,6 +95,16 @@ pub fn write_sealed<W: Write, T: Serialize>(
     Ok(())
 }
 
+/// Reads one sealed message from a blocking stream, refusing frames larger than `max` plus the
+/// tag.
+pub fn read_sealed<R: Read, T: DeserializeOwned>(
+    reader: &mut R,
+    max: usize,
+    sealer: &mut super::seal::Sealer,
+) -> Result<T, FrameError> {
+    decode(&read_sealed_frame(reader, max, sealer)?)
+}
+
 /// Reads one sealed frame's payload (checked and stripped of its tag) from a blocking stream,
 /// refusing frames larger than `max` plus the tag.
 pub fn read_sealed_frame<R: Read>(
