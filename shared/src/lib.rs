@@ -12,6 +12,7 @@ pub mod hostlist;
 pub mod job;
 pub mod node;
 pub mod proto;
+pub mod queue_lines;
 pub mod statedir;
 pub mod token;
 

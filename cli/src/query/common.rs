@@ -237,11 +237,9 @@ pub(crate) fn check_cluster(wanted: &str, cluster: &str) -> anyhow::Result<Strin
     }
 }
 
+/// A job's text or `(null)`, owned.
 pub(crate) fn or_null(value: Option<&str>) -> String {
-    match value {
-        Some(text) if !text.is_empty() => text.to_owned(),
-        _ => "(null)".to_owned(),
-    }
+    drover_shared::queue_lines::or_null(value).to_owned()
 }
 
 /// Whether the job ever got nodes.

@@ -146,26 +146,8 @@ pub(crate) fn date_line(time: UnixTime, tz: Tz) -> String {
 /// squeue/sinfo durations: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`; `INVALID` when negative.
 pub(crate) fn clock(secs: i64) -> String {
     let mut out = String::new();
-    clock_into(&mut out, secs);
+    drover_shared::queue_lines::clock_into(&mut out, secs);
     out
-}
-
-/// [`clock`], appended to `out`.
-pub(crate) fn clock_into(out: &mut String, secs: i64) {
-    use std::fmt::Write as _;
-    if secs < 0 {
-        out.push_str("INVALID");
-        return;
-    }
-    let (days, hours, minutes, seconds) = (secs / 86_400, secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
-    // `fmt::Write` for `String` cannot fail.
-    let _ = if days > 0 {
-        write!(out, "{days}-{hours:02}:{minutes:02}:{seconds:02}")
-    } else if hours > 0 {
-        write!(out, "{hours}:{minutes:02}:{seconds:02}")
-    } else {
-        write!(out, "{minutes}:{seconds:02}")
-    };
 }
 
 /// scontrol/sacct durations: `HH:MM:SS`, or `D-HH:MM:SS` from one day on.
@@ -179,41 +161,7 @@ pub(crate) fn hms(secs: i64) -> String {
     }
 }
 
-/// Appends `value` to `out` in a column: padded to `width` (right-justified when `right`), and cut
-/// to `width` when `cut` (squeue's and sinfo's rule). `None` = natural width.
-pub(crate) fn push_cell(out: &mut String, value: &str, width: Option<usize>, right: bool, cut: bool) {
-    let Some(width) = width else {
-        out.push_str(value);
-        return;
-    };
-    let len = if value.is_ascii() { value.len() } else { value.chars().count() };
-    if len >= width {
-        if cut {
-            out.extend(value.chars().take(width));
-        } else {
-            out.push_str(value);
-        }
-        return;
-    }
-    let pad = width - len;
-    if right {
-        push_spaces(out, pad);
-        out.push_str(value);
-    } else {
-        out.push_str(value);
-        push_spaces(out, pad);
-    }
-}
-
-/// Appends `count` spaces (a slice at a time: padding is most of a wide listing's bytes).
-fn push_spaces(out: &mut String, mut count: usize) {
-    const SPACES: &str = "                                                                ";
-    while count > 0 {
-        let step = count.min(SPACES.len());
-        out.push_str(&SPACES[..step]);
-        count -= step;
-    }
-}
+pub(crate) use drover_shared::queue_lines::push_cell;
 
 /// One `%[.][width]<letter>` field of a squeue/sinfo `-o` format, with the literal text around it.
 #[derive(Debug, Clone, PartialEq, Eq)]

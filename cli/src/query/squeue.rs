@@ -11,18 +11,16 @@ use super::format::{self, Tz};
 use clap::{ArgAction, Parser};
 use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
-use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::job::fields::JobFields;
 use drover_shared::job::{JobId, JobInfo, JobState, StepInfo};
 use drover_shared::proto::client::{JobQuery, Request, Response};
 use drover_shared::proto::records::{Answer, JobRecords, read_jobs};
-use std::borrow::Cow;
+use drover_shared::queue_lines::{self, Field, SortKey};
 use std::ffi::OsString;
 use std::io::Write as _;
 
 mod listing;
-mod order;
 
 const DEFAULT_FORMAT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
 const LONG_FORMAT: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
@@ -107,72 +105,6 @@ struct Args {
     nodelist: Vec<String>,
 }
 
-/// What a column shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
-    JobId,
-    JobIdRaw,
-    ArrayJobId,
-    ArrayTaskId,
-    Name,
-    User,
-    Uid,
-    Account,
-    Partition,
-    Qos,
-    StateCompact,
-    State,
-    TimeUsed,
-    TimeLimit,
-    TimeLeft,
-    NumNodes,
-    NumCpus,
-    NumTasks,
-    TresPerNode,
-    TresAlloc,
-    MinMemory,
-    NodeList,
-    ReasonList,
-    Reason,
-    Priority,
-    PriorityLong,
-    SubmitTime,
-    StartTime,
-    EndTime,
-    EligibleTime,
-    Dependency,
-    Comment,
-    Command,
-    WorkDir,
-    Stdout,
-    Stderr,
-    Stdin,
-    Nice,
-    MinCpus,
-    CpusPerTask,
-    MinTmpDisk,
-    Features,
-    Group,
-    Gid,
-    OverSubscribe,
-    ReqNodes,
-    ExcNodes,
-    Reservation,
-    BatchHost,
-    Sct,
-    SchedNodes,
-    Wildcard,
-    Contiguous,
-    Null,
-    Requeue,
-    RestartCount,
-    ExitCode,
-    BatchFlag,
-    NotAvailable,
-    /// A letter or name Drover does not know: an empty column.
-    Unknown,
-}
-
 /// Every field squeue can print, Slurm's letters, `-O` names and headers.
 const FIELDS: &[FieldDef<Field>] = &[
     def(Some('i'), "JobArrayID", "JOBID", Field::JobId),
@@ -245,11 +177,6 @@ const FIELDS: &[FieldDef<Field>] = &[
 /// One output column of squeue.
 pub(crate) type Column = columns::Column<Field>;
 
-/// Node lists and `%R` are padded but never cut.
-fn cuts(field: Field) -> bool {
-    !matches!(field, Field::NodeList | Field::ReasonList)
-}
-
 /// Parses a `-o` format; letters Drover does not know become empty columns. `%all` is every
 /// field, lower-case letters then upper-case, separated by `|`.
 pub(crate) fn parse_format(text: &str) -> Vec<Column> {
@@ -265,13 +192,6 @@ pub(crate) fn parse_format(text: &str) -> Vec<Column> {
 /// empty columns so that positions stay where a client expects them).
 pub(crate) fn parse_long_format(text: &str) -> (Vec<Column>, Vec<String>) {
     columns::parse_named(text, FIELDS, Field::Unknown)
-}
-
-/// A sort key: format letter and direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SortKey {
-    letter: char,
-    descending: bool,
 }
 
 /// Parses `-S`: comma-separated format letters, each optionally prefixed by `+` or `-`.
@@ -327,7 +247,7 @@ pub(crate) fn render_steps(jobs: &[JobInfo], now: UnixTime, options: &RenderOpti
     for job in sorted {
         for step in job.steps.iter().filter(|s| !s.state.is_terminal()) {
             for column in &options.columns {
-                column.push(&mut out, &step_value(column, job, step, now, options.tz), cuts(column.field));
+                column.push(&mut out, &step_value(column, job, step, now, options.tz), column.field.cuts());
             }
             out.push('\n');
         }
@@ -355,130 +275,34 @@ fn step_value(column: &Column, job: &JobInfo, step: &StepInfo, now: UnixTime, tz
         Some('N') => hostlist::compress(&step.nodes),
         Some('S') => format::timestamp_or(step.start_time, tz, "N/A"),
         Some('C') => step.num_cpus.to_string(),
-        _ => job_value(column.field, job, now, tz).into_owned(),
+        _ => job_value(column.field, job, now, tz),
     }
 }
 
-/// Slurm's display of a time limit for squeue.
-fn time_limit(limit: Option<TimeLimit>) -> String {
-    match limit {
-        Some(TimeLimit::Unlimited) => "UNLIMITED".into(),
-        Some(TimeLimit::Minutes(minutes)) => format::clock(i64::from(minutes) * 60),
-        None => "NOT_SET".into(),
+/// Appends one cell's text: the fields ctld could render too from the shared renderer, the
+/// timestamps (local time) and derived TRES and memory figures here.
+fn write_value(out: &mut String, field: Field, job: &JobInfo, now: UnixTime, tz: Tz) {
+    if queue_lines::value(out, field, job, now) {
+        return;
     }
+    let text = match field {
+        Field::TresAlloc if common::has_started(job) => common::tres_string(&common::job_tres(job)),
+        Field::TresAlloc => "(null)".into(),
+        Field::MinMemory => format_mem_mb(common::job_min_memory(job).1),
+        Field::SubmitTime => format::timestamp(job.submit_time, tz),
+        Field::StartTime => format::timestamp_or(job.start_time, tz, "N/A"),
+        Field::EndTime => format::timestamp_or(queue_lines::expected_end(job), tz, "N/A"),
+        Field::EligibleTime => format::timestamp_or(job.eligible_time, tz, "N/A"),
+        _ => String::new(),
+    };
+    out.push_str(&text);
 }
 
-/// Elapsed seconds as squeue shows them: anything beyond a year is `INVALID`.
-fn time_used(job: &JobInfo, now: UnixTime) -> String {
+/// One cell's text.
+fn job_value(field: Field, job: &JobInfo, now: UnixTime, tz: Tz) -> String {
     let mut out = String::new();
-    time_used_into(&mut out, job, now);
+    write_value(&mut out, field, job, now, tz);
     out
-}
-
-/// [`time_used`], appended to `out`.
-fn time_used_into(out: &mut String, job: &JobInfo, now: UnixTime) {
-    let used = job.elapsed(now);
-    if used > 365 * 86_400 { out.push_str("INVALID") } else { format::clock_into(out, used) }
-}
-
-/// The end squeue prints: actual, else start plus limit for a running job.
-fn expected_end(job: &JobInfo) -> Option<UnixTime> {
-    job.end_time.or_else(|| match (job.start_time, job.time_limit) {
-        (Some(start), Some(TimeLimit::Minutes(minutes))) => Some(start + i64::from(minutes) * 60),
-        _ => None,
-    })
-}
-
-/// Whether `%R` shows the reason (pending, or ended in a way that has one) rather than nodes.
-fn shows_reason(state: JobState) -> bool {
-    matches!(
-        state,
-        JobState::Pending | JobState::Failed | JobState::Timeout | JobState::OutOfMemory | JobState::Deadline
-    )
-}
-
-/// One cell; borrowed from the record where it can be (no allocation per row for the text fields).
-fn job_value(field: Field, job: &JobInfo, now: UnixTime, tz: Tz) -> Cow<'_, str> {
-    let state = job.state();
-    match field {
-        Field::JobId => Cow::Owned(job.display_id()),
-        Field::JobIdRaw => Cow::Owned(job.job_id.to_string()),
-        Field::ArrayJobId => Cow::Owned(job.array_job_id.unwrap_or(job.job_id).to_string()),
-        Field::ArrayTaskId => Cow::Owned(job.array_task_text()),
-        Field::Name => job.name.as_str().into(),
-        Field::User => job.user.as_str().into(),
-        Field::Uid => Cow::Owned(job.uid.to_string()),
-        Field::Account => job.account.as_str().into(),
-        Field::Partition => job.partition.as_str().into(),
-        Field::Qos => job.qos.as_str().into(),
-        Field::StateCompact => state.compact_name().into(),
-        Field::State => state.long_name().into(),
-        Field::TimeUsed => Cow::Owned(time_used(job, now)),
-        Field::TimeLimit => Cow::Owned(time_limit(job.time_limit)),
-        Field::TimeLeft => match job.time_limit {
-            Some(TimeLimit::Minutes(minutes)) => Cow::Owned(format::clock(i64::from(minutes) * 60 - job.elapsed(now))),
-            other => Cow::Owned(time_limit(other)),
-        },
-        Field::NumNodes => Cow::Owned(job.num_nodes.to_string()),
-        Field::NumCpus => Cow::Owned(job.num_cpus.to_string()),
-        Field::NumTasks => Cow::Owned(job.num_tasks.to_string()),
-        Field::TresPerNode => {
-            if job.tres_per_node.is_empty() {
-                "N/A".into()
-            } else {
-                job.tres_per_node.as_str().into()
-            }
-        }
-        Field::TresAlloc => {
-            if common::has_started(job) {
-                Cow::Owned(common::tres_string(&common::job_tres(job)))
-            } else {
-                "(null)".into()
-            }
-        }
-        Field::MinMemory => Cow::Owned(format_mem_mb(common::job_min_memory(job).1)),
-        Field::NodeList => Cow::Owned(hostlist::compress(&job.nodes)),
-        Field::ReasonList => {
-            if shows_reason(state) {
-                Cow::Owned(format!("({})", job.reason))
-            } else {
-                Cow::Owned(hostlist::compress(&job.nodes))
-            }
-        }
-        Field::Reason => job.reason.as_str().into(),
-        Field::Priority => Cow::Owned(format!("{:16.14}", f64::from(job.priority) / f64::from(u32::MAX))),
-        Field::PriorityLong => Cow::Owned(job.priority.to_string()),
-        Field::SubmitTime => Cow::Owned(format::timestamp(job.submit_time, tz)),
-        Field::StartTime => Cow::Owned(format::timestamp_or(job.start_time, tz, "N/A")),
-        Field::EndTime => Cow::Owned(format::timestamp_or(expected_end(job), tz, "N/A")),
-        Field::EligibleTime => Cow::Owned(format::timestamp_or(job.eligible_time, tz, "N/A")),
-        Field::Dependency => Cow::Owned(common::or_null(job.dependency.as_deref())),
-        Field::Comment => Cow::Owned(common::or_null(job.comment.as_deref())),
-        Field::Command => Cow::Owned(common::or_null(job.command.as_deref())),
-        Field::WorkDir => job.work_dir.as_str().into(),
-        Field::Stdout => job.stdout.as_str().into(),
-        Field::Stderr => job.stderr.as_str().into(),
-        Field::Stdin => job.stdin.as_str().into(),
-        Field::Nice => Cow::Owned(job.nice.to_string()),
-        Field::MinCpus | Field::CpusPerTask => Cow::Owned(job.cpus_per_task.max(1).to_string()),
-        Field::MinTmpDisk | Field::Contiguous => "0".into(),
-        Field::RestartCount => Cow::Owned(job.restarts.to_string()),
-        Field::Features => Cow::Owned(common::or_null(job.constraint.as_deref())),
-        Field::Group => job.group.as_str().into(),
-        Field::Gid => Cow::Owned(job.gid.to_string()),
-        Field::OverSubscribe => if job.exclusive { "NO" } else { "OK" }.into(),
-        Field::ReqNodes => Cow::Owned(job.nodelist_requested.clone().unwrap_or_default()),
-        Field::ExcNodes => Cow::Owned(job.exclude.clone().unwrap_or_default()),
-        Field::Reservation | Field::SchedNodes | Field::Null => "(null)".into(),
-        Field::BatchHost => Cow::Owned(job.nodes.first().cloned().unwrap_or_else(|| "n/a".into())),
-        Field::Sct => "*:*:*".into(),
-        Field::Wildcard => "*".into(),
-        Field::Requeue => Cow::Owned(u8::from(job.requeue).to_string()),
-        Field::ExitCode => Cow::Owned(job.exit_status.to_string()),
-        Field::BatchFlag => "1".into(),
-        Field::NotAvailable => "N/A".into(),
-        Field::Unknown => Cow::Owned(String::new()),
-    }
 }
 
 /// The text and list fields of a record that a column reads (numbers, states and times always
@@ -531,50 +355,6 @@ fn needed_fields(filter: &Filter, options: &RenderOptions, steps: bool) -> JobFi
         fields |= JobFields::STEPS;
     }
     fields
-}
-
-/// The sort order field by field: what [`order::encode`]'s bytes must agree with.
-#[cfg(test)]
-fn compare_jobs(a: &JobInfo, b: &JobInfo, keys: &[SortKey], now: UnixTime) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    for key in keys {
-        let ordering = match key.letter {
-            'i' | 'A' | 'F' => a.job_id.cmp(&b.job_id),
-            'j' => a.name.cmp(&b.name),
-            'u' => a.user.cmp(&b.user),
-            'U' => a.uid.cmp(&b.uid),
-            'a' => a.account.cmp(&b.account),
-            'P' => a.partition.cmp(&b.partition),
-            'q' => a.qos.cmp(&b.qos),
-            't' => a.state().compact_name().cmp(b.state().compact_name()),
-            'T' => a.state().long_name().cmp(b.state().long_name()),
-            'p' | 'Q' => a.priority.cmp(&b.priority),
-            'M' => a.elapsed(now).cmp(&b.elapsed(now)),
-            'l' => limit_seconds(a).cmp(&limit_seconds(b)),
-            'D' => a.num_nodes.cmp(&b.num_nodes),
-            'C' => a.num_cpus.cmp(&b.num_cpus),
-            'V' => a.submit_time.cmp(&b.submit_time),
-            'S' => a.start_time.cmp(&b.start_time),
-            'e' => expected_end(a).cmp(&expected_end(b)),
-            'r' => a.reason.cmp(&b.reason),
-            'N' => a.nodes.cmp(&b.nodes),
-            'g' => a.group.cmp(&b.group),
-            'y' => a.nice.cmp(&b.nice),
-            _ => Ordering::Equal,
-        };
-        let ordering = if key.descending { ordering.reverse() } else { ordering };
-        if ordering != Ordering::Equal {
-            return ordering;
-        }
-    }
-    Ordering::Equal
-}
-
-fn limit_seconds(job: &JobInfo) -> u64 {
-    match job.time_limit {
-        Some(limit) => limit.seconds().unwrap_or(u64::MAX),
-        None => 0,
-    }
 }
 
 /// Which jobs to show.

@@ -4,11 +4,11 @@
 //! kept: squeue over 100,000 jobs holds their lines and keys, a few megabytes, instead of
 //! 100,000 decoded records.
 
-use super::{Field, RenderOptions, cuts, job_value, order, push_header, shows_reason, time_used_into};
+use super::{RenderOptions, push_header, write_value};
 use crate::query::format;
 use drover_shared::UnixTime;
 use drover_shared::job::JobInfo;
-use std::fmt::Write as _;
+use drover_shared::queue_lines::order;
 use std::io::Write as _;
 use std::ops::Range;
 
@@ -47,8 +47,8 @@ impl<'o> Listing<'o> {
         let line_start = self.lines.len();
         for column in &self.options.columns {
             self.cell.clear();
-            write_value(&mut self.cell, column.field, job, self.now, self.options);
-            column.push(&mut self.lines, &self.cell, cuts(column.field));
+            write_value(&mut self.cell, column.field, job, self.now, self.options.tz);
+            column.push(&mut self.lines, &self.cell, column.field.cuts());
         }
         self.lines.push('\n');
         let key_start = self.keys.len();
@@ -88,30 +88,4 @@ impl<'o> Listing<'o> {
         }
         out.flush()
     }
-}
-
-/// Appends one cell's text: the common columns written in place, the rest as [`job_value`]
-/// gives them.
-fn write_value(out: &mut String, field: Field, job: &JobInfo, now: UnixTime, options: &RenderOptions) {
-    // `fmt::Write` for `String` cannot fail.
-    let _ = match field {
-        Field::JobId if job.array_job_id.is_none() => write!(out, "{}", job.job_id),
-        Field::JobIdRaw => write!(out, "{}", job.job_id),
-        Field::NumNodes => write!(out, "{}", job.num_nodes),
-        Field::NumCpus => write!(out, "{}", job.num_cpus),
-        Field::TimeUsed => {
-            time_used_into(out, job, now);
-            Ok(())
-        }
-        Field::ReasonList if shows_reason(job.state()) => {
-            out.push('(');
-            out.push_str(&job.reason);
-            out.push(')');
-            Ok(())
-        }
-        _ => {
-            out.push_str(&job_value(field, job, now, options.tz));
-            Ok(())
-        }
-    };
 }

@@ -1,15 +1,16 @@
-//! squeue's sort order as bytes: each record's `-S` keys are encoded so that comparing the byte
+//! squeue's sort order (`-S`) as bytes: each record's `-S` keys are encoded so that comparing the byte
 //! strings gives the order the keys ask for (numbers big-endian with the sign bit flipped, text
 //! escaped and terminated, a descending key's bytes inverted). Sorting then compares byte slices
 //! and never needs the records themselves, which lets squeue drop each record once its line is
 //! rendered. `matches_the_comparator` pins the encoding to the plain field-by-field comparison.
 
-use super::{SortKey, expected_end, limit_seconds};
-use drover_shared::UnixTime;
-use drover_shared::job::JobInfo;
+use super::SortKey;
+use super::value::{expected_end, limit_seconds};
+use crate::UnixTime;
+use crate::job::JobInfo;
 
 /// Appends `job`'s sort key for `keys` to `out`.
-pub(crate) fn encode(keys: &[SortKey], job: &JobInfo, now: UnixTime, out: &mut Vec<u8>) {
+pub fn encode(keys: &[SortKey], job: &JobInfo, now: UnixTime, out: &mut Vec<u8>) {
     for key in keys {
         let start = out.len();
         match key.letter {
@@ -77,11 +78,46 @@ fn optional(out: &mut Vec<u8>, value: Option<i64>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{compare_jobs, parse_sort};
     use super::*;
-    use drover_shared::grammar::time::TimeLimit;
-    use drover_shared::job::JobState;
+    use crate::grammar::time::TimeLimit;
+    use crate::job::JobState;
     use proptest::prelude::*;
+    use std::cmp::Ordering;
+
+    /// The sort order field by field, as squeue's `-S` letters define it.
+    fn compare_jobs(a: &JobInfo, b: &JobInfo, keys: &[SortKey], now: UnixTime) -> Ordering {
+        for key in keys {
+            let ordering = match key.letter {
+                'i' | 'A' | 'F' => a.job_id.cmp(&b.job_id),
+                'j' => a.name.cmp(&b.name),
+                'u' => a.user.cmp(&b.user),
+                'U' => a.uid.cmp(&b.uid),
+                'a' => a.account.cmp(&b.account),
+                'P' => a.partition.cmp(&b.partition),
+                'q' => a.qos.cmp(&b.qos),
+                't' => a.state().compact_name().cmp(b.state().compact_name()),
+                'T' => a.state().long_name().cmp(b.state().long_name()),
+                'p' | 'Q' => a.priority.cmp(&b.priority),
+                'M' => a.elapsed(now).cmp(&b.elapsed(now)),
+                'l' => limit_seconds(a).cmp(&limit_seconds(b)),
+                'D' => a.num_nodes.cmp(&b.num_nodes),
+                'C' => a.num_cpus.cmp(&b.num_cpus),
+                'V' => a.submit_time.cmp(&b.submit_time),
+                'S' => a.start_time.cmp(&b.start_time),
+                'e' => expected_end(a).cmp(&expected_end(b)),
+                'r' => a.reason.cmp(&b.reason),
+                'N' => a.nodes.cmp(&b.nodes),
+                'g' => a.group.cmp(&b.group),
+                'y' => a.nice.cmp(&b.nice),
+                _ => Ordering::Equal,
+            };
+            let ordering = if key.descending { ordering.reverse() } else { ordering };
+            if ordering != Ordering::Equal {
+                return ordering;
+            }
+        }
+        Ordering::Equal
+    }
 
     fn job() -> impl Strategy<Value = JobInfo> {
         let text = prop::sample::select(vec!["", "a", "a\0", "a\0b", "ab", "b", "\u{e9}", "main", "gpu"]);
@@ -124,11 +160,11 @@ mod tests {
         fn matches_the_comparator(a in job(), b in job(), first in 0usize..24, second in 0usize..24, down in any::<(bool, bool)>()) {
             let letters = "iAFjuUaPqtTpQMlDCVSerNgy";
             let letter = |i: usize| letters.chars().nth(i % letters.len()).unwrap();
-            let spec = format!(
-                "{}{},{}{}",
-                if down.0 { "-" } else { "" }, letter(first), if down.1 { "-" } else { "" }, letter(second)
-            );
-            let keys = parse_sort(&spec);
+            let keys = [
+                SortKey { letter: letter(first), descending: down.0 },
+                SortKey { letter: letter(second), descending: down.1 },
+            ];
+            let spec = format!("{keys:?}");
             let (mut ka, mut kb) = (Vec::new(), Vec::new());
             encode(&keys, &a, 7, &mut ka);
             encode(&keys, &b, 7, &mut kb);
