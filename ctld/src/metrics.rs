@@ -224,7 +224,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
     use drover_shared::proto::client::Request as R;
     match request {
         R::Submit(_) => "submit",
-        R::QueryJobs(_) | R::QueryJobFields { .. } => "query_jobs",
+        R::QueryJobs(_) | R::QueryJobFields { .. } | R::QueryJobLines { .. } => "query_jobs",
         R::QueryAccounting(_) => "query_accounting",
         R::Cancel(_) => "cancel",
         R::QueryNodes => "query_nodes",

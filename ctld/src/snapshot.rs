@@ -13,7 +13,9 @@ use drover_shared::job::{JobId, JobInfo};
 use drover_shared::proto::client::JobQuery;
 #[cfg(test)]
 use drover_shared::proto::client::Response;
-use serde::ser::{Serialize, SerializeStructVariant, Serializer};
+use drover_shared::proto::client::push_job_line;
+use drover_shared::proto::records::{JOB_LINES_VARIANT, JOBS_VARIANT};
+use drover_shared::queue_lines::{self, LineFormat};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -88,6 +90,7 @@ pub(crate) struct JobsSnapshot {
 
 impl JobsSnapshot {
     /// Every visible job, in id order.
+    #[cfg(test)]
     pub(crate) fn jobs(&self) -> impl Iterator<Item = &Arc<JobInfo>> {
         self.chunks.iter().flat_map(|chunk| chunk.jobs.iter())
     }
@@ -102,13 +105,23 @@ struct Chunk {
     encoded: Mutex<Option<Encoded>>,
 }
 
-/// One query's answer part for one chunk: how many records matched and their bytes.
+/// One query's answer part for one chunk: how many jobs matched and their bytes.
 #[derive(Debug)]
 struct Encoded {
     query: JobQuery,
-    fields: JobFields,
+    ask: Ask,
     count: usize,
     bytes: Arc<[u8]>,
+}
+
+/// What a query wants of each matching job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// Its record with these text and list fields (`Response::Jobs`).
+    Records(JobFields),
+    /// Its rendered line and sort key (`Response::JobLines`), at the given clock when the line
+    /// moves with it (the format shows elapsed time and the chunk holds a started job).
+    Lines(Arc<LineFormat>, Option<UnixTime>),
 }
 
 impl Chunk {
@@ -116,24 +129,49 @@ impl Chunk {
         Chunk { jobs, encoded: Mutex::new(None) }
     }
 
-    /// The records matching `query`, encoded for `fields`: from the cache when the last query was
+    /// The jobs matching `query`, encoded as `ask` says: from the cache when the last query was
     /// the same (pollers repeat theirs), else encoded and cached.
-    fn encode(&self, query: &JobQuery, fields: JobFields) -> Result<(usize, Arc<[u8]>), postcard::Error> {
+    fn encode(&self, query: &JobQuery, ask: &Ask, now: UnixTime) -> Result<(usize, Arc<[u8]>), postcard::Error> {
+        let ask = match ask {
+            Ask::Lines(format, _) => {
+                let moving =
+                    format.uses_clock() && self.jobs.iter().any(|j| j.start_time.is_some() && j.end_time.is_none());
+                Ask::Lines(Arc::clone(format), moving.then_some(now))
+            }
+            records => records.clone(),
+        };
         let mut cached = self.encoded.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(hit) = cached.as_ref().filter(|e| e.fields == fields && e.query == *query) {
+        if let Some(hit) = cached.as_ref().filter(|e| e.ask == ask && e.query == *query) {
             return Ok((hit.count, Arc::clone(&hit.bytes)));
         }
+        let matching = self.jobs.iter().filter(|job| matches(query, job));
         let (mut count, mut bytes) = (0, Vec::new());
-        for job in self.jobs.iter().filter(|job| matches(query, job)) {
-            count += 1;
-            bytes = if fields == JobFields::ALL {
-                postcard::to_extend(&**job, bytes)?
-            } else {
-                postcard::to_extend(&JobInfoView::new(job, fields), bytes)?
-            };
+        match &ask {
+            Ask::Records(JobFields::ALL) => {
+                for job in matching {
+                    count += 1;
+                    bytes = postcard::to_extend(&**job, bytes)?;
+                }
+            }
+            Ask::Records(fields) => {
+                for job in matching {
+                    count += 1;
+                    bytes = postcard::to_extend(&JobInfoView::new(job, *fields), bytes)?;
+                }
+            }
+            Ask::Lines(format, _) => {
+                let (mut line, mut key, mut cell) = (String::new(), Vec::new(), String::new());
+                for job in matching {
+                    count += 1;
+                    line.clear();
+                    key.clear();
+                    queue_lines::render_line(format, job, now, &mut line, &mut key, &mut cell);
+                    push_job_line(&mut bytes, &key, line.as_bytes());
+                }
+            }
         }
         let bytes: Arc<[u8]> = bytes.into();
-        *cached = Some(Encoded { query: query.clone(), fields, count, bytes: Arc::clone(&bytes) });
+        *cached = Some(Encoded { query: query.clone(), ask, count, bytes: Arc::clone(&bytes) });
         Ok((count, bytes))
     }
 }
@@ -191,38 +229,6 @@ impl Publisher {
     }
 }
 
-/// The answer to a job query: encodes exactly as `Response::Jobs { now, jobs }` (the wire
-/// contract), but from the snapshot's shared records, without copying them.
-#[derive(Debug)]
-pub(crate) struct JobsAnswer {
-    pub(crate) now: UnixTime,
-    pub(crate) jobs: Vec<Arc<JobInfo>>,
-    /// The text and list fields the client asked for.
-    pub(crate) fields: JobFields,
-}
-
-/// `Response::Jobs`'s position among `Response`'s variants (checked by a test against the enum).
-const JOBS_VARIANT: u32 = 1;
-
-impl Serialize for JobsAnswer {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Records<'a>(&'a [Arc<JobInfo>], JobFields);
-        impl Serialize for Records<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                if self.1 == JobFields::ALL {
-                    serializer.collect_seq(self.0.iter().map(|job| &**job))
-                } else {
-                    serializer.collect_seq(self.0.iter().map(|job| JobInfoView::new(job, self.1)))
-                }
-            }
-        }
-        let mut variant = serializer.serialize_struct_variant("Response", JOBS_VARIANT, "Jobs", 2)?;
-        variant.serialize_field("now", &self.now)?;
-        variant.serialize_field("jobs", &Records(&self.jobs, self.fields))?;
-        variant.end()
-    }
-}
-
 /// Whether `job` answers `query` (the filters the core used to apply to its own state).
 fn matches(query: &JobQuery, j: &JobInfo) -> bool {
     (query.job_ids.is_empty()
@@ -234,27 +240,33 @@ fn matches(query: &JobQuery, j: &JobInfo) -> bool {
         && (query.states.is_empty() || query.states.contains(&j.state()))
 }
 
-/// Answers a job query from a snapshot.
-pub(crate) fn query_jobs(snapshot: &JobsSnapshot, query: &JobQuery, fields: JobFields, now: UnixTime) -> JobsAnswer {
-    let jobs = snapshot.jobs().filter(|j| matches(query, j)).cloned().collect();
-    JobsAnswer { now, jobs, fields }
-}
-
-/// Answers a job query from a snapshot as the encoded payload of `Response::Jobs`, each chunk's
-/// part reused when the previous query of that chunk asked the same: a poller repeating its
-/// query over 100,000 unchanged jobs costs a copy of their bytes, not their encoding.
+/// Answers a job query from a snapshot as an encoded payload: `Response::Jobs` for records,
+/// `Response::JobLines` for lines. Each chunk's part is reused when the previous query of that
+/// chunk asked the same: a poller repeating its query over 100,000 unchanged jobs costs a copy of
+/// their bytes, not their encoding.
 pub(crate) fn encode_jobs(
     snapshot: &JobsSnapshot,
     query: &JobQuery,
-    fields: JobFields,
+    ask: &Ask,
     now: UnixTime,
 ) -> Result<Vec<u8>, postcard::Error> {
-    let parts = snapshot.chunks.iter().map(|chunk| chunk.encode(query, fields)).collect::<Result<Vec<_>, _>>()?;
+    let parts = snapshot.chunks.iter().map(|chunk| chunk.encode(query, ask, now)).collect::<Result<Vec<_>, _>>()?;
     let count: usize = parts.iter().map(|(count, _)| count).sum();
     let size: usize = parts.iter().map(|(_, bytes)| bytes.len()).sum();
-    let mut out = postcard::to_extend(&JOBS_VARIANT, Vec::with_capacity(size + 24))?;
-    out = postcard::to_extend(&now, out)?;
-    out = postcard::to_extend(&count, out)?;
+    let mut out = Vec::with_capacity(size + 32);
+    match ask {
+        Ask::Records(_) => {
+            out = postcard::to_extend(&JOBS_VARIANT, out)?;
+            out = postcard::to_extend(&now, out)?;
+            out = postcard::to_extend(&count, out)?;
+        }
+        Ask::Lines(..) => {
+            out = postcard::to_extend(&JOB_LINES_VARIANT, out)?;
+            out = postcard::to_extend(&now, out)?;
+            out = postcard::to_extend(&u32::try_from(count).unwrap_or(u32::MAX), out)?;
+            out = postcard::to_extend(&size, out)?;
+        }
+    }
     for (_, bytes) in &parts {
         out.extend_from_slice(bytes);
     }
@@ -266,75 +278,52 @@ mod tests {
     use super::*;
     use drover_shared::job::JobState;
 
-    /// The copy-free answer encodes byte for byte like the protocol's `Response::Jobs`.
+    /// Line answers are `Response::JobLines` with every matching job's rendered line and key; a
+    /// chunk with a running job is rendered again when the clock moves, one of pending jobs is not.
     #[test]
-    fn jobs_answer_encodes_as_response_jobs() {
-        let jobs: Vec<JobInfo> = (1..=3)
-            .map(|job_id| JobInfo {
-                job_id,
-                name: format!("job{job_id}"),
-                user: "alice".into(),
-                partition: "main".into(),
-                state: Some(if job_id == 2 { JobState::Running } else { JobState::Pending }),
-                reason: "Priority".into(),
-                nodes: vec!["n1".into()],
-                ..JobInfo::default()
-            })
-            .collect();
-        let answer = JobsAnswer {
-            now: 1_700_000_000,
-            jobs: jobs.iter().cloned().map(Arc::new).collect(),
-            fields: JobFields::ALL,
-        };
-        let expected = Response::Jobs { now: 1_700_000_000, jobs };
-        assert_eq!(postcard::to_allocvec(&answer).unwrap(), postcard::to_allocvec(&expected).unwrap());
-        let empty = JobsAnswer { now: 5, jobs: Vec::new(), fields: JobFields::NAME };
-        let expected = Response::Jobs { now: 5, jobs: Vec::new() };
-        assert_eq!(postcard::to_allocvec(&empty).unwrap(), postcard::to_allocvec(&expected).unwrap());
-    }
-
-    /// The encoded answer is `Response::Jobs` byte for byte, for every filter and field set; a
-    /// repeated query reuses the chunk parts, and a changed job's chunk is encoded afresh.
-    #[test]
-    fn encoded_answers_match_response_jobs_and_follow_changes() {
+    fn line_answers_render_every_job_and_follow_the_clock() {
+        use drover_shared::queue_lines::{Field, LineColumn, SortKey};
         let mut state = state();
         let (mut publisher, rx) = Publisher::new();
-        let ids: Vec<JobId> = (0..5).map(|i| 2_000_000_000 + i * (CHUNK / 2)).collect();
+        let ids: Vec<JobId> = (0..3).map(|i| 1_000_000_000 + i * CHUNK).collect();
         for &id in &ids {
             add(&mut state, id, true);
         }
-        state.jobs.get_mut(&ids[1]).unwrap().info.uid = 7;
-        state.jobs.get_mut(&ids[2]).unwrap().info.state = Some(JobState::Completed);
+        let running = &mut state.jobs.get_mut(&ids[1]).unwrap().info;
+        running.state = Some(JobState::Running);
+        running.start_time = Some(100);
         publisher.publish(&state);
-        let expected = |query: &JobQuery, fields: JobFields, snapshot: &JobsSnapshot| {
-            let jobs = snapshot
-                .jobs()
-                .filter(|j| matches(query, j))
-                .map(|j| drover_shared::job::fields::project(j, fields))
-                .collect();
-            postcard::to_allocvec(&Response::Jobs { now: 9, jobs }).unwrap()
-        };
-        let queries = [
-            JobQuery::default(),
-            JobQuery { users: vec![7], ..JobQuery::default() },
-            JobQuery { include_finished: true, ..JobQuery::default() },
-            JobQuery { job_ids: vec![ids[3]], ..JobQuery::default() },
-        ];
-        for query in &queries {
-            for fields in [JobFields::ALL, JobFields::NONE, JobFields::REASON] {
-                let snapshot = rx.borrow().clone();
-                let first = encode_jobs(&snapshot, query, fields, 9).unwrap();
-                assert_eq!(first, expected(query, fields, &snapshot), "{query:?} {fields:?}");
-                assert_eq!(encode_jobs(&snapshot, query, fields, 9).unwrap(), first);
-            }
-        }
-        let before = encode_jobs(&rx.borrow().clone(), &queries[0], JobFields::REASON, 9).unwrap();
-        state.jobs.get_mut(&ids[4]).unwrap().info.reason = "Resources".into();
-        publisher.publish(&state);
+        let column =
+            |field| LineColumn { prefix: String::new(), field, width: Some(10), right: true, suffix: " ".into() };
+        let format = Arc::new(LineFormat {
+            columns: vec![column(Field::JobId), column(Field::TimeUsed), column(Field::ReasonList)],
+            sort: vec![SortKey { letter: 'M', descending: true }],
+        });
         let snapshot = rx.borrow().clone();
-        let after = encode_jobs(&snapshot, &queries[0], JobFields::REASON, 9).unwrap();
-        assert_ne!(after, before);
-        assert_eq!(after, expected(&queries[0], JobFields::REASON, &snapshot));
+        let expected = |now| {
+            let mut rows = Vec::new();
+            let (mut line, mut key, mut cell) = (String::new(), Vec::new(), String::new());
+            for job in snapshot.jobs() {
+                line.clear();
+                key.clear();
+                queue_lines::render_line(&format, job, now, &mut line, &mut key, &mut cell);
+                push_job_line(&mut rows, &key, line.as_bytes());
+            }
+            postcard::to_allocvec(&Response::JobLines { now, count: 3, rows }).unwrap()
+        };
+        let ask = Ask::Lines(Arc::clone(&format), None);
+        let at_160 = encode_jobs(&snapshot, &JobQuery::default(), &ask, 160).unwrap();
+        assert_eq!(at_160, expected(160));
+        let answer: Response = postcard::from_bytes(&at_160).unwrap();
+        let Response::JobLines { rows, .. } = answer else { panic!("not lines") };
+        let lines = drover_shared::proto::client::job_lines(&rows).unwrap();
+        assert_eq!(std::str::from_utf8(lines[1].line).unwrap(), format!("{:>10} {:>10} {:>10} \n", ids[1], "1:00", ""));
+        let at_220 = encode_jobs(&snapshot, &JobQuery::default(), &ask, 220).unwrap();
+        assert_eq!(at_220, expected(220));
+        assert_ne!(at_160, at_220);
+        // The pending jobs' chunks kept their parts (cached without the clock).
+        let pending = snapshot.chunks[0].encoded.lock().unwrap();
+        assert!(matches!(&pending.as_ref().unwrap().ask, Ask::Lines(_, None)));
     }
 
     /// A snapshot shares records until the core writes one; the write copies it and counts.

@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::job::{JobId, JobInfo, JobState, MemRequest};
+use drover_shared::proto::client::Response;
 use std::ffi::OsString;
 
 /// Parses `args` (without the command name) into `P`. `--help` prints and yields `Err(0)`; a
@@ -323,6 +324,22 @@ pub(crate) fn ended_by_controller(state: JobState) -> bool {
         state,
         JobState::Cancelled | JobState::Timeout | JobState::NodeFail | JobState::Preempted | JobState::Deadline
     )
+}
+
+/// A job query's answer; an error answer or a failed connection is printed as Slurm's
+/// `slurm_load_jobs error:` line and becomes exit code 1 (`Err`).
+pub(crate) fn jobs_answer(answer: anyhow::Result<Response>) -> Result<Response, i32> {
+    match answer {
+        Ok(Response::Error { code, .. }) => {
+            eprintln!("slurm_load_jobs error: {}", code.message());
+            Err(1)
+        }
+        Ok(answer) => Ok(answer),
+        Err(error) => {
+            eprintln!("slurm_load_jobs error: {error}");
+            Err(1)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -602,17 +602,10 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
     };
     let job_ids: Vec<JobId> = targets.iter().map(|t| t.job_id).collect();
     let query = JobQuery { job_ids: job_ids.clone(), include_finished: true, ..JobQuery::default() };
-    let (now, jobs) = match crate::client::call(&Request::QueryJobs(query)) {
+    let (now, jobs) = match common::jobs_answer(crate::client::call(&Request::QueryJobs(query))) {
         Ok(Response::Jobs { now, jobs }) => (now, jobs),
-        Ok(Response::Error { code, .. }) => {
-            eprintln!("slurm_load_jobs error: {}", code.message());
-            return Ok(1);
-        }
         Ok(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-        Err(error) => {
-            eprintln!("slurm_load_jobs error: {error}");
-            return Ok(1);
-        }
+        Err(code) => return Ok(code),
     };
     let jobs: Vec<&JobInfo> =
         jobs.iter().filter(|j| targets.is_empty() || targets.iter().any(|t| t.matches(j))).collect();

@@ -14,9 +14,9 @@ use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::hostlist;
 use drover_shared::job::fields::JobFields;
 use drover_shared::job::{JobId, JobInfo, JobState, StepInfo};
-use drover_shared::proto::client::{JobQuery, Request, Response};
+use drover_shared::proto::client::{JobQuery, Request, Response, job_lines};
 use drover_shared::proto::records::{Answer, JobRecords, read_jobs};
-use drover_shared::queue_lines::{self, Field, SortKey};
+use drover_shared::queue_lines::{self, Field, LineColumn, LineFormat, SortKey};
 use std::ffi::OsString;
 use std::io::Write as _;
 
@@ -83,7 +83,7 @@ struct Args {
     #[arg(short = 'q', long = "qos")]
     qos: Vec<String>,
     /// Sort keys: format letters, `-` for descending.
-    #[arg(short = 'S', long = "sort")]
+    #[arg(short = 'S', long = "sort", allow_hyphen_values = true)]
     sort: Option<String>,
     /// Pending jobs with their expected start.
     #[arg(long = "start")]
@@ -510,6 +510,9 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
                 StateFilter::Only(states) => states.iter().any(|s| s.is_terminal()),
             },
     };
+    if let Some(format) = server_format(filter, options, steps) {
+        return print_rendered(Request::QueryJobLines { query, format }, options);
+    }
     let fields = needed_fields(filter, options, steps);
     let payload = match crate::client::call_payload(&Request::QueryJobFields { query, fields }) {
         Ok(payload) => payload,
@@ -546,6 +549,50 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
     } else {
         listing.write_to(&mut stdout)?;
     }
+    stdout.flush()?;
+    Ok(0)
+}
+
+/// The line format to have ctld render, when it can render this listing whole: no steps, no
+/// array expansion, no `-j` targets, no filters ctld's query does not apply, and every column
+/// one it renders (timestamps are rendered here, in the client's time zone). ctld keeps rendered
+/// lines per snapshot chunk, so repeated polls of a deep queue cost it a copy.
+fn server_format(filter: &Filter, options: &RenderOptions, steps: bool) -> Option<LineFormat> {
+    let client_filters = !filter.targets.is_empty()
+        || !filter.accounts.is_empty()
+        || !filter.names.is_empty()
+        || !filter.qos.is_empty()
+        || !filter.nodes.is_empty();
+    if steps || filter.expand_arrays || client_filters {
+        return None;
+    }
+    let columns = options
+        .columns
+        .iter()
+        .map(|c| {
+            Some(LineColumn {
+                prefix: c.prefix.clone(),
+                field: c.field,
+                width: c.width.map(u32::try_from).transpose().ok()?,
+                right: c.right,
+                suffix: c.suffix.clone(),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let format = LineFormat { columns, sort: options.sort.clone() };
+    format.check().is_ok().then_some(format)
+}
+
+/// Prints a listing ctld renders (see [`server_format`]).
+fn print_rendered(request: Request, options: &RenderOptions) -> anyhow::Result<i32> {
+    let (now, rows) = match common::jobs_answer(crate::client::call(&request)) {
+        Ok(Response::JobLines { now, rows, .. }) => (now, rows),
+        Ok(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        Err(code) => return Ok(code),
+    };
+    let rows = job_lines(&rows).ok_or_else(|| anyhow::anyhow!("malformed job lines from the controller"))?;
+    let mut stdout = std::io::stdout().lock();
+    listing::write_rendered(options, now, rows, &mut stdout)?;
     stdout.flush()?;
     Ok(0)
 }
@@ -647,6 +694,63 @@ mod tests {
         assert!(header.starts_with("ACCOUNT|TRES_PER_NODE|MIN_CPUS|"), "{header}");
     }
 
+    /// A filter every job passes.
+    fn every_job() -> Filter {
+        Filter {
+            job_ids: Vec::new(),
+            targets: Vec::new(),
+            expand_arrays: false,
+            users: Vec::new(),
+            accounts: Vec::new(),
+            partitions: Vec::new(),
+            names: Vec::new(),
+            qos: Vec::new(),
+            states: StateFilter::All,
+            nodes: Vec::new(),
+        }
+    }
+
+    /// A listing ctld renders prints exactly what the client renders itself, for every format
+    /// ctld takes (each field alone, the standard formats, `-O`), in every sort order.
+    #[test]
+    fn rendered_by_ctld_matches_rendered_here() {
+        let jobs = queue();
+        let filter = every_job();
+        let mut formats: Vec<Vec<Column>> = FIELDS
+            .iter()
+            .filter_map(|def| def.letter)
+            .map(|letter| parse_format(&format!("%.7{letter} |%{letter}")))
+            .collect();
+        formats.extend([DEFAULT_FORMAT, LONG_FORMAT, "%i %P %j %u %t %M %D %R"].map(parse_format));
+        formats.push(parse_long_format("JobID:8,State:.10,Reason,NumNodes:4|,TimeLeft").0);
+        let mut server_rendered = 0;
+        for columns in formats {
+            for sort in ["", DEFAULT_SORT, "-M,i", "N,-D", "u,-j,P"] {
+                let mut options = options("%i");
+                options.columns = columns.clone();
+                options.sort = parse_sort(sort);
+                let Some(format) = server_format(&filter, &options, false) else {
+                    assert!(columns.iter().any(|c| c.field.needs_client()), "{columns:?}");
+                    continue;
+                };
+                server_rendered += 1;
+                let mut rows = Vec::new();
+                let (mut line, mut key, mut cell) = (String::new(), Vec::new(), String::new());
+                for job in &jobs {
+                    line.clear();
+                    key.clear();
+                    queue_lines::render_line(&format, job, scenario::NOW, &mut line, &mut key, &mut cell);
+                    drover_shared::proto::client::push_job_line(&mut rows, &key, line.as_bytes());
+                }
+                let mut printed = Vec::new();
+                listing::write_rendered(&options, scenario::NOW, job_lines(&rows).unwrap(), &mut printed).unwrap();
+                let here = render(&jobs, scenario::NOW, &options);
+                assert_eq!(String::from_utf8(printed).unwrap(), here, "{columns:?} sorted by {sort:?}");
+            }
+        }
+        assert!(server_rendered > 200, "{server_rendered}");
+    }
+
     /// Every column and sort key renders the same from a record carrying only the fields
     /// [`needed_fields`] asks for as from the full record.
     #[test]
@@ -669,18 +773,7 @@ mod tests {
             tres_per_node: "gres:gpu:1".into(),
             ..jobs[0].clone()
         });
-        let filter = Filter {
-            job_ids: Vec::new(),
-            targets: Vec::new(),
-            expand_arrays: false,
-            users: Vec::new(),
-            accounts: Vec::new(),
-            partitions: Vec::new(),
-            names: Vec::new(),
-            qos: Vec::new(),
-            states: StateFilter::All,
-            nodes: Vec::new(),
-        };
+        let filter = every_job();
         for def in FIELDS {
             let Some(letter) = def.letter else { continue };
             for (format, sort) in [(format!("%{letter}"), "i".to_owned()), ("%i".to_owned(), format!("{letter},i"))] {
@@ -735,18 +828,7 @@ mod tests {
     #[test]
     fn filters_match_slurm() {
         let select = |filter: &Filter| -> Vec<JobInfo> { queue().into_iter().filter(|j| filter.matches(j)).collect() };
-        let base = Filter {
-            job_ids: Vec::new(),
-            targets: Vec::new(),
-            expand_arrays: false,
-            users: Vec::new(),
-            accounts: Vec::new(),
-            partitions: Vec::new(),
-            names: Vec::new(),
-            qos: Vec::new(),
-            states: default_states(),
-            nodes: Vec::new(),
-        };
+        let base = Filter { states: default_states(), ..every_job() };
         let nobody = Filter { users: vec![65534], ..base.clone() };
         assert_eq!(
             render(&select(&nobody), scenario::NOW, &options(DEFAULT_FORMAT)),
@@ -883,6 +965,8 @@ mod tests {
         assert_eq!(args.steps.as_deref(), Some(""));
         assert_eq!(parse(&["--only-job-state"]).err(), Some(1));
         assert_eq!(parse(&["stray"]).err(), Some(1));
+        // getopt takes the next word as `-S`'s value even when it starts with `-`.
+        assert_eq!(parse(&["-S", "-i,P"]).expect("valid").sort.as_deref(), Some("-i,P"));
     }
 
     #[test]

@@ -9,10 +9,10 @@ mod config;
 mod usage;
 
 use crate::core::Event;
+use crate::snapshot::Ask;
 use crate::validate::Caller;
-use drover_shared::job::JobInfo;
 use drover_shared::job::fields::JobFields;
-use drover_shared::proto::client::{ErrorCode, Request, Response};
+use drover_shared::proto::client::{ErrorCode, JobQuery, Request, Response};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
 use std::path::PathBuf;
@@ -99,20 +99,19 @@ where
         };
         let Some(request) = request else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
-        let job_query = match request {
-            Request::QueryJobs(query) => Ok((query, JobFields::ALL)),
-            Request::QueryJobFields { query, fields } => Ok((query, fields)),
-            other => Err(other),
-        };
-        let request = match job_query {
+        let request = match job_query(request) {
             Err(request) => request,
-            Ok((query, fields)) => {
+            Ok(Err(response)) => {
+                messages.send(&response).await?;
+                continue;
+            }
+            Ok(Ok((query, ask))) => {
                 // From the published snapshot, off the core, encoded without copying the records
                 // (and unchanged chunks' parts reused from the last query that asked the same).
                 let snapshot = context.jobs.borrow().clone();
                 let now = drover_shared::now();
                 let answer =
-                    tokio::task::spawn_blocking(move || crate::snapshot::encode_jobs(&snapshot, &query, fields, now));
+                    tokio::task::spawn_blocking(move || crate::snapshot::encode_jobs(&snapshot, &query, &ask, now));
                 match answer.await {
                     Ok(Ok(payload)) => messages.send_encoded_answer(payload).await?,
                     _ => messages.send(&unavailable()).await?,
@@ -124,6 +123,21 @@ where
         let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send_answer(&response).await?;
+    }
+}
+
+/// A job query's filters and what it wants of each job; `Err(request)` for any other request,
+/// `Ok(Err(answer))` for a line format ctld refuses to render.
+#[allow(clippy::result_large_err)]
+fn job_query(request: Request) -> Result<Result<(JobQuery, Ask), Response>, Request> {
+    match request {
+        Request::QueryJobs(query) => Ok(Ok((query, Ask::Records(JobFields::ALL)))),
+        Request::QueryJobFields { query, fields } => Ok(Ok((query, Ask::Records(fields)))),
+        Request::QueryJobLines { query, format } => Ok(match format.check() {
+            Ok(()) => Ok((query, Ask::Lines(Arc::new(format), None))),
+            Err(detail) => Err(Response::Error { code: ErrorCode::InvalidSpec, detail }),
+        }),
+        other => Err(other),
     }
 }
 
@@ -140,16 +154,20 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
         // `handle` answers job queries itself without copying records; this is the same answer
         // as an owned `Response` for any other caller.
-        Request::QueryJobs(query) => {
-            let snapshot = context.jobs.borrow().clone();
-            let answer = crate::snapshot::query_jobs(&snapshot, &query, JobFields::ALL, drover_shared::now());
-            Response::Jobs { now: answer.now, jobs: answer.jobs.iter().map(|job| JobInfo::clone(job)).collect() }
-        }
-        Request::QueryJobFields { query, fields } => {
-            let snapshot = context.jobs.borrow().clone();
-            let answer = crate::snapshot::query_jobs(&snapshot, &query, fields, drover_shared::now());
-            let jobs = answer.jobs.iter().map(|job| drover_shared::job::fields::project(job, fields)).collect();
-            Response::Jobs { now: answer.now, jobs }
+        // `serve_requests` answers job queries itself, off the core; this is the same answer as an
+        // owned `Response` for any other caller.
+        request @ (Request::QueryJobs(_) | Request::QueryJobFields { .. } | Request::QueryJobLines { .. }) => {
+            match job_query(request) {
+                Ok(Ok((query, ask))) => {
+                    let snapshot = context.jobs.borrow().clone();
+                    crate::snapshot::encode_jobs(&snapshot, &query, &ask, drover_shared::now())
+                        .ok()
+                        .and_then(|payload| postcard::from_bytes(&payload).ok())
+                        .unwrap_or_else(unavailable)
+                }
+                Ok(Err(response)) => response,
+                Err(_) => unavailable(),
+            }
         }
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,

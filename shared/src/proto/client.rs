@@ -84,6 +84,9 @@ pub enum Request {
     /// `squeue`: as [`Request::QueryJobs`], answered with [`Response::Jobs`] whose records carry
     /// only `fields` of their text and lists (the rest empty; numbers, states and times always).
     QueryJobFields { query: JobQuery, fields: crate::job::fields::JobFields },
+    /// `squeue` with a format ctld can render whole ([`crate::queue_lines::LineFormat::server_renders`]):
+    /// answered with [`Response::JobLines`], each matching job's line and sort key.
+    QueryJobLines { query: JobQuery, format: crate::queue_lines::LineFormat },
 }
 
 /// A node state `scontrol update NodeName=…` can set.
@@ -295,6 +298,45 @@ pub enum Response {
     StepUsage {
         usage: Vec<(u32, crate::proto::node::JobUsage)>,
     },
+    /// Answer to [`Request::QueryJobLines`]: `count` rows in job id order, each a little-endian
+    /// `u32` key length, a `u32` line length, the sort key bytes, then the line (newline included).
+    JobLines {
+        now: UnixTime,
+        count: u32,
+        #[serde(with = "serde_bytes")]
+        rows: Vec<u8>,
+    },
+}
+
+/// One row of a [`Response::JobLines`] answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLine<'a> {
+    pub key: &'a [u8],
+    pub line: &'a [u8],
+}
+
+/// Appends a row to a [`Response::JobLines`] row buffer.
+pub fn push_job_line(rows: &mut Vec<u8>, key: &[u8], line: &[u8]) {
+    let len = |bytes: &[u8]| u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_le_bytes();
+    rows.extend_from_slice(&len(key));
+    rows.extend_from_slice(&len(line));
+    rows.extend_from_slice(key);
+    rows.extend_from_slice(line);
+}
+
+/// The rows of a [`Response::JobLines`] answer; `None` when the buffer is cut or malformed.
+pub fn job_lines(mut rows: &[u8]) -> Option<Vec<JobLine<'_>>> {
+    let mut out = Vec::new();
+    while !rows.is_empty() {
+        let (head, rest) = rows.split_at_checked(8)?;
+        let key_len = u32::from_le_bytes(head[..4].try_into().ok()?) as usize;
+        let line_len = u32::from_le_bytes(head[4..].try_into().ok()?) as usize;
+        let (key, rest) = rest.split_at_checked(key_len)?;
+        let (line, rest) = rest.split_at_checked(line_len)?;
+        out.push(JobLine { key, line });
+        rows = rest;
+    }
+    Some(out)
 }
 
 /// Failures a client can see, each with Slurm's message for it.

@@ -9,8 +9,11 @@ use super::frame::FrameError;
 use crate::UnixTime;
 use crate::job::JobInfo;
 
-/// `Response::Jobs`'s position among `Response`'s variants.
-const JOBS_VARIANT: u32 = 1;
+/// `Response::Jobs`'s position among `Response`'s variants (pinned by the tests below).
+pub const JOBS_VARIANT: u32 = 1;
+
+/// `Response::JobLines`'s position among `Response`'s variants (pinned by the tests below).
+pub const JOB_LINES_VARIANT: u32 = 22;
 
 /// A decoded answer: a job list to walk, or any other answer decoded whole.
 #[derive(Debug)]
@@ -103,5 +106,7 @@ mod tests {
             Answer::Jobs { .. } => panic!("an error read as a job list"),
         }
         assert!(read_jobs(&[]).is_err());
+        let lines = Response::JobLines { now: 1, count: 0, rows: Vec::new() };
+        assert_eq!(u32::from(postcard::to_allocvec(&lines).unwrap()[0]), JOB_LINES_VARIANT);
     }
 }

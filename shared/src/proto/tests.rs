@@ -58,6 +58,25 @@ fn compat_golden_bytes() {
     let fields = crate::job::fields::JobFields::NAME | crate::job::fields::JobFields::NODES;
     let query = super::client::JobQuery { users: vec![7], ..Default::default() };
     assert_eq!(hex(&Request::QueryJobFields { query, fields }), "1d0001070000008101");
+    let column = crate::queue_lines::LineColumn {
+        prefix: String::new(),
+        field: crate::queue_lines::Field::Name,
+        width: Some(8),
+        right: true,
+        suffix: " ".into(),
+    };
+    let sort = vec![crate::queue_lines::SortKey { letter: 'i', descending: true }];
+    let format = crate::queue_lines::LineFormat { columns: vec![column], sort };
+    assert_eq!(
+        hex(&Request::QueryJobLines { query: Default::default(), format }),
+        "1e0000000000010004010801012001016901"
+    );
+    let mut rows = Vec::new();
+    super::client::push_job_line(&mut rows, &[1], b"a\n");
+    assert_eq!(hex(&Response::JobLines { now: 3, count: 1, rows: rows.clone() }), "1606010b010000000200000001610a");
+    let lines = super::client::job_lines(&rows).unwrap();
+    assert_eq!(lines, [super::client::JobLine { key: &[1], line: b"a\n" }]);
+    assert_eq!(super::client::job_lines(&rows[..rows.len() - 1]), None);
     assert_eq!(hex(&Response::JobUsage { usage: vec![usage] }), "140105010203");
     assert_eq!(hex(&NodeMessage::StepUsage { step_id: 1, usage }), "070105010203");
     assert_eq!(hex(&Request::QueryStepUsage { job_ids: vec![5] }), "1c0105");

@@ -144,6 +144,21 @@ pub struct LineFormat {
 }
 
 impl LineFormat {
+    /// Refuses a format beyond what any squeue command line needs (ctld renders it for every
+    /// job, so its size is bounded like every other request's).
+    pub fn check(&self) -> Result<(), String> {
+        let text_ok = |c: &LineColumn| c.prefix.len() <= 1024 && c.suffix.len() <= 1024;
+        if self.columns.len() > 256 || self.sort.len() > 64 {
+            Err(format!("a format of {} columns and {} sort keys is too large", self.columns.len(), self.sort.len()))
+        } else if !self.columns.iter().all(|c| text_ok(c) && c.width.is_none_or(|w| w <= 4096)) {
+            Err("a format column is too wide".into())
+        } else if !self.server_renders() {
+            Err("this format has fields only the client renders".into())
+        } else {
+            Ok(())
+        }
+    }
+
     /// Whether ctld can render every column.
     pub fn server_renders(&self) -> bool {
         self.columns.iter().all(|c| !c.field.needs_client())

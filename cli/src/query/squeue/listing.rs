@@ -8,6 +8,7 @@ use super::{RenderOptions, push_header, write_value};
 use crate::query::format;
 use drover_shared::UnixTime;
 use drover_shared::job::JobInfo;
+use drover_shared::proto::client::JobLine;
 use drover_shared::queue_lines::order;
 use std::io::Write as _;
 use std::ops::Range;
@@ -56,8 +57,7 @@ impl<'o> Listing<'o> {
         self.rows.push(Row { key: key_start..self.keys.len(), line: line_start..self.lines.len() });
     }
 
-    /// The whole text: the date line and header when asked for, then the lines in sort order
-    /// (ties keep the order the records came in).
+    /// The whole text, as [`Listing::write_to`] writes it.
     #[cfg(test)]
     pub(crate) fn finish(self) -> String {
         let mut out = Vec::new();
@@ -68,24 +68,49 @@ impl<'o> Listing<'o> {
     /// Writes the whole text to `out`: the date line and header when asked for, then the lines
     /// in sort order (ties keep the order the records came in).
     pub(crate) fn write_to(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        let mut head = String::new();
-        if self.options.date_line {
-            head.push_str(&format::date_line(self.now, self.options.tz));
-            head.push('\n');
-        }
-        if self.options.header {
-            push_header(&mut head, &self.options.columns);
-        }
-        out.write_all(head.as_bytes())?;
+        write_head(self.options, self.now, out)?;
         if self.options.sort.is_empty() {
             return out.write_all(self.lines.as_bytes());
         }
         let keys = &self.keys;
         self.rows.sort_by(|a, b| keys[a.key.clone()].cmp(&keys[b.key.clone()]));
-        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-        for row in &self.rows {
-            out.write_all(&self.lines.as_bytes()[row.line.clone()])?;
-        }
-        out.flush()
+        let lines = self.lines.as_bytes();
+        write_rows(self.rows.iter().map(|row| &lines[row.line.clone()]), out)
     }
+}
+
+/// The date line and header, when the options ask for them.
+fn write_head(options: &RenderOptions, now: UnixTime, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let mut head = String::new();
+    if options.date_line {
+        head.push_str(&format::date_line(now, options.tz));
+        head.push('\n');
+    }
+    if options.header {
+        push_header(&mut head, &options.columns);
+    }
+    out.write_all(head.as_bytes())
+}
+
+fn write_rows<'a>(lines: impl Iterator<Item = &'a [u8]>, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    for line in lines {
+        out.write_all(line)?;
+    }
+    out.flush()
+}
+
+/// Writes a listing ctld rendered (`Response::JobLines` rows): the date line and header, then
+/// the lines sorted by their keys (ties keep ctld's order, job id order).
+pub(crate) fn write_rendered(
+    options: &RenderOptions,
+    now: UnixTime,
+    mut rows: Vec<JobLine<'_>>,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    write_head(options, now, out)?;
+    if !options.sort.is_empty() {
+        rows.sort_by(|a, b| a.key.cmp(b.key));
+    }
+    write_rows(rows.iter().map(|row| row.line), out)
 }
