@@ -1093,24 +1093,43 @@ impl Core {
                 let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id: *job_id, time_limit });
             }
         }
-        self.lost_jobs(&name, &registration.running, now);
+        if let Some(node) = self.state.node_mut(&name) {
+            node.held_report = Some((now, registration.running));
+        }
         self.schedule_needed = true;
     }
 
-    /// Jobs ctld runs on `node` that the node no longer holds, past the launch grace: NODE_FAIL.
-    fn lost_jobs(&mut self, node: &str, held: &[JobRun], now: UnixTime) {
-        let lost: Vec<JobId> = self
+    /// Jobs ctld runs on a node that the node's last report (registration or heartbeat) no
+    /// longer holds, launched more than the launch grace before that report: NODE_FAIL. One walk
+    /// over the jobs per tick for every node that reported since the last (a walk per heartbeat
+    /// cost nodes x jobs: 10,000 nodes x 100,000 jobs delayed ctld past the launch grace itself).
+    fn lost_jobs(&mut self) {
+        let reports: HashMap<String, (UnixTime, std::collections::HashSet<JobRun>)> = self
+            .state
+            .nodes
+            .iter_mut()
+            .filter_map(|n| {
+                n.held_report.take().map(|(at, held)| (n.config.name.clone(), (at, held.into_iter().collect())))
+            })
+            .collect();
+        if reports.is_empty() {
+            return;
+        }
+        let lost: Vec<(JobId, UnixTime)> = self
             .state
             .jobs
             .values()
-            .filter(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node))
-            .filter(|j| !held.contains(&JobRun { job_id: j.info.job_id, run: j.info.restarts }))
-            .filter(|j| j.launched_at.is_some_and(|t| now - t > LAUNCH_GRACE))
-            .map(|j| j.info.job_id)
+            .filter(|j| j.alloc.is_some())
+            .filter_map(|j| {
+                let (at, held) = reports.get(j.info.nodes.first()?)?;
+                let run = JobRun { job_id: j.info.job_id, run: j.info.restarts };
+                (!held.contains(&run) && j.launched_at.is_some_and(|t| at - t > LAUNCH_GRACE))
+                    .then_some((run.job_id, *at))
+            })
             .collect();
-        for job_id in lost {
-            tracing::warn!(job_id, node, "node no longer holds the job");
-            self.fail_on_node(job_id, now);
+        for (job_id, at) in lost {
+            tracing::warn!(job_id, reported_at = at, "node no longer holds the job");
+            self.fail_on_node(job_id, now());
         }
     }
 
@@ -1124,8 +1143,10 @@ impl Core {
         match message {
             NodeMessage::Register(_) => {}
             NodeMessage::Heartbeat { running } => {
-                self.lost_jobs(node, &running, now);
                 self.cancel_superseded(node, &running);
+                if let Some(n) = self.state.node_mut(node) {
+                    n.held_report = Some((now, running));
+                }
             }
             NodeMessage::JobStarted { job_id, run, start_time } => {
                 if let Some(job) = self.state.jobs.get_mut(&job_id)
@@ -1269,6 +1290,7 @@ impl Core {
                 self.fail_on_node(job_id, now);
             }
         }
+        self.lost_jobs();
         self.state.purge(now);
         if self.state.jobs.values().any(|j| j.spec.deadline.is_some() && j.info.state() == JobState::Pending) {
             self.expire_deadlines(now);

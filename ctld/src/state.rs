@@ -80,6 +80,9 @@ pub(crate) struct Node {
     pub(crate) down_reason: Option<String>,
     /// Who set the reason (uid) and when.
     pub(crate) reason_set: Option<(u32, UnixTime)>,
+    /// The runs the node said it holds in its last registration or heartbeat, and when, until
+    /// the next tick compares them with the jobs ctld runs there.
+    pub(crate) held_report: Option<(UnixTime, Vec<drover_shared::proto::node::JobRun>)>,
 }
 
 impl Node {
@@ -104,6 +107,7 @@ impl Node {
             drain_reason: None,
             down_reason: None,
             reason_set: None,
+            held_report: None,
         }
     }
 
