@@ -44,7 +44,10 @@ pub(super) enum Event {
     /// could not be.
     SetupReported(Result<(), String>),
     /// `waitpid` reaped a process: the batch shell, or an orphan of the job reparented to us.
-    Reaped { pid: Pid, status: WaitStatus },
+    /// `last`: no other child was left right after it, so no process of the job is left either
+    /// (orphans are reparented to us before their parent can be reaped). Carried with the reap,
+    /// so the loop does not hunt for leftovers of a shell whose job is already gone.
+    Reaped { pid: Pid, status: WaitStatus, last: bool },
     /// No child is left: every process of the job is gone.
     NoChildren,
     /// A command from the control socket, and where to send the reply.
@@ -282,12 +285,25 @@ fn reap_children(events: mpsc::Sender<Event>) {
         // SAFETY: waitpid writes one int through a pointer to a local that outlives the call.
         let pid = unsafe { libc::waitpid(-1, &mut raw_status, 0) };
         if pid > 0 {
-            let _ = events.send(Event::Reaped { pid: Pid::from_raw(pid), status: WaitStatus(raw_status) });
+            let last = !children_left();
+            let _ = events.send(Event::Reaped { pid: Pid::from_raw(pid), status: WaitStatus(raw_status), last });
         } else if nix::errno::Errno::last() != nix::errno::Errno::EINTR {
             let _ = events.send(Event::NoChildren);
             return;
         }
     }
+}
+
+/// Whether the supervisor still has a child (running, or ended and not reaped yet), asked
+/// without reaping or waiting.
+fn children_left() -> bool {
+    // SAFETY: an all-zero `siginfo_t` is a valid value of this plain C struct.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes one `siginfo_t` through a pointer to a local that outlives the call;
+    // WNOWAIT leaves any child it finds to be reaped by `waitpid` later.
+    let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    // Only "no child at all" counts as none; any other answer (EINTR included) as some.
+    !(rc < 0 && nix::errno::Errno::last() == nix::errno::Errno::ECHILD)
 }
 
 /// `DROVER_TIME_SCALE` applied to a time limit: a test hook, documented in the module docs.
@@ -395,11 +411,12 @@ impl Supervision<'_> {
                 log(format_args!("job {} could not start: {message}", self.launch.job_id));
                 self.setup = Some(Err(message));
             }
-            Event::Reaped { pid, status } => {
+            Event::Reaped { pid, status, last } => {
                 if pid == self.job.pid {
                     crate::spank::task_exit(pid.as_raw(), status.0);
                     self.status = Some(status);
                 }
+                self.no_children |= last;
             }
             Event::NoChildren => self.no_children = true,
             Event::Command { command, reply } => {
