@@ -36,8 +36,11 @@ pub struct NodeSettings {
     pub real_memory_mb: u64,
     pub gpus: Vec<GpuDevice>,
     pub heartbeat: Duration,
-    /// The drover-noded binary, re-executed as `supervise` for each job.
+    /// The drover-noded binary, executed as `step` for each step (and as `supervise` for each
+    /// job when there is no launcher).
     pub exe: PathBuf,
+    /// Forks supervisors without executing `exe` (see [`supervisor::Launcher`]).
+    pub launcher: Option<Arc<supervisor::Launcher>>,
     /// What the kernel enforces for each job here.
     pub isolation: NodeIsolation,
     /// The prolog and epilog every job here gets.
@@ -49,6 +52,14 @@ pub struct NodeSettings {
 impl NodeSettings {
     fn socket(&self) -> PathBuf {
         self.state_dir.join("noded.sock")
+    }
+
+    /// Starts the supervisor of the job run in `dir`; its pid.
+    fn start_supervisor(&self, dir: &std::path::Path) -> Result<u32, supervisor::SupervisorError> {
+        match &self.launcher {
+            Some(launcher) => launcher.spawn(&self.exe, dir, &self.socket()),
+            None => supervisor::spawn(&self.exe, dir, &self.socket()),
+        }
     }
 }
 
@@ -360,7 +371,7 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
         isolation::write(&dir, plan).with_context(|| format!("writing {}", path.display()))?;
     }
     settings.scripts.write(&dir).with_context(|| format!("writing {}", dir.join(prolog::SCRIPTS_FILE).display()))?;
-    let pid = supervisor::spawn(&settings.exe, &dir, &settings.socket())?;
+    let pid = settings.start_supervisor(&dir)?;
     tracing::info!(job_id = request.job_id, run = run.run, pid, "supervisor started");
     Ok(())
 }
@@ -431,7 +442,7 @@ async fn report(
             // starting the supervisor. The job has not run, so start it now.
             None if age(&dir.join("launch")) > UNSTARTED_GRACE => {
                 tracing::warn!(job_id, "job was launched but its supervisor never started; starting it");
-                match supervisor::spawn(&settings.exe, &dir, &settings.socket()) {
+                match settings.start_supervisor(&dir) {
                     Ok(pid) => tracing::info!(job_id, pid, "supervisor started"),
                     Err(e) => tracing::error!(job_id, error = %e, "could not start the supervisor"),
                 }

@@ -6,7 +6,9 @@
 //! directory. noded creates `job_dir` (root, 0700, in a state directory whose ancestors others
 //! can traverse), writes the request with [`write_launch`], and calls [`spawn`], which runs
 //! `<exe> supervise --job-dir <dir> --noded-socket <sock>`; noded's `main` routes that hidden
-//! subcommand to [`main`] before it starts any thread. The job directory then holds:
+//! subcommand to [`main`] before it starts any thread. noded normally starts supervisors through
+//! its [`Launcher`] instead, which runs [`main`] in a detached fork of a small single-threaded
+//! process (no exec); [`spawn`] remains the fallback. The job directory then holds:
 //!
 //! | file | written by | content |
 //! |---|---|---|
@@ -41,6 +43,7 @@ mod control;
 mod detach;
 mod env;
 mod jobfiles;
+mod launcher;
 mod procfs;
 mod run;
 mod warning;
@@ -55,6 +58,7 @@ use thiserror::Error;
 pub use control::send_command;
 pub use detach::spawn;
 pub use jobfiles::{read_end, read_started, read_usage, supervisor_alive, write_launch};
+pub use launcher::Launcher;
 
 /// A command noded sends to a running supervisor over `control.sock`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
