@@ -8,7 +8,9 @@
 //! The supervisor is detached exactly as [`super::spawn`] detaches it: the launcher's child
 //! starts a new session and forks the supervisor, then exits; the launcher reaps it, so the
 //! supervisor is orphaned (init, or the nearest child subreaper, adopts it). It closes every
-//! descriptor it inherited except its stdio (stdin `/dev/null`, stdout and stderr appended to
+//! descriptor it inherited except the device programs the launcher preloaded for it
+//! ([`crate::bpf::preload_device_program`]: jobs with the same denied devices share one) and its
+//! stdio (stdin `/dev/null`, stdout and stderr appended to
 //! `supervisor.log`), and runs in `/`. The launcher dies with noded: it exits at the end of its
 //! request stream and asks for SIGKILL when its parent dies. Supervisors never depend on it.
 //!
@@ -151,6 +153,14 @@ fn start_one(job_dir: &[u8], noded_socket: &[u8]) -> i32 {
     let (Some(log_fd), Some(null_fd)) = (owned(log_fd), owned(null_fd)) else {
         return errno(std::io::Error::last_os_error());
     };
+    // Jobs with the same denied devices share one device program, loaded here once and
+    // inherited by the supervisor (see `crate::bpf`); a failure here is the supervisor's to report.
+    if let Ok(Some(isolation)) = crate::isolation::read(job_dir)
+        && isolation.cgroup.unified.is_some()
+        && !isolation.limits.denied_devices.is_empty()
+    {
+        let _ = crate::bpf::preload_device_program(&isolation.limits.denied_devices);
+    }
     let (pid_reader, pid_writer) = match nix::unistd::pipe() {
         Ok(pipe) => pipe,
         Err(error) => return -(error as i32),
@@ -193,10 +203,14 @@ fn start_one(job_dir: &[u8], noded_socket: &[u8]) -> i32 {
 }
 
 /// In the forked supervisor: stdio onto `/dev/null` and the log, every other inherited
-/// descriptor closed, `/` as working directory, then the supervisor itself.
+/// descriptor closed but the preloaded device programs, `/` as working directory, then the
+/// supervisor itself.
 fn become_supervisor(job_dir: &Path, noded_socket: &Path, log: &OwnedFd, null: &OwnedFd) -> ! {
+    let mut keep = crate::bpf::preloaded_descriptors();
+    keep.sort_unstable();
     // SAFETY: dup2 and close_range act on descriptor numbers only; the ones duplicated are
-    // open (owned above) and everything above stdio is closed afterwards, as an exec would
+    // open (owned above), and everything above stdio except the preloaded programs (owned by
+    // `crate::bpf`, which this process goes on using) is closed afterwards, as an exec would
     // close the launcher's close-on-exec descriptors. `chdir` takes a NUL-terminated literal.
     unsafe {
         if libc::dup2(null.as_raw_fd(), 0) < 0
@@ -205,7 +219,14 @@ fn become_supervisor(job_dir: &Path, noded_socket: &Path, log: &OwnedFd, null: &
         {
             libc::_exit(1);
         }
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        let mut first = 3u32;
+        for fd in keep.into_iter().filter_map(|fd| u32::try_from(fd).ok()).filter(|&fd| fd >= 3) {
+            if fd > first {
+                libc::syscall(libc::SYS_close_range, first, fd - 1, 0u32);
+            }
+            first = first.max(fd + 1);
+        }
+        libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32);
         if libc::chdir(c"/".as_ptr()) < 0 {
             libc::_exit(1);
         }
