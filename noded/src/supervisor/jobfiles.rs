@@ -69,12 +69,14 @@ pub fn supervisor_alive(job_dir: &Path) -> bool {
 
 /// Records `pid`, which started at `start_time` (`/proc/<pid>/stat` field 22), as the job's
 /// supervisor; a record that already says exactly that (noded wrote it first) is left as it is.
+/// Atomic but not synced: it only matters while the machine runs (noded treats every job
+/// launched before the current boot as ended, whatever its pid file says).
 pub(super) fn write_pid_file(job_dir: &Path, pid: i32, start_time: u64) -> Result<(), SupervisorError> {
     let record = format!("{pid} {start_time}\n");
     if std::fs::read(job_dir.join(PID_FILE)).is_ok_and(|held| held == record.as_bytes()) {
         return Ok(());
     }
-    write_atomic(job_dir, PID_FILE, record.as_bytes(), Durability::Synced)
+    write_atomic(job_dir, PID_FILE, record.as_bytes(), Durability::Atomic)
         .map_err(|source| SupervisorError::Write { path: job_dir.join(PID_FILE), source })
 }
 
