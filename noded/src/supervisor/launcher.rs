@@ -5,9 +5,10 @@
 //! relocating the whole binary for every job; noded's own large, multi-threaded address space is
 //! not copied either.
 //!
-//! The supervisor is detached exactly as [`super::spawn`] detaches it: the launcher's child
-//! starts a new session and forks the supervisor, then exits; the launcher reaps it, so the
-//! supervisor is orphaned (init, or the nearest child subreaper, adopts it). It closes every
+//! The supervisor is detached from noded as [`super::spawn`] detaches it, with one fork less:
+//! the launcher's child starts a new session and becomes the supervisor. The launcher ignores
+//! SIGCHLD, so the kernel reaps supervisors that end while it lives; when it exits (with noded)
+//! they are orphaned (init, or the nearest child subreaper, adopts them). The supervisor closes every
 //! descriptor it inherited except the device programs the launcher preloaded for it
 //! ([`crate::bpf::preload_device_program`]: jobs with the same denied devices share one) and its
 //! stdio (stdin `/dev/null`, stdout and stderr appended to
@@ -108,6 +109,10 @@ fn serve(mut stream: UnixStream) -> ! {
     if nix::unistd::getppid().as_raw() == 1 {
         exit(0);
     }
+    // Supervisors are the launcher's children until it exits: ignoring SIGCHLD has the kernel
+    // reap them as they end, so none is left a zombie (or judged alive by its pid file).
+    // SAFETY: installing SIG_IGN registers no handler code.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
     loop {
         let mut length = [0u8; 4];
         if stream.read_exact(&mut length).is_err() {
@@ -161,44 +166,18 @@ fn start_one(job_dir: &[u8], noded_socket: &[u8]) -> i32 {
     {
         let _ = crate::bpf::preload_device_program(&isolation.limits.denied_devices);
     }
-    let (pid_reader, pid_writer) = match nix::unistd::pipe() {
-        Ok(pipe) => pipe,
-        Err(error) => return -(error as i32),
-    };
     // SAFETY: the launcher has one thread, so its child may run ordinary code; the child never
-    // returns: it ends in `_exit`, and its own child (the supervisor) in `exit`.
+    // returns: it ends in `exit`.
     match unsafe { libc::fork() } {
         -1 => errno(std::io::Error::last_os_error()),
         0 => {
-            drop(pid_reader);
-            // SAFETY: setsid and fork take no arguments; `_exit` ends this intermediate child.
-            unsafe {
-                if libc::setsid() < 0 {
-                    libc::_exit(1);
-                }
-                match libc::fork() {
-                    -1 => libc::_exit(1),
-                    0 => {
-                        drop(pid_writer);
-                        become_supervisor(job_dir, noded_socket, &log_fd, &null_fd)
-                    }
-                    supervisor_pid => {
-                        let bytes = supervisor_pid.to_ne_bytes();
-                        libc::write(pid_writer.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
-                        libc::_exit(0)
-                    }
-                }
+            // SAFETY: setsid takes no arguments; a fresh child is no group leader, so it succeeds.
+            if unsafe { libc::setsid() } < 0 {
+                exit(1);
             }
+            become_supervisor(job_dir, noded_socket, &log_fd, &null_fd)
         }
-        intermediate => {
-            drop(pid_writer);
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(intermediate), None);
-            let mut pid = [0u8; 4];
-            match std::fs::File::from(pid_reader).read_exact(&mut pid) {
-                Ok(()) => i32::from_ne_bytes(pid),
-                Err(_) => -libc::ECHILD,
-            }
-        }
+        supervisor_pid => supervisor_pid,
     }
 }
 
@@ -213,6 +192,8 @@ fn become_supervisor(job_dir: &Path, noded_socket: &Path, log: &OwnedFd, null: &
     // `crate::bpf`, which this process goes on using) is closed afterwards, as an exec would
     // close the launcher's close-on-exec descriptors. `chdir` takes a NUL-terminated literal.
     unsafe {
+        // The launcher's ignored SIGCHLD must not reach the supervisor, which waits for its job.
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
         if libc::dup2(null.as_raw_fd(), 0) < 0
             || libc::dup2(log.as_raw_fd(), 1) < 0
             || libc::dup2(log.as_raw_fd(), 2) < 0
