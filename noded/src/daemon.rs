@@ -233,8 +233,8 @@ async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, 
                     messages.send(&NodeMessage::GpuUsage(samples)).await?;
                 }
             }
-            _ = rescan.tick() => report(settings, &mut reported, &mut messages).await?,
-            () = poke.notified() => report(settings, &mut reported, &mut messages).await?,
+            _ = rescan.tick() => report(settings, &mut reported, &mut messages, Scan::Full).await?,
+            () = poke.notified() => report(settings, &mut reported, &mut messages, Scan::News).await?,
         }
     }
 }
@@ -391,12 +391,24 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
     Ok(())
 }
 
+/// How much [`report`] looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// What supervisors write (`started`, `end`, and a drain reason, which comes before `end`):
+    /// after a supervisor's poke.
+    News,
+    /// Also whether each unended job's supervisor still lives (or never started): every
+    /// [`RESCAN`].
+    Full,
+}
+
 /// Reports starts and ends found on disk that this connection has not been told (or that are
 /// still unacknowledged after [`RESEND_END`]).
 async fn report(
     settings: &NodeSettings,
     reported: &mut HashMap<JobRun, Reported>,
     messages: &mut MessageStream<TcpStream>,
+    scan: Scan,
 ) -> anyhow::Result<()> {
     let now = Instant::now();
     for (step_id, usage) in crate::step::take_spooled_usage(&settings.state_dir) {
@@ -414,6 +426,7 @@ async fn report(
             }
         };
         if !entry.drain_sent
+            && (scan == Scan::Full || end.is_some())
             && let Some(reason) = prolog::read_drain(&dir)
         {
             entry.drain_sent = true;
@@ -428,6 +441,7 @@ async fn report(
         }
         let end = match end {
             Some(end) => Some(end),
+            None if scan == Scan::News => None,
             None if !dir.join("launch").exists() => None,
             // The machine rebooted since the launch: nothing of the job survived it.
             None if launched_before_boot(&dir) => {
