@@ -20,8 +20,9 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -31,9 +32,6 @@ const LEFTOVER_KILL_INTERVAL: Duration = Duration::from_millis(100);
 /// How long the supervisor waits for leftover processes to die before it writes `end` anyway
 /// (a process stuck in the kernel cannot be killed; it is logged).
 const LEFTOVER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long one notification of noded may take.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The test hook that scales the time limit.
 const TIME_SCALE_VAR: &str = "DROVER_TIME_SCALE";
@@ -81,8 +79,7 @@ pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorE
     let _ = std::fs::remove_file(job_dir.join(jobfiles::CONTROL_SOCKET));
     jobfiles::write_end(&job_dir, &job_end)?;
     log(format_args!("job {} ended: {:?}, exit status {}", job_end.job_id, job_end.outcome, job_end.exit_status));
-    let notified = notify_in_background(noded_socket, SupervisorEvent::Ended { job_id: launch.job_id });
-    let _ = notified.recv_timeout(NOTIFY_TIMEOUT);
+    notify(noded_socket, &SupervisorEvent::Ended { job_id: launch.job_id });
     Ok(())
 }
 
@@ -405,7 +402,7 @@ impl Supervision<'_> {
                 }
                 let job_id = self.launch.job_id;
                 // Fire and forget: noded rescans job directories anyway.
-                drop(notify_in_background(self.noded_socket, SupervisorEvent::Started { job_id, start_time }));
+                notify(self.noded_socket, &SupervisorEvent::Started { job_id, start_time });
             }
             Event::SetupReported(Err(message)) => {
                 log(format_args!("job {} could not start: {message}", self.launch.job_id));
@@ -596,22 +593,27 @@ fn local_timestamp(time: UnixTime) -> String {
     )
 }
 
-/// Sends one event to noded from a short-lived thread, so that a stalled noded cannot stall the
-/// supervisor; the receiver hears when the attempt is over.
-fn notify_in_background(noded_socket: &Path, event: SupervisorEvent) -> mpsc::Receiver<()> {
-    let (done_tx, done_rx) = mpsc::channel();
-    let noded_socket: PathBuf = noded_socket.to_owned();
-    let _ = std::thread::Builder::new().name("notify".into()).spawn(move || {
-        let sent = UnixStream::connect(&noded_socket).and_then(|mut stream| {
-            stream.set_write_timeout(Some(NOTIFY_TIMEOUT))?;
-            frame::write_message(&mut stream, &event).map_err(std::io::Error::other)
-        });
-        if let Err(error) = sent {
-            log(format_args!("could not notify noded at {}: {error}", noded_socket.display()));
-        }
-        let _ = done_tx.send(());
-    });
-    done_rx
+/// Sends one event to noded without ever waiting for it, so that a stalled noded cannot stall
+/// the supervisor: a non-blocking connect (which fails at once when noded's backlog is full) and
+/// a non-blocking write of one small frame (which fits an empty socket buffer). Best effort:
+/// noded also rescans job directories.
+fn notify(noded_socket: &Path, event: &SupervisorEvent) {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr};
+    let sent = (|| -> Result<(), String> {
+        let socket = nix::sys::socket::socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(|errno| errno.desc().to_owned())?;
+        let address = UnixAddr::new(noded_socket).map_err(|errno| errno.desc().to_owned())?;
+        nix::sys::socket::connect(socket.as_raw_fd(), &address).map_err(|errno| errno.desc().to_owned())?;
+        frame::write_message(&mut UnixStream::from(socket), event).map_err(|error| error.to_string())
+    })();
+    if let Err(error) = sent {
+        log(format_args!("could not notify noded at {}: {error}", noded_socket.display()));
+    }
 }
 
 /// One line in `supervisor.log` (the supervisor's stderr).
