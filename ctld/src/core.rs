@@ -192,6 +192,9 @@ pub(crate) struct Core {
     steps: step::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
     runs: std::cell::RefCell<HashMap<JobId, crate::accounting::RunSnapshot>>,
+    /// Writes that need no commit of their own (a job's start time as its node reports it):
+    /// queued ahead of the next op that does, or at the next tick, whichever comes first.
+    unhurried: std::cell::RefCell<Vec<DbOp>>,
     /// When usage older than the retention periods was last deleted.
     usage_purged_at: UnixTime,
     /// When a tick last asked for a pass (see [`PERIODIC_PASS`]).
@@ -230,6 +233,7 @@ impl Core {
             limits_changed: Default::default(),
             steps: Default::default(),
             runs: Default::default(),
+            unhurried: Default::default(),
             usage_purged_at: 0,
             periodic_pass_at: 0,
             metrics: Arc::default(),
@@ -280,6 +284,7 @@ impl Core {
                 self.publish();
             }
         }
+        self.flush_unhurried();
     }
 
     /// Publishes a snapshot if jobs changed, then sends the answers that waited for it.
@@ -295,8 +300,24 @@ impl Core {
     }
 
     fn store(&self, op: DbOp) {
+        self.flush_unhurried();
         // The writer thread only stops when ctld shuts down; a send error then is harmless.
         let _ = self.db.send(op);
+    }
+
+    /// Queues `op` without waking the writer for it: it is committed with the next op that is
+    /// stored (in order, before it), or at the next tick. For records whose loss in a crash of
+    /// ctld costs only precision: the node reported start time of a job already stored running
+    /// (its allocation time stays the start until then).
+    fn store_unhurried(&self, op: DbOp) {
+        self.unhurried.borrow_mut().push(op);
+    }
+
+    /// Sends what [`Core::store_unhurried`] queued.
+    fn flush_unhurried(&self) {
+        for op in self.unhurried.borrow_mut().drain(..) {
+            let _ = self.db.send(op);
+        }
     }
 
     fn store_job(&self, job_id: JobId, with_alloc: bool) {
@@ -1157,7 +1178,10 @@ impl Core {
                     if let Some(step) = job.info.steps.first_mut() {
                         step.start_time = Some(start_time);
                     }
-                    self.store_job(job_id, false);
+                    // The job is stored running since its allocation; this only makes the
+                    // start exact, so it rides with the next commit instead of forcing one.
+                    let info = Box::new(job.info.clone());
+                    self.store_unhurried(DbOp::UpdateJob { info, alloc: None });
                 }
             }
             NodeMessage::JobEnded(end) => self.job_ended(node, end, now),
@@ -1260,6 +1284,7 @@ impl Core {
     }
 
     fn tick(&mut self) {
+        self.flush_unhurried();
         let now = now();
         let timeout = i64::from(self.state.config.node_timeout);
         let mut failed_nodes = Vec::new();

@@ -36,8 +36,11 @@ pub struct NodeSettings {
     pub real_memory_mb: u64,
     pub gpus: Vec<GpuDevice>,
     pub heartbeat: Duration,
-    /// The drover-noded binary, re-executed as `supervise` for each job.
+    /// The drover-noded binary, executed as `step` for each step (and as `supervise` for each
+    /// job when there is no launcher).
     pub exe: PathBuf,
+    /// Forks supervisors without executing `exe` (see [`supervisor::Launcher`]).
+    pub launcher: Option<Arc<supervisor::Launcher>>,
     /// What the kernel enforces for each job here.
     pub isolation: NodeIsolation,
     /// The prolog and epilog every job here gets.
@@ -49,6 +52,14 @@ pub struct NodeSettings {
 impl NodeSettings {
     fn socket(&self) -> PathBuf {
         self.state_dir.join("noded.sock")
+    }
+
+    /// Starts the supervisor of the job run in `dir`; its pid.
+    fn start_supervisor(&self, dir: &std::path::Path) -> Result<u32, supervisor::SupervisorError> {
+        match &self.launcher {
+            Some(launcher) => launcher.spawn(&self.exe, dir, &self.socket()),
+            None => supervisor::spawn(&self.exe, dir, &self.socket()),
+        }
     }
 }
 
@@ -135,9 +146,22 @@ async fn receive_supervisor_events(listener: tokio::net::UnixListener, poke: Arc
     }
 }
 
+/// When this machine booted (Unix seconds; 0 if unknown), read once.
 fn boot_time() -> i64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    stat.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    static BOOT_TIME: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BOOT_TIME.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        stat.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    })
+}
+
+/// Whether the job run's launch request (synced when written) predates this boot: then its
+/// supervisor, if it ever ran, died with the machine, whatever its pid file says (pid files are
+/// not synced, and a pid can come back after a reboot), and the job must not start again.
+fn launched_before_boot(dir: &std::path::Path) -> bool {
+    let written = std::fs::metadata(dir.join("launch")).and_then(|m| m.modified()).ok();
+    let boot = std::time::UNIX_EPOCH + Duration::from_secs(u64::try_from(boot_time()).unwrap_or(0));
+    boot_time() > 0 && written.is_some_and(|written| written < boot)
 }
 
 async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
@@ -209,8 +233,8 @@ async fn serve(settings: &NodeSettings, mut messages: MessageStream<TcpStream>, 
                     messages.send(&NodeMessage::GpuUsage(samples)).await?;
                 }
             }
-            _ = rescan.tick() => report(settings, &mut reported, &mut messages).await?,
-            () = poke.notified() => report(settings, &mut reported, &mut messages).await?,
+            _ = rescan.tick() => report(settings, &mut reported, &mut messages, Scan::Full).await?,
+            () = poke.notified() => report(settings, &mut reported, &mut messages, Scan::News).await?,
         }
     }
 }
@@ -347,7 +371,6 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
         return Ok(());
     }
     std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    supervisor::write_launch(&dir, request)?;
     let busy_cpus: Vec<Vec<u32>> = held(&settings.state_dir)
         .into_iter()
         .filter(|&other| other != run)
@@ -360,9 +383,23 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
         isolation::write(&dir, plan).with_context(|| format!("writing {}", path.display()))?;
     }
     settings.scripts.write(&dir).with_context(|| format!("writing {}", dir.join(prolog::SCRIPTS_FILE).display()))?;
-    let pid = supervisor::spawn(&settings.exe, &dir, &settings.socket())?;
+    // The launch request last (synced): a directory with one holds everything its supervisor
+    // reads, so a supervisor started for it after a crash of noded finds its isolation.
+    supervisor::write_launch(&dir, request)?;
+    let pid = settings.start_supervisor(&dir)?;
     tracing::info!(job_id = request.job_id, run = run.run, pid, "supervisor started");
     Ok(())
+}
+
+/// How much [`report`] looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// What supervisors write (`started`, `end`, and a drain reason, which comes before `end`):
+    /// after a supervisor's poke.
+    News,
+    /// Also whether each unended job's supervisor still lives (or never started): every
+    /// [`RESCAN`].
+    Full,
 }
 
 /// Reports starts and ends found on disk that this connection has not been told (or that are
@@ -371,6 +408,7 @@ async fn report(
     settings: &NodeSettings,
     reported: &mut HashMap<JobRun, Reported>,
     messages: &mut MessageStream<TcpStream>,
+    scan: Scan,
 ) -> anyhow::Result<()> {
     let now = Instant::now();
     for (step_id, usage) in crate::step::take_spooled_usage(&settings.state_dir) {
@@ -388,6 +426,7 @@ async fn report(
             }
         };
         if !entry.drain_sent
+            && (scan == Scan::Full || end.is_some())
             && let Some(reason) = prolog::read_drain(&dir)
         {
             entry.drain_sent = true;
@@ -402,7 +441,20 @@ async fn report(
         }
         let end = match end {
             Some(end) => Some(end),
+            None if scan == Scan::News => None,
             None if !dir.join("launch").exists() => None,
+            // The machine rebooted since the launch: nothing of the job survived it.
+            None if launched_before_boot(&dir) => {
+                tracing::warn!(job_id, "the node rebooted while the job ran");
+                Some(JobEnd {
+                    job_id,
+                    run: run.run,
+                    outcome: JobOutcome::LaunchFailed { message: "the node rebooted while the job ran".into() },
+                    exit_status: WaitStatus::signaled(9),
+                    start_time: supervisor::read_started(&dir).ok().flatten(),
+                    end_time: drover_shared::now(),
+                })
+            }
             None if supervisor::supervisor_alive(&dir) => None,
             // The supervisor may have written its end and exited between the read above and the
             // liveness check: read again before calling it dead.
@@ -431,7 +483,7 @@ async fn report(
             // starting the supervisor. The job has not run, so start it now.
             None if age(&dir.join("launch")) > UNSTARTED_GRACE => {
                 tracing::warn!(job_id, "job was launched but its supervisor never started; starting it");
-                match supervisor::spawn(&settings.exe, &dir, &settings.socket()) {
+                match settings.start_supervisor(&dir) {
                     Ok(pid) => tracing::info!(job_id, pid, "supervisor started"),
                     Err(e) => tracing::error!(job_id, error = %e, "could not start the supervisor"),
                 }
@@ -460,4 +512,20 @@ async fn report(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_launches_written_before_this_boot_count_as_rebooted() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!launched_before_boot(dir.path()), "no launch request: nothing to judge");
+        std::fs::write(dir.path().join("launch"), b"x").unwrap();
+        assert!(!launched_before_boot(dir.path()), "written just now");
+        let file = std::fs::File::options().write(true).open(dir.path().join("launch")).unwrap();
+        file.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000)).unwrap();
+        assert!(launched_before_boot(dir.path()), "written in 1970, before any boot of this machine");
+    }
 }

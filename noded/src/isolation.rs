@@ -213,7 +213,9 @@ pub fn char_device(path: &Path) -> Result<Option<CharDevice>, String> {
     }
 }
 
-/// Writes the job's isolation into its directory, mode 0600.
+/// Writes the job's isolation into its directory, mode 0600, before the job's `launch` file
+/// and its supervisor. Not synced: a supervisor is only ever started for it during the boot it
+/// was written in (noded ends jobs launched before the current boot instead of starting them).
 pub fn write(job_dir: &Path, isolation: &JobIsolation) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -224,8 +226,7 @@ pub fn write(job_dir: &Path, isolation: &JobIsolation) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(job_dir.join(ISOLATION_FILE))?;
-    file.write_all(&bytes)?;
-    file.sync_all()
+    file.write_all(&bytes)
 }
 
 /// Reads the job's isolation; `None` when noded gave the job none.

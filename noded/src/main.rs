@@ -92,6 +92,13 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let gpu_files = gpus.iter().map(|gpu| gpu.files.clone()).collect();
+    let isolation = drover_noded::isolation::NodeIsolation::set_up(node, &args.state_dir, gpu_files);
+    // After the isolation set-up (which may move noded into its own cgroup leaf, where
+    // supervisors must start too) and before the runtime's threads.
+    let launcher = supervisor::Launcher::start().map(Arc::new);
+    if launcher.is_none() {
+        tracing::warn!("no supervisor launcher (noded already runs threads): each job executes drover-noded supervise");
+    }
     let settings = daemon::NodeSettings {
         name: name.clone(),
         controller: args.controller.unwrap_or_else(|| config.controller_address.clone()),
@@ -102,7 +109,8 @@ fn main() -> anyhow::Result<()> {
         gpus: gpus.into_iter().map(|gpu| gpu.device).collect(),
         heartbeat: Duration::from_secs(args.heartbeat.max(1)),
         exe: std::env::current_exe().context("locating the drover-noded binary")?,
-        isolation: drover_noded::isolation::NodeIsolation::set_up(node, &args.state_dir, gpu_files),
+        launcher,
+        isolation,
         scripts: drover_noded::prolog::JobScripts {
             prolog: node.prolog.clone(),
             epilog: node.epilog.clone(),

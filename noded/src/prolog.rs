@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The job-directory file carrying the node's prolog and epilog to the supervisor (postcard).
+/// The job-directory file carrying the node's prolog and epilog to the supervisor (postcard);
+/// absent when the node has neither (every file a job directory holds costs an inode per job).
 pub const SCRIPTS_FILE: &str = "prolog-epilog";
 /// The job-directory file holding a drain reason (text).
 pub const DRAIN_FILE: &str = "drain";
@@ -26,8 +27,13 @@ pub struct JobScripts {
 }
 
 impl JobScripts {
+    /// Writes the file, unless there is neither a prolog nor an epilog: [`JobScripts::read`]
+    /// then finds no file, which means the same.
     pub fn write(&self, job_dir: &Path) -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
+        if self.prolog.is_none() && self.epilog.is_none() {
+            return Ok(());
+        }
         let bytes = postcard::to_stdvec(self).map_err(std::io::Error::other)?;
         let mut file = std::fs::OpenOptions::new()
             .write(true)

@@ -7,15 +7,31 @@
 //! **Invariant:** the job's device policy lives in the kernel, not in noded's memory: the
 //! attachment lasts as long as the job's cgroup, so restarting noded (or the supervisor dying)
 //! leaves it in force; removing the cgroup frees it.
+//!
+//! Jobs with the same denied set get the same program, so the supervisor launcher loads each
+//! set's program once ([`preload_device_program`]) and the supervisors it forks, which inherit
+//! the loaded program's descriptor, attach that one to their job's cgroup instead of loading
+//! their own ([`attach_device_filter`]). A kernel program may be attached to any number of
+//! cgroups; each attachment is the job's own and lasts as long as its cgroup.
 
 mod program;
 mod sys;
 
 pub use program::{CharDevice, DEVICE_TYPE_CHAR, device_program};
 use std::fs::File;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use thiserror::Error;
+
+/// The programs this process loaded with [`preload_device_program`], by denied set (sorted).
+static LOADED: Mutex<Vec<(Vec<CharDevice>, OwnedFd)>> = Mutex::new(Vec::new());
+
+/// How many denied sets [`LOADED`] keeps; a node has a handful (one per GPU count and mix).
+const MAX_LOADED: usize = 64;
+
+/// The name of preloaded programs (they serve many jobs).
+const PRELOADED_NAME: &str = "drover_devices";
 
 /// Why the device filter could not be put in place.
 #[derive(Debug, Error)]
@@ -34,13 +50,41 @@ pub enum BpfError {
     Query { path: PathBuf, source: std::io::Error },
 }
 
-/// Loads a program denying `denied` and attaches it to the v2 cgroup `cgroup_dir`. The program
-/// stays attached after this returns and the descriptors close.
+/// Attaches a program denying `denied` to the v2 cgroup `cgroup_dir`: the one this process
+/// (or the launcher it was forked from) preloaded for that set, else a program loaded now under
+/// `name`. The program stays attached after this returns and the descriptors close.
 pub fn attach_device_filter(cgroup_dir: &Path, denied: &[CharDevice], name: &str) -> Result<(), BpfError> {
-    let program = sys::load_device_program(&device_program(denied), name)?;
     let cgroup = open_dir(cgroup_dir)?;
-    sys::attach_device_program(&cgroup, &program)
-        .map_err(|source| BpfError::Attach { path: cgroup_dir.to_owned(), source })
+    let attach = |program: &OwnedFd| {
+        sys::attach_device_program(&cgroup, program)
+            .map_err(|source| BpfError::Attach { path: cgroup_dir.to_owned(), source })
+    };
+    {
+        let loaded = LOADED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, program)) = loaded.iter().find(|(set, _)| set.as_slice() == denied) {
+            return attach(program);
+        }
+    }
+    attach(&sys::load_device_program(&device_program(denied), name)?)
+}
+
+/// Loads the program denying `denied` (sorted, as [`crate::isolation::denied_devices`] returns
+/// it) unless this process holds it already, and keeps it for [`attach_device_filter`]. Beyond
+/// [`MAX_LOADED`] sets nothing more is kept (each job then loads its own).
+pub fn preload_device_program(denied: &[CharDevice]) -> Result<(), BpfError> {
+    let mut loaded = LOADED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if loaded.len() >= MAX_LOADED || loaded.iter().any(|(set, _)| set.as_slice() == denied) {
+        return Ok(());
+    }
+    let program = sys::load_device_program(&device_program(denied), PRELOADED_NAME)?;
+    loaded.push((denied.to_vec(), program));
+    Ok(())
+}
+
+/// The descriptors of the preloaded programs (a forked child that closes what it inherited must
+/// keep these open for [`attach_device_filter`]).
+pub fn preloaded_descriptors() -> Vec<RawFd> {
+    LOADED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().map(|(_, fd)| fd.as_raw_fd()).collect()
 }
 
 /// The ids of the device programs attached directly to `cgroup_dir`.

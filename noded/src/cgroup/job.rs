@@ -100,13 +100,25 @@ impl JobCgroup {
                     write(&dir.join("cpuset.cpus"), cpus)?;
                 }
             }
-            Some(Controller::V1(dir)) => {
-                create_v1_dir(dir)?;
-                if let Some(cpus) = &limits.cpus {
-                    write(&dir.join("cpuset.cpus"), cpus)?;
+            Some(Controller::V1(dir)) => match &limits.cpus {
+                // The job's CPUs and its parent's memory nodes, written straight into both
+                // directories instead of copied from the parent first.
+                Some(cpus) if let Some(parent) = dir.parent().filter(|p| p.join("cpuset.mems").exists()) => {
+                    let mems = read(&parent.join("cpuset.mems"))?;
+                    for dir in [dir.clone(), dir.join(BATCH_STEP)] {
+                        create_dir(&dir)?;
+                        write(&dir.join("cpuset.mems"), mems.trim())?;
+                        write(&dir.join("cpuset.cpus"), cpus)?;
+                    }
                 }
-                create_v1_dir(&dir.join(BATCH_STEP))?;
-            }
+                _ => {
+                    create_v1_dir(dir)?;
+                    if let Some(cpus) = &limits.cpus {
+                        write(&dir.join("cpuset.cpus"), cpus)?;
+                    }
+                    create_v1_dir(&dir.join(BATCH_STEP))?;
+                }
+            },
             None => {}
         }
         match &self.spec.pids {

@@ -23,7 +23,7 @@ pub(super) const USAGE: &str = "usage";
 
 /// Writes the launch request into a job directory noded created; call before [`super::spawn`].
 pub fn write_launch(job_dir: &Path, launch: &LaunchRequest) -> Result<(), SupervisorError> {
-    write_postcard(job_dir, LAUNCH, launch)
+    write_postcard(job_dir, LAUNCH, launch, Durability::Synced)
 }
 
 pub(super) fn read_launch(job_dir: &Path) -> Result<LaunchRequest, SupervisorError> {
@@ -67,19 +67,28 @@ pub fn supervisor_alive(job_dir: &Path) -> bool {
     procfs::stat(pid).is_some_and(|proc_stat| proc_stat.start_time == start_time && proc_stat.is_running())
 }
 
-/// Records `pid`, which started at `start_time` (`/proc/<pid>/stat` field 22), as the job's supervisor.
+/// Records `pid`, which started at `start_time` (`/proc/<pid>/stat` field 22), as the job's
+/// supervisor; a record that already says exactly that (noded wrote it first) is left as it is.
+/// Atomic but not synced: it only matters while the machine runs (noded treats every job
+/// launched before the current boot as ended, whatever its pid file says).
 pub(super) fn write_pid_file(job_dir: &Path, pid: i32, start_time: u64) -> Result<(), SupervisorError> {
-    write_atomic(job_dir, PID_FILE, format!("{pid} {start_time}\n").as_bytes())
+    let record = format!("{pid} {start_time}\n");
+    if std::fs::read(job_dir.join(PID_FILE)).is_ok_and(|held| held == record.as_bytes()) {
+        return Ok(());
+    }
+    write_atomic(job_dir, PID_FILE, record.as_bytes(), Durability::Atomic)
         .map_err(|source| SupervisorError::Write { path: job_dir.join(PID_FILE), source })
 }
 
+/// `started` is atomic but not synced: after a crash of the machine (which ends the job too) it
+/// may be lost, and the job's end record then has no start time; `end` itself is synced.
 pub(super) fn write_started(job_dir: &Path, start_time: UnixTime) -> Result<(), SupervisorError> {
-    write_atomic(job_dir, STARTED, format!("{start_time}\n").as_bytes())
+    write_atomic(job_dir, STARTED, format!("{start_time}\n").as_bytes(), Durability::Atomic)
         .map_err(|source| SupervisorError::Write { path: job_dir.join(STARTED), source })
 }
 
 pub(super) fn write_end(job_dir: &Path, job_end: &JobEnd) -> Result<(), SupervisorError> {
-    write_postcard(job_dir, END, job_end)
+    write_postcard(job_dir, END, job_end, Durability::Synced)
 }
 
 /// What the job used, written just before `end`; `Ok(None)` when it was not measured.
@@ -91,8 +100,10 @@ pub fn read_usage(job_dir: &Path) -> Result<Option<JobUsage>, SupervisorError> {
     }
 }
 
+/// Atomic but not synced: written just before `end`, whose sync makes the rename durable; after
+/// a crash of the machine its content may be lost, and the job's usage is then not recorded.
 pub(super) fn write_usage(job_dir: &Path, usage: &JobUsage) -> Result<(), SupervisorError> {
-    write_postcard(job_dir, USAGE, usage)
+    write_postcard(job_dir, USAGE, usage, Durability::Atomic)
 }
 
 fn read_postcard<T: DeserializeOwned>(path: &Path) -> Result<T, SupervisorError> {
@@ -101,26 +112,42 @@ fn read_postcard<T: DeserializeOwned>(path: &Path) -> Result<T, SupervisorError>
         .map_err(|error| SupervisorError::Malformed { path: path.to_owned(), reason: error.to_string() })
 }
 
-fn write_postcard<T: Serialize>(job_dir: &Path, name: &str, value: &T) -> Result<(), SupervisorError> {
+fn write_postcard<T: Serialize>(
+    job_dir: &Path,
+    name: &str,
+    value: &T,
+    durability: Durability,
+) -> Result<(), SupervisorError> {
     let path = job_dir.join(name);
     let bytes = postcard::to_allocvec(value)
         .map_err(|error| SupervisorError::Malformed { path: path.clone(), reason: error.to_string() })?;
-    write_atomic(job_dir, name, &bytes).map_err(|source| SupervisorError::Write { path, source })
+    write_atomic(job_dir, name, &bytes, durability).map_err(|source| SupervisorError::Write { path, source })
+}
+
+/// How much a job-directory file must survive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// A reader sees the old file or the new one, never half of one; a crash of the machine may
+    /// lose it (a crash of noded or the supervisor cannot: the page cache outlives them).
+    Atomic,
+    /// Atomic, and on disk when the call returns: it survives a crash of the machine.
+    Synced,
 }
 
 /// Replaces `job_dir/name` by a file holding `bytes`, mode 0600: writes a temporary file named
-/// after the writing process (so noded and the supervisor never share one), syncs it, renames it
-/// over the old name and syncs the directory.
-fn write_atomic(job_dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+/// after the writing process (so noded and the supervisor never share one) and renames it over
+/// the old name; [`Durability::Synced`] syncs the file before the rename and the directory after.
+fn write_atomic(job_dir: &Path, name: &str, bytes: &[u8], durability: Durability) -> std::io::Result<()> {
     let tmp_path = job_dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp_path)?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    let written =
+        file.write_all(bytes).and_then(|()| if durability == Durability::Synced { file.sync_all() } else { Ok(()) });
     if let Err(error) = written {
         let _ = std::fs::remove_file(&tmp_path);
         return Err(error);
     }
     std::fs::rename(&tmp_path, job_dir.join(name))?;
-    File::open(job_dir)?.sync_all()
+    if durability == Durability::Synced { File::open(job_dir)?.sync_all() } else { Ok(()) }
 }
 
 #[cfg(test)]

@@ -4,14 +4,17 @@
 //!
 //! Boundary: noded talks to a supervisor only through this module's public items and the job
 //! directory. noded creates `job_dir` (root, 0700, in a state directory whose ancestors others
-//! can traverse), writes the request with [`write_launch`], and calls [`spawn`], which runs
+//! can traverse), writes the job's `isolation` and `prolog-epilog` files, then the request with
+//! [`write_launch`] (last, so a directory with a request holds the rest), and calls [`spawn`], which runs
 //! `<exe> supervise --job-dir <dir> --noded-socket <sock>`; noded's `main` routes that hidden
-//! subcommand to [`main`] before it starts any thread. The job directory then holds:
+//! subcommand to [`main`] before it starts any thread. noded normally starts supervisors through
+//! its [`Launcher`] instead, which runs [`main`] in a detached fork of a small single-threaded
+//! process (no exec); [`spawn`] remains the fallback. The job directory then holds:
 //!
 //! | file | written by | content |
 //! |---|---|---|
-//! | `launch` | noded ([`write_launch`]) | postcard [`LaunchRequest`](drover_shared::proto::node::LaunchRequest), no length prefix, 0600 |
-//! | `supervisor.pid` | supervisor | text `<pid> <start time>\n`, start time = `/proc/<pid>/stat` field 22 |
+//! | `launch` | noded ([`write_launch`]), atomically and fsynced | postcard [`LaunchRequest`](drover_shared::proto::node::LaunchRequest), no length prefix, 0600 |
+//! | `supervisor.pid` | noded, and the supervisor unless it holds its record already; atomically | text `<pid> <start time>\n`, start time = `/proc/<pid>/stat` field 22 |
 //! | `supervisor.log` | supervisor (stdout and stderr) | its log, 0600 |
 //! | `script` | supervisor | the batch script, owned by the job's user, 0500 |
 //! | `control.sock` | supervisor | Unix socket, 0600: one [`SupervisorCommand`] frame in, one [`SupervisorReply`] frame out |
@@ -41,6 +44,7 @@ mod control;
 mod detach;
 mod env;
 mod jobfiles;
+mod launcher;
 mod procfs;
 mod run;
 mod warning;
@@ -55,6 +59,7 @@ use thiserror::Error;
 pub use control::send_command;
 pub use detach::spawn;
 pub use jobfiles::{read_end, read_started, read_usage, supervisor_alive, write_launch};
+pub use launcher::Launcher;
 
 /// A command noded sends to a running supervisor over `control.sock`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,8 +20,9 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -32,9 +33,6 @@ const LEFTOVER_KILL_INTERVAL: Duration = Duration::from_millis(100);
 /// (a process stuck in the kernel cannot be killed; it is logged).
 const LEFTOVER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long one notification of noded may take.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// The test hook that scales the time limit.
 const TIME_SCALE_VAR: &str = "DROVER_TIME_SCALE";
 
@@ -44,7 +42,10 @@ pub(super) enum Event {
     /// could not be.
     SetupReported(Result<(), String>),
     /// `waitpid` reaped a process: the batch shell, or an orphan of the job reparented to us.
-    Reaped { pid: Pid, status: WaitStatus },
+    /// `last`: no other child was left right after it, so no process of the job is left either
+    /// (orphans are reparented to us before their parent can be reaped). Carried with the reap,
+    /// so the loop does not hunt for leftovers of a shell whose job is already gone.
+    Reaped { pid: Pid, status: WaitStatus, last: bool },
     /// No child is left: every process of the job is gone.
     NoChildren,
     /// A command from the control socket, and where to send the reply.
@@ -78,8 +79,7 @@ pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorE
     let _ = std::fs::remove_file(job_dir.join(jobfiles::CONTROL_SOCKET));
     jobfiles::write_end(&job_dir, &job_end)?;
     log(format_args!("job {} ended: {:?}, exit status {}", job_end.job_id, job_end.outcome, job_end.exit_status));
-    let notified = notify_in_background(noded_socket, SupervisorEvent::Ended { job_id: launch.job_id });
-    let _ = notified.recv_timeout(NOTIFY_TIMEOUT);
+    notify(noded_socket, &SupervisorEvent::Ended { job_id: launch.job_id });
     Ok(())
 }
 
@@ -282,12 +282,25 @@ fn reap_children(events: mpsc::Sender<Event>) {
         // SAFETY: waitpid writes one int through a pointer to a local that outlives the call.
         let pid = unsafe { libc::waitpid(-1, &mut raw_status, 0) };
         if pid > 0 {
-            let _ = events.send(Event::Reaped { pid: Pid::from_raw(pid), status: WaitStatus(raw_status) });
+            let last = !children_left();
+            let _ = events.send(Event::Reaped { pid: Pid::from_raw(pid), status: WaitStatus(raw_status), last });
         } else if nix::errno::Errno::last() != nix::errno::Errno::EINTR {
             let _ = events.send(Event::NoChildren);
             return;
         }
     }
+}
+
+/// Whether the supervisor still has a child (running, or ended and not reaped yet), asked
+/// without reaping or waiting.
+fn children_left() -> bool {
+    // SAFETY: an all-zero `siginfo_t` is a valid value of this plain C struct.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes one `siginfo_t` through a pointer to a local that outlives the call;
+    // WNOWAIT leaves any child it finds to be reaped by `waitpid` later.
+    let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    // Only "no child at all" counts as none; any other answer (EINTR included) as some.
+    !(rc < 0 && nix::errno::Errno::last() == nix::errno::Errno::ECHILD)
 }
 
 /// `DROVER_TIME_SCALE` applied to a time limit: a test hook, documented in the module docs.
@@ -389,17 +402,18 @@ impl Supervision<'_> {
                 }
                 let job_id = self.launch.job_id;
                 // Fire and forget: noded rescans job directories anyway.
-                drop(notify_in_background(self.noded_socket, SupervisorEvent::Started { job_id, start_time }));
+                notify(self.noded_socket, &SupervisorEvent::Started { job_id, start_time });
             }
             Event::SetupReported(Err(message)) => {
                 log(format_args!("job {} could not start: {message}", self.launch.job_id));
                 self.setup = Some(Err(message));
             }
-            Event::Reaped { pid, status } => {
+            Event::Reaped { pid, status, last } => {
                 if pid == self.job.pid {
                     crate::spank::task_exit(pid.as_raw(), status.0);
                     self.status = Some(status);
                 }
+                self.no_children |= last;
             }
             Event::NoChildren => self.no_children = true,
             Event::Command { command, reply } => {
@@ -579,22 +593,27 @@ fn local_timestamp(time: UnixTime) -> String {
     )
 }
 
-/// Sends one event to noded from a short-lived thread, so that a stalled noded cannot stall the
-/// supervisor; the receiver hears when the attempt is over.
-fn notify_in_background(noded_socket: &Path, event: SupervisorEvent) -> mpsc::Receiver<()> {
-    let (done_tx, done_rx) = mpsc::channel();
-    let noded_socket: PathBuf = noded_socket.to_owned();
-    let _ = std::thread::Builder::new().name("notify".into()).spawn(move || {
-        let sent = UnixStream::connect(&noded_socket).and_then(|mut stream| {
-            stream.set_write_timeout(Some(NOTIFY_TIMEOUT))?;
-            frame::write_message(&mut stream, &event).map_err(std::io::Error::other)
-        });
-        if let Err(error) = sent {
-            log(format_args!("could not notify noded at {}: {error}", noded_socket.display()));
-        }
-        let _ = done_tx.send(());
-    });
-    done_rx
+/// Sends one event to noded without ever waiting for it, so that a stalled noded cannot stall
+/// the supervisor: a non-blocking connect (which fails at once when noded's backlog is full) and
+/// a non-blocking write of one small frame (which fits an empty socket buffer). Best effort:
+/// noded also rescans job directories.
+fn notify(noded_socket: &Path, event: &SupervisorEvent) {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr};
+    let sent = (|| -> Result<(), String> {
+        let socket = nix::sys::socket::socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(|errno| errno.desc().to_owned())?;
+        let address = UnixAddr::new(noded_socket).map_err(|errno| errno.desc().to_owned())?;
+        nix::sys::socket::connect(socket.as_raw_fd(), &address).map_err(|errno| errno.desc().to_owned())?;
+        frame::write_message(&mut UnixStream::from(socket), event).map_err(|error| error.to_string())
+    })();
+    if let Err(error) = sent {
+        log(format_args!("could not notify noded at {}: {error}", noded_socket.display()));
+    }
 }
 
 /// One line in `supervisor.log` (the supervisor's stderr).
