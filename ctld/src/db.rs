@@ -13,6 +13,7 @@ use crate::state::Allocation;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow};
+use rusqlite::types::Type;
 use rusqlite::{Connection, OpenFlags, params};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -396,8 +397,10 @@ pub(crate) fn query_audit(path: &Path, query: &AuditQuery) -> Result<Vec<AuditRo
 /// A change to store.
 #[derive(Debug)]
 pub(crate) enum DbOp {
-    /// A new job; its spec is stored once.
-    InsertJob { info: Box<JobInfo>, spec: Box<JobSpec> },
+    /// A new job; its spec is stored once, whole. With `fill_from`, `spec` is a resident spec
+    /// (`resident.rs`, an array task split off its base record) and the writer completes it with
+    /// the launch-only fields stored with job `fill_from`.
+    InsertJob { info: Box<JobInfo>, spec: Box<JobSpec>, fill_from: Option<JobId> },
     /// The job's record changed (start, end, cancel); `alloc` replaces the stored allocation.
     UpdateJob { info: Box<JobInfo>, alloc: Option<Box<Allocation>> },
     /// An audit record: who, from where, did what to which job, with what outcome, and why.
@@ -435,8 +438,10 @@ pub(crate) enum DbOp {
 pub(crate) enum AfterCommit {
     /// Answer the client that submitted this job.
     AnswerSubmit(JobId),
-    /// Tell the node to start the job.
-    Launch(JobId),
+    /// Tell the node to start the job. The writer adds the job's stored spec (read back in the
+    /// transaction that commits the allocation), which holds the batch script and environment
+    /// that ctld does not keep in memory; `None` when it could not be read.
+    Launch(JobId, Option<Box<JobSpec>>),
     /// Tell the node that ctld has recorded the end of this run of the job.
     AckJobEnd { node: String, job_id: JobId, run: u32 },
     /// Answer `srun` and send the step to its nodes: its row is stored.
@@ -499,7 +504,11 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
         let blob = |v: &dyn erased::Encode| v.encode();
         for op in batch {
             match op {
-                DbOp::InsertJob { info, spec } => {
+                DbOp::InsertJob { info, spec, fill_from } => {
+                    let spec = match fill_from {
+                        Some(source) => Box::new(crate::resident::complete(&spec, &info, stored_spec(&tx, source)?)),
+                        None => spec,
+                    };
                     insert.execute(params![
                         info.job_id,
                         info.uid,
@@ -543,6 +552,14 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                             params![node.name, node.drain_reason, node.down_reason, node.uid, node.time],
                         )?;
                     }
+                }
+                DbOp::After(AfterCommit::Launch(job_id, None)) => {
+                    // A failed read does not fail the batch: the core fails the launch.
+                    let spec = stored_spec(&tx, job_id)
+                        .inspect_err(|e| tracing::error!(job_id, error = %e, "the job's stored spec cannot be read"))
+                        .ok()
+                        .map(Box::new);
+                    after.push(AfterCommit::Launch(job_id, spec));
                 }
                 DbOp::After(action) => after.push(action),
                 DbOp::StepUsage { step_id, node, usage } => {
@@ -596,6 +613,13 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
         }
     }
     tx.commit()
+}
+
+/// The whole spec stored with a job.
+fn stored_spec(tx: &rusqlite::Transaction<'_>, job_id: JobId) -> rusqlite::Result<JobSpec> {
+    let blob: Vec<u8> =
+        tx.prepare_cached("SELECT spec FROM jobs WHERE job_id = ?1")?.query_row(params![job_id], |r| r.get(0))?;
+    postcard::from_bytes(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))
 }
 
 /// Postcard encoding behind a trait object, so one closure encodes every stored type.
