@@ -633,3 +633,40 @@ mod erased {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(name: &str) -> JobSpec {
+        JobSpec {
+            name: name.into(),
+            work_dir: "/home/u".into(),
+            environment: vec![("A".into(), "1".into()), ("B".into(), "x".repeat(2000))],
+            script: b"#!/bin/sh\necho hi\n".to_vec(),
+            submit_line: "sbatch -a 1-3 job.sh".into(),
+            array: Some("1-3".into()),
+            ..JobSpec::default()
+        }
+    }
+
+    #[test]
+    fn the_writer_completes_split_tasks_and_reads_specs_back_for_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(&dir.path().join("state.db"), false).unwrap();
+        let base = JobInfo { job_id: 7, name: "arr".into(), ..JobInfo::default() };
+        let task = JobInfo { job_id: 8, array_job_id: Some(7), ..base.clone() };
+        let mut resident = crate::resident::resident(&whole("arr"));
+        resident.hold = true; // changed in memory after the submission
+        let ops = vec![
+            DbOp::InsertJob { info: Box::new(base.clone()), spec: Box::new(whole("arr")), fill_from: None },
+            DbOp::InsertJob { info: Box::new(task), spec: Box::new(resident), fill_from: Some(7) },
+            DbOp::After(AfterCommit::Launch(8, None)),
+            DbOp::After(AfterCommit::Launch(99, None)),
+        ];
+        let mut after = Vec::new();
+        write_batch(&mut conn, ops, &mut after).unwrap();
+        let expected = JobSpec { hold: true, ..whole("arr") };
+        assert_eq!(after, vec![AfterCommit::Launch(8, Some(Box::new(expected))), AfterCommit::Launch(99, None)]);
+    }
+}
