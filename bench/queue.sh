@@ -11,6 +11,8 @@
 #   SBATCH_LIKE=BYTES  submit jobs as `sbatch job.sh` sends them from a login shell: an
 #                      environment of about BYTES bytes, a 400-byte script, command path, submit
 #                      line (`drover-simnode submit --sbatch-like`); default: the bare simulator job
+#   SBATCH_CLI=1       submit with `drover sbatch --hold` processes (8 at a time) instead, each
+#                      capturing this script's environment (padded to SBATCH_LIKE bytes if set)
 #   MEMORY_ONLY=1      measure resident memory per pending job only (no queries, no sbatch latency)
 #   DROVER_BIN=DIR     use drover, drover-ctld and drover-simnode from DIR instead of building them
 set -euo pipefail
@@ -23,6 +25,20 @@ else
     BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
 fi
 LIKE=(); [ -z "${SBATCH_LIKE:-}" ] || LIKE=(--sbatch-like "$SBATCH_LIKE")
+if [ -n "${SBATCH_CLI:-}" ] && [ -n "${SBATCH_LIKE:-}" ]; then
+    i=0
+    while [ "$(env | wc -c)" -lt "$SBATCH_LIKE" ]; do
+        export "BENCH_PAD_$i=$(printf '%064d' "$i")"
+        i=$((i + 1))
+    done
+fi
+echo "submitter_environment_bytes=$(env | wc -c)"
+# Held jobs from `drover sbatch` processes, 8 at a time (SBATCH_CLI).
+submit_cli() {
+    printf '#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --time=04:00:00\nset -euo pipefail\nmodule load cuda\npython train.py\n' > "$WORK/cli.sh"
+    seq "$1" | xargs -P 8 -n 50 sh -c 'f=$1; shift; for i; do "$0" sbatch --hold -J "cli$i" "$f" >/dev/null; done' \
+        "$BIN/drover" "$WORK/cli.sh"
+}
 WORK=$(mktemp -d /tmp/drover-queue-XXXXXX)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -54,12 +70,19 @@ PIDS+=($CTLD)
 SOCK=$WORK/state/ctld.sock
 export DROVER_SOCKET=$SOCK
 until [ -S "$SOCK" ]; do sleep 0.1; done
+# The socket appears before ctld has built its node table: wait for an answer, then settle.
+until "$BIN/drover" squeue >/dev/null 2>&1; do sleep 0.1; done
+sleep 1
 rss() { awk '/VmRSS/{print $2}' "/proc/$CTLD/status"; }
 RSS0=$(rss)
 echo "ctld_rss_empty_kib=$RSS0"
 have=0
 for size in "${SIZES[@]}"; do
-    "$BIN/drover-simnode" submit --socket "$SOCK" --count $((size - have)) --clients 8 --hold --gpus 1 "${LIKE[@]}" >/dev/null
+    if [ -n "${SBATCH_CLI:-}" ]; then
+        submit_cli $((size - have))
+    else
+        "$BIN/drover-simnode" submit --socket "$SOCK" --count $((size - have)) --clients 8 --hold --gpus 1 "${LIKE[@]}" >/dev/null
+    fi
     have=$size
     sleep 1
     # Before any query at this size (a query's encode buffer stays in the allocator's heap).
