@@ -32,7 +32,7 @@ if [ -n "${SBATCH_CLI:-}" ] && [ -n "${SBATCH_LIKE:-}" ]; then
         i=$((i + 1))
     done
 fi
-echo "submitter_environment_bytes=$(env | wc -c)"
+[ -z "${SBATCH_CLI:-}" ] || echo "sbatch_environment_bytes=$(env | wc -c)"
 # Held jobs from `drover sbatch` processes, 8 at a time (SBATCH_CLI).
 submit_cli() {
     printf '#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --time=04:00:00\nset -euo pipefail\nmodule load cuda\npython train.py\n' > "$WORK/cli.sh"
