@@ -459,7 +459,10 @@ impl Core {
                 job.info.job_id = job_id;
                 self.state.usage.touch(&job.info.account, &job.info.user);
                 crate::array::init(&mut job);
-                self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec: Box::new((*job.spec).clone()) });
+                // The database keeps the whole spec; memory only its resident half.
+                let resident = self.state.specs.resident(&job.spec);
+                let spec = Box::new(Arc::unwrap_or_clone(std::mem::replace(&mut job.spec, resident)));
+                self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec, fill_from: None });
                 let detail = format!("name={} partition={}", job.info.name, job.info.partition);
                 self.audit_request(caller, "submit", Some(job_id), Ok(()), detail);
                 self.store(DbOp::After(AfterCommit::AnswerSubmit(job_id)));
@@ -484,7 +487,7 @@ impl Core {
                                 .send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
                         }
                     }
-                    AfterCommit::Launch(job_id) => {
+                    AfterCommit::Launch(job_id, _) => {
                         tracing::warn!(job_id, "allocation not stored; the job goes back to the queue");
                         self.requeue(job_id);
                     }
@@ -507,7 +510,7 @@ impl Core {
                         self.answer_after_publish(reply, Response::Submitted { job_id });
                     }
                 }
-                AfterCommit::Launch(job_id) => self.launch(job_id),
+                AfterCommit::Launch(job_id, stored) => self.launch(job_id, stored),
                 AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, None),
                 AfterCommit::Requeue(token) => self.requeue_committed(token, None),
                 AfterCommit::AckJobEnd { node, job_id, run } => {
@@ -593,7 +596,12 @@ impl Core {
     /// Stores a task just split off array base record `base` (the task's insert, the base's update).
     fn store_split(&self, base: JobId, task_job: JobId) {
         if let Some(job) = self.state.jobs.get(&task_job) {
-            self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec: Box::new((*job.spec).clone()) });
+            // The task's row gets the whole spec: the base record's launch-only fields.
+            self.store(DbOp::InsertJob {
+                info: Box::new(job.info.clone()),
+                spec: Box::new((*job.spec).clone()),
+                fill_from: Some(base),
+            });
         }
         self.store_job(base, false);
     }
@@ -634,18 +642,20 @@ impl Core {
             started.push(job_id);
             tracing::info!(job_id, partition, nodes = ?job.info.nodes, "job allocated");
             self.store_job(job_id, true);
-            self.store(DbOp::After(AfterCommit::Launch(job_id)));
+            self.store(DbOp::After(AfterCommit::Launch(job_id, None)));
         }
         self.snapshot_runs(&started);
         split_any
     }
 
     /// What a node needs to run `job`'s processes on its `share` of the allocation (the batch
-    /// script on the first node, step tasks on any).
-    fn launch_request(&self, job: &Job, alloc: &Allocation, share: &NodeAllocation) -> LaunchRequest {
+    /// script on the first node, step tasks on any). `spec` is the whole spec for the batch
+    /// launch (`resident::complete`); step launches send the resident one (the step runner reads
+    /// only its umask).
+    fn launch_request(&self, job: &Job, spec: JobSpec, alloc: &Allocation, share: &NodeAllocation) -> LaunchRequest {
         LaunchRequest {
             job_id: job.info.job_id,
-            spec: (*job.spec).clone(),
+            spec,
             user: job.info.user.clone(),
             uid: job.info.uid,
             gid: job.info.gid,
@@ -667,14 +677,26 @@ impl Core {
         }
     }
 
-    fn launch(&mut self, job_id: JobId) {
+    fn launch(&mut self, job_id: JobId, stored: Option<Box<JobSpec>>) {
         let Some(job) = self.state.jobs.get(&job_id) else { return };
         if job.info.state() != JobState::Running {
             return; // cancelled between allocation and commit
         }
         let Some(alloc) = &job.alloc else { return };
         let Some(batch_share) = alloc.nodes.first() else { return };
-        let request = self.launch_request(job, alloc, batch_share);
+        let Some(stored) = stored else {
+            // Its row could not be read back (logged by the writer): nothing to start it with.
+            tracing::error!(job_id, "no stored spec to launch the job with; the job fails");
+            let now = now();
+            self.runs.borrow_mut().remove(&job_id);
+            self.state.release_job(job_id, now);
+            self.state.end_job(job_id, JobState::Failed, "JobLaunchFailure", now);
+            self.store_job(job_id, false);
+            self.schedule_needed = true;
+            return;
+        };
+        let spec = crate::resident::complete(&job.spec, &job.info, *stored);
+        let request = self.launch_request(job, spec, alloc, batch_share);
         let batch_host = batch_share.node.clone();
         let link = self.state.node_mut(&batch_host).and_then(|n| n.link.clone());
         match link.map(|l| l.tx.send(CtldMessage::Launch(Box::new(request)))) {
@@ -884,7 +906,7 @@ impl Core {
             return Err(ErrorCode::InvalidSpec);
         }
         let mut notify = None;
-        let spec = std::sync::Arc::make_mut(&mut job.spec);
+        let mut spec = JobSpec::clone(&job.spec);
         if let Some(limit) = update.time_limit {
             spec.time_limit = Some(limit);
             job.info.time_limit = Some(limit);
@@ -893,12 +915,11 @@ impl Core {
                 notify = job.info.nodes.first().cloned().map(|host| (host, limit));
             }
         }
+        // Name and comment live in the record only (`resident::complete` takes them from there).
         if let Some(name) = &update.name {
-            spec.name = name.clone();
             job.info.name = name.clone();
         }
         if let Some(comment) = &update.comment {
-            spec.comment = Some(comment.clone());
             job.info.comment = Some(comment.clone());
         }
         if let Some(nice) = update.nice {
@@ -922,6 +943,9 @@ impl Core {
         if let Some(requeue) = update.requeue {
             spec.requeue = Some(requeue);
             job.info.requeue = requeue;
+        }
+        if spec != *job.spec {
+            job.spec = self.state.specs.intern(spec);
         }
         if let Some((host, time_limit)) = notify {
             self.limits_changed.insert(job_id);
@@ -961,7 +985,7 @@ impl Core {
                 job.info.priority = 0;
                 job.info.reason =
                     if who.may(Operation::JobPrivileged) && !user_hold { "JobHeldAdmin" } else { "JobHeldUser" }.into();
-                std::sync::Arc::make_mut(&mut job.spec).hold = true;
+                self.state.specs.modify(&mut job.spec, |spec| spec.hold = true);
             }
             None => {
                 if job.info.priority != 0 && !job.spec.hold {
@@ -970,7 +994,7 @@ impl Core {
                 if job.info.reason == "JobHeldAdmin" && !who.may(Operation::JobPrivileged) {
                     return Err(ErrorCode::AccessDenied);
                 }
-                std::sync::Arc::make_mut(&mut job.spec).hold = false;
+                self.state.specs.modify(&mut job.spec, |spec| spec.hold = false);
                 let qos_priority = config.qos.iter().find(|q| q.name == job.info.qos).map_or(0, |q| q.priority);
                 let factor = config
                     .partitions
@@ -1590,7 +1614,7 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::db::StoredJob>) {
         let job_id = info.job_id;
         let job = Job {
             info: info.into(),
-            spec: Arc::new(spec),
+            spec: state.specs.resident(&spec),
             candidates,
             alloc: if running { alloc } else { None },
             committed: true,

@@ -13,6 +13,7 @@ use crate::state::Allocation;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow};
+use rusqlite::types::Type;
 use rusqlite::{Connection, OpenFlags, params};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -396,8 +397,10 @@ pub(crate) fn query_audit(path: &Path, query: &AuditQuery) -> Result<Vec<AuditRo
 /// A change to store.
 #[derive(Debug)]
 pub(crate) enum DbOp {
-    /// A new job; its spec is stored once.
-    InsertJob { info: Box<JobInfo>, spec: Box<JobSpec> },
+    /// A new job; its spec is stored once, whole. With `fill_from`, `spec` is a resident spec
+    /// (`resident.rs`, an array task split off its base record) and the writer completes it with
+    /// the launch-only fields stored with job `fill_from`.
+    InsertJob { info: Box<JobInfo>, spec: Box<JobSpec>, fill_from: Option<JobId> },
     /// The job's record changed (start, end, cancel); `alloc` replaces the stored allocation.
     UpdateJob { info: Box<JobInfo>, alloc: Option<Box<Allocation>> },
     /// An audit record: who, from where, did what to which job, with what outcome, and why.
@@ -435,8 +438,10 @@ pub(crate) enum DbOp {
 pub(crate) enum AfterCommit {
     /// Answer the client that submitted this job.
     AnswerSubmit(JobId),
-    /// Tell the node to start the job.
-    Launch(JobId),
+    /// Tell the node to start the job. The writer adds the job's stored spec (read back in the
+    /// transaction that commits the allocation), which holds the batch script and environment
+    /// that ctld does not keep in memory; `None` when it could not be read.
+    Launch(JobId, Option<Box<JobSpec>>),
     /// Tell the node that ctld has recorded the end of this run of the job.
     AckJobEnd { node: String, job_id: JobId, run: u32 },
     /// Answer `srun` and send the step to its nodes: its row is stored.
@@ -499,7 +504,11 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
         let blob = |v: &dyn erased::Encode| v.encode();
         for op in batch {
             match op {
-                DbOp::InsertJob { info, spec } => {
+                DbOp::InsertJob { info, spec, fill_from } => {
+                    let spec = match fill_from {
+                        Some(source) => Box::new(crate::resident::complete(&spec, &info, stored_spec(&tx, source)?)),
+                        None => spec,
+                    };
                     insert.execute(params![
                         info.job_id,
                         info.uid,
@@ -543,6 +552,14 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                             params![node.name, node.drain_reason, node.down_reason, node.uid, node.time],
                         )?;
                     }
+                }
+                DbOp::After(AfterCommit::Launch(job_id, None)) => {
+                    // A failed read does not fail the batch: the core fails the launch.
+                    let spec = stored_spec(&tx, job_id)
+                        .inspect_err(|e| tracing::error!(job_id, error = %e, "the job's stored spec cannot be read"))
+                        .ok()
+                        .map(Box::new);
+                    after.push(AfterCommit::Launch(job_id, spec));
                 }
                 DbOp::After(action) => after.push(action),
                 DbOp::StepUsage { step_id, node, usage } => {
@@ -598,6 +615,13 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
     tx.commit()
 }
 
+/// The whole spec stored with a job.
+fn stored_spec(tx: &rusqlite::Transaction<'_>, job_id: JobId) -> rusqlite::Result<JobSpec> {
+    let blob: Vec<u8> =
+        tx.prepare_cached("SELECT spec FROM jobs WHERE job_id = ?1")?.query_row(params![job_id], |r| r.get(0))?;
+    postcard::from_bytes(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))
+}
+
 /// Postcard encoding behind a trait object, so one closure encodes every stored type.
 mod erased {
     pub(super) trait Encode {
@@ -607,5 +631,42 @@ mod erased {
         fn encode(&self) -> Vec<u8> {
             postcard::to_allocvec(self).expect("in-memory records always encode")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(name: &str) -> JobSpec {
+        JobSpec {
+            name: name.into(),
+            work_dir: "/home/u".into(),
+            environment: vec![("A".into(), "1".into()), ("B".into(), "x".repeat(2000))],
+            script: b"#!/bin/sh\necho hi\n".to_vec(),
+            submit_line: "sbatch -a 1-3 job.sh".into(),
+            array: Some("1-3".into()),
+            ..JobSpec::default()
+        }
+    }
+
+    #[test]
+    fn the_writer_completes_split_tasks_and_reads_specs_back_for_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(&dir.path().join("state.db"), false).unwrap();
+        let base = JobInfo { job_id: 7, name: "arr".into(), ..JobInfo::default() };
+        let task = JobInfo { job_id: 8, array_job_id: Some(7), ..base.clone() };
+        let mut resident = crate::resident::resident(&whole("arr"));
+        resident.hold = true; // changed in memory after the submission
+        let ops = vec![
+            DbOp::InsertJob { info: Box::new(base.clone()), spec: Box::new(whole("arr")), fill_from: None },
+            DbOp::InsertJob { info: Box::new(task), spec: Box::new(resident), fill_from: Some(7) },
+            DbOp::After(AfterCommit::Launch(8, None)),
+            DbOp::After(AfterCommit::Launch(99, None)),
+        ];
+        let mut after = Vec::new();
+        write_batch(&mut conn, ops, &mut after).unwrap();
+        let expected = JobSpec { hold: true, ..whole("arr") };
+        assert_eq!(after, vec![AfterCommit::Launch(8, Some(Box::new(expected))), AfterCommit::Launch(99, None)]);
     }
 }

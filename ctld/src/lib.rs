@@ -22,6 +22,7 @@ mod priority;
 mod quota;
 mod remote;
 mod report;
+mod resident;
 mod rpc;
 mod runs;
 mod scheduler;

@@ -143,9 +143,11 @@ impl Bench {
             time_limit: spec.time_limit,
             ..JobInfo::default()
         };
+        // As ctld holds it: the resident half, shared with the jobs submitted alike.
+        let spec = self.state.specs.resident(&spec);
         let job = Job {
             info: info.into(),
-            spec: Arc::new(spec),
+            spec,
             candidates: vec!["gpu".into()],
             alloc: None,
             committed: true,

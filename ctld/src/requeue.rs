@@ -158,7 +158,7 @@ impl Core {
         if let Some(job) = self.state.jobs.get_mut(&job_id) {
             job.info.priority = 0;
             job.info.reason = "JobHeldUser".into();
-            std::sync::Arc::make_mut(&mut job.spec).hold = true;
+            self.state.specs.modify(&mut job.spec, |spec| spec.hold = true);
             self.store_job(job_id, false);
         }
     }

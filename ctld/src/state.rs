@@ -33,6 +33,9 @@ pub(crate) struct Allocation {
 pub(crate) struct Job {
     /// Copy-on-write, so query snapshots can share it (see `snapshot.rs`).
     pub(crate) info: crate::snapshot::Shared<JobInfo>,
+    /// The resident half of the spec (`resident.rs`), usually shared with other jobs; change it
+    /// through `State::specs`. The batch script, environment and other launch-only fields are in
+    /// the job's database row.
     pub(crate) spec: Arc<JobSpec>,
     /// Partitions the job may run in, in the order to try them.
     pub(crate) candidates: Vec<String>,
@@ -177,6 +180,8 @@ impl Node {
 pub(crate) struct State {
     pub(crate) config: Arc<Config>,
     pub(crate) jobs: BTreeMap<JobId, Job>,
+    /// The jobs' resident specs, shared between jobs submitted with the same options.
+    pub(crate) specs: crate::resident::SpecPool,
     pub(crate) nodes: Vec<Node>,
     pub(crate) node_index: HashMap<String, usize>,
     pub(crate) next_job_id: JobId,
@@ -218,6 +223,7 @@ impl State {
         State {
             config,
             jobs: BTreeMap::new(),
+            specs: Default::default(),
             nodes,
             node_index,
             next_job_id: next_job_id.max(1),
@@ -276,15 +282,20 @@ impl State {
     pub(crate) fn purge(&mut self, now: UnixTime) {
         let later = self.expiry.split_off(&(now + 1));
         let due = std::mem::replace(&mut self.expiry, later);
+        let mut removed = false;
         for job_id in due.into_values().flatten() {
             match self.jobs.get(&job_id) {
                 Some(job) if job.alloc.is_some() => self.expiry.entry(now + 60).or_default().push(job_id),
                 Some(_) => {
+                    removed = true;
                     self.jobs.remove(&job_id);
                     crate::snapshot::touch(job_id);
                 }
                 None => {}
             }
+        }
+        if removed {
+            self.specs.prune();
         }
     }
 }

@@ -213,7 +213,7 @@ impl Core {
         }
         let mut launches = Vec::new();
         for (index, share) in alloc.nodes.iter().take(layout.nodes.len()).enumerate() {
-            let request = self.launch_request(job, alloc, share);
+            let request = self.launch_request(job, (*job.spec).clone(), alloc, share);
             let launch = StepLaunch {
                 job: request,
                 step_id: layout.step_id,

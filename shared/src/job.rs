@@ -15,7 +15,7 @@ pub type JobId = u32;
 
 /// Everything a submission asks for, after `sbatch` merged the command line, `SBATCH_*` variables
 /// and `#SBATCH` directives. ctld validates it again; nothing here is trusted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct JobSpec {
     /// `-J`; sbatch fills the default (script basename, `sbatch`, `wrap`).
     pub name: String,
@@ -111,7 +111,7 @@ pub struct JobSpec {
 }
 
 /// How much memory a job asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum MemRequest {
     /// `--mem`: megabytes per node (0 = all of the node's memory).
     PerNode(u64),

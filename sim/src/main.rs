@@ -4,7 +4,8 @@
 //!   connection, registration and heartbeats); launched jobs "run" for their simulated duration
 //!   (`--comment sim:SECONDS`, else their time limit) divided by `--warp`, then end `0:0`.
 //! - `submit`: many clients submitting held or runnable jobs over the client socket as fast as ctld
-//!   acknowledges them; prints the acknowledged rate.
+//!   acknowledges them (`--sbatch-like ENV_BYTES`: each with what `sbatch job.sh` sends from a
+//!   login shell, environment and script included); prints the acknowledged rate.
 //! - `query`: times `QueryJobs` round trips (what `squeue` costs ctld), alone or under concurrent load.
 
 mod nodes;
@@ -54,6 +55,11 @@ enum Command {
         /// Simulated run time of each job, seconds.
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Make each job look like `sbatch job.sh` from a login shell: an environment of about
+        /// this many bytes (names, values and `=`/NUL separators), a 400-byte script, a command
+        /// path, a submit line and a home working directory.
+        #[arg(long, value_name = "ENV_BYTES")]
+        sbatch_like: Option<usize>,
     },
     /// Time REPEAT job queries, from CLIENTS concurrent connections.
     Query {
@@ -76,8 +82,8 @@ fn main() -> anyhow::Result<()> {
             Command::Nodes { config, controller, count, warp, heartbeat } => {
                 nodes::run(&config, controller, count, warp, heartbeat).await
             }
-            Command::Submit { socket, count, clients, hold, gpus, seconds } => {
-                nodes::submit(&socket, count, clients, hold, gpus, seconds).await
+            Command::Submit { socket, count, clients, hold, gpus, seconds, sbatch_like } => {
+                nodes::submit(&socket, count, clients, hold, gpus, seconds, sbatch_like).await
             }
             Command::Query { socket, repeat, clients } => nodes::query(&socket, repeat, clients).await,
         }

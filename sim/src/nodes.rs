@@ -183,7 +183,56 @@ fn job_spec(i: usize, hold: bool, gpus: u64, seconds: u64) -> JobSpec {
     }
 }
 
-/// Submits `count` jobs from `clients` connections; prints the acknowledged rate.
+/// A login shell's environment of about `bytes` bytes (each entry counts its name, value, `=`
+/// and a NUL): the usual variables, then `BENCH_PAD_<i>` entries of 64-byte values to reach it.
+fn login_environment(bytes: usize) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = [
+        ("SHELL", "/bin/bash"),
+        ("HOME", "/home/alice"),
+        ("USER", "alice"),
+        ("LOGNAME", "alice"),
+        ("LANG", "en_US.UTF-8"),
+        ("TERM", "xterm-256color"),
+        ("HOSTNAME", "login01"),
+        ("PWD", "/home/alice/project"),
+        ("OLDPWD", "/home/alice"),
+        ("PATH", "/home/alice/.local/bin:/opt/conda/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+        ("LD_LIBRARY_PATH", "/usr/local/cuda/lib64:/opt/conda/lib"),
+        ("MODULEPATH", "/etc/modulefiles:/usr/share/modulefiles:/opt/modulefiles"),
+        ("CONDA_PREFIX", "/opt/conda"),
+        ("SSH_CONNECTION", "10.0.0.17 52144 10.0.0.2 22"),
+        ("SSH_TTY", "/dev/pts/3"),
+        ("XDG_RUNTIME_DIR", "/run/user/1000"),
+        ("XDG_SESSION_ID", "412"),
+        ("MAIL", "/var/mail/alice"),
+        ("HISTSIZE", "10000"),
+        ("EDITOR", "vim"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let size = |env: &[(String, String)]| env.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>();
+    let mut i = 0;
+    while size(&env) < bytes {
+        env.push((format!("BENCH_PAD_{i}"), format!("{i:064}")));
+        i += 1;
+    }
+    env
+}
+
+/// A 400-byte batch script.
+fn batch_script() -> Vec<u8> {
+    let mut script = b"#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --time=04:00:00\nset -euo pipefail\n".to_vec();
+    script.extend(b"module load cuda\nsource /opt/conda/bin/activate train\n");
+    while script.len() < 392 {
+        script.extend(b"# step\n");
+    }
+    script.extend(b"python train.py\n");
+    script
+}
+
+/// Submits `count` jobs from `clients` connections; prints the acknowledged rate. With
+/// `sbatch_like`, each job carries what `sbatch job.sh` sends (see the `--sbatch-like` option).
 pub(crate) async fn submit(
     socket: &Path,
     count: usize,
@@ -191,17 +240,33 @@ pub(crate) async fn submit(
     hold: bool,
     gpus: u64,
     seconds: u64,
+    sbatch_like: Option<usize>,
 ) -> anyhow::Result<()> {
+    let like = sbatch_like.map(|bytes| std::sync::Arc::new((login_environment(bytes), batch_script())));
     let clients = clients.max(1);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for client in 0..clients {
         let socket = socket.to_owned();
+        let like = like.clone();
         tasks.push(tokio::spawn(async move {
             let mut messages = connect_client(&socket).await?;
             let mut acknowledged = 0usize;
             for i in (client..count).step_by(clients) {
-                messages.send(&Request::Submit(Box::new(job_spec(i, hold, gpus, seconds)))).await?;
+                let mut spec = job_spec(i, hold, gpus, seconds);
+                if let Some(like) = &like {
+                    let (environment, script) = &**like;
+                    spec.environment = environment.clone();
+                    spec.script = script.clone();
+                    spec.work_dir = "/home/alice/project".into();
+                    spec.submit_dir = "/home/alice/project".into();
+                    spec.submit_host = "login01".into();
+                    spec.command = Some("/home/alice/project/job.sh".into());
+                    spec.submit_line = format!("sbatch --hold -J sim{i} job.sh");
+                    spec.stdout = None;
+                    spec.umask = 0o022;
+                }
+                messages.send(&Request::Submit(Box::new(spec))).await?;
                 match messages.recv::<Response>().await? {
                     Some(Response::Submitted { .. }) => acknowledged += 1,
                     other => bail!("submission refused: {other:?}"),

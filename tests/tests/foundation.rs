@@ -240,3 +240,40 @@ fn jobs_ending_while_ctld_is_down_are_recorded() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(cluster.sacct_state(long).unwrap().0, "RUNNING");
 }
+
+/// ctld keeps a pending job's script and environment only in its database row (`resident.rs`): a
+/// held job, renamed while it pends, released after a `kill -9` and restart of ctld, starts with
+/// the exact script, arguments and environment it was submitted with, under its new name; and so
+/// does a second run after `scontrol requeue`.
+#[test]
+fn pending_job_starts_with_its_stored_script_and_environment() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let payload: String = (b'a'..=b'z').map(char::from).cycle().take(3000).collect();
+    let script = "#!/bin/sh\n#SBATCH -o stored-%j.out\n#SBATCH -e stored-%j.err\n#SBATCH --open-mode=append\n\
+                  printf '%s|%s|%s|%s\\n' \"$SLURM_JOB_NAME\" \"$1\" \"$2\" \"$DROVER_PAYLOAD\"\n\
+                  if [ -z \"$SLURM_RESTART_COUNT\" ]; then sleep 60; fi\n";
+    std::fs::write(dir.join("stored.sh"), script).unwrap();
+    let export = format!("--export=ALL,DROVER_PAYLOAD={payload}");
+    let out =
+        cluster.run(None, &dir, "sbatch", &["--parsable", "--hold", &export, "stored.sh", "one", "two words"], None);
+    assert!(out.status.success(), "sbatch failed:\n{}{}", text(&out.stdout), text(&out.stderr));
+    let job_id: u32 = text(&out.stdout).trim().parse().unwrap();
+    let id = job_id.to_string();
+    cluster.ok("scontrol", &["update", &format!("JobId={id}"), "JobName=renamed"]);
+    cluster.kill9("ctld");
+    // The killed ctld's threads may still hold its node port for a moment after it shows as a zombie.
+    std::thread::sleep(Duration::from_secs(1));
+    let out = cluster.drover("up");
+    assert!(out.status.success(), "restart failed: {}{}\n{}", text(&out.stdout), text(&out.stderr), cluster.logs());
+    cluster.ok("scontrol", &["release", &id]);
+    let line = format!("renamed|one|two words|{payload}\n");
+    let output = || std::fs::read_to_string(dir.join(format!("stored-{job_id}.out"))).unwrap_or_default();
+    let first = cluster.wait_for("the first run's output", LONG, || Some(output()).filter(|o| o.ends_with('\n')));
+    assert_eq!(first, line);
+    // Requeued while it runs, it starts again with the same script and environment (its second
+    // run appends to the output and ends at once).
+    cluster.ok("scontrol", &["requeue", &id]);
+    assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
+    assert_eq!(output(), line.repeat(2));
+}

@@ -4,7 +4,7 @@ use super::ValueError;
 use serde::{Deserialize, Serialize};
 
 /// One requested generic resource: `gpu:h100:2` is name `gpu`, type `h100`, count 2.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GresRequest {
     /// Resource name (`gpu`, `shard`, …).
     pub name: String,

@@ -4,7 +4,7 @@
 use super::ValueError;
 
 /// A time limit in minutes, or no limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TimeLimit {
     /// At most this many minutes.
     Minutes(u32),
