@@ -64,3 +64,5 @@ echo "running=$FIT all_started_s_after_last_submit=$(echo "$t3 - $t2" | bc)"
 "$BIN/drover-simnode" query --socket "$SOCK" --repeat 10 --clients 50
 s0=$(date +%s.%N); "$BIN/drover" squeue > /dev/null; s1=$(date +%s.%N)
 echo "squeue_cli_ms=$(echo "($s1 - $s0) * 1000" | bc)"
+# Launches ctld gave up on because a node's report did not show them within the launch grace.
+echo "launches_declared_lost=$(grep -c 'node no longer holds the job' "$WORK/ctld.log" || true)"

@@ -407,7 +407,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut order: Vec<(bool, u32, u32, UnixTime, JobId)> = state
         .jobs
         .values()
-        .filter(|j| j.committed && j.info.state() == JobState::Pending)
+        // Held jobs (and those at priority 0) never start: leave them out before ranking, so a
+        // deep held queue costs a pass one walk, not a rank per job.
+        .filter(|j| j.committed && j.info.state() == JobState::Pending && !j.spec.hold && j.info.priority != 0)
         .map(|j| (preemptor(j), tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id))
         .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
@@ -435,9 +437,6 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut never_fits: HashSet<Shape> = HashSet::new();
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
-        if job.spec.hold || job.info.priority == 0 {
-            continue;
-        }
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;

@@ -294,6 +294,8 @@ pub(crate) async fn query(socket: &Path, repeat: usize, clients: usize) -> anyho
         let socket = socket.to_owned();
         tasks.push(tokio::spawn(async move {
             let mut messages = connect_client(&socket).await?;
+            // Job lists may exceed the request bound, as the CLI's readers allow.
+            messages.set_max_frame(drover_shared::proto::frame::MAX_ANSWER_FRAME);
             let mut times = Vec::with_capacity(repeat);
             let mut n_jobs = 0;
             for _ in 0..repeat {
