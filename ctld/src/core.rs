@@ -185,6 +185,8 @@ pub(crate) struct Core {
     requeue_on_end: HashMap<JobId, bool>,
     /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
     requeue_waiting: HashMap<u64, requeue::Waiting>,
+    /// Answers waiting for the commit of what their request changed (`answer_after_commit`).
+    answers_waiting: HashMap<u64, (oneshot::Sender<Response>, Response)>,
     /// Running jobs whose time limit `scontrol update` changed: sent again to the batch host when
     /// it registers, in case the change was sent while it was not connected.
     limits_changed: std::collections::HashSet<JobId>,
@@ -230,6 +232,7 @@ impl Core {
             started_at: now(),
             requeue_on_end: HashMap::new(),
             requeue_waiting: HashMap::new(),
+            answers_waiting: HashMap::new(),
             limits_changed: Default::default(),
             steps: Default::default(),
             runs: Default::default(),
@@ -299,6 +302,16 @@ impl Core {
         self.deferred.push((reply, response));
     }
 
+    /// Answers once what the request changed is committed (and then published): an answered
+    /// cancel, hold, release or update survives a crash of ctld. If the commit fails, the
+    /// client is told so.
+    fn answer_after_commit(&mut self, reply: oneshot::Sender<Response>, response: Response) {
+        static NEXT_ANSWER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let token = NEXT_ANSWER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.answers_waiting.insert(token, (reply, response));
+        self.store(DbOp::After(AfterCommit::Answer(token)));
+    }
+
     fn store(&self, op: DbOp) {
         self.flush_unhurried();
         // The writer thread only stops when ctld shuts down; a send error then is harmless.
@@ -359,20 +372,20 @@ impl Core {
             Event::Submit { caller, spec, reply } => self.submit(caller, *spec, reply),
             Event::Cancel { caller, request, reply } => {
                 let response = self.cancel(caller, &request);
-                self.answer_after_publish(reply, response);
+                self.answer_after_commit(reply, response);
             }
             Event::CancelTasks { caller, request, tasks, reply } => {
                 let response = self.cancel_tasks(caller, &request, &tasks);
-                self.answer_after_publish(reply, response);
+                self.answer_after_commit(reply, response);
             }
             Event::UpdateJob { caller, job_ids, update, reply } => {
                 let response = self.update_jobs(caller, &job_ids, &update);
-                self.answer_after_publish(reply, response);
+                self.answer_after_commit(reply, response);
             }
             Event::Requeue { caller, job_ids, hold, reply } => self.requeue_jobs(caller, &job_ids, hold, reply),
             Event::Hold { caller, job_ids, hold, reply } => {
                 let response = self.hold(caller, &job_ids, hold);
-                self.answer_after_publish(reply, response);
+                self.answer_after_commit(reply, response);
             }
             Event::QueryNodes { reply } => {
                 let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
@@ -435,7 +448,7 @@ impl Core {
             }
             Event::SplitArrayTask { caller, array_job_id, task, reply } => {
                 let response = self.split_array_task(caller, array_job_id, task);
-                self.answer_after_publish(reply, response);
+                self.answer_after_commit(reply, response);
             }
             Event::QueryNodeFeatures { reply } => {
                 let nodes =
@@ -494,6 +507,12 @@ impl Core {
                     AfterCommit::AckJobEnd { .. } => {}
                     AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, Some(error)),
                     AfterCommit::Requeue(token) => self.requeue_committed(token, Some(error)),
+                    AfterCommit::Answer(token) => {
+                        if let Some((reply, _)) = self.answers_waiting.remove(&token) {
+                            let _ = reply
+                                .send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
+                        }
+                    }
                 }
             }
             return;
@@ -513,6 +532,11 @@ impl Core {
                 AfterCommit::Launch(job_id, stored) => self.launch(job_id, stored),
                 AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, None),
                 AfterCommit::Requeue(token) => self.requeue_committed(token, None),
+                AfterCommit::Answer(token) => {
+                    if let Some((reply, response)) = self.answers_waiting.remove(&token) {
+                        self.answer_after_publish(reply, response);
+                    }
+                }
                 AfterCommit::AckJobEnd { node, job_id, run } => {
                     if let Some(link) = self.state.node_mut(&node).and_then(|n| n.link.clone()) {
                         let _ = link.tx.send(CtldMessage::JobEndAck { job_id, run });

@@ -448,6 +448,9 @@ pub(crate) enum AfterCommit {
     StepCreated { job_id: JobId, step_id: u32 },
     /// Answer `scontrol requeue` and kill the runs: the requeue intents are stored.
     Requeue(u64),
+    /// Send an answer the core kept under this token: the change it reports is stored
+    /// (cancel, hold, release, update), so it survives a crash of ctld.
+    Answer(u64),
 }
 
 /// The outcome of one transaction, sent back to the core.
