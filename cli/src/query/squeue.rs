@@ -710,6 +710,41 @@ mod tests {
         }
     }
 
+    /// Long answers are decoded on a second thread: the jobs shown, their order and the target
+    /// check are those of the one-thread path, for answers on both sides of the threshold.
+    #[test]
+    fn pipelined_selection_matches_one_thread() {
+        let sample = queue();
+        for count in [PIPELINE_FROM - 1, PIPELINE_FROM + BATCH * 3 + 7] {
+            let jobs: Vec<JobInfo> = (0..count)
+                .map(|i| {
+                    let mut job = sample[i % sample.len()].clone();
+                    job.job_id = u32::try_from(i).unwrap() + 1;
+                    job
+                })
+                .collect();
+            let payload = postcard::to_allocvec(&Response::Jobs { now: scenario::NOW, jobs: jobs.clone() }).unwrap();
+            let target = common::parse_job_targets(&["7".to_owned()]).unwrap();
+            let filters = [
+                every_job(),
+                Filter { states: default_states(), expand_arrays: true, ..every_job() },
+                Filter { names: vec![sample[0].name.clone()], targets: target, ..every_job() },
+            ];
+            for filter in filters {
+                let Answer::Jobs { records, .. } = read_jobs(&payload).unwrap() else { panic!("not a job list") };
+                let mut shown = Vec::new();
+                let seen = select(records, &filter, true, |job| shown.push(job)).unwrap();
+                let expected: Vec<JobInfo> = jobs
+                    .iter()
+                    .flat_map(|job| if filter.expand_arrays { job.expand_array() } else { vec![job.clone()] })
+                    .filter(|job| filter.matches(job))
+                    .collect();
+                assert_eq!(shown, expected, "{count} records");
+                assert_eq!(seen, jobs.iter().any(|job| filter.targets.iter().any(|t| t.matches(job))));
+            }
+        }
+    }
+
     /// A listing ctld renders prints exactly what the client renders itself, for every format
     /// ctld takes (each field alone, the standard formats, `-O`), in every sort order.
     #[test]
