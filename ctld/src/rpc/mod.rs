@@ -99,13 +99,13 @@ where
         };
         let Some(request) = request else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
-        let request = match job_query(request) {
-            Err(request) => request,
-            Ok(Err(response)) => {
-                messages.send(&response).await?;
+        match job_query(&request) {
+            None => {}
+            Some(Err(detail)) => {
+                messages.send(&Response::Error { code: ErrorCode::InvalidSpec, detail }).await?;
                 continue;
             }
-            Ok(Ok((query, ask))) => {
+            Some(Ok((query, ask))) => {
                 // From the published snapshot, off the core, encoded without copying the records
                 // (and unchanged chunks' parts reused from the last query that asked the same).
                 let snapshot = context.jobs.borrow().clone();
@@ -119,25 +119,23 @@ where
                 context.metrics.rpc(kind, began.elapsed());
                 continue;
             }
-        };
+        }
         let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send_answer(&response).await?;
     }
 }
 
-/// A job query's filters and what it wants of each job; `Err(request)` for any other request,
-/// `Ok(Err(answer))` for a line format ctld refuses to render.
-#[allow(clippy::result_large_err)]
-fn job_query(request: Request) -> Result<Result<(JobQuery, Ask), Response>, Request> {
+/// A job query's filters and what it wants of each job; `None` for any other request, `Err` (why)
+/// for a line format ctld refuses to render.
+fn job_query(request: &Request) -> Option<Result<(JobQuery, Ask), String>> {
     match request {
-        Request::QueryJobs(query) => Ok(Ok((query, Ask::Records(JobFields::ALL)))),
-        Request::QueryJobFields { query, fields } => Ok(Ok((query, Ask::Records(fields)))),
-        Request::QueryJobLines { query, format } => Ok(match format.check() {
-            Ok(()) => Ok((query, Ask::Lines(Arc::new(format), None))),
-            Err(detail) => Err(Response::Error { code: ErrorCode::InvalidSpec, detail }),
-        }),
-        other => Err(other),
+        Request::QueryJobs(query) => Some(Ok((query.clone(), Ask::Records(JobFields::ALL)))),
+        Request::QueryJobFields { query, fields } => Some(Ok((query.clone(), Ask::Records(*fields)))),
+        Request::QueryJobLines { query, format } => {
+            Some(format.check().map(|()| (query.clone(), Ask::Lines(Arc::new(format.clone()), None))))
+        }
+        _ => None,
     }
 }
 
@@ -152,23 +150,8 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
     match request {
         Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
         Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
-        // `handle` answers job queries itself without copying records; this is the same answer
-        // as an owned `Response` for any other caller.
-        // `serve_requests` answers job queries itself, off the core; this is the same answer as an
-        // owned `Response` for any other caller.
-        request @ (Request::QueryJobs(_) | Request::QueryJobFields { .. } | Request::QueryJobLines { .. }) => {
-            match job_query(request) {
-                Ok(Ok((query, ask))) => {
-                    let snapshot = context.jobs.borrow().clone();
-                    crate::snapshot::encode_jobs(&snapshot, &query, &ask, drover_shared::now())
-                        .ok()
-                        .and_then(|payload| postcard::from_bytes(&payload).ok())
-                        .unwrap_or_else(unavailable)
-                }
-                Ok(Err(response)) => response,
-                Err(_) => unavailable(),
-            }
-        }
+        // Answered by `serve_requests` before it dispatches anything, off the core.
+        Request::QueryJobs(_) | Request::QueryJobFields { .. } | Request::QueryJobLines { .. } => unavailable(),
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,

@@ -251,3 +251,27 @@ pub fn or_null(value: Option<&str>) -> &str {
         _ => "(null)",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(field: Field, width: Option<u32>) -> LineColumn {
+        LineColumn { prefix: String::new(), field, width, right: false, suffix: " ".into() }
+    }
+
+    /// ctld renders what a squeue command line can ask for and refuses the rest, saying why.
+    #[test]
+    fn formats_beyond_a_command_line_are_refused() {
+        let fine = LineFormat { columns: vec![column(Field::JobId, Some(18))], sort: Vec::new() };
+        assert_eq!(fine.check(), Ok(()));
+        let wide = LineFormat { columns: vec![column(Field::Name, Some(1_000_000))], sort: Vec::new() };
+        assert!(wide.check().unwrap_err().contains("too wide"));
+        let many = LineFormat { columns: vec![column(Field::Name, None); 257], sort: Vec::new() };
+        assert!(many.check().unwrap_err().contains("257 columns"));
+        let long_text = LineColumn { prefix: "x".repeat(1025), ..column(Field::Name, None) };
+        assert!(LineFormat { columns: vec![long_text], sort: Vec::new() }.check().is_err());
+        let local_time = LineFormat { columns: vec![column(Field::SubmitTime, None)], sort: Vec::new() };
+        assert!(local_time.check().unwrap_err().contains("only the client renders"));
+    }
+}
