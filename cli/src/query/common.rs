@@ -326,19 +326,19 @@ pub(crate) fn ended_by_controller(state: JobState) -> bool {
     )
 }
 
+/// Prints Slurm's `slurm_load_jobs error: <why>` line; returns the exit code (1).
+pub(crate) fn load_jobs_failed(why: impl std::fmt::Display) -> i32 {
+    eprintln!("slurm_load_jobs error: {why}");
+    1
+}
+
 /// A job query's answer; an error answer or a failed connection is printed as Slurm's
 /// `slurm_load_jobs error:` line and becomes exit code 1 (`Err`).
 pub(crate) fn jobs_answer(answer: anyhow::Result<Response>) -> Result<Response, i32> {
     match answer {
-        Ok(Response::Error { code, .. }) => {
-            eprintln!("slurm_load_jobs error: {}", code.message());
-            Err(1)
-        }
+        Ok(Response::Error { code, .. }) => Err(load_jobs_failed(code.message())),
         Ok(answer) => Ok(answer),
-        Err(error) => {
-            eprintln!("slurm_load_jobs error: {error}");
-            Err(1)
-        }
+        Err(error) => Err(load_jobs_failed(error)),
     }
 }
 

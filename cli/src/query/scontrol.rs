@@ -594,10 +594,7 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
         None => Vec::new(),
         Some(text) => match common::parse_job_target(text) {
             Some(target) => vec![target],
-            None => {
-                eprintln!("slurm_load_jobs error: Invalid job id specified");
-                return Ok(1);
-            }
+            None => return Ok(common::load_jobs_failed("Invalid job id specified")),
         },
     };
     let job_ids: Vec<JobId> = targets.iter().map(|t| t.job_id).collect();
@@ -614,8 +611,7 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
             println!("No jobs in the system");
             return Ok(0);
         }
-        eprintln!("slurm_load_jobs error: Invalid job id specified");
-        return Ok(1);
+        return Ok(common::load_jobs_failed("Invalid job id specified"));
     }
     for job in jobs {
         print!("{}", render_job(job, now, Tz::Local, options));

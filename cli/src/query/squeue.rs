@@ -516,17 +516,11 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
     let fields = needed_fields(filter, options, steps);
     let payload = match crate::client::call_payload(&Request::QueryJobFields { query, fields }) {
         Ok(payload) => payload,
-        Err(error) => {
-            eprintln!("slurm_load_jobs error: {error}");
-            return Ok(1);
-        }
+        Err(error) => return Ok(common::load_jobs_failed(error)),
     };
     let (now, records) = match read_jobs(&payload)? {
         Answer::Jobs { now, records } => (now, records),
-        Answer::Other(Response::Error { code, .. }) => {
-            eprintln!("slurm_load_jobs error: {}", code.message());
-            return Ok(1);
-        }
+        Answer::Other(Response::Error { code, .. }) => return Ok(common::load_jobs_failed(code.message())),
         Answer::Other(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
     };
     // Records are rendered as they are read and dropped (steps, rarely asked for, are kept).
@@ -540,8 +534,7 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
         }
     })?;
     if single_id && !target_seen {
-        eprintln!("slurm_load_jobs error: Invalid job id specified");
-        return Ok(1);
+        return Ok(common::load_jobs_failed("Invalid job id specified"));
     }
     let mut stdout = std::io::stdout().lock();
     if steps {
