@@ -102,6 +102,8 @@ impl JobsSnapshot {
 #[derive(Debug)]
 struct Chunk {
     jobs: Vec<Arc<JobInfo>>,
+    /// Whether a job here has started and not ended (its elapsed time moves with the clock).
+    clock_moves: bool,
     encoded: Mutex<Option<Encoded>>,
 }
 
@@ -126,7 +128,8 @@ pub(crate) enum Ask {
 
 impl Chunk {
     fn new(jobs: Vec<Arc<JobInfo>>) -> Chunk {
-        Chunk { jobs, encoded: Mutex::new(None) }
+        let clock_moves = jobs.iter().any(|j| j.start_time.is_some() && j.end_time.is_none());
+        Chunk { jobs, clock_moves, encoded: Mutex::new(None) }
     }
 
     /// The jobs matching `query`, encoded as `ask` says: from the cache when the last query was
@@ -134,9 +137,7 @@ impl Chunk {
     fn encode(&self, query: &JobQuery, ask: &Ask, now: UnixTime) -> Result<(usize, Arc<[u8]>), postcard::Error> {
         let ask = match ask {
             Ask::Lines(format, _) => {
-                let moving =
-                    format.uses_clock() && self.jobs.iter().any(|j| j.start_time.is_some() && j.end_time.is_none());
-                Ask::Lines(Arc::clone(format), moving.then_some(now))
+                Ask::Lines(Arc::clone(format), (self.clock_moves && format.uses_clock()).then_some(now))
             }
             records => records.clone(),
         };
