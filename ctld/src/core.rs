@@ -167,6 +167,12 @@ pub(crate) enum Event {
 /// bring a pass at once, so a quiet deep queue (100,000 held jobs) is not walked every second.
 const PERIODIC_PASS: UnixTime = 10;
 
+/// A new token naming a request that waits for its commit (`AfterCommit::Requeue`, `Answer`).
+fn commit_token() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Seconds a launched job may be missing from its node's reports before it counts as lost.
@@ -306,8 +312,7 @@ impl Core {
     /// cancel, hold, release or update survives a crash of ctld. If the commit fails, the
     /// client is told so.
     fn answer_after_commit(&mut self, reply: oneshot::Sender<Response>, response: Response) {
-        static NEXT_ANSWER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let token = NEXT_ANSWER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = commit_token();
         self.answers_waiting.insert(token, (reply, response));
         self.store(DbOp::After(AfterCommit::Answer(token)));
     }
@@ -1365,7 +1370,18 @@ impl Core {
         }
         self.lost_jobs();
         self.state.purge(now);
-        if self.state.jobs.values().any(|j| j.spec.deadline.is_some() && j.info.state() == JobState::Pending) {
+        // One walk for what the clock brings to pending jobs: deadlines to check, and begin times
+        // that arrived since the last periodic pass (they need a pass even without other events).
+        let since = self.periodic_pass_at;
+        let (mut deadlines, mut begins) = (false, false);
+        for job in self.state.jobs.values().filter(|j| j.info.state() == JobState::Pending) {
+            deadlines |= job.spec.deadline.is_some();
+            begins |= job.spec.begin_time.is_some_and(|t| t <= now && t > since - 1);
+            if deadlines && begins {
+                break;
+            }
+        }
+        if deadlines {
             self.expire_deadlines(now);
         }
         self.charge_usage(now, false);
@@ -1377,15 +1393,9 @@ impl Core {
         }
         // Preemption warnings whose lead time is over are due whether or not a pass runs.
         self.preempt();
-        // Begin times that arrived need a pass even without other events; so, now and then,
-        // does everything else that moves with the clock (priority age, fair-share decay).
-        let since = self.periodic_pass_at;
-        let begins = || {
-            self.state.jobs.values().any(|j| {
-                j.info.state() == JobState::Pending && j.spec.begin_time.is_some_and(|t| t <= now && t > since - 1)
-            })
-        };
-        if now - since >= PERIODIC_PASS || begins() {
+        // Arrived begin times need a pass; so, now and then, does everything else that moves
+        // with the clock (priority age, fair-share decay).
+        if begins || now - since >= PERIODIC_PASS {
             self.periodic_pass_at = now;
             self.schedule_needed = true;
         }

@@ -27,9 +27,6 @@ use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
 use tokio::sync::oneshot;
 
-/// Tokens naming the requeue requests that wait for their commit.
-static NEXT_TOKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// A requeue request whose intents are being committed.
 #[derive(Debug)]
 pub(super) struct Waiting {
@@ -98,7 +95,7 @@ impl Core {
             self.answer_after_publish(reply, Response::Cancelled { results });
             return;
         }
-        let token = NEXT_TOKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let token = super::commit_token();
         self.requeue_waiting.insert(token, Waiting { reply, results, accepted, hold });
         self.store(DbOp::After(AfterCommit::Requeue(token)));
     }
