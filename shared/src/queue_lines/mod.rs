@@ -9,7 +9,7 @@
 pub mod order;
 mod value;
 
-pub use value::{expected_end, limit_seconds, time_used, value};
+pub use value::{expected_end, value};
 
 use serde::{Deserialize, Serialize};
 

@@ -105,7 +105,7 @@ fn time_limit(out: &mut String, limit: Option<TimeLimit>) {
 }
 
 /// Elapsed seconds as squeue shows them: anything beyond a year is `INVALID`.
-pub fn time_used(out: &mut String, job: &JobInfo, now: UnixTime) {
+fn time_used(out: &mut String, job: &JobInfo, now: UnixTime) {
     let used = job.elapsed(now);
     if used > 365 * 86_400 { out.push_str("INVALID") } else { clock_into(out, used) }
 }
@@ -119,7 +119,7 @@ pub fn expected_end(job: &JobInfo) -> Option<UnixTime> {
 }
 
 /// Seconds of a job's time limit for sorting: unset first, unlimited last.
-pub fn limit_seconds(job: &JobInfo) -> u64 {
+pub(super) fn limit_seconds(job: &JobInfo) -> u64 {
     match job.time_limit {
         Some(limit) => limit.seconds().unwrap_or(u64::MAX),
         None => 0,
