@@ -74,10 +74,9 @@ const UNSTARTED_GRACE: Duration = Duration::from_secs(5);
 /// How long one health check may run.
 const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The health check's environment: a plain root environment with noded's `PATH`.
+/// The health check's environment: the fixed admin `PATH` and the script context, nothing else.
 fn health_environment() -> Vec<(String, String)> {
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    vec![("PATH".into(), path), ("SLURM_SCRIPT_CONTEXT".into(), "health_check".into())]
+    vec![("PATH".into(), prolog::ADMIN_PATH.into()), ("SLURM_SCRIPT_CONTEXT".into(), "health_check".into())]
 }
 
 /// How long ago a file was last modified (zero if unknown).

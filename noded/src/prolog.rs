@@ -1,6 +1,7 @@
 //! Prolog, epilog and health check: admin programs noded runs as root. The supervisor runs a
-//! job's prolog before the job and its epilog after it, with the job's environment (global GPU
-//! indices, `SLURM_SCRIPT_CONTEXT`) and the configured timeout; noded runs the health check
+//! job's prolog before the job and its epilog after it, with a fixed environment built from the
+//! launch (`SLURM_*` job values, global GPU indices, `SLURM_SCRIPT_CONTEXT`, [`ADMIN_PATH`];
+//! never the job's submitted variables) and the configured timeout; noded runs the health check
 //! every `health_check_interval` seconds. Any failure drains the node: the supervisor leaves the
 //! reason in the job directory (`drain`), noded sends it to ctld, and `sinfo -R` shows it. A
 //! failed prolog also ends the job before it runs (`LaunchFailed`).
@@ -15,6 +16,9 @@ use std::time::{Duration, Instant};
 pub const SCRIPTS_FILE: &str = "prolog-epilog";
 /// The job-directory file holding a drain reason (text).
 pub const DRAIN_FILE: &str = "drain";
+/// The `PATH` every program noded runs as root gets (prolog, epilog, health check): the system's
+/// directories, never one a user or noded's own environment chose.
+pub const ADMIN_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 /// How much of a failed program's output ends up in the reason.
 const MAX_REASON: usize = 120;
 

@@ -129,13 +129,10 @@ pub(super) fn prepare<'a>(
 }
 
 impl JobCommand<'_> {
-    /// The environment of the job's prolog and epilog: the job's, with global GPU indices, and
-    /// `SLURM_SCRIPT_CONTEXT` (`prolog_slurmd`, `epilog_slurmd`).
+    /// The environment of the job's prolog and epilog, which run as root: fixed, never the
+    /// job's ([`super::admin_env`]); `context` is `prolog_slurmd` or `epilog_slurmd`.
     pub(super) fn script_environment(&self, context: &str) -> Vec<(String, String)> {
-        let mut env = batch_environment(self.launch, &self.hostname, 0, None);
-        env.retain(|(name, _)| name != "SLURM_SCRIPT_CONTEXT");
-        env.push(("SLURM_SCRIPT_CONTEXT".to_owned(), context.to_owned()));
-        env
+        super::admin_env::admin_script_environment(self.launch, &self.hostname, context)
     }
 }
 

@@ -39,6 +39,7 @@
 //! `OUT_OF_MEMORY`), kills whatever is left in them and removes them. Test hook: `DROVER_TIME_SCALE=<factor>` in the
 //! supervisor's environment multiplies the time limit (`0.01` turns a minute into 0.6 s).
 
+mod admin_env;
 mod child;
 mod control;
 mod detach;
