@@ -5,7 +5,7 @@
 
 use crate::validate::{Caller, user_name};
 use drover_shared::config::{Config, Role};
-use drover_shared::proto::client::ErrorCode;
+use drover_shared::proto::client::{ErrorCode, JobQuery};
 
 /// Something a caller wants to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +63,39 @@ impl Who {
     pub(crate) fn check(self, operation: Operation) -> Result<(), ErrorCode> {
         if self.may(operation) { Ok(()) } else { Err(ErrorCode::AccessDenied) }
     }
+}
+
+/// What `PrivateData` hides from a caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Private {
+    /// Other users' jobs (`squeue`, `scontrol show job`, `sacct`, `drover why`).
+    Jobs,
+    /// Other users' usage (`sshare`, `sreport`, `drover report`).
+    Usage,
+}
+
+impl Who {
+    /// Whether the config's `PrivateData` limits this caller to their own records of `what`:
+    /// plain users yes, operators and admins never (Slurm's rule).
+    pub(crate) fn limited_to_own(self, config: &Config, what: Private) -> bool {
+        let private = match what {
+            Private::Jobs => config.private_data.jobs,
+            Private::Usage => config.private_data.usage,
+        };
+        private && !self.may(Operation::ReadAll)
+    }
+}
+
+/// A job query as a caller may ask it: under `PrivateData=jobs` a plain user's query is narrowed
+/// to their own jobs (`users = [uid]`); `false` when it asked only for other users' jobs, whose
+/// answer is then empty.
+pub(crate) fn narrow_job_query(config: &Config, caller: Caller, query: &mut JobQuery) -> bool {
+    if !Who::of(config, caller).limited_to_own(config, Private::Jobs) {
+        return true;
+    }
+    let own = query.users.is_empty() || query.users.contains(&caller.uid);
+    query.users = vec![caller.uid];
+    own
 }
 
 /// The role of `uid`: root is an admin; a uid without a user name is a plain user.

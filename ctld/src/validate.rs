@@ -194,8 +194,13 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         ));
     }
 
-    let qos_name = spec.qos.clone().unwrap_or_else(|| "normal".to_owned());
+    let qos_name = spec.qos.clone().unwrap_or_else(|| config.default_qos(Some(&user), &account).to_owned());
     let qos = config.qos.iter().find(|q| q.name == qos_name).ok_or((ErrorCode::InvalidQos, qos_name.clone()))?;
+    if let Some(allowed) = config.allowed_qos(Some(&user), &account)
+        && !allowed.contains(&qos_name)
+    {
+        return Err((ErrorCode::InvalidQos, format!("QOS {qos_name} is not in the association of {user} and {account}")));
+    }
     partitions.retain(|p| p.allow_qos.is_empty() || p.allow_qos.contains(&qos_name));
     if partitions.is_empty() {
         return Err((ErrorCode::InvalidQos, format!("QOS {qos_name} is not allowed in partition {}", names.join(","))));

@@ -167,6 +167,11 @@ fn tres_text(tres: &std::collections::BTreeMap<String, u64>) -> String {
 fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
     let all_qos = config.qos.iter().map(|q| q.name.clone()).collect::<Vec<_>>().join(",");
     let default_qos = config.qos.first().map(|q| q.name.clone()).unwrap_or_default();
+    // An association's `QOS` and `Def QOS`: its own list and default when the config restricts it.
+    let assoc_qos = |user: Option<&str>, account: &str| match config.allowed_qos(user, account) {
+        Some(list) => (list.join(","), config.default_qos(user, account).to_owned()),
+        None => (all_qos.clone(), default_qos.clone()),
+    };
     let cluster_ok = request.clusters.is_empty() || request.clusters.iter().any(|c| c == &config.cluster_name);
     let wanted = |list: &[String], value: &str| list.is_empty() || list.iter().any(|v| v == value);
     let mut rows: Vec<Row> = Vec::new();
@@ -197,13 +202,14 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                 }
                 for account in user.accounts.iter().filter(|a| cluster_ok && wanted(&request.accounts, a)) {
                     let mut row = base.clone();
+                    let (qos, default) = assoc_qos(Some(&user.name), account);
                     row.extend([
                         ("Cluster", config.cluster_name.clone()),
                         ("Account", account.clone()),
                         ("Partition", String::new()),
                         ("Share", "1".to_owned()),
-                        ("QOS", all_qos.clone()),
-                        ("DefaultQOS", default_qos.clone()),
+                        ("QOS", qos),
+                        ("DefaultQOS", default),
                     ]);
                     rows.push(row);
                 }
@@ -231,13 +237,14 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                 }
                 let assoc = |user: String, share: String| {
                     let mut row = base.clone();
+                    let (qos, default) = assoc_qos(Some(user.as_str()).filter(|u| !u.is_empty()), &account.name);
                     row.extend([
                         ("Cluster", config.cluster_name.clone()),
                         ("ParentName", account.parent.clone().unwrap_or_default()),
                         ("User", user),
                         ("Share", share),
-                        ("QOS", all_qos.clone()),
-                        ("DefaultQOS", default_qos.clone()),
+                        ("QOS", qos),
+                        ("DefaultQOS", default),
                     ]);
                     row
                 };
@@ -255,6 +262,7 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
             if cluster_ok {
                 for account in config.accounts.iter().filter(|a| wanted(&request.accounts, &a.name)) {
                     if request.users.is_empty() {
+                        let (qos, default) = assoc_qos(None, &account.name);
                         rows.push(vec![
                             ("Cluster", config.cluster_name.clone()),
                             ("Account", account.name.clone()),
@@ -263,13 +271,14 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                             ("Share", account.shares.to_string()),
                             ("GrpJobs", account.grp_jobs.map(|j| j.to_string()).unwrap_or_default()),
                             ("GrpTRES", tres_text(&account.grp_tres)),
-                            ("QOS", all_qos.clone()),
-                            ("DefaultQOS", default_qos.clone()),
+                            ("QOS", qos),
+                            ("DefaultQOS", default),
                             ("ParentName", account.parent.clone().unwrap_or_default()),
                         ]);
                     }
                     for user in config.users.iter().filter(|u| u.accounts.contains(&account.name)) {
                         if wanted(&request.users, &user.name) {
+                            let (qos, default) = assoc_qos(Some(&user.name), &account.name);
                             rows.push(vec![
                                 ("Cluster", config.cluster_name.clone()),
                                 ("Account", account.name.clone()),
@@ -278,8 +287,8 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                                 ("Share", "1".to_owned()),
                                 ("GrpJobs", String::new()),
                                 ("GrpTRES", String::new()),
-                                ("QOS", all_qos.clone()),
-                                ("DefaultQOS", default_qos.clone()),
+                                ("QOS", qos),
+                                ("DefaultQOS", default),
                                 ("ParentName", account.name.clone()),
                             ]);
                         }
