@@ -199,7 +199,10 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if let Some(allowed) = config.allowed_qos(Some(&user), &account)
         && !allowed.contains(&qos_name)
     {
-        return Err((ErrorCode::InvalidQos, format!("QOS {qos_name} is not in the association of {user} and {account}")));
+        return Err((
+            ErrorCode::InvalidQos,
+            format!("QOS {qos_name} is not in the association of {user} and {account}"),
+        ));
     }
     partitions.retain(|p| p.allow_qos.is_empty() || p.allow_qos.contains(&qos_name));
     if partitions.is_empty() {

@@ -573,7 +573,11 @@ impl Validator<'_> {
         if let (Some(names), Some(name), Some(spanned)) = (&names, &default_name, default)
             && !names.contains(name)
         {
-            return Err(self.error(spanned, format!("{key}.default_qos"), format!("`{name}` is not in the `qos` list")));
+            return Err(self.error(
+                spanned,
+                format!("{key}.default_qos"),
+                format!("`{name}` is not in the `qos` list"),
+            ));
         }
         Ok((names, default_name))
     }
@@ -778,8 +782,12 @@ impl Validator<'_> {
         }
 
         for (i, account) in file.accounts.iter().enumerate() {
-            let (list, default) =
-                self.association_qos(&qos, account.qos.as_deref(), account.default_qos.as_ref(), &format!("accounts[{i}]"))?;
+            let (list, default) = self.association_qos(
+                &qos,
+                account.qos.as_deref(),
+                account.default_qos.as_ref(),
+                &format!("accounts[{i}]"),
+            )?;
             accounts[i + 1].qos = list;
             accounts[i + 1].default_qos = default;
         }
@@ -890,14 +898,7 @@ impl Validator<'_> {
             let role = if u.admin { Role::Admin } else { role };
             let (qos_list, default_qos) =
                 self.association_qos(&qos, u.qos.as_deref(), u.default_qos.as_ref(), &format!("users[{i}]"))?;
-            users.push(UserConfig {
-                name,
-                default_account,
-                accounts: user_accounts,
-                role,
-                qos: qos_list,
-                default_qos,
-            });
+            users.push(UserConfig { name, default_account, accounts: user_accounts, role, qos: qos_list, default_qos });
         }
         let default_account =
             file.default_account.as_ref().map(|a| account_known(a, "default_account".into())).transpose()?;

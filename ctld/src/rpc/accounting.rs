@@ -39,27 +39,29 @@ fn limited_to(context: &ClientContext, caller: Caller) -> Option<u32> {
 /// `sacct`'s usage fields: read like the accounting records (everyone may read them, as Slurm
 /// without `PrivateData`).
 pub(super) async fn usage(context: &ClientContext, caller: Caller, job_ids: Vec<JobId>) -> Response {
-    let (path, limited) = (context.db_path.clone(), limited_to(context, caller));
-    let read = move || {
-        let job_ids = visible_ids(&path, limited, job_ids)?;
-        crate::db::query_job_usage(&path, &job_ids).map_err(|e| e.to_string())
-    };
-    match tokio::task::spawn_blocking(read).await {
-        Ok(Ok(usage)) => Response::JobUsage { usage },
-        Ok(Err(detail)) => Response::Error { code: ErrorCode::Internal, detail },
-        Err(e) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
-    }
+    read_usage(context, caller, job_ids, crate::db::query_job_usage, |usage| Response::JobUsage { usage }).await
 }
 
 /// `sacct`'s usage fields of srun steps.
 pub(super) async fn step_usage(context: &ClientContext, caller: Caller, job_ids: Vec<JobId>) -> Response {
+    read_usage(context, caller, job_ids, crate::db::query_step_usage, |usage| Response::StepUsage { usage }).await
+}
+
+/// Reads the usage of the jobs of `job_ids` the caller may see with `read`, off the async tasks.
+async fn read_usage<T: Send + 'static>(
+    context: &ClientContext,
+    caller: Caller,
+    job_ids: Vec<JobId>,
+    read: fn(&std::path::Path, &[JobId]) -> Result<T, crate::db::DbError>,
+    answer: fn(T) -> Response,
+) -> Response {
     let (path, limited) = (context.db_path.clone(), limited_to(context, caller));
-    let read = move || {
+    let work = move || {
         let job_ids = visible_ids(&path, limited, job_ids)?;
-        crate::db::query_step_usage(&path, &job_ids).map_err(|e| e.to_string())
+        read(&path, &job_ids).map_err(|e| e.to_string())
     };
-    match tokio::task::spawn_blocking(read).await {
-        Ok(Ok(usage)) => Response::StepUsage { usage },
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(usage)) => answer(usage),
         Ok(Err(detail)) => Response::Error { code: ErrorCode::Internal, detail },
         Err(e) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
     }

@@ -157,7 +157,9 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
-        Request::QueryShares => usage::shares(context, caller, ask(Box::new(|reply| Event::QueryShares { reply })).await),
+        Request::QueryShares => {
+            usage::shares(context, caller, ask(Box::new(|reply| Event::QueryShares { reply })).await)
+        }
         Request::QueryPriority => ask(Box::new(|reply| Event::QueryPriority { reply })).await,
         Request::Explain { job_id } if !accounting::owns(context, caller, job_id) => {
             Response::Error { code: ErrorCode::InvalidJobId, detail: "private job".into() }
