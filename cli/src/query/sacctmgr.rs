@@ -365,9 +365,32 @@ fn render(rows: &[Row], columns: &[Column], noheader: bool, parsable: Option<boo
     out
 }
 
-fn listing(config: &Config, args: &[String]) -> Result<String, String> {
+/// `PrivateData=users` and `accounts` for a plain user called `viewer`: only rows about
+/// themselves (or no user) and about accounts they belong to. This is a courtesy filter: the
+/// listings come from the config file, so whoever can read that file can read all of it.
+fn private_rows(config: &Config, viewer: &str, rows: &mut Vec<Row>) {
+    if config.role_of(viewer) != Role::User {
+        return;
+    }
+    let private = config.private_data;
+    let own_accounts: Vec<&str> = match config.users.iter().find(|u| u.name == viewer) {
+        Some(user) => user.accounts.iter().map(String::as_str).collect(),
+        None => config.default_account.iter().map(String::as_str).collect(),
+    };
+    let field = |row: &Row, name: &str| row.iter().find(|(f, _)| *f == name).map(|(_, v)| v.clone());
+    rows.retain(|row| {
+        let user_ok = !private.users || field(row, "User").is_none_or(|u| u.is_empty() || u == viewer);
+        let account_ok = !private.accounts || field(row, "Account").is_none_or(|a| own_accounts.contains(&a.as_str()));
+        user_ok && account_ok
+    });
+}
+
+fn listing(config: &Config, args: &[String], viewer: Option<&str>) -> Result<String, String> {
     let request = parse(args)?;
-    let (rows, defaults) = rows(config, &request);
+    let (mut rows, defaults) = rows(config, &request);
+    if let Some(viewer) = viewer {
+        private_rows(config, viewer, &mut rows);
+    }
     let columns =
         request.format.clone().unwrap_or_else(|| defaults.iter().map(|field| Column { field, width: 10 }).collect());
     Ok(render(&rows, &columns, request.noheader, request.parsable))
@@ -377,7 +400,8 @@ fn listing(config: &Config, args: &[String]) -> Result<String, String> {
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     let args: Vec<String> = args.into_iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let config = crate::client::config()?;
-    match listing(&config, &args) {
+    let viewer = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name);
+    match listing(&config, &args, Some(viewer.as_deref().unwrap_or(""))) {
         Ok(text) => {
             print!("{text}");
             Ok(0)
@@ -400,7 +424,21 @@ mod tests {
 
     fn show(args: &str) -> String {
         let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
-        listing(&config(), &args).unwrap_or_else(|e| format!("error: {e}\n"))
+        listing(&config(), &args, None).unwrap_or_else(|e| format!("error: {e}\n"))
+    }
+
+    #[test]
+    fn private_users_and_accounts_leave_a_plain_user_their_own() {
+        let mut config = config();
+        config.private_data = drover_shared::config::PrivateData { users: true, accounts: true, ..Default::default() };
+        let args: Vec<String> = "-nP show assoc format=account,user".split_whitespace().map(str::to_owned).collect();
+        let as_viewer = |viewer| listing(&config, &args, Some(viewer)).unwrap();
+        assert_eq!(as_viewer("alice"), "vision|\nvision|alice\n");
+        assert_eq!(as_viewer("bob"), "nlp|\nnlp|bob\nshared|\nshared|bob\n");
+        // Root (an admin) sees every association, as without the setting.
+        assert_eq!(as_viewer("root"), listing(&config, &args, None).unwrap());
+        let users: Vec<String> = "-nP show user format=user".split_whitespace().map(str::to_owned).collect();
+        assert_eq!(listing(&config, &users, Some("bob")).unwrap(), "bob\n");
     }
 
     #[test]
