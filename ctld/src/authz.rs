@@ -138,6 +138,28 @@ mod tests {
     }
 
     #[test]
+    fn private_jobs_narrow_a_users_query_to_their_own() {
+        let text = "cluster_name = \"c\"\n[controller]\naddress = \"127.0.0.1:1\"\nstate_dir = \"/tmp\"\n\
+                    private_data = [\"jobs\"]\n[[nodes]]\nnames = \"n1\"\ncpus = 1\nreal_memory = 100\n\
+                    [[partitions]]\nname = \"p\"\nnodes = \"n1\"\ndefault = true\n";
+        let mut config = Config::parse(std::path::Path::new("/tmp/c.toml"), text).unwrap();
+        // Uids without a user name: plain users.
+        let (me, other) = (Caller::local(4_000_001, 1), 4_000_002);
+        let narrowed = |config: &Config, caller: Caller, users: Vec<u32>| {
+            let mut query = JobQuery { users, job_ids: vec![7], ..JobQuery::default() };
+            let visible = narrow_job_query(config, caller, &mut query);
+            (visible, query.users, query.job_ids)
+        };
+        assert_eq!(narrowed(&config, me, vec![]), (true, vec![me.uid], vec![7]));
+        assert_eq!(narrowed(&config, me, vec![other, me.uid]), (true, vec![me.uid], vec![7]));
+        assert!(!narrowed(&config, me, vec![other]).0);
+        // Root sees everyone's; without the setting so does everyone.
+        assert_eq!(narrowed(&config, Caller::local(0, 0), vec![other]), (true, vec![other], vec![7]));
+        config.private_data.jobs = false;
+        assert_eq!(narrowed(&config, me, vec![other]), (true, vec![other], vec![7]));
+    }
+
+    #[test]
     fn roles_from_config() {
         let text = r#"
 cluster_name = "c"

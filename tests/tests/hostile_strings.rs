@@ -232,6 +232,8 @@ fn private_data_hides_other_users_jobs_and_usage() {
     assert!(mine.status.success(), "{}", text(&mine.stderr));
     let mine = text(&mine.stdout).trim().to_owned();
 
+    let config = text(&as_user(&cluster, "alice", "scontrol", &["show", "config"]).stdout);
+    assert!(config.lines().any(|l| l.starts_with("PrivateData") && l.ends_with("= jobs,usage")), "{config}");
     // bob and root see bob's job with its submit line.
     for user in [Some("bob"), None] {
         let args = ["-X", "-P", "-n", "-o", "SubmitLine", "-j", &held];
