@@ -257,6 +257,12 @@ fn private_data_hides_other_users_jobs_and_usage() {
     assert_eq!(sacct(&["-a", "-X", "-P", "-n", "-o", "JobID"]), format!("{mine}\n"));
     assert_eq!(sacct(&["-X", "-P", "-n", "-o", "JobID,SubmitLine", "-j", &format!("{done},{held}")]), "");
     assert_eq!(sacct(&["-X", "-P", "-n", "-o", "JobID", "-u", "bob"]), "");
+    // A pending (not held) job of bob's for sprio.
+    let later = sbatch(&cluster, "bob", "later.sh", "#!/bin/sh\ntrue\n", &["--begin=now+1hour"]);
+    assert!(later.status.success(), "{}", text(&later.stderr));
+    let sprio = |user| text(&cluster.run(user, &cluster.workdir(user), "sprio", &["-h", "-l"], None).stdout);
+    assert!(sprio(None).contains(" bob "), "{}", sprio(None));
+    assert!(!sprio(Some("alice")).contains("bob"), "{}", sprio(Some("alice")));
     let why = as_user(&cluster, "alice", "drover", &["why", &held]);
     assert!(!why.status.success(), "{}", text(&why.stdout));
 

@@ -18,6 +18,18 @@ pub(super) fn owns(context: &ClientContext, caller: Caller, job_id: JobId) -> bo
     snapshot.owner(job_id).is_some_and(|uid| uid == caller.uid)
 }
 
+/// `sprio`'s answer (from the core) as the caller may see it: under `PrivateData=jobs` only
+/// their own jobs' rows.
+pub(super) fn priorities(context: &ClientContext, caller: Caller, mut answer: Response) -> Response {
+    if limited_to(context, caller).is_some()
+        && let Response::Priorities { rows, .. } = &mut answer
+    {
+        let me = crate::validate::user_name(caller.uid).unwrap_or_else(|| caller.uid.to_string());
+        rows.retain(|row| row.user == me);
+    }
+    answer
+}
+
 /// `job_ids` less those `PrivateData=jobs` hides from the caller: `limited_to` is the caller's
 /// uid when it applies. Reads the database, so it runs off the async tasks.
 fn visible_ids(path: &std::path::Path, limited_to: Option<u32>, job_ids: Vec<JobId>) -> Result<Vec<JobId>, String> {

@@ -160,7 +160,9 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryShares => {
             usage::shares(context, caller, ask(Box::new(|reply| Event::QueryShares { reply })).await)
         }
-        Request::QueryPriority => ask(Box::new(|reply| Event::QueryPriority { reply })).await,
+        Request::QueryPriority => {
+            accounting::priorities(context, caller, ask(Box::new(|reply| Event::QueryPriority { reply })).await)
+        }
         Request::Explain { job_id } if !accounting::owns(context, caller, job_id) => {
             Response::Error { code: ErrorCode::InvalidJobId, detail: "private job".into() }
         }
