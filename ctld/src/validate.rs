@@ -104,7 +104,8 @@ fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
 /// Refuses control characters (and bidirectional overrides) in the strings a submitter sets that
 /// others see or that name things: a newline or escape sequence in a job name would forge rows in
 /// other users' `squeue` and `sacct -P` and reach their terminals. The script, its arguments and
-/// the environment are the job's own data and may hold anything (listings escape them).
+/// the environment (`--export` values included) are the job's own data and may hold anything
+/// (listings print control characters as `?`).
 fn check_text(spec: &JobSpec) -> Result<(), Rejection> {
     let one = |what: &str, value: &str| forbidden_text(what, value);
     one("job name", &spec.name)?;
@@ -121,7 +122,6 @@ fn check_text(spec: &JobSpec) -> Result<(), Rejection> {
         ("excluded node list", &spec.exclude),
         ("signal", &spec.signal),
         ("array", &spec.array),
-        ("export", &spec.export),
         ("output file", &spec.stdout),
         ("error file", &spec.stderr),
         ("input file", &spec.stdin),
