@@ -1,7 +1,8 @@
 //! Who may do what: the one place ctld decides permissions. A caller's role comes from the
 //! config (`controller.admins`, `controller.operators`, a user's `role` or `admin = true`; root is
 //! always an admin), with Slurm's meaning: users act on their own jobs, operators on any job and
-//! on node states, admins also reconfigure the controller. Every request handler asks here.
+//! on node states, admins also reconfigure the controller. Every request handler asks here,
+//! also what the config's `private_data` (Slurm's `PrivateData`) hides from plain users.
 
 use crate::validate::{Caller, user_name};
 use drover_shared::config::{Config, Role};
