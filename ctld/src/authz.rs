@@ -1,11 +1,12 @@
 //! Who may do what: the one place ctld decides permissions. A caller's role comes from the
 //! config (`controller.admins`, `controller.operators`, a user's `role` or `admin = true`; root is
 //! always an admin), with Slurm's meaning: users act on their own jobs, operators on any job and
-//! on node states, admins also reconfigure the controller. Every request handler asks here.
+//! on node states, admins also reconfigure the controller. Every request handler asks here,
+//! also what the config's `private_data` (Slurm's `PrivateData`) hides from plain users.
 
 use crate::validate::{Caller, user_name};
 use drover_shared::config::{Config, Role};
-use drover_shared::proto::client::ErrorCode;
+use drover_shared::proto::client::{ErrorCode, JobQuery};
 
 /// Something a caller wants to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +66,39 @@ impl Who {
     }
 }
 
+/// What `PrivateData` hides from a caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Private {
+    /// Other users' jobs (`squeue`, `scontrol show job`, `sacct`, `drover why`).
+    Jobs,
+    /// Other users' usage (`sshare`, `sreport`, `drover report`).
+    Usage,
+}
+
+impl Who {
+    /// Whether the config's `PrivateData` limits this caller to their own records of `what`:
+    /// plain users yes, operators and admins never (Slurm's rule).
+    pub(crate) fn limited_to_own(self, config: &Config, what: Private) -> bool {
+        let private = match what {
+            Private::Jobs => config.private_data.jobs,
+            Private::Usage => config.private_data.usage,
+        };
+        private && !self.may(Operation::ReadAll)
+    }
+}
+
+/// A job query as a caller may ask it: under `PrivateData=jobs` a plain user's query is narrowed
+/// to their own jobs (`users = [uid]`); `false` when it asked only for other users' jobs, whose
+/// answer is then empty.
+pub(crate) fn narrow_job_query(config: &Config, caller: Caller, query: &mut JobQuery) -> bool {
+    if !Who::of(config, caller).limited_to_own(config, Private::Jobs) {
+        return true;
+    }
+    let own = query.users.is_empty() || query.users.contains(&caller.uid);
+    query.users = vec![caller.uid];
+    own
+}
+
 /// The role of `uid`: root is an admin; a uid without a user name is a plain user.
 pub(crate) fn role(config: &Config, uid: u32) -> Role {
     if uid == 0 {
@@ -102,6 +136,28 @@ mod tests {
         {
             assert!(admin.may(op), "{op:?}");
         }
+    }
+
+    #[test]
+    fn private_jobs_narrow_a_users_query_to_their_own() {
+        let text = "cluster_name = \"c\"\n[controller]\naddress = \"127.0.0.1:1\"\nstate_dir = \"/tmp\"\n\
+                    private_data = [\"jobs\"]\n[[nodes]]\nnames = \"n1\"\ncpus = 1\nreal_memory = 100\n\
+                    [[partitions]]\nname = \"p\"\nnodes = \"n1\"\ndefault = true\n";
+        let mut config = Config::parse(std::path::Path::new("/tmp/c.toml"), text).unwrap();
+        // Uids without a user name: plain users.
+        let (me, other) = (Caller::local(4_000_001, 1), 4_000_002);
+        let narrowed = |config: &Config, caller: Caller, users: Vec<u32>| {
+            let mut query = JobQuery { users, job_ids: vec![7], ..JobQuery::default() };
+            let visible = narrow_job_query(config, caller, &mut query);
+            (visible, query.users, query.job_ids)
+        };
+        assert_eq!(narrowed(&config, me, vec![]), (true, vec![me.uid], vec![7]));
+        assert_eq!(narrowed(&config, me, vec![other, me.uid]), (true, vec![me.uid], vec![7]));
+        assert!(!narrowed(&config, me, vec![other]).0);
+        // Root sees everyone's; without the setting so does everyone.
+        assert_eq!(narrowed(&config, Caller::local(0, 0), vec![other]), (true, vec![other], vec![7]));
+        config.private_data.jobs = false;
+        assert_eq!(narrowed(&config, me, vec![other]), (true, vec![other], vec![7]));
     }
 
     #[test]

@@ -891,6 +891,7 @@ impl Core {
     }
 
     fn update_one(&mut self, who: Who, job_id: JobId, update: &JobUpdate) -> Result<(), ErrorCode> {
+        crate::validate::check_update_text(update).map_err(|(code, _)| code)?;
         if let Some(text) = update.dependency.as_deref().filter(|t| !t.is_empty()) {
             crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
         }

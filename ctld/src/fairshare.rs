@@ -237,6 +237,8 @@ mod tests {
             shares,
             grp_tres: BTreeMap::new(),
             grp_jobs: None,
+            qos: None,
+            default_qos: None,
         }
     }
 

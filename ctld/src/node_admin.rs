@@ -55,6 +55,7 @@ impl Core {
         if needs_reason && reason.is_none() {
             return Err((ErrorCode::NodeReasonRequired, "no reason given".into()));
         }
+        reason.map_or(Ok(()), |r| crate::validate::forbidden_text("reason", r))?;
         let now = now();
         let set_by = Some((who.caller.uid, now));
         for name in &names {

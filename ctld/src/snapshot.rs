@@ -89,6 +89,12 @@ pub(crate) struct JobsSnapshot {
 }
 
 impl JobsSnapshot {
+    /// The uid of job `job_id` if the snapshot holds it (array tasks under their own ids).
+    pub(crate) fn owner(&self, job_id: JobId) -> Option<u32> {
+        let chunk = self.chunks.iter().find(|c| c.jobs.first().is_some_and(|j| j.job_id / CHUNK == job_id / CHUNK))?;
+        chunk.jobs.iter().find(|j| j.job_id == job_id).map(|j| j.uid)
+    }
+
     /// Every visible job, in id order.
     #[cfg(test)]
     pub(crate) fn jobs(&self) -> impl Iterator<Item = &Arc<JobInfo>> {

@@ -98,7 +98,58 @@ fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
     if !spec.work_dir.starts_with('/') {
         return Err((ErrorCode::InvalidSpec, "working directory must be an absolute path".into()));
     }
-    Ok(())
+    check_text(spec)
+}
+
+/// Refuses control characters (and bidirectional overrides) in the strings a submitter sets that
+/// others see or that name things: a newline or escape sequence in a job name would forge rows in
+/// other users' `squeue` and `sacct -P` and reach their terminals. The script, its arguments and
+/// the environment (`--export` values included) are the job's own data and may hold anything
+/// (listings print control characters as `?`).
+fn check_text(spec: &JobSpec) -> Result<(), Rejection> {
+    let one = |what: &str, value: &str| forbidden_text(what, value);
+    one("job name", &spec.name)?;
+    for (what, value) in [
+        ("comment", &spec.comment),
+        ("account", &spec.account),
+        ("QOS", &spec.qos),
+        ("wckey", &spec.wckey),
+        ("mail user", &spec.mail_user),
+        ("mail type", &spec.mail_type),
+        ("dependency", &spec.dependency),
+        ("constraint", &spec.constraint),
+        ("node list", &spec.nodelist),
+        ("excluded node list", &spec.exclude),
+        ("signal", &spec.signal),
+        ("array", &spec.array),
+        ("output file", &spec.stdout),
+        ("error file", &spec.stderr),
+        ("input file", &spec.stdin),
+        ("command", &spec.command),
+    ] {
+        if let Some(value) = value {
+            one(what, value)?;
+        }
+    }
+    one("working directory", &spec.work_dir)?;
+    spec.partitions.iter().try_for_each(|p| one("partition", p))
+}
+
+/// The same rule for the strings `scontrol update job` sets.
+pub(crate) fn check_update_text(update: &drover_shared::proto::client::JobUpdate) -> Result<(), Rejection> {
+    let fields = [("job name", &update.name), ("comment", &update.comment), ("dependency", &update.dependency)];
+    fields.into_iter().try_for_each(|(what, value)| value.as_deref().map_or(Ok(()), |v| forbidden_text(what, v)))
+}
+
+/// `Err` naming `what` when `value` holds a character [`drover_shared::text::forbidden`] refuses.
+pub(crate) fn forbidden_text(what: &str, value: &str) -> Result<(), Rejection> {
+    match drover_shared::text::forbidden(value) {
+        None => Ok(()),
+        Some(c) => Err((
+            ErrorCode::InvalidSpec,
+            format!("{what} contains a control character (U+{:04X}), which is not allowed", u32::from(c)),
+        )),
+    }
 }
 
 /// Validates a submission and builds the job record it becomes (without a job id yet).
@@ -143,8 +194,16 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         ));
     }
 
-    let qos_name = spec.qos.clone().unwrap_or_else(|| "normal".to_owned());
+    let qos_name = spec.qos.clone().unwrap_or_else(|| config.default_qos(Some(&user), &account).to_owned());
     let qos = config.qos.iter().find(|q| q.name == qos_name).ok_or((ErrorCode::InvalidQos, qos_name.clone()))?;
+    if let Some(allowed) = config.allowed_qos(Some(&user), &account)
+        && !allowed.contains(&qos_name)
+    {
+        return Err((
+            ErrorCode::InvalidQos,
+            format!("QOS {qos_name} is not in the association of {user} and {account}"),
+        ));
+    }
     partitions.retain(|p| p.allow_qos.is_empty() || p.allow_qos.contains(&qos_name));
     if partitions.is_empty() {
         return Err((ErrorCode::InvalidQos, format!("QOS {qos_name} is not allowed in partition {}", names.join(","))));

@@ -92,6 +92,10 @@ pub mod raw {
         /// Users with the operator role (as `role = "operator"` on a user).
         #[serde(default)]
         pub operators: Vec<String>,
+        /// Slurm's `PrivateData`: what users see only of their own (`jobs`, `usage`, `accounts`,
+        /// `users`); empty = everything is readable by everyone, Slurm's default.
+        #[serde(default)]
+        pub private_data: Vec<Spanned<String>>,
     }
 
     fn default_key_file() -> String {
@@ -184,6 +188,11 @@ pub mod raw {
         pub grp_tres: Option<Spanned<String>>,
         /// Association `GrpJobs`.
         pub grp_jobs: Option<u32>,
+        /// Association `QOS`: the QOS the account's jobs may use (sub-accounts and users inherit
+        /// it unless they set their own); absent on the whole chain = any QOS.
+        pub qos: Option<Vec<Spanned<String>>>,
+        /// Association `DefaultQOS`: the QOS of a job that names none (inherited likewise).
+        pub default_qos: Option<Spanned<String>>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -199,6 +208,10 @@ pub mod raw {
         pub admin: bool,
         /// `user` (default), `operator` or `admin`: what the user may do besides their own jobs.
         pub role: Option<Spanned<String>>,
+        /// Association `QOS` of all the user's associations; overrides the accounts' lists.
+        pub qos: Option<Vec<Spanned<String>>>,
+        /// Association `DefaultQOS` of all the user's associations.
+        pub default_qos: Option<Spanned<String>>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -279,6 +292,10 @@ pub struct AccountConfig {
     /// TRES name → count; empty = no limit.
     pub grp_tres: BTreeMap<String, u64>,
     pub grp_jobs: Option<u32>,
+    /// The QOS its jobs may use; `None` = inherited from the parent (any QOS at the top).
+    pub qos: Option<Vec<String>>,
+    /// The QOS of a job that names none; `None` = inherited.
+    pub default_qos: Option<String>,
 }
 
 /// One user's associations.
@@ -288,6 +305,10 @@ pub struct UserConfig {
     pub default_account: String,
     pub accounts: Vec<String>,
     pub role: Role,
+    /// The QOS the user's jobs may use in any account; `None` = the account's.
+    pub qos: Option<Vec<String>>,
+    /// The QOS of the user's jobs that name none; `None` = the account's.
+    pub default_qos: Option<String>,
 }
 
 /// What a user may do beyond their own jobs, Slurm's `AdminLevel`: operators act on any job and
@@ -313,6 +334,25 @@ impl Role {
     fn parse(text: &str) -> Option<Role> {
         [Role::User, Role::Operator, Role::Admin].into_iter().find(|r| r.name() == text)
     }
+}
+
+/// Slurm's `PrivateData`: which records plain users see only of their own. Operators and admins
+/// always see everything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PrivateData {
+    /// Jobs of other users are left out of `squeue`, `scontrol show job`, `sacct`, `drover why`.
+    pub jobs: bool,
+    /// `sshare`, `sreport` and `drover report` show only the caller's own usage.
+    pub usage: bool,
+    /// `sacctmgr` lists only the caller's own accounts.
+    pub accounts: bool,
+    /// `sacctmgr` lists only the caller's own user.
+    pub users: bool,
+}
+
+impl PrivateData {
+    /// The values the config accepts, in Slurm's spelling (lower case).
+    pub const VALUES: [&'static str; 4] = ["jobs", "usage", "accounts", "users"];
 }
 
 /// One QOS.
@@ -348,6 +388,8 @@ pub struct Config {
     pub min_job_age: u32,
     pub admins: Vec<String>,
     pub operators: Vec<String>,
+    /// `controller.private_data`.
+    pub private_data: PrivateData,
     pub default_account: Option<String>,
     /// Node table order.
     pub nodes: Vec<NodeConfig>,
@@ -416,6 +458,43 @@ impl Config {
         listed.max(own)
     }
 
+    /// The QOS a job of `user` charging `account` may use (Slurm's association QOS list): the
+    /// user's own `qos`, else that of the nearest account up the tree that sets one; `None` when
+    /// nothing on the chain restricts (any QOS).
+    pub fn allowed_qos(&self, user: Option<&str>, account: &str) -> Option<&[String]> {
+        let user = user.and_then(|name| self.users.iter().find(|u| u.name == name));
+        user.and_then(|u| u.qos.as_deref()).or_else(|| self.account_chain(account).find_map(|a| a.qos.as_deref()))
+    }
+
+    /// The QOS of a job of `user` charging `account` that names none (Slurm's `DefaultQOS`): the
+    /// nearest `default_qos` on the chain when the association allows it, else `normal` when it
+    /// is allowed, else the first QOS of the association's list.
+    pub fn default_qos(&self, user: Option<&str>, account: &str) -> &str {
+        let allowed = self.allowed_qos(user, account);
+        let permitted = |name: &str| allowed.is_none_or(|list| list.iter().any(|q| q == name));
+        let user = user.and_then(|name| self.users.iter().find(|u| u.name == name));
+        let configured = user
+            .and_then(|u| u.default_qos.as_deref())
+            .or_else(|| self.account_chain(account).find_map(|a| a.default_qos.as_deref()));
+        match (configured, allowed) {
+            (Some(name), _) if permitted(name) => name,
+            (_, Some([first, ..])) if !permitted("normal") => first,
+            _ => "normal",
+        }
+    }
+
+    /// `account` and its ancestors up to `root`, nearest first.
+    fn account_chain<'a>(&'a self, account: &str) -> impl Iterator<Item = &'a AccountConfig> + 'a {
+        let mut next = self.accounts.iter().find(|a| a.name == account);
+        let mut steps = self.accounts.len();
+        std::iter::from_fn(move || {
+            let current = next.filter(|_| steps > 0)?;
+            steps -= 1;
+            next = current.parent.as_deref().and_then(|p| self.accounts.iter().find(|a| a.name == p));
+            Some(current)
+        })
+    }
+
     /// Looks a node up by name.
     pub fn node(&self, name: &str) -> Option<&NodeConfig> {
         self.nodes.iter().find(|n| n.name == name)
@@ -469,6 +548,38 @@ impl Validator<'_> {
             return Err(self.error(name, key, format!("`{n}` is not a valid name (letters, digits, `_`, `-`, `.`)")));
         }
         Ok(n.clone())
+    }
+
+    /// An association's `qos` list and `default_qos`: every name a configured QOS, and the default
+    /// one of the list when both are given (Slurm refuses a default outside the list too).
+    fn association_qos(
+        &self,
+        known: &[QosConfig],
+        list: Option<&[Spanned<String>]>,
+        default: Option<&Spanned<String>>,
+        key: &str,
+    ) -> Result<(Option<Vec<String>>, Option<String>), ConfigError> {
+        let known_name = |q: &Spanned<String>, key: String| {
+            if known.iter().any(|k| &k.name == q.get_ref()) {
+                Ok(q.get_ref().clone())
+            } else {
+                Err(self.error(q, key, format!("unknown QOS `{}`", q.get_ref())))
+            }
+        };
+        let names: Option<Vec<String>> = list
+            .map(|l| l.iter().enumerate().map(|(j, q)| known_name(q, format!("{key}.qos[{j}]"))).collect())
+            .transpose()?;
+        let default_name = default.map(|d| known_name(d, format!("{key}.default_qos"))).transpose()?;
+        if let (Some(names), Some(name), Some(spanned)) = (&names, &default_name, default)
+            && !names.contains(name)
+        {
+            return Err(self.error(
+                spanned,
+                format!("{key}.default_qos"),
+                format!("`{name}` is not in the `qos` list"),
+            ));
+        }
+        Ok((names, default_name))
     }
 
     /// A node set's GPU device files in GPU index order: every type with GPUs names exactly one
@@ -561,6 +672,8 @@ impl Validator<'_> {
             shares: 1,
             grp_tres: BTreeMap::new(),
             grp_jobs: None,
+            qos: None,
+            default_qos: None,
         }];
         let mut account_names: BTreeMap<String, usize> = BTreeMap::from([("root".to_owned(), 0)]);
         for (i, account) in file.accounts.iter().enumerate() {
@@ -578,6 +691,8 @@ impl Validator<'_> {
                 shares: account.shares,
                 grp_tres: self.tres(&account.grp_tres, format!("accounts[{i}].grp_tres"))?,
                 grp_jobs: account.grp_jobs,
+                qos: None,
+                default_qos: None,
             });
         }
         for (i, account) in file.accounts.iter().enumerate() {
@@ -664,6 +779,17 @@ impl Validator<'_> {
                     grace_time: None,
                 },
             );
+        }
+
+        for (i, account) in file.accounts.iter().enumerate() {
+            let (list, default) = self.association_qos(
+                &qos,
+                account.qos.as_deref(),
+                account.default_qos.as_ref(),
+                &format!("accounts[{i}]"),
+            )?;
+            accounts[i + 1].qos = list;
+            accounts[i + 1].default_qos = default;
         }
 
         let mut partitions: Vec<PartitionConfig> = Vec::new();
@@ -770,7 +896,9 @@ impl Validator<'_> {
                 ));
             }
             let role = if u.admin { Role::Admin } else { role };
-            users.push(UserConfig { name, default_account, accounts: user_accounts, role });
+            let (qos_list, default_qos) =
+                self.association_qos(&qos, u.qos.as_deref(), u.default_qos.as_ref(), &format!("users[{i}]"))?;
+            users.push(UserConfig { name, default_account, accounts: user_accounts, role, qos: qos_list, default_qos });
         }
         let default_account =
             file.default_account.as_ref().map(|a| account_known(a, "default_account".into())).transpose()?;
@@ -805,6 +933,22 @@ impl Validator<'_> {
             });
         }
         let partition_names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
+        let mut private_data = PrivateData::default();
+        for (i, value) in file.controller.private_data.iter().enumerate() {
+            match value.get_ref().to_ascii_lowercase().as_str() {
+                "jobs" => private_data.jobs = true,
+                "usage" => private_data.usage = true,
+                "accounts" => private_data.accounts = true,
+                "users" => private_data.users = true,
+                other => {
+                    return Err(self.error(
+                        value,
+                        format!("controller.private_data[{i}]"),
+                        format!("unknown value `{other}` (expected {})", PrivateData::VALUES.join(", ")),
+                    ));
+                }
+            }
+        }
         let accounting = file
             .accounting
             .validate(&partition_names)
@@ -821,6 +965,7 @@ impl Validator<'_> {
             min_job_age: file.controller.min_job_age,
             admins: file.controller.admins,
             operators: file.controller.operators,
+            private_data,
             default_account,
             nodes,
             partitions,

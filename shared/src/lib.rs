@@ -14,6 +14,7 @@ pub mod node;
 pub mod proto;
 pub mod queue_lines;
 pub mod statedir;
+pub mod text;
 pub mod token;
 
 /// Seconds since the Unix epoch, the one time representation on the wire and in the database.

@@ -93,13 +93,15 @@ fn fields(row: &AuditRow, tz: Tz) -> [String; 8] {
 fn render(rows: &[AuditRow], parsable: bool, header: bool, tz: Tz) -> String {
     let line = |cells: &[String]| {
         if parsable {
+            let cells: Vec<_> = cells.iter().map(|c| drover_shared::text::delimited(c, "|")).collect();
             return format!("{}\n", cells.join("|"));
         }
         let mut out = String::new();
         for (i, cell) in cells.iter().enumerate() {
+            let cell = drover_shared::text::printable(cell);
             match WIDTHS.get(i) {
                 Some(width) => out.push_str(&format!("{cell:<width$} ")),
-                None => out.push_str(cell),
+                None => out.push_str(&cell),
             }
         }
         format!("{}\n", out.trim_end())

@@ -471,11 +471,14 @@ fn selected(options: &RenderOptions, job: &JobInfo, step: Option<StepId>) -> boo
         || options.selectors.iter().any(|s| s.target.matches(job) && (s.step.is_none() || s.step == step))
 }
 
-/// One line; `values` are cut with a `+` (fixed layout) when `mark_cut`, headers without.
+/// One line; `values` are cut with a `+` (fixed layout) when `mark_cut`, headers without. Control
+/// characters in a value print as `?`, and in the parsable layouts so does the delimiter inside a
+/// value, so no stored string can add a line or a column (`drover_shared::text`).
 fn push_line(out: &mut String, options: &RenderOptions, values: &[&str], mark_cut: bool) {
     match &options.layout {
         Layout::Fixed => {
             for (column, value) in options.columns.iter().zip(values) {
+                let value = &*drover_shared::text::printable(value);
                 if mark_cut && value.chars().count() > column.width && column.width > 0 {
                     let cut: String = value.chars().take(column.width - 1).chain(['+']).collect();
                     out.push_str(&cut);
@@ -486,7 +489,8 @@ fn push_line(out: &mut String, options: &RenderOptions, values: &[&str], mark_cu
             }
         }
         Layout::Parsable { delimiter, trailing } => {
-            out.push_str(&values.join(delimiter));
+            let values: Vec<_> = values.iter().map(|v| drover_shared::text::delimited(v, delimiter)).collect();
+            out.push_str(&values.join(delimiter.as_str()));
             if *trailing && !values.is_empty() {
                 out.push_str(delimiter);
             }

@@ -167,6 +167,11 @@ fn tres_text(tres: &std::collections::BTreeMap<String, u64>) -> String {
 fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
     let all_qos = config.qos.iter().map(|q| q.name.clone()).collect::<Vec<_>>().join(",");
     let default_qos = config.qos.first().map(|q| q.name.clone()).unwrap_or_default();
+    // An association's `QOS` and `Def QOS`: its own list and default when the config restricts it.
+    let assoc_qos = |user: Option<&str>, account: &str| match config.allowed_qos(user, account) {
+        Some(list) => (list.join(","), config.default_qos(user, account).to_owned()),
+        None => (all_qos.clone(), default_qos.clone()),
+    };
     let cluster_ok = request.clusters.is_empty() || request.clusters.iter().any(|c| c == &config.cluster_name);
     let wanted = |list: &[String], value: &str| list.is_empty() || list.iter().any(|v| v == value);
     let mut rows: Vec<Row> = Vec::new();
@@ -197,13 +202,14 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                 }
                 for account in user.accounts.iter().filter(|a| cluster_ok && wanted(&request.accounts, a)) {
                     let mut row = base.clone();
+                    let (qos, default) = assoc_qos(Some(&user.name), account);
                     row.extend([
                         ("Cluster", config.cluster_name.clone()),
                         ("Account", account.clone()),
                         ("Partition", String::new()),
                         ("Share", "1".to_owned()),
-                        ("QOS", all_qos.clone()),
-                        ("DefaultQOS", default_qos.clone()),
+                        ("QOS", qos),
+                        ("DefaultQOS", default),
                     ]);
                     rows.push(row);
                 }
@@ -231,13 +237,14 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                 }
                 let assoc = |user: String, share: String| {
                     let mut row = base.clone();
+                    let (qos, default) = assoc_qos(Some(user.as_str()).filter(|u| !u.is_empty()), &account.name);
                     row.extend([
                         ("Cluster", config.cluster_name.clone()),
                         ("ParentName", account.parent.clone().unwrap_or_default()),
                         ("User", user),
                         ("Share", share),
-                        ("QOS", all_qos.clone()),
-                        ("DefaultQOS", default_qos.clone()),
+                        ("QOS", qos),
+                        ("DefaultQOS", default),
                     ]);
                     row
                 };
@@ -255,6 +262,7 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
             if cluster_ok {
                 for account in config.accounts.iter().filter(|a| wanted(&request.accounts, &a.name)) {
                     if request.users.is_empty() {
+                        let (qos, default) = assoc_qos(None, &account.name);
                         rows.push(vec![
                             ("Cluster", config.cluster_name.clone()),
                             ("Account", account.name.clone()),
@@ -263,13 +271,14 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                             ("Share", account.shares.to_string()),
                             ("GrpJobs", account.grp_jobs.map(|j| j.to_string()).unwrap_or_default()),
                             ("GrpTRES", tres_text(&account.grp_tres)),
-                            ("QOS", all_qos.clone()),
-                            ("DefaultQOS", default_qos.clone()),
+                            ("QOS", qos),
+                            ("DefaultQOS", default),
                             ("ParentName", account.parent.clone().unwrap_or_default()),
                         ]);
                     }
                     for user in config.users.iter().filter(|u| u.accounts.contains(&account.name)) {
                         if wanted(&request.users, &user.name) {
+                            let (qos, default) = assoc_qos(Some(&user.name), &account.name);
                             rows.push(vec![
                                 ("Cluster", config.cluster_name.clone()),
                                 ("Account", account.name.clone()),
@@ -278,8 +287,8 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                                 ("Share", "1".to_owned()),
                                 ("GrpJobs", String::new()),
                                 ("GrpTRES", String::new()),
-                                ("QOS", all_qos.clone()),
-                                ("DefaultQOS", default_qos.clone()),
+                                ("QOS", qos),
+                                ("DefaultQOS", default),
                                 ("ParentName", account.name.clone()),
                             ]);
                         }
@@ -356,9 +365,32 @@ fn render(rows: &[Row], columns: &[Column], noheader: bool, parsable: Option<boo
     out
 }
 
-fn listing(config: &Config, args: &[String]) -> Result<String, String> {
+/// `PrivateData=users` and `accounts` for a plain user called `viewer`: only rows about
+/// themselves (or no user) and about accounts they belong to. This is a courtesy filter: the
+/// listings come from the config file, so whoever can read that file can read all of it.
+fn private_rows(config: &Config, viewer: &str, rows: &mut Vec<Row>) {
+    if config.role_of(viewer) != Role::User {
+        return;
+    }
+    let private = config.private_data;
+    let own_accounts: Vec<&str> = match config.users.iter().find(|u| u.name == viewer) {
+        Some(user) => user.accounts.iter().map(String::as_str).collect(),
+        None => config.default_account.iter().map(String::as_str).collect(),
+    };
+    let field = |row: &Row, name: &str| row.iter().find(|(f, _)| *f == name).map(|(_, v)| v.clone());
+    rows.retain(|row| {
+        let user_ok = !private.users || field(row, "User").is_none_or(|u| u.is_empty() || u == viewer);
+        let account_ok = !private.accounts || field(row, "Account").is_none_or(|a| own_accounts.contains(&a.as_str()));
+        user_ok && account_ok
+    });
+}
+
+fn listing(config: &Config, args: &[String], viewer: Option<&str>) -> Result<String, String> {
     let request = parse(args)?;
-    let (rows, defaults) = rows(config, &request);
+    let (mut rows, defaults) = rows(config, &request);
+    if let Some(viewer) = viewer {
+        private_rows(config, viewer, &mut rows);
+    }
     let columns =
         request.format.clone().unwrap_or_else(|| defaults.iter().map(|field| Column { field, width: 10 }).collect());
     Ok(render(&rows, &columns, request.noheader, request.parsable))
@@ -368,7 +400,8 @@ fn listing(config: &Config, args: &[String]) -> Result<String, String> {
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     let args: Vec<String> = args.into_iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let config = crate::client::config()?;
-    match listing(&config, &args) {
+    let viewer = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name);
+    match listing(&config, &args, Some(viewer.as_deref().unwrap_or(""))) {
         Ok(text) => {
             print!("{text}");
             Ok(0)
@@ -391,7 +424,21 @@ mod tests {
 
     fn show(args: &str) -> String {
         let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
-        listing(&config(), &args).unwrap_or_else(|e| format!("error: {e}\n"))
+        listing(&config(), &args, None).unwrap_or_else(|e| format!("error: {e}\n"))
+    }
+
+    #[test]
+    fn private_users_and_accounts_leave_a_plain_user_their_own() {
+        let mut config = config();
+        config.private_data = drover_shared::config::PrivateData { users: true, accounts: true, ..Default::default() };
+        let args: Vec<String> = "-nP show assoc format=account,user".split_whitespace().map(str::to_owned).collect();
+        let as_viewer = |viewer| listing(&config, &args, Some(viewer)).unwrap();
+        assert_eq!(as_viewer("alice"), "vision|\nvision|alice\n");
+        assert_eq!(as_viewer("bob"), "nlp|\nnlp|bob\nshared|\nshared|bob\n");
+        // Root (an admin) sees every association, as without the setting.
+        assert_eq!(as_viewer("root"), listing(&config, &args, None).unwrap());
+        let users: Vec<String> = "-nP show user format=user".split_whitespace().map(str::to_owned).collect();
+        assert_eq!(listing(&config, &users, Some("bob")).unwrap(), "bob\n");
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub(crate) struct ShowOptions {
 }
 
 /// The separator between the lines of one record.
+/// The `Key=Value` lines of a record with control characters as `?`: a stored job name, comment
+/// or node reason cannot add a line to the record or send escapes to the reader's terminal.
+fn printable_lines(lines: &[String]) -> Vec<std::borrow::Cow<'_, str>> {
+    lines.iter().map(|line| drover_shared::text::printable(line)).collect()
+}
+
 fn separator(options: ShowOptions) -> &'static str {
     if options.oneliner { " " } else { "\n   " }
 }
@@ -166,7 +172,7 @@ pub(crate) fn render_job(job: &JobInfo, now: UnixTime, tz: Tz, options: ShowOpti
         lines.push(format!("TresPerNode={}", job.tres_per_node));
     }
     let sep = separator(options);
-    let mut out = lines.join(sep);
+    let mut out = printable_lines(&lines).join(sep);
     out.push_str(sep);
     out.push('\n');
     if !options.oneliner {
@@ -250,7 +256,7 @@ pub(crate) fn render_node(
 }
 
 fn record(lines: &[String], options: ShowOptions) -> String {
-    let mut out = lines.join(separator(options));
+    let mut out = printable_lines(lines).join(separator(options));
     out.push('\n');
     if !options.oneliner {
         out.push('\n');

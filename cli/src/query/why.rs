@@ -16,7 +16,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     match crate::client::call(&Request::Explain { job_id })? {
         Response::Explanation { lines, .. } => {
             for line in lines {
-                println!("{line}");
+                println!("{}", drover_shared::text::printable(&line));
             }
             Ok(0)
         }

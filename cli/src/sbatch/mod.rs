@@ -331,6 +331,9 @@ pub(crate) fn outcome(answer: anyhow::Result<Response>, hi: &hiargs::HiArgs) -> 
             }
             if hi.verbose > 0 && !detail.is_empty() {
                 stderr.push(format!("sbatch: {detail}"));
+            } else if code == ErrorCode::InvalidSpec && !detail.is_empty() {
+                // Slurm's text alone ("Invalid job specification") does not say what to fix.
+                stderr.push(format!("sbatch: error: {}", drover_shared::text::printable(&detail)));
             }
             failed(stderr, code.message())
         }

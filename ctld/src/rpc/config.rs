@@ -14,6 +14,7 @@ pub(super) fn show(context: &ClientContext) -> Response {
         ("KillWait", format!("{} sec", config.kill_wait)),
         ("MaxArraySize", crate::array::MAX_ARRAY_SIZE.to_string()),
         ("MinJobAge", format!("{} sec", config.min_job_age)),
+        ("PrivateData", private_data(config.private_data)),
         ("SlurmctldHost[0]", controller),
         ("SlurmdTimeout", format!("{} sec", config.node_timeout)),
     ];
@@ -21,4 +22,12 @@ pub(super) fn show(context: &ClientContext) -> Response {
         now: drover_shared::now(),
         entries: entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
     }
+}
+
+/// `PrivateData` as Slurm prints it: the values set, comma-separated, or `none`.
+fn private_data(private: drover_shared::config::PrivateData) -> String {
+    let set = [private.accounts, private.jobs, private.usage, private.users];
+    let names: Vec<&str> =
+        ["accounts", "jobs", "usage", "users"].into_iter().zip(set).filter(|(_, on)| *on).map(|(n, _)| n).collect();
+    if names.is_empty() { "none".to_owned() } else { names.join(",") }
 }

@@ -105,10 +105,12 @@ where
                 messages.send(&Response::Error { code: ErrorCode::InvalidSpec, detail }).await?;
                 continue;
             }
-            Some(Ok((query, ask))) => {
+            Some(Ok((mut query, ask))) => {
                 // From the published snapshot, off the core, encoded without copying the records
-                // (and unchanged chunks' parts reused from the last query that asked the same).
-                let snapshot = context.jobs.borrow().clone();
+                // (and unchanged chunks' parts reused from the last query that asked the same);
+                // under `PrivateData=jobs` a user's query sees only their own jobs.
+                let visible = crate::authz::narrow_job_query(&context.config.get(), caller, &mut query);
+                let snapshot = if visible { context.jobs.borrow().clone() } else { Arc::default() };
                 let now = drover_shared::now();
                 let answer =
                     tokio::task::spawn_blocking(move || crate::snapshot::encode_jobs(&snapshot, &query, &ask, now));
@@ -155,8 +157,15 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
         Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
-        Request::QueryShares => ask(Box::new(|reply| Event::QueryShares { reply })).await,
-        Request::QueryPriority => ask(Box::new(|reply| Event::QueryPriority { reply })).await,
+        Request::QueryShares => {
+            usage::shares(context, caller, ask(Box::new(|reply| Event::QueryShares { reply })).await)
+        }
+        Request::QueryPriority => {
+            accounting::priorities(context, caller, ask(Box::new(|reply| Event::QueryPriority { reply })).await)
+        }
+        Request::Explain { job_id } if !accounting::owns(context, caller, job_id) => {
+            Response::Error { code: ErrorCode::InvalidJobId, detail: "private job".into() }
+        }
         Request::Explain { job_id } => ask(Box::new(move |reply| Event::Explain { job_id, reply })).await,
         Request::CancelTasks { request, tasks } => {
             ask(Box::new(move |reply| Event::CancelTasks { caller, request, tasks, reply })).await
@@ -174,7 +183,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::Hold { job_ids, hold } => {
             ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await
         }
-        Request::QueryUsage(query) => usage::query(context, query).await,
+        Request::QueryUsage(query) => usage::query(context, caller, query).await,
         Request::CreateStep { job_id, spec } => {
             ask(Box::new(move |reply| Event::CreateStep { caller, job_id, spec, reply })).await
         }
@@ -192,8 +201,8 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::SplitArrayTask { array_job_id, task } => {
             ask(Box::new(move |reply| Event::SplitArrayTask { caller, array_job_id, task, reply })).await
         }
-        Request::QueryJobUsage { job_ids } => accounting::usage(context, job_ids).await,
-        Request::QueryStepUsage { job_ids } => accounting::step_usage(context, job_ids).await,
+        Request::QueryJobUsage { job_ids } => accounting::usage(context, caller, job_ids).await,
+        Request::QueryStepUsage { job_ids } => accounting::step_usage(context, caller, job_ids).await,
         Request::QueryNodeFeatures => ask(Box::new(|reply| Event::QueryNodeFeatures { reply })).await,
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),

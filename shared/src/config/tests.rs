@@ -144,3 +144,43 @@ fn scheduling_keys_load_and_are_checked() {
             .contains("tres_billing_weights")
     );
 }
+
+#[test]
+fn association_qos_is_inherited_and_checked() {
+    let text = format!(
+        "{BASE}[[qos]]\nname = \"high\"\n[[qos]]\nname = \"low\"\n\
+         [[accounts]]\nname = \"org\"\nqos = [\"normal\", \"low\"]\ndefault_qos = \"low\"\n\
+         [[accounts]]\nname = \"team\"\nparent = \"org\"\n\
+         [[accounts]]\nname = \"open\"\n\
+         [[users]]\nname = \"ann\"\ndefault_account = \"team\"\naccounts = [\"open\"]\nqos = [\"high\"]\n\
+         [[users]]\nname = \"ben\"\ndefault_account = \"team\"\n"
+    );
+    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &text).unwrap();
+    let names = |list: Option<&[String]>| list.map(|l| l.join(","));
+    // A sub-account inherits its parent's list and default; a user's own list wins everywhere.
+    assert_eq!(names(config.allowed_qos(Some("ben"), "team")), Some("normal,low".into()));
+    assert_eq!(config.default_qos(Some("ben"), "team"), "low");
+    assert_eq!(names(config.allowed_qos(Some("ann"), "open")), Some("high".into()));
+    assert_eq!(config.default_qos(Some("ann"), "team"), "high", "the inherited default is not in her list");
+    // Nothing on the chain: any QOS, `normal` by default (Drover's behaviour before the lists).
+    assert_eq!(config.allowed_qos(Some("ben"), "open"), None);
+    assert_eq!(config.default_qos(None, "open"), "normal");
+    assert_eq!(config.private_data, PrivateData::default());
+
+    let bad = text.replace("default_qos = \"low\"", "default_qos = \"high\"");
+    assert!(check(&bad).contains("accounts[0].default_qos: `high` is not in the `qos` list"), "{}", check(&bad));
+    let unknown = text.replace("qos = [\"high\"]", "qos = [\"gold\"]");
+    assert!(check(&unknown).contains("users[0].qos[0]: unknown QOS `gold`"), "{}", check(&unknown));
+}
+
+#[test]
+fn private_data_values() {
+    let text = BASE.replace("state_dir = \"state\"", "state_dir = \"state\"\nprivate_data = [\"jobs\", \"Usage\"]");
+    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &text).unwrap();
+    assert_eq!(config.private_data, PrivateData { jobs: true, usage: true, accounts: false, users: false });
+    let bad = BASE.replace("state_dir = \"state\"", "state_dir = \"state\"\nprivate_data = [\"jobs\", \"secrets\"]");
+    assert_eq!(
+        check(&bad),
+        "/etc/drover/cluster.toml:6:25: controller.private_data[1]: unknown value `secrets` (expected jobs, usage, accounts, users)"
+    );
+}

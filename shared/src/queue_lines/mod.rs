@@ -191,8 +191,10 @@ pub fn render_line(
 }
 
 /// Appends `value` to `out` in a column: padded to `width` (right-justified when `right`), and cut
-/// to it when `cut` (squeue cuts every field but node lists; `-O` fields are cut too).
+/// to it when `cut` (squeue cuts every field but node lists; `-O` fields are cut too). Control
+/// characters come out as `?` ([`crate::text::printable`]): a stored job name cannot forge a row.
 pub fn push_cell(out: &mut String, value: &str, width: Option<usize>, right: bool, cut: bool) {
+    let value = &*crate::text::printable(value);
     let Some(width) = width else {
         out.push_str(value);
         return;
