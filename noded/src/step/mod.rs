@@ -151,7 +151,8 @@ pub fn launch(
         .open(&log_path)
         .map_err(write_error(&log_path))?;
     let log_err = log.try_clone().map_err(write_error(&log_path))?;
-    let mut child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    command
         .arg("step")
         .arg("--step-dir")
         .arg(&dir)
@@ -159,12 +160,21 @@ pub fn launch(
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(log_err)
-        .process_group(0)
-        .spawn()
-        .map_err(StepError::Spawn)?;
+        .process_group(0);
+    // SAFETY: the closure runs between fork and exec in a child of the multi-threaded noded and
+    // only marks descriptors close-on-exec, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            crate::descriptors::close_on_exec_above_stdio();
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(StepError::Spawn)?;
     let pid = child.id();
     std::thread::spawn(move || {
         let _ = child.wait();
+        // A runner that was killed (with its job's cgroup, or for memory) left its cgroups.
+        run::clean_up_after(&dir);
     });
     Ok(pid)
 }
@@ -217,6 +227,9 @@ pub fn signal(
                 std::thread::sleep(Duration::from_secs(u64::from(kill_wait)));
                 if dir.exists() {
                     send(&pids, Signal::SIGKILL);
+                    // Whatever of the step is still there, runner included: the tasks it may
+                    // still be forking, those that left their process groups.
+                    run::kill_step(&dir);
                 }
             });
         }
