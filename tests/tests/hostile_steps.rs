@@ -165,6 +165,7 @@ fn a_step_cannot_start_more_processes_than_the_jobs_pids_limit() {
     }
     seen.sort_unstable();
     seen.dedup();
+    eprintln!("at most {most} of the step's 40 tasks ran at once ({} seen)", seen.len());
     assert!(
         most < 24,
         "{most} tasks of the step ran at once in a job limited to 24 processes\n{}",
@@ -319,7 +320,8 @@ fn another_user_cannot_disturb_a_steps_io_port() {
         let srun = *processes(&[&srun, "-l", "sh", "-c", "seq 1 3000; sleep 10"]).first()?;
         listening(srun).first().copied()
     });
-    let ip = if ip.is_unspecified() { std::net::Ipv4Addr::LOCALHOST } else { ip };
+    // The cluster's nodes reach ctld over loopback: srun listens there, not on every address.
+    assert!(ip.is_loopback(), "srun listens on {ip}");
     // bob's connections: every third idle, every third garbage, every third a well-formed hello
     // with a false token.
     let attack = r#"trap '' PIPE
@@ -349,6 +351,7 @@ fn another_user_cannot_disturb_a_steps_io_port() {
         let _ = bob.stderr.take().unwrap().read_to_string(&mut err);
         panic!("bob's connections to {ip}:{port} failed ({:?}): {line}{err}", bob.wait());
     }
+    eprintln!("bob: {}", line.trim());
     drop(stopped);
     // An idle connection is dropped once the deadline for the token passed.
     let mut idle = std::net::TcpStream::connect((ip, port)).unwrap();
@@ -356,6 +359,7 @@ fn another_user_cannot_disturb_a_steps_io_port() {
     let started = Instant::now();
     let mut buf = [0u8; 1];
     let read = idle.read(&mut buf);
+    eprintln!("an idle connection was closed after {:?} ({read:?})", started.elapsed());
     assert!(
         matches!(read, Ok(0) | Err(_)) && started.elapsed() < Duration::from_secs(8),
         "an idle connection was kept {:?} ({read:?})",

@@ -409,25 +409,10 @@ fn send(sink: &Sink, kind: u8, task: u32, data: &[u8]) {
 fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
-        let mut fds: Vec<libc::pollfd> = sources
-            .iter()
-            .map(|(_, _, file)| libc::pollfd { fd: file.as_raw_fd(), events: libc::POLLIN, revents: 0 })
-            .collect();
-        let count = libc::nfds_t::try_from(fds.len()).unwrap_or(libc::nfds_t::MAX);
-        // SAFETY: poll reads and writes `count` pollfd structs of a live, exclusively borrowed
-        // vector; the descriptors stay open (owned by `sources`) for the call.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), count, -1) };
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
+        let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_raw_fd()).collect();
+        let Ok(ready) = stepio::poll_readable(&fds, None) else { return };
         let mut ended = Vec::new();
-        for (index, polled) in fds.iter().enumerate() {
-            if polled.revents == 0 {
-                continue;
-            }
+        for (index, _) in ready.iter().enumerate().filter(|(_, ready)| **ready) {
             let (kind, task, file) = &mut sources[index];
             match file.read(&mut buf) {
                 Ok(0) => ended.push(index),
