@@ -4,13 +4,15 @@
 //! the job's user inside the job's cgroups (`job_<id>/step_<n>`), streams their output to srun
 //! and sends srun their exit statuses.
 //!
-//! Containment: the tasks enter `job_<id>/step_<n>` below the SAME job cgroup as the batch script
-//! (its memory limit, cpuset, pids limit and GPU device program). On the batch host that cgroup is
-//! the supervisor's; on the job's other nodes the first step creates it with the limits noded
-//! computes for the job there (the same [`NodeIsolation::plan`] a launch gets), and the last step
-//! to end removes it. Each task is moved into the step cgroup by the forked child itself (it
-//! writes `0` to `cgroup.procs`) before it drops privileges and execs, so no user code runs
-//! outside it.
+//! Containment: the runner moves itself into `job_<id>/step_<n>` below the SAME job cgroup as the
+//! batch script (its memory limit, cpuset, pids limit and GPU device program) before it forks a
+//! task, so every task is created there (each fork counts against the job's pids limit) and the
+//! runner dies with the job's `cgroup.kill`. On the batch host that cgroup is the supervisor's; on
+//! the job's other nodes the first step creates it with the limits noded computes for the job
+//! there (the same [`NodeIsolation::plan`] a launch gets), and the last step to end removes it.
+//! noded reaps each runner and removes what a killed one left (`run::clean_up_after`); a
+//! cancelled step still there after its grace time has its whole cgroup killed, runner included.
+//! The runner and its tasks inherit no descriptor of noded's but stdio.
 //!
 //! | file | written by | content |
 //! |---|---|---|
