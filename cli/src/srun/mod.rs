@@ -195,8 +195,8 @@ fn gate(listener: TcpListener, token: Vec<u8>, nodes: usize, tx: mpsc::Sender<In
     if listener.set_nonblocking(true).is_err() {
         return;
     }
+    let mut gate = Gate { token, nodes, served: Vec::new(), tx };
     let mut unproven: Vec<Unproven> = Vec::new();
-    let mut served: Vec<u32> = Vec::new();
     loop {
         let now = Instant::now();
         unproven.retain(|u| now.duration_since(u.since) < HELLO_DEADLINE);
@@ -204,28 +204,14 @@ fn gate(listener: TcpListener, token: Vec<u8>, nodes: usize, tx: mpsc::Sender<In
         let mut fds = vec![listener.as_raw_fd()];
         fds.extend(unproven.iter().map(|u| u.stream.as_raw_fd()));
         let Ok(ready) = stepio::poll_readable(&fds, wait.map(|w| w + Duration::from_millis(1))) else { return };
-        let mut done = Vec::new();
-        for (index, _) in ready.iter().enumerate().skip(1).filter(|(_, ready)| **ready) {
-            let waiting = &mut unproven[index - 1];
-            match read_hello_part(waiting) {
-                None => {}
-                Some(Ok((proof, node))) => {
-                    done.push(index - 1);
-                    let node_ok = usize::try_from(node).is_ok_and(|n| n < nodes) && !served.contains(&node);
-                    if stepio::token_matches(&proof, &token) && node_ok {
-                        served.push(node);
-                        if let Ok(stream) = waiting.stream.try_clone() {
-                            let tx = tx.clone();
-                            let _ = std::thread::Builder::new()
-                                .name("step-io".into())
-                                .spawn(move || serve_node(stream, node, tx));
-                        }
-                    }
-                }
-                Some(Err(())) => done.push(index - 1),
-            }
-        }
-        for index in done.into_iter().rev() {
+        let finished: Vec<usize> = ready
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(index, ready)| **ready && gate.advance(&mut unproven[index - 1]))
+            .map(|(index, _)| index - 1)
+            .collect();
+        for index in finished.into_iter().rev() {
             unproven.swap_remove(index);
         }
         if ready.first().copied().unwrap_or(false) {
@@ -233,14 +219,47 @@ fn gate(listener: TcpListener, token: Vec<u8>, nodes: usize, tx: mpsc::Sender<In
                 if stream.set_nonblocking(true).is_err() {
                     continue;
                 }
+                // A node sends its hello as it connects: most are settled here, before any wait.
+                let mut waiting = Unproven { stream, hello: Vec::new(), since: Instant::now() };
+                if gate.advance(&mut waiting) {
+                    continue;
+                }
                 if unproven.len() >= MAX_UNPROVEN
                     && let Some(oldest) = unproven.iter().enumerate().min_by_key(|(_, u)| u.since).map(|(i, _)| i)
                 {
                     unproven.swap_remove(oldest);
                 }
-                unproven.push(Unproven { stream, hello: Vec::new(), since: Instant::now() });
+                unproven.push(waiting);
             }
         }
+    }
+}
+
+/// What the gate knows: the token, how many nodes the step has and which are served.
+struct Gate {
+    token: Vec<u8>,
+    nodes: usize,
+    served: Vec<u32>,
+    tx: mpsc::Sender<Incoming>,
+}
+
+impl Gate {
+    /// Reads what arrived of a connection's hello; once it proves the token for a node not yet
+    /// served, hands it to a [`serve_node`] thread. Whether the connection is finished with
+    /// (served, or to be dropped).
+    fn advance(&mut self, waiting: &mut Unproven) -> bool {
+        let Some(hello) = read_hello_part(waiting) else { return false };
+        if let Ok((proof, node)) = hello
+            && stepio::token_matches(&proof, &self.token)
+            && usize::try_from(node).is_ok_and(|n| n < self.nodes)
+            && !self.served.contains(&node)
+            && let Ok(stream) = waiting.stream.try_clone()
+        {
+            self.served.push(node);
+            let tx = self.tx.clone();
+            let _ = std::thread::Builder::new().name("step-io".into()).spawn(move || serve_node(stream, node, tx));
+        }
+        true
     }
 }
 
