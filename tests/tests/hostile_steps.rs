@@ -79,8 +79,8 @@ fn wait_no_cgroups(recorded: &str, step: &str) {
 }
 
 /// A step of eight `sleep`s over two nodes: each task and the runner that forked it are in
-/// `job_<id>/step_0` in every hierarchy the job has; `scancel` of the job ends the runner, every
-/// task and the cgroups.
+/// `job_<id>/step_0` in every hierarchy the job has (the runner shielded from the OOM killer, the
+/// tasks not); `scancel` of the job ends the runner, every task and the cgroups.
 #[test]
 fn the_step_runner_lives_and_dies_in_the_jobs_cgroup() {
     if !require_users() {
@@ -113,6 +113,13 @@ fn the_step_runner_lives_and_dies_in_the_jobs_cgroup() {
             let task_cgroups = cgroup_of(task);
             let in_job: Vec<&str> = task_cgroups.lines().filter(|line| line.ends_with(&step)).collect();
             assert!(!in_job.is_empty(), "task {task} is not in {step}:\n{task_cgroups}");
+            // At the job's memory limit the kernel picks a task, never the runner.
+            let adjust = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap_or_default();
+            assert_eq!(adjust(task).trim(), "0", "task {task}");
+            // (Where root may not lower it, as in some containers, the runner keeps noded's.)
+            let noded = adjust(parent(parent(task)));
+            let runner = adjust(parent(task));
+            assert!(runner.trim() == "-1000" || runner == noded, "the runner of task {task}: {runner}");
             let runner_cgroups = cgroup_of(parent(task));
             for line in in_job {
                 assert_eq!(

@@ -328,8 +328,9 @@ fn spawn_task(
     // SAFETY: the closure runs in the forked child of a runner that has not started any thread
     // yet (tasks are all forked before the first thread), and only makes system calls on data
     // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
-    // slave, which is the child's stdin), setgroups, setgid, setuid, chdir, umask,
-    // sigprocmask/signal resets and marking descriptors close-on-exec.
+    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setgroups,
+    // setgid, setuid, chdir, umask, sigprocmask/signal resets and marking descriptors
+    // close-on-exec.
     unsafe {
         command.pre_exec(move || {
             if on_terminal {
@@ -340,6 +341,13 @@ fn spawn_task(
                 }
             } else {
                 nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+            }
+            if let Ok(adjust) = nix::fcntl::open(
+                c"/proc/self/oom_score_adj",
+                nix::fcntl::OFlag::O_WRONLY,
+                nix::sys::stat::Mode::empty(),
+            ) {
+                let _ = nix::unistd::write(&adjust, b"0");
             }
             if let Some((uid, gid, groups)) = &ids {
                 nix::unistd::setgroups(groups)?;
@@ -509,6 +517,11 @@ fn run_tasks(
     let own = plan.map(own_cgroups).unwrap_or_default();
     // From here on every fork is the job's: the tasks are created inside the step's cgroups.
     move_into(steps.iter().cloned()).map_err(|e| StepError::Refused(format!("{:#}", anyhow::Error::new(e))))?;
+    if !steps.is_empty() {
+        // Like the supervisor (and slurmstepd): at the job's memory limit the kernel kills a
+        // task, not the runner that reports the tasks' ends. The tasks start from 0 again.
+        let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+    }
     let identity = identity(launch)?;
     // `--pty`: task 0 gets a pseudo-terminal; its master carries the task's input and output.
     let mut terminal: Option<(File, OwnedFd)> = None;
