@@ -7,6 +7,7 @@
 pub mod bpf;
 pub mod cgroup;
 pub mod daemon;
+mod descriptors;
 pub mod gpu_usage;
 pub mod isolation;
 mod jobs;

@@ -6,7 +6,7 @@
 //! DIR/cluster.key    the cluster key (0600)
 //! DIR/ctld/          ctld's database and client socket
 //! DIR/noded-<name>/  each node's job directories
-//! DIR/run/*.pid      pids of what `up` started;  DIR/log/*.log  their logs
+//! DIR/run/*.pid      pids of what `up` started;  DIR/log/*.log  their logs (owner only)
 //! DIR/bin/           sbatch, squeue, … as links to this binary;  DIR/env  the file to source
 //! ```
 //!
@@ -17,7 +17,7 @@ use crate::client;
 use anyhow::{Context, bail};
 use drover_shared::config::Config;
 use drover_shared::proto::client::{Request, Response};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -100,11 +100,16 @@ fn alive(pid: i32) -> bool {
 }
 
 fn start(layout: &Layout, daemon: &str, program: &Path, args: &[String]) -> anyhow::Result<i32> {
+    // Logs name users, jobs and paths: the owner's only, also when an older `up` left them
+    // readable.
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(layout.log_file(daemon))
         .with_context(|| format!("opening {}", layout.log_file(daemon).display()))?;
+    log.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("making {} private", layout.log_file(daemon).display()))?;
     let mut command = Command::new(program);
     command.args(args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     command.env("DROVER_CONF", layout.config());
@@ -156,6 +161,7 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     for dir in [layout.home.clone(), layout.home.join("ctld")] {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
     }
+    std::fs::set_permissions(layout.home.join("log"), std::fs::Permissions::from_mode(0o700))?;
     let source = args
         .config
         .clone()

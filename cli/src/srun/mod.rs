@@ -4,6 +4,11 @@
 //! the signal of a task killed by one. Outside an allocation it first allocates one the way
 //! `salloc` does (an interactive job), runs the step in it and releases it.
 //!
+//! The I/O port is bound to the address the nodes reach this host by ([`io_address`]), for the
+//! step's whole life. Anyone who can reach it may connect: a connection counts for nothing until
+//! it proves the step token ctld gave srun and the nodes, within five seconds, or it is dropped;
+//! each of the step's nodes is served once.
+//!
 //! srun's stdin goes to the tasks (task 0 alone under `--pty`); SIGINT/SIGTERM cancel the step;
 //! SIGUSR1/SIGUSR2 are ignored (`scancel --signal` reaches the tasks through ctld).
 //!
@@ -24,7 +29,8 @@ use options::StepOptions;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -107,12 +113,45 @@ fn inherited_socket() -> Option<PathBuf> {
     None
 }
 
-/// The address the step's nodes connect back to.
-fn advertised_host() -> String {
+/// Where srun listens for its step's nodes and the host it names to them: the address and name
+/// in `SLURM_SRUN_COMM_HOST` when set; else the address this host reaches ctld's node port from
+/// (the network the nodes share with ctld; loopback on a `drover up` cluster); else the host
+/// name and what it resolves to here. Only when none of these can be bound does srun listen on
+/// every address (and name the host).
+fn io_address() -> (IpAddr, String) {
+    let resolve = |host: &str| (host, 0).to_socket_addrs().ok().and_then(|mut addrs| addrs.next()).map(|a| a.ip());
     if let Ok(host) = std::env::var("SLURM_SRUN_COMM_HOST") {
-        return host;
+        return (resolve(&host).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), host);
     }
-    nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "127.0.0.1".into())
+    if let Some(ip) = crate::client::config().ok().and_then(|config| route_towards(&config.controller_address)) {
+        return (ip, ip.to_string());
+    }
+    let host =
+        nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "127.0.0.1".into());
+    (resolve(&host).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), host)
+}
+
+/// The local address this host sends from to reach `address` (`host:port`); nothing is sent
+/// (a UDP socket's connect only picks the route). `None` for an unspecified address.
+fn route_towards(address: &str) -> Option<IpAddr> {
+    let target = address.to_socket_addrs().ok()?.find(|a| !a.ip().is_unspecified())?;
+    let any: SocketAddr =
+        if target.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { (Ipv6Addr::UNSPECIFIED, 0).into() };
+    let socket = std::net::UdpSocket::bind(any).ok()?;
+    socket.connect(target).ok()?;
+    Some(socket.local_addr().ok()?.ip()).filter(|ip| !ip.is_unspecified())
+}
+
+/// srun's I/O port: bound where [`io_address`] says (every address if that fails) and the
+/// `host:port` the nodes are told.
+fn open_io_port() -> anyhow::Result<(TcpListener, String)> {
+    let (ip, host) = io_address();
+    let listener = TcpListener::bind((ip, 0))
+        .or_else(|_| TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)))
+        .context("opening srun's I/O port")?;
+    let port = listener.local_addr()?.port();
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    Ok((listener, format!("{host}:{port}")))
 }
 
 /// What srun learns from the step's nodes.
@@ -135,13 +174,122 @@ enum Incoming {
     Closed,
 }
 
-fn serve_node(mut stream: TcpStream, token: Vec<u8>, tx: mpsc::Sender<Incoming>) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-    let Ok((proof, node)) = stepio::read_hello(&mut stream) else { return };
-    if proof != token {
+/// How long a connection to srun's port has to prove the step token.
+const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The most connections waiting to prove the token; past it the oldest is dropped. Nodes send
+/// their hello as soon as they connect, so only connections that never will are dropped so.
+const MAX_UNPROVEN: usize = 256;
+
+/// A connection that has not proved the step token yet.
+struct Unproven {
+    stream: TcpStream,
+    hello: Vec<u8>,
+    since: Instant,
+}
+
+/// srun's I/O port for the step's whole life. Connections count for nothing until they prove
+/// the step token (read without blocking, [`HELLO_DEADLINE`] each); each of the step's nodes is
+/// served once, by its own thread ([`serve_node`]).
+fn gate(listener: TcpListener, token: Vec<u8>, nodes: usize, tx: mpsc::Sender<Incoming>) {
+    if listener.set_nonblocking(true).is_err() {
         return;
     }
-    let _ = stream.set_read_timeout(None);
+    let mut gate = Gate { token, nodes, served: Vec::new(), tx };
+    let mut unproven: Vec<Unproven> = Vec::new();
+    loop {
+        let now = Instant::now();
+        unproven.retain(|u| now.duration_since(u.since) < HELLO_DEADLINE);
+        let wait = unproven.iter().map(|u| (u.since + HELLO_DEADLINE).saturating_duration_since(now)).min();
+        let mut fds = vec![listener.as_raw_fd()];
+        fds.extend(unproven.iter().map(|u| u.stream.as_raw_fd()));
+        let Ok(ready) = stepio::poll_readable(&fds, wait.map(|w| w + Duration::from_millis(1))) else { return };
+        let finished: Vec<usize> = ready
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(index, ready)| **ready && gate.advance(&mut unproven[index - 1]))
+            .map(|(index, _)| index - 1)
+            .collect();
+        for index in finished.into_iter().rev() {
+            unproven.swap_remove(index);
+        }
+        if ready.first().copied().unwrap_or(false) {
+            while let Ok((stream, _)) = listener.accept() {
+                if stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                // A node sends its hello as it connects: most are settled here, before any wait.
+                let mut waiting = Unproven { stream, hello: Vec::new(), since: Instant::now() };
+                if gate.advance(&mut waiting) {
+                    continue;
+                }
+                if unproven.len() >= MAX_UNPROVEN
+                    && let Some(oldest) = unproven.iter().enumerate().min_by_key(|(_, u)| u.since).map(|(i, _)| i)
+                {
+                    unproven.swap_remove(oldest);
+                }
+                unproven.push(waiting);
+            }
+        }
+    }
+}
+
+/// What the gate knows: the token, how many nodes the step has and which are served.
+struct Gate {
+    token: Vec<u8>,
+    nodes: usize,
+    served: Vec<u32>,
+    tx: mpsc::Sender<Incoming>,
+}
+
+impl Gate {
+    /// Reads what arrived of a connection's hello; once it proves the token for a node not yet
+    /// served, hands it to a [`serve_node`] thread. Whether the connection is finished with
+    /// (served, or to be dropped).
+    fn advance(&mut self, waiting: &mut Unproven) -> bool {
+        let Some(hello) = read_hello_part(waiting) else { return false };
+        if let Ok((proof, node)) = hello
+            && stepio::token_matches(&proof, &self.token)
+            && usize::try_from(node).is_ok_and(|n| n < self.nodes)
+            && !self.served.contains(&node)
+            && let Ok(stream) = waiting.stream.try_clone()
+        {
+            self.served.push(node);
+            let tx = self.tx.clone();
+            let _ = std::thread::Builder::new().name("step-io".into()).spawn(move || serve_node(stream, node, tx));
+        }
+        true
+    }
+}
+
+/// Reads what has arrived of a connection's hello: `None` while incomplete, the hello once it is
+/// whole, `Err` when the connection ended or sent something that is no hello.
+fn read_hello_part(waiting: &mut Unproven) -> Option<Result<(Vec<u8>, u32), ()>> {
+    use std::io::Read;
+    loop {
+        let need = match stepio::hello_progress(&waiting.hello) {
+            stepio::HelloProgress::Need(need) => need,
+            stepio::HelloProgress::Done(proof, node) => return Some(Ok((proof, node))),
+            stepio::HelloProgress::Invalid => return Some(Err(())),
+        };
+        let mut buf = vec![0u8; need];
+        match waiting.stream.read(&mut buf) {
+            Ok(0) => return Some(Err(())),
+            Ok(n) => waiting.hello.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Some(Err(())),
+        }
+    }
+}
+
+/// One node's connection, after it proved the step token: its tasks' output and exit statuses.
+fn serve_node(mut stream: TcpStream, node: u32, tx: mpsc::Sender<Incoming>) {
+    if stream.set_nonblocking(false).is_err() {
+        let _ = tx.send(Incoming::Closed);
+        return;
+    }
     if let Ok(writer) = stream.try_clone() {
         let _ = tx.send(Incoming::Connected { node, stream: writer });
     }
@@ -278,10 +426,9 @@ impl Printer {
 
 /// Creates the step in `job_id`, runs it and returns srun's exit code.
 pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOptions) -> anyhow::Result<i32> {
-    let listener = TcpListener::bind("0.0.0.0:0").context("opening srun's I/O port")?;
-    let port = listener.local_addr()?.port();
+    let (listener, address) = open_io_port()?;
     let mut spec = options.step.clone();
-    spec.srun_address = format!("{}:{port}", advertised_host());
+    spec.srun_address = address;
     spec.argv = options.command.clone();
     spec.environment = options.environment();
     spec.work_dir = match &options.chdir {
@@ -301,12 +448,10 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     {
         let token = layout.token.clone();
         let tx = tx.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().take(expected * 4).flatten() {
-                let (token, tx) = (token.clone(), tx.clone());
-                std::thread::spawn(move || serve_node(stream, token, tx));
-            }
-        });
+        std::thread::Builder::new()
+            .name("step-port".into())
+            .spawn(move || gate(listener, token, expected, tx))
+            .context("starting srun's I/O thread")?;
     }
     drop(tx);
     let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name).unwrap_or_default();

@@ -1,7 +1,8 @@
 //! One job's cgroups: `job_<id>` in each hierarchy (limits, device program, OOM count) and
 //! `job_<id>/step_batch` below it (the batch script and everything it starts). The supervisor
 //! creates them before the job's child may run, moves the child in, reads the OOM count after
-//! the script ends, kills what is left and removes them.
+//! the script ends, kills what is left and removes them, with the `step_<n>` directories of srun
+//! steps below the job (whose runners live there with their tasks).
 //!
 //! The supervisor itself stays outside, in noded's cgroup: a job's OOM kill or `cgroup.kill` must
 //! never take the process that records the job's end.
@@ -143,10 +144,19 @@ impl JobCgroup {
         Ok(())
     }
 
-    /// Every step directory, once per hierarchy.
+    /// Every step directory, once per hierarchy: the batch step's and those of srun steps
+    /// (`step_<n>`, which their runners create and normally remove).
     fn step_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs: Vec<PathBuf> = self.job_dirs().into_iter().map(|dir| dir.join(BATCH_STEP)).collect();
-        dirs.dedup();
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for job_dir in self.job_dirs() {
+            dirs.push(job_dir.join(BATCH_STEP));
+            for entry in std::fs::read_dir(&job_dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if entry.file_name().to_string_lossy().starts_with("step_") && path.is_dir() && !dirs.contains(&path) {
+                    dirs.push(path);
+                }
+            }
+        }
         dirs
     }
 
@@ -166,7 +176,9 @@ impl JobCgroup {
 
     /// Moves process `pid` into the batch step of every hierarchy.
     pub fn enter(&self, pid: i32) -> Result<(), CgroupError> {
-        for dir in self.step_dirs() {
+        let mut dirs: Vec<PathBuf> = self.job_dirs().into_iter().map(|dir| dir.join(BATCH_STEP)).collect();
+        dirs.dedup();
+        for dir in dirs {
             write(&dir.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
@@ -186,14 +198,12 @@ impl JobCgroup {
         }
     }
 
-    /// The processes still in the job, in any hierarchy.
+    /// The processes still in the job, its steps' included, in any hierarchy.
     pub fn processes(&self) -> Vec<i32> {
         let mut pids: Vec<i32> = Vec::new();
-        for dir in self.job_dirs() {
-            for step in [dir.clone(), dir.join(BATCH_STEP)] {
-                let text = std::fs::read_to_string(step.join("cgroup.procs")).unwrap_or_default();
-                pids.extend(text.lines().filter_map(|line| line.trim().parse::<i32>().ok()));
-            }
+        for dir in self.job_dirs().into_iter().chain(self.step_dirs()) {
+            let text = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            pids.extend(text.lines().filter_map(|line| line.trim().parse::<i32>().ok()));
         }
         pids.sort_unstable();
         pids.dedup();

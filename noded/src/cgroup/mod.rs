@@ -10,7 +10,9 @@
 //!
 //! **Boundary:** noded decides the paths ([`NodeCgroups::job`]) and writes them into the job
 //! directory; the supervisor creates, enters and removes them. It never writes to a cgroup it
-//! did not create, and never moves a process into the root of a hierarchy.
+//! did not create, and never moves a process into the root of a hierarchy. The one exception to
+//! both: a step runner that leaves its step's cgroups to remove them goes back into noded's own
+//! cgroups (the ones it was started in), wherever noded runs.
 
 pub mod job;
 pub mod layout;

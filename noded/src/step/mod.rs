@@ -4,13 +4,15 @@
 //! the job's user inside the job's cgroups (`job_<id>/step_<n>`), streams their output to srun
 //! and sends srun their exit statuses.
 //!
-//! Containment: the tasks enter `job_<id>/step_<n>` below the SAME job cgroup as the batch script
-//! (its memory limit, cpuset, pids limit and GPU device program). On the batch host that cgroup is
-//! the supervisor's; on the job's other nodes the first step creates it with the limits noded
-//! computes for the job there (the same [`NodeIsolation::plan`] a launch gets), and the last step
-//! to end removes it. Each task is moved into the step cgroup by the forked child itself (it
-//! writes `0` to `cgroup.procs`) before it drops privileges and execs, so no user code runs
-//! outside it.
+//! Containment: the runner moves itself into `job_<id>/step_<n>` below the SAME job cgroup as the
+//! batch script (its memory limit, cpuset, pids limit and GPU device program) before it forks a
+//! task, so every task is created there (each fork counts against the job's pids limit) and the
+//! runner dies with the job's `cgroup.kill`. On the batch host that cgroup is the supervisor's; on
+//! the job's other nodes the first step creates it with the limits noded computes for the job
+//! there (the same [`NodeIsolation::plan`] a launch gets), and the last step to end removes it.
+//! noded reaps each runner and removes what a killed one left (`run::clean_up_after`); a
+//! cancelled step still there after its grace time has its whole cgroup killed, runner included.
+//! The runner and its tasks inherit no descriptor of noded's but stdio.
 //!
 //! | file | written by | content |
 //! |---|---|---|
@@ -151,7 +153,8 @@ pub fn launch(
         .open(&log_path)
         .map_err(write_error(&log_path))?;
     let log_err = log.try_clone().map_err(write_error(&log_path))?;
-    let mut child = std::process::Command::new(exe)
+    let mut command = std::process::Command::new(exe);
+    command
         .arg("step")
         .arg("--step-dir")
         .arg(&dir)
@@ -159,12 +162,21 @@ pub fn launch(
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(log_err)
-        .process_group(0)
-        .spawn()
-        .map_err(StepError::Spawn)?;
+        .process_group(0);
+    // SAFETY: the closure runs between fork and exec in a child of the multi-threaded noded and
+    // only marks descriptors close-on-exec, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            crate::descriptors::close_on_exec_above_stdio();
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(StepError::Spawn)?;
     let pid = child.id();
     std::thread::spawn(move || {
         let _ = child.wait();
+        // A runner that was killed (with its job's cgroup, or for memory) left its cgroups.
+        run::clean_up_after(&dir);
     });
     Ok(pid)
 }
@@ -217,6 +229,9 @@ pub fn signal(
                 std::thread::sleep(Duration::from_secs(u64::from(kill_wait)));
                 if dir.exists() {
                     send(&pids, Signal::SIGKILL);
+                    // Whatever of the step is still there, runner included: the tasks it may
+                    // still be forking, those that left their process groups.
+                    run::kill_step(&dir);
                 }
             });
         }

@@ -1,11 +1,20 @@
 //! The step runner: `drover-noded step --step-dir D`. Connects to srun and proves the step token,
-//! forks this node's tasks (each its own process group, moved into `job_<id>/step_<n>` and
-//! turned into the job's user before exec), relays their stdout and stderr, sends each task's
-//! wait status once its output is drained, then kills what is left in the step cgroup and
-//! removes it (and the job cgroup on a node where the step created it, once no step is left).
+//! moves itself into `job_<id>/step_<n>` (every hierarchy the job has), forks this node's tasks
+//! there (each its own process group, turned into the job's user before exec), relays their
+//! stdout and stderr, sends each task's wait status once its output is drained, then goes back
+//! to the cgroups it was started in, kills what is left in the step cgroup and removes it (and
+//! the job cgroup on a node where the step created it, once no step is left).
 //!
-//! All tasks are forked before the first relay thread starts, so the forked children run in a
-//! single-threaded copy of the runner.
+//! Living in the step cgroup puts the runner's forks under the job's pids limit and its memory
+//! under the job's, and has it die with the job: the job's `cgroup.kill` (the supervisor's at the
+//! job's end, noded's when a cancelled step outlives its grace time) takes the runner with its
+//! tasks. A runner that dies so leaves its cgroups to noded, which removes them once it reaped
+//! the runner ([`clean_up_after`]).
+//!
+//! All tasks are forked before the first thread starts, so the forked children run in a
+//! single-threaded copy of the runner. Their output is relayed by one `poll` loop on the main
+//! thread (a thread per pipe would count against the job's pids limit); srun's input has one
+//! thread.
 
 use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS};
 use crate::cgroup::{Controller, JobCgroup};
@@ -18,8 +27,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::Read;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -119,16 +127,79 @@ fn create_step_dirs(steps: &[PathBuf], job_dirs: &[(PathBuf, bool)]) -> Result<(
     Ok(())
 }
 
-/// Kills what is left in the step's cgroups and removes them; where the step created the job's
-/// cgroups, removes those too when no other step uses them.
-fn tear_down_cgroups(dir: &Path, plan: &JobIsolation, steps: &[PathBuf]) {
+/// The runner's own cgroup (noded's) in each hierarchy of `plan`, in [`step_cgroups`]' order;
+/// `None` where it cannot be told.
+fn own_cgroups(plan: &JobIsolation) -> Vec<Option<PathBuf>> {
+    let layout = crate::cgroup::Layout::detect().ok();
+    let unified = layout.as_ref().and_then(|layout| layout.unified.clone());
+    let mut seen: Vec<&PathBuf> = Vec::new();
+    let mut own = Vec::new();
+    if let Some(dir) = &plan.cgroup.unified {
+        seen.push(dir);
+        own.push(unified.clone());
+    }
+    for (name, controller) in
+        [("memory", &plan.cgroup.memory), ("cpuset", &plan.cgroup.cpuset), ("pids", &plan.cgroup.pids)]
+    {
+        let (dir, home) = match controller {
+            Some(Controller::V2(dir)) => (dir, unified.clone()),
+            Some(Controller::V1(dir)) => (dir, layout.as_ref().and_then(|layout| layout.v1.get(name).cloned())),
+            None => continue,
+        };
+        if !seen.contains(&dir) {
+            seen.push(dir);
+            own.push(home);
+        }
+    }
+    own
+}
+
+/// Moves this process into each of `dirs` (all its threads: it has one when entering).
+fn move_into(dirs: impl IntoIterator<Item = PathBuf>) -> Result<(), crate::cgroup::CgroupError> {
+    for dir in dirs {
+        crate::cgroup::write(&dir.join("cgroup.procs"), "0")?;
+    }
+    Ok(())
+}
+
+/// Kills every process in the step's cgroups: `cgroup.kill` where the hierarchy has it, and a
+/// SIGKILL to each listed process. Never call it from inside them.
+fn kill_step_cgroups(steps: &[PathBuf]) {
     for step in steps {
         let _ = std::fs::write(step.join("cgroup.kill"), "1");
+        let procs = std::fs::read_to_string(step.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// Kills the processes of the step whose directory is `dir` (a cancelled step past its grace
+/// time): the runner and every task, wherever their process groups are.
+pub(super) fn kill_step(dir: &Path) {
+    if let (Ok(launch), Ok(Some(plan))) = (read_launch(dir), isolation::read(dir)) {
+        kill_step_cgroups(&step_cgroups(&plan, launch.step_id).0);
+    }
+}
+
+/// After the runner of step directory `dir` was reaped: if it did not get to clean up (it was
+/// killed), kills what is left of the step, removes its cgroups and the directory.
+pub(super) fn clean_up_after(dir: &Path) {
+    if !dir.exists() {
+        return;
+    }
+    if let (Ok(launch), Ok(Some(plan))) = (read_launch(dir), isolation::read(dir)) {
+        tear_down_cgroups(dir, &plan, &step_cgroups(&plan, launch.step_id).0);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Kills what is left in the step's cgroups and removes them; where the step created the job's
+/// cgroups, removes those too when no other step uses them. Called from outside those cgroups.
+fn tear_down_cgroups(dir: &Path, plan: &JobIsolation, steps: &[PathBuf]) {
+    for step in steps {
         for _ in 0..200 {
-            let procs = std::fs::read_to_string(step.join("cgroup.procs")).unwrap_or_default();
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-            }
+            kill_step_cgroups(std::slice::from_ref(step));
             match std::fs::remove_dir(step) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => std::thread::sleep(Duration::from_millis(20)),
                 _ => break,
@@ -228,12 +299,12 @@ fn task_environment(launch: &StepLaunch, plan: Option<&JobIsolation>, task: u32,
     env
 }
 
-/// Forks one task: own process group, into the step cgroups, the job's user, exec.
+/// Forks one task: own process group, the job's user, exec. It is forked in the step cgroups the
+/// runner lives in.
 fn spawn_task(
     launch: &StepLaunch,
     env: Vec<(String, String)>,
     identity: Option<&Identity>,
-    cgroup_procs: &[CString],
     terminal: Option<&OwnedFd>,
 ) -> std::io::Result<Child> {
     let program = launch.argv.first().cloned().unwrap_or_default();
@@ -248,7 +319,6 @@ fn spawn_task(
         }
     }
     let on_terminal = terminal.is_some();
-    let procs: Vec<CString> = cgroup_procs.to_vec();
     let ids = identity.map(|i| (i.uid, i.gid, i.groups.clone()));
     let umask = launch.job.spec.umask;
     // The working directory is entered after the privilege drop, so a user cannot start a task
@@ -256,10 +326,11 @@ fn spawn_task(
     let work_dir =
         CString::new(launch.work_dir.as_bytes()).map_err(|_| std::io::Error::other("working directory with NUL"))?;
     // SAFETY: the closure runs in the forked child of a runner that has not started any thread
-    // yet (tasks are all forked before the relay threads), and only makes system calls on data
+    // yet (tasks are all forked before the first thread), and only makes system calls on data
     // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
-    // slave, which is the child's stdin), open/write/close of the cgroup files, setgroups,
-    // setgid, setuid, chdir, umask and sigprocmask/signal resets.
+    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setgroups,
+    // setgid, setuid, chdir, umask, sigprocmask/signal resets and marking descriptors
+    // close-on-exec.
     unsafe {
         command.pre_exec(move || {
             if on_terminal {
@@ -271,11 +342,12 @@ fn spawn_task(
             } else {
                 nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
             }
-            for path in &procs {
-                let fd = nix::fcntl::open(path.as_c_str(), nix::fcntl::OFlag::O_WRONLY, nix::sys::stat::Mode::empty())?;
-                let written = nix::unistd::write(&fd, b"0");
-                drop(fd);
-                written?;
+            if let Ok(adjust) = nix::fcntl::open(
+                c"/proc/self/oom_score_adj",
+                nix::fcntl::OFlag::O_WRONLY,
+                nix::sys::stat::Mode::empty(),
+            ) {
+                let _ = nix::unistd::write(&adjust, b"0");
             }
             if let Some((uid, gid, groups)) = &ids {
                 nix::unistd::setgroups(groups)?;
@@ -299,6 +371,8 @@ fn spawn_task(
             ] {
                 let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
             }
+            // Only stdin, stdout and stderr reach the task (stdio is in place by now).
+            crate::descriptors::close_on_exec_above_stdio();
             Ok(())
         });
     }
@@ -337,16 +411,37 @@ fn send(sink: &Sink, kind: u8, task: u32, data: &[u8]) {
     }
 }
 
-fn relay(sink: Sink, kind: u8, task: u32, mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => send(&sink, kind, task, &buf[..n]),
+/// Relays the tasks' output to srun until every source has ended: `(kind, task, pipe or
+/// terminal master)`. One `poll` loop; a terminal master whose slave closed reads EIO, which
+/// ends it like end of file.
+fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while !sources.is_empty() {
+        let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_raw_fd()).collect();
+        let Ok(ready) = stepio::poll_readable(&fds, None) else { return };
+        let mut ended = Vec::new();
+        for (index, _) in ready.iter().enumerate().filter(|(_, ready)| **ready) {
+            let (kind, task, file) = &mut sources[index];
+            match file.read(&mut buf) {
+                Ok(0) => ended.push(index),
+                Ok(n) => send(sink, *kind, *task, &buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => ended.push(index),
             }
         }
-    })
+        for index in ended.into_iter().rev() {
+            sources.swap_remove(index);
+        }
+    }
+}
+
+/// An error as people read it: the system's description, without Rust's `(os error N)`.
+fn describe(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.rfind(" (os error ") {
+        Some(end) => text[..end].to_owned(),
+        None => text,
+    }
 }
 
 /// Spools what this node's tasks used into `<state>/step_usage/<job>.<step>`, for noded to send
@@ -397,23 +492,36 @@ fn run(dir: &Path) -> Result<(), StepError> {
             send(&sink, stepio::EXIT, task, &(1i32 << 8).to_le_bytes());
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
-    result
+    // A step whose cgroups are left (a failure, or a runner that could not leave them) keeps its
+    // directory: noded cleans up after it once it reaped the runner ([`clean_up_after`]).
+    if matches!(result, Ok(true)) || plan.is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result.map(|_| ())
 }
 
+/// Runs the tasks; `Ok(true)` once the step's cgroups are gone, `Ok(false)` when they are left
+/// for noded to remove.
 fn run_tasks(
     dir: &Path,
     launch: &StepLaunch,
     plan: Option<&JobIsolation>,
     tasks: &[u32],
     sink: &Sink,
-) -> Result<(), StepError> {
+) -> Result<bool, StepError> {
     let steps = match plan {
         Some(plan) => set_up_cgroups(dir, plan, launch)?,
         None => Vec::new(),
     };
-    let procs: Vec<CString> =
-        steps.iter().filter_map(|step| CString::new(step.join("cgroup.procs").as_os_str().as_bytes()).ok()).collect();
+    // Where the runner goes back to before it removes the step's cgroups: noded's.
+    let own = plan.map(own_cgroups).unwrap_or_default();
+    // From here on every fork is the job's: the tasks are created inside the step's cgroups.
+    move_into(steps.iter().cloned()).map_err(|e| StepError::Refused(format!("{:#}", anyhow::Error::new(e))))?;
+    if !steps.is_empty() {
+        // Like the supervisor (and slurmstepd): at the job's memory limit the kernel kills a
+        // task, not the runner that reports the tasks' ends. The tasks start from 0 again.
+        let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+    }
     let identity = identity(launch)?;
     // `--pty`: task 0 gets a pseudo-terminal; its master carries the task's input and output.
     let mut terminal: Option<(File, OwnedFd)> = None;
@@ -431,7 +539,7 @@ fn run_tasks(
     for (local, &task) in tasks.iter().enumerate() {
         let env = task_environment(launch, plan, task, u32::try_from(local).unwrap_or(u32::MAX));
         let slave = terminal.as_ref().filter(|_| task == 0).map(|(_, slave)| slave);
-        children.push((task, spawn_task(launch, env, identity.as_ref(), &procs, slave)));
+        children.push((task, spawn_task(launch, env, identity.as_ref(), slave)));
     }
     let master = terminal.map(|(master, slave)| {
         drop(slave);
@@ -441,11 +549,16 @@ fn run_tasks(
     let pids: Vec<String> = children.iter().filter_map(|(_, c)| c.as_ref().ok().map(|c| c.id().to_string())).collect();
     let _ = std::fs::write(dir.join(TASKS), pids.join("\n") + "\n");
     let mut running = Vec::new();
+    let mut sources: Vec<(u8, u32, File)> = Vec::new();
     for (task, child) in children {
         match child {
             Ok(mut child) => {
-                let mut out = child.stdout.take().map(|p| relay(sink.clone(), stepio::STDOUT, task, p));
-                let err = child.stderr.take().map(|p| relay(sink.clone(), stepio::STDERR, task, p));
+                if let Some(out) = child.stdout.take() {
+                    sources.push((stepio::STDOUT, task, File::from(OwnedFd::from(out))));
+                }
+                if let Some(err) = child.stderr.take() {
+                    sources.push((stepio::STDERR, task, File::from(OwnedFd::from(err))));
+                }
                 if let Some(stdin) = child.stdin.take()
                     && let Ok(mut map) = inputs.lock()
                 {
@@ -455,14 +568,15 @@ fn run_tasks(
                     && let (Ok(reader), Ok(writer), Ok(mut map)) =
                         (master.try_clone(), master.try_clone(), inputs.lock())
                 {
-                    out = Some(relay(sink.clone(), stepio::STDOUT, task, reader));
+                    sources.push((stepio::STDOUT, task, reader));
                     map.insert(task, Box::new(writer));
                 }
-                running.push((task, child, out, err));
+                running.push((task, child));
             }
             Err(error) => {
+                // Among the reasons: the job's pids limit (`Resource temporarily unavailable`).
                 let program = launch.argv.first().cloned().unwrap_or_default();
-                let message = format!("slurmstepd: error: execve(): {program}: {error}\n");
+                let message = format!("slurmstepd: error: execve(): {program}: {}\n", describe(&error));
                 send(sink, stepio::STDERR, task, message.as_bytes());
                 send(
                     sink,
@@ -476,14 +590,13 @@ fn run_tasks(
     drop(master);
     if let Some(stream) = sink.lock().ok().and_then(|s| s.try_clone().ok()) {
         let inputs = inputs.clone();
-        std::thread::spawn(move || forward_input(stream, &inputs));
+        // Without this thread (the job's pids limit reached) the tasks get no input from srun.
+        let _ = std::thread::Builder::new().name("input".into()).spawn(move || forward_input(stream, &inputs));
     }
+    relay_all(sink, sources);
     let mut statuses = Vec::with_capacity(running.len());
-    for (task, mut child, out, err) in running {
+    for (task, mut child) in running {
         let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
-        for handle in [out, err].into_iter().flatten() {
-            let _ = handle.join();
-        }
         statuses.push((task, status));
     }
     // Every task is reaped: what they used is the runner's children's usage. It is spooled for
@@ -493,7 +606,12 @@ fn run_tasks(
         send(sink, stepio::EXIT, task, &status.to_le_bytes());
     }
     if let Some(plan) = plan {
+        // The step's cgroups can be removed only from outside; where the runner cannot leave
+        // them, noded removes them once it reaped the runner.
+        if !own.iter().all(Option::is_some) || move_into(own.into_iter().flatten()).is_err() {
+            return Ok(false);
+        }
         tear_down_cgroups(dir, plan, &steps);
     }
-    Ok(())
+    Ok(true)
 }

@@ -306,6 +306,8 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
         .filter(|(name, _)| !name.is_empty() && !name.contains('='))
         .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
         .collect();
+    // Nothing the supervisor holds (or noded left it) reaches the job: only its stdio.
+    crate::descriptors::close_on_exec_above_stdio();
     let Err(errno) = nix::unistd::execve(&command.script, &command.argv, &env);
     sys("could not execute the batch script", errno)
 }

@@ -5,8 +5,14 @@
 //! Layout: hello = `u32 LE token length, token, u32 LE node index`; then frames of
 //! `u8 kind, u32 LE task id, u32 LE length, bytes`, kind [`STDOUT`], [`STDERR`] or [`EXIT`]
 //! (4 bytes: the raw wait status, `i32 LE`); srun sends [`STDIN`] frames the other way.
+//!
+//! srun's port is open to anyone who can reach it, so srun reads each connection's hello without
+//! blocking ([`hello_progress`]), bounded in size, and compares the token in constant time
+//! ([`token_matches`]). Both ends wait on many descriptors at once with [`poll_readable`].
 
 use std::io::{Read, Write};
+use std::os::fd::RawFd;
+use std::time::Duration;
 
 /// Output the task wrote to its stdout.
 pub const STDOUT: u8 = 1;
@@ -33,10 +39,68 @@ pub fn write_hello(out: &mut impl Write, token: &[u8], node_index: u32) -> std::
     out.write_all(&buf)
 }
 
-/// Reads a hello: `(token, node index)`; a token longer than 256 bytes is refused.
+/// The longest step token a hello may carry.
+pub const MAX_TOKEN: u32 = 256;
+
+/// Where reading a hello stands, given its first bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HelloProgress {
+    /// This many more bytes make the hello (or, for the first four, its token length).
+    Need(usize),
+    /// The hello: `(token, node index)`.
+    Done(Vec<u8>, u32),
+    /// No hello starts so (a token longer than [`MAX_TOKEN`]).
+    Invalid,
+}
+
+/// What the bytes read so far of a hello amount to. Never asks for more than the hello, so the
+/// frames after it stay unread.
+pub fn hello_progress(bytes: &[u8]) -> HelloProgress {
+    let Some(len) = bytes.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes) else {
+        return HelloProgress::Need(4 - bytes.len());
+    };
+    if len > MAX_TOKEN {
+        return HelloProgress::Invalid;
+    }
+    let total = 8 + len as usize;
+    match bytes.len() {
+        n if n < total => HelloProgress::Need(total - n),
+        n if n == total => {
+            let node = bytes[total - 4..].try_into().map(u32::from_le_bytes).unwrap_or(u32::MAX);
+            HelloProgress::Done(bytes[4..total - 4].to_vec(), node)
+        }
+        _ => HelloProgress::Invalid,
+    }
+}
+
+/// Whether `proof` is `token`, in time independent of where they differ.
+pub fn token_matches(proof: &[u8], token: &[u8]) -> bool {
+    proof.len() == token.len() && proof.iter().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// Waits until one of `fds` can be read (or has hung up) or `timeout` passed (`None`: no
+/// limit); returns, per descriptor, whether it is ready. An interrupted wait reports none ready.
+pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> std::io::Result<Vec<bool>> {
+    let mut polled: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let count = libc::nfds_t::try_from(polled.len()).unwrap_or(libc::nfds_t::MAX);
+    let millis = timeout.map_or(-1, |t| libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX));
+    // SAFETY: poll reads and writes `count` pollfd structs of a live vector it borrows
+    // exclusively for the call; it does not keep the pointer.
+    if unsafe { libc::poll(polled.as_mut_ptr(), count, millis) } < 0 {
+        let error = std::io::Error::last_os_error();
+        if error.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(error);
+    }
+    Ok(polled.iter().map(|p| p.revents != 0).collect())
+}
+
+/// Reads a hello: `(token, node index)`; a token longer than [`MAX_TOKEN`] bytes is refused.
 pub fn read_hello(input: &mut impl Read) -> std::io::Result<(Vec<u8>, u32)> {
     let len = read_u32(input)?;
-    if len > 256 {
+    if len > MAX_TOKEN {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "step token too long"));
     }
     let mut token = vec![0; len as usize];
@@ -93,5 +157,21 @@ mod tests {
         assert_eq!(read_frame(&mut input).unwrap(), Some((STDOUT, 3, b"hello\n".to_vec())));
         assert_eq!(read_frame(&mut input).unwrap(), Some((EXIT, 3, 256i32.to_le_bytes().to_vec())));
         assert_eq!(read_frame(&mut input).unwrap(), None);
+    }
+
+    #[test]
+    fn hellos_are_read_piece_by_piece_and_bounded() {
+        let mut hello = Vec::new();
+        write_hello(&mut hello, b"secret", 7).unwrap();
+        assert_eq!(hello_progress(&[]), HelloProgress::Need(4));
+        assert_eq!(hello_progress(&hello[..2]), HelloProgress::Need(2));
+        assert_eq!(hello_progress(&hello[..4]), HelloProgress::Need(10));
+        assert_eq!(hello_progress(&hello[..13]), HelloProgress::Need(1));
+        assert_eq!(hello_progress(&hello), HelloProgress::Done(b"secret".to_vec(), 7));
+        assert_eq!(hello_progress(&(MAX_TOKEN + 1).to_le_bytes()), HelloProgress::Invalid);
+        assert_eq!(hello_progress(b"GET / HTTP/1.0\r\n"), HelloProgress::Invalid);
+        assert!(token_matches(b"secret", b"secret"));
+        assert!(!token_matches(b"secreT", b"secret"));
+        assert!(!token_matches(b"secret!", b"secret"));
     }
 }
