@@ -1,5 +1,5 @@
-//! What a process noded starts for a user (a batch script, a step's task, the step runner)
-//! inherits: stdin, stdout and stderr only. Descriptors noded itself was started with (and did
+//! What a process noded starts for a user (a batch script, a step's task, the step runner) or
+//! as the admin's program (prolog, epilog, health check) inherits: stdin, stdout and stderr only. Descriptors noded itself was started with (and did
 //! not mark close-on-exec) must not reach a job, so each exec is preceded by marking every
 //! descriptor above stderr close-on-exec.
 

@@ -58,10 +58,19 @@ impl JobScripts {
     }
 }
 
-/// Runs `program` with exactly `env`, killing it after `timeout`; `Err` says how it failed,
+/// Runs `program` with exactly `env` and no descriptor but its stdio, killing it after `timeout`; `Err` says how it failed,
 /// with the start of what it printed.
 pub fn run(program: &Path, env: &[(String, String)], timeout: Duration) -> Result<(), String> {
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    // SAFETY: the hook runs between fork and exec and only makes async-signal-safe system
+    // calls (close_range, or fcntl in a loop); it allocates nothing and takes no lock.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            crate::descriptors::close_on_exec_above_stdio();
+            Ok(())
+        });
+    }
+    let mut child = command
         .env_clear()
         .envs(env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
