@@ -117,8 +117,9 @@ async fn refuse(stream: UnixStream, refusal: &admission::Refusal) {
 /// A request must arrive whole within `controller.client_idle_timeout` of the hello or of the
 /// previous answer, or the connection is closed (a request still arriving then included: that is
 /// how long an unfinished frame can hold memory). Reading a request grows its buffer only as its
-/// bytes arrive, drawing on the uid's memory pools beyond a small free buffer; serving it takes
-/// one of the uid's turns, held until the answer is written.
+/// bytes arrive, drawing on the uid's memory pools beyond a small free buffer, and holds what it
+/// drew until the next read starts, so the decoded request is covered while it waits and is
+/// served; serving it takes one of the uid's turns, held until the answer is written.
 pub(crate) async fn serve_requests<S>(
     mut messages: MessageStream<S>,
     caller: Caller,

@@ -146,7 +146,8 @@ pub const BUDGET_UNIT: usize = 1024;
 
 /// Memory that a connection's unfinished frame may hold beyond [`FREE_READ_BUFFER`], drawn from
 /// every one of its pools (for example the sender's own and everyone's) as the bytes actually
-/// arrive, and given back when the frame is complete or the connection closes. A connection whose
+/// arrive, and given back when the stream starts reading its next frame (so that it also covers
+/// the message decoded from the frame while it is being served) or the connection closes. A connection whose
 /// pools are exhausted stops reading (the sender's writes block) until another frame gives memory
 /// back, or until whoever serves it gives up waiting (ctld's idle timeout closes it).
 ///
@@ -329,6 +330,10 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
     /// Reads until a whole frame is buffered and returns it, length prefix included.
     async fn recv_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
         use tokio::io::AsyncReadExt;
+        // The previous frame (and what was decoded from it) is done with: what it held goes back.
+        if let Some(charge) = &mut self.charge {
+            charge.release_to(self.buffer.capacity());
+        }
         loop {
             let filled = self.buffer.len();
             let need = match self.buffer.first_chunk::<4>() {
@@ -345,11 +350,7 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
                 // The bytes after this frame (the next one's start, when a peer sends ahead) move
                 // to a buffer of their own; the frame's buffer leaves with the frame.
                 let rest = self.buffer.split_off(need);
-                let frame = std::mem::replace(&mut self.buffer, rest);
-                if let Some(charge) = &mut self.charge {
-                    charge.release_to(self.buffer.capacity());
-                }
-                return Ok(Some(frame));
+                return Ok(Some(std::mem::replace(&mut self.buffer, rest)));
             }
             let capacity = self.buffer.capacity();
             if filled == capacity {
