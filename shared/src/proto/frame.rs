@@ -147,9 +147,9 @@ pub const BUDGET_UNIT: usize = 1024;
 /// Memory that a connection's unfinished frame may hold beyond [`FREE_READ_BUFFER`], drawn from
 /// every one of its pools (for example the sender's own and everyone's) as the bytes actually
 /// arrive, and given back when the stream starts reading its next frame (so that it also covers
-/// the message decoded from the frame while it is being served) or the connection closes. A connection whose
-/// pools are exhausted stops reading (the sender's writes block) until another frame gives memory
-/// back, or until whoever serves it gives up waiting (ctld's idle timeout closes it).
+/// the message decoded from the frame while that is served) or when the connection closes. A
+/// connection whose pools are exhausted stops reading (the sender's writes block) until another
+/// frame gives memory back, or until whoever serves it gives up waiting (ctld's idle timeout).
 ///
 /// The pools are tokio semaphores (one permit per [`BUDGET_UNIT`]) because waiting for memory must
 /// be asynchronous and fair: waiters are served in arrival order, and a connection that is dropped
