@@ -4,7 +4,8 @@
 //! (`drover-hostile-client` under `setpriv`), so ctld sees her uid through `SO_PEERCRED`. During
 //! each attack ctld's resident memory must stay under 500 MB and bob's and root's `squeue` must
 //! answer within 1 s; alice's connections beyond her share are refused with a message a person can
-//! read, and silent connections are closed after `client_idle_timeout`.
+//! read, and silent connections are closed after `client_idle_timeout`. Alice's connections all
+//! busy with queries must not slow the others' down either.
 
 use drover_e2e::{CONFIG, Cluster, require_users, text};
 use drover_shared::proto::frame::{MAX_FRAME, MAX_REQUEST_FRAME};
@@ -31,14 +32,15 @@ struct Attack {
 }
 
 impl Attack {
-    /// Opens `count` connections to the cluster's socket as `user`; with `announce` above 0, each
-    /// accepted one announces a frame of that many bytes and sends all but the last.
-    fn start(cluster: &Cluster, user: &str, count: usize, announce: usize) -> Attack {
+    /// Opens `count` connections to the cluster's socket as `user`; with `mode` a number above 0,
+    /// each accepted one announces a frame of that many bytes and sends all but the last; with
+    /// `busy`, each sends queries back to back.
+    fn start(cluster: &Cluster, user: &str, count: usize, mode: impl std::fmt::Display) -> Attack {
         let mut child = Command::new("setpriv")
             .args([&format!("--reuid={user}"), &format!("--regid={user}"), "--init-groups", "--"])
             .arg(env!("CARGO_BIN_EXE_drover-hostile-client"))
             .arg(cluster.socket())
-            .args([count.to_string(), announce.to_string()])
+            .args([count.to_string(), mode.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -68,10 +70,20 @@ impl Attack {
 
     /// How many of the accepted connections ctld has closed by now.
     fn closed(&mut self) -> usize {
-        writeln!(self.stdin, "closed").expect("asking the helper");
+        self.ask("closed")
+    }
+
+    /// How many answers the busy connections got so far.
+    fn served(&mut self) -> usize {
+        self.ask("served")
+    }
+
+    /// Sends `what` to the helper and reads the number of its `what=N` answer.
+    fn ask(&mut self, what: &str) -> usize {
+        writeln!(self.stdin, "{what}").expect("asking the helper");
         let mut line = String::new();
         self.stdout.read_line(&mut line).expect("reading the helper's answer");
-        let value = line.trim().strip_prefix("closed=").and_then(|rest| rest.split_whitespace().next());
+        let value = line.trim().strip_prefix(&format!("{what}=")).and_then(|rest| rest.split_whitespace().next());
         value.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("helper said {line:?}"))
     }
 }
@@ -224,5 +236,37 @@ fn half_sent_frames_hold_bounded_memory() {
         attack.complete,
         worst.1.max(rss),
         worst.0
+    );
+}
+
+#[test]
+fn busy_connections_of_one_user_do_not_starve_others() {
+    if !require_users() {
+        return;
+    }
+    let cluster = Cluster::start();
+    // Jobs for the queries to read, alice's and bob's.
+    for user in ["alice", "bob"] {
+        for i in 0..5 {
+            cluster.submit(Some(user), &format!("held{i}.sh"), "#!/bin/sh\ntrue\n", &["-H"]);
+        }
+    }
+    let before = ctld_rss_kib(&cluster);
+    // All of alice's share of connections sending job and accounting queries back to back.
+    let mut attack = Attack::start(&cluster, "alice", 64, "busy");
+    assert_eq!(attack.accepted, 64);
+    std::thread::sleep(Duration::from_millis(500));
+    let served_before = attack.served();
+    let mut worst = (Duration::ZERO, 0);
+    for _ in 0..5 {
+        let (slowest, rss) = assert_others_served(&cluster, "64 busy connections of alice");
+        worst = (worst.0.max(slowest), worst.1.max(rss));
+    }
+    let served = attack.served() - served_before;
+    assert!(served >= 100, "alice's connections were not busy: {served} answers while the others were timed");
+    eprintln!(
+        "busy connections: alice got {served} answers meanwhile; ctld VmRSS before {before} kB, during at most {} \
+         kB; slowest squeue {:?}",
+        worst.1, worst.0
     );
 }

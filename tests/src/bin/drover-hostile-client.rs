@@ -2,15 +2,22 @@
 //! user (so that ctld sees that user's uid through `SO_PEERCRED`): `drover-hostile-client SOCKET
 //! COUNT ANNOUNCE` opens COUNT connections one after another and says hello on each; with ANNOUNCE
 //! above 0, each accepted connection then announces a frame of ANNOUNCE bytes and sends all of it
-//! but its last byte (as much as ctld lets it send within 2 s of no progress). It prints one line,
-//! `ready accepted=A refused=R failed=F sent=BYTES complete=C refusal=MESSAGE`, and then answers
-//! each `closed` line on its standard input with `closed=N open=M` (how many of the accepted
-//! connections ctld has closed by now), until its standard input ends.
+//! but its last byte (as much as ctld lets it send within 2 s of no progress); with ANNOUNCE
+//! `busy`, each accepted connection sends job and accounting queries back to back, reading each
+//! answer, until the helper exits. It prints one line, `ready accepted=A refused=R failed=F
+//! sent=BYTES complete=C refusal=MESSAGE`, and then answers each `closed` line on its standard
+//! input with `closed=N open=M` (how many of the accepted connections ctld has closed by now; not
+//! in `busy` mode, whose threads read the same connections) and
+//! each `served` line with `served=N` (answers the busy connections got so far), until its
+//! standard input ends.
 
-use drover_shared::proto::frame::{MAX_HANDSHAKE_FRAME, read_message, write_message};
+use drover_shared::proto::client::{AccountingQuery, JobQuery, Request};
+use drover_shared::proto::frame::{MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, read_frame, read_message, write_message};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
 use std::io::{BufRead, ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -20,7 +27,8 @@ fn main() {
         std::process::exit(2);
     };
     let count: usize = count.parse().expect("COUNT is a number");
-    let announce: u32 = announce.parse().expect("ANNOUNCE is a number");
+    let busy = announce == "busy";
+    let announce: u32 = if busy { 0 } else { announce.parse().expect("ANNOUNCE is a number or `busy`") };
     let (mut accepted, mut refused, mut failed, mut refusal) = (Vec::new(), 0, 0, String::new());
     for _ in 0..count {
         match greet(socket) {
@@ -33,17 +41,28 @@ fn main() {
         }
     }
     let (sent, complete) = if announce > 0 { half_send(&accepted, announce) } else { (0, 0) };
+    let served = Arc::new(AtomicUsize::new(0));
+    if busy {
+        for stream in &accepted {
+            let (stream, served) = (stream.try_clone().expect("cloning a connection"), served.clone());
+            std::thread::spawn(move || query_forever(stream, &served));
+        }
+    }
     println!(
         "ready accepted={} refused={refused} failed={failed} sent={sent} complete={complete} refusal={refusal}",
         accepted.len()
     );
     std::io::stdout().flush().expect("stdout");
     for line in std::io::stdin().lock().lines() {
-        if line.expect("stdin").trim() == "closed" {
-            let closed = accepted.iter().filter(|s| is_closed(s)).count();
-            println!("closed={closed} open={}", accepted.len() - closed);
-            std::io::stdout().flush().expect("stdout");
+        match line.expect("stdin").trim() {
+            "closed" => {
+                let closed = accepted.iter().filter(|s| is_closed(s)).count();
+                println!("closed={closed} open={}", accepted.len() - closed);
+            }
+            "served" => println!("served={}", served.load(Ordering::Relaxed)),
+            _ => continue,
         }
+        std::io::stdout().flush().expect("stdout");
     }
 }
 
@@ -101,6 +120,19 @@ fn half_send(streams: &[UnixStream], announce: u32) -> (usize, usize) {
         }
     }
     (written.iter().sum(), written.iter().filter(|w| **w == total).count())
+}
+
+/// Sends job and accounting queries back to back on `stream`, counting the answers, until the
+/// connection fails.
+fn query_forever(mut stream: UnixStream, served: &AtomicUsize) {
+    stream.set_read_timeout(None).expect("blocking reads");
+    let requests = [Request::QueryJobs(JobQuery::default()), Request::QueryAccounting(AccountingQuery::default())];
+    for request in requests.iter().cycle() {
+        if write_message(&mut stream, request).is_err() || read_frame(&mut stream, MAX_ANSWER_FRAME).is_err() {
+            return;
+        }
+        served.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Whether ctld has closed the connection by now (end of stream or a reset), without waiting.
