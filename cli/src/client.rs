@@ -14,11 +14,15 @@ use drover_shared::proto::frame::{
     read_sealed_frame, write_message, write_sealed,
 };
 use drover_shared::proto::seal::{End, Sealer, SessionKeys, verify_client_session_proof};
-use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, TOO_MANY_CONNECTIONS};
 use drover_shared::token::IssuedToken;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long a connection refused for want of room is tried again before the refusal is reported.
+const REFUSED_RETRY: Duration = Duration::from_secs(3);
 
 /// A byte stream to ctld: its Unix socket or its TCP port.
 trait Stream: Read + Write {}
@@ -58,11 +62,25 @@ impl Client {
         }
     }
 
-    /// Connects to the socket at `path` and performs the handshake.
+    /// Connects to the socket at `path` and performs the handshake. A refusal for want of room
+    /// (this user's connections, or everyone's, at ctld's limit) passes as other connections end,
+    /// as in a burst of `srun`s: it is tried again for up to [`REFUSED_RETRY`] before it is reported.
     pub(crate) fn connect_at(path: &std::path::Path) -> anyhow::Result<Client> {
-        let stream = UnixStream::connect(path)
-            .with_context(|| format!("Unable to contact slurm controller (connect failure) at {}", path.display()))?;
-        Client::greet(Box::new(stream), Role::Client)
+        let deadline = Instant::now() + REFUSED_RETRY;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let stream = UnixStream::connect(path).with_context(|| {
+                format!("Unable to contact slurm controller (connect failure) at {}", path.display())
+            })?;
+            match Client::greet(Box::new(stream), Role::Client)? {
+                Ok(client) => return Ok(client),
+                Err(message) if message.contains(TOO_MANY_CONNECTIONS) && Instant::now() + pause < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                Err(message) => bail!("controller refused the connection: {message}"),
+            }
+        }
     }
 
     /// Fetches a token from the local noded's token socket and connects to ctld's TCP port.
@@ -94,14 +112,15 @@ impl Client {
         }
     }
 
-    fn greet(mut stream: Box<dyn Stream>, role: Role) -> anyhow::Result<Client> {
+    /// Says hello: the connection, or the message ctld refused it with.
+    fn greet(mut stream: Box<dyn Stream>, role: Role) -> anyhow::Result<Result<Client, String>> {
         let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role, nonce: Vec::new() };
         // ctld refuses a connection over its limits (too many from this user) before reading the
         // hello and closes it, so writing the hello may fail; its reason is still there to read.
         let sent = write_message(&mut stream, &hello);
         match (read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME), sent) {
-            (Ok(HelloReply::Reject { message }), _) => bail!("controller refused the connection: {message}"),
-            (Ok(HelloReply::Accept { .. }), Ok(())) => Ok(Client { stream, sealer: None }),
+            (Ok(HelloReply::Reject { message }), _) => Ok(Err(message)),
+            (Ok(HelloReply::Accept { .. }), Ok(())) => Ok(Ok(Client { stream, sealer: None })),
             (Ok(HelloReply::Accept { .. }), Err(_)) | (Err(_), _) => {
                 bail!("Unable to contact slurm controller (the connection closed during the handshake)")
             }

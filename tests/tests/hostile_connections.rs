@@ -270,3 +270,25 @@ fn busy_connections_of_one_user_do_not_starve_others() {
         worst.1, worst.0
     );
 }
+
+#[test]
+fn a_burst_of_commands_beyond_the_per_user_limit_waits_for_room() {
+    if !require_users() {
+        return;
+    }
+    // Two connections per user: twelve of alice's commands at once (a burst of `srun`s, say)
+    // are refused for a moment and try again until there is room.
+    let cluster = cluster_with("max_connections_per_user = 2");
+    let dir = cluster.workdir(Some("alice"));
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..12)
+            .map(|_| scope.spawn(|| cluster.run(Some("alice"), &dir, "squeue", &["-h", "-u", "alice"], None)))
+            .collect();
+        for run in runs {
+            let out = run.join().expect("squeue thread");
+            assert!(out.status.success(), "a command of the burst failed: {}", text(&out.stderr));
+        }
+    });
+    eprintln!("twelve squeue of alice at once, two connections allowed: {:?}", started.elapsed());
+}

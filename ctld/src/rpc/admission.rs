@@ -7,6 +7,7 @@
 //! connections queue behind each other instead of in front of everyone else's requests. Nodes
 //! connect on the node port and never count here.
 
+use drover_shared::proto::TOO_MANY_CONNECTIONS;
 use drover_shared::proto::frame::{MAX_REQUEST_FRAME, ReadBudget};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,11 +34,11 @@ pub(crate) const UNFINISHED_USERS: usize = 128 * 1024 * 1024;
 #[derive(Debug, Error, PartialEq, Eq)]
 pub(crate) enum Refusal {
     #[error(
-        "too many connections to the controller from this user (at most {limit} at once); wait for \
+        "{TOO_MANY_CONNECTIONS} to the controller from this user (at most {limit} at once); wait for \
          some to finish and try again"
     )]
     PerUser { limit: usize },
-    #[error("the controller is serving too many connections (at most {limit} at once); try again shortly")]
+    #[error("the controller is serving {TOO_MANY_CONNECTIONS} (at most {limit} at once); try again shortly")]
     Everyone { limit: usize },
 }
 
