@@ -10,15 +10,19 @@ use anyhow::{Context, bail};
 use drover_shared::auth::{NONCE_LEN, random_bytes};
 use drover_shared::proto::client::{Request, Response};
 use drover_shared::proto::frame::{
-    MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, decode, read_frame, read_message, read_sealed_frame, write_message,
-    write_sealed,
+    FrameError, MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, MAX_REQUEST_FRAME, decode, encode, read_frame, read_message,
+    read_sealed_frame, write_message, write_sealed,
 };
 use drover_shared::proto::seal::{End, Sealer, SessionKeys, verify_client_session_proof};
-use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, TOO_MANY_CONNECTIONS};
 use drover_shared::token::IssuedToken;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long a connection refused for want of room is tried again before the refusal is reported.
+const REFUSED_RETRY: Duration = Duration::from_secs(3);
 
 /// A byte stream to ctld: its Unix socket or its TCP port.
 trait Stream: Read + Write {}
@@ -58,11 +62,25 @@ impl Client {
         }
     }
 
-    /// Connects to the socket at `path` and performs the handshake.
+    /// Connects to the socket at `path` and performs the handshake. A refusal for want of room
+    /// (this user's connections, or everyone's, at ctld's limit) passes as other connections end,
+    /// as in a burst of `srun`s: it is tried again for up to [`REFUSED_RETRY`] before it is reported.
     pub(crate) fn connect_at(path: &std::path::Path) -> anyhow::Result<Client> {
-        let stream = UnixStream::connect(path)
-            .with_context(|| format!("Unable to contact slurm controller (connect failure) at {}", path.display()))?;
-        Client::greet(Box::new(stream), Role::Client)
+        let deadline = Instant::now() + REFUSED_RETRY;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let stream = UnixStream::connect(path).with_context(|| {
+                format!("Unable to contact slurm controller (connect failure) at {}", path.display())
+            })?;
+            match Client::greet(Box::new(stream), Role::Client)? {
+                Ok(client) => return Ok(client),
+                Err(message) if message.contains(TOO_MANY_CONNECTIONS) && Instant::now() + pause < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                Err(message) => bail!("controller refused the connection: {message}"),
+            }
+        }
     }
 
     /// Fetches a token from the local noded's token socket and connects to ctld's TCP port.
@@ -94,12 +112,18 @@ impl Client {
         }
     }
 
-    fn greet(mut stream: Box<dyn Stream>, role: Role) -> anyhow::Result<Client> {
+    /// Says hello: the connection, or the message ctld refused it with.
+    fn greet(mut stream: Box<dyn Stream>, role: Role) -> anyhow::Result<Result<Client, String>> {
         let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role, nonce: Vec::new() };
-        write_message(&mut stream, &hello)?;
-        match read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME)? {
-            HelloReply::Accept { .. } => Ok(Client { stream, sealer: None }),
-            HelloReply::Reject { message } => bail!("controller refused the connection: {message}"),
+        // ctld refuses a connection over its limits (too many from this user) before reading the
+        // hello and closes it, so writing the hello may fail; its reason is still there to read.
+        let sent = write_message(&mut stream, &hello);
+        match (read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME), sent) {
+            (Ok(HelloReply::Reject { message }), _) => Ok(Err(message)),
+            (Ok(HelloReply::Accept { .. }), Ok(())) => Ok(Ok(Client { stream, sealer: None })),
+            (Ok(HelloReply::Accept { .. }), Err(_)) | (Err(_), _) => {
+                bail!("Unable to contact slurm controller (the connection closed during the handshake)")
+            }
         }
     }
 
@@ -110,17 +134,35 @@ impl Client {
 
     /// Sends one request and returns its answer's payload undecoded.
     fn exchange(&mut self, request: &Request) -> anyhow::Result<Vec<u8>> {
+        // Measured before anything is sent: ctld closes a connection whose request is larger.
+        let frame = match encode(request) {
+            Ok(frame) if frame.len() - 4 <= MAX_REQUEST_FRAME => frame,
+            Ok(frame) => request_too_large(frame.len() - 4)?,
+            Err(FrameError::TooLarge { len, .. }) => request_too_large(len)?,
+            Err(e) => return Err(e.into()),
+        };
         match &mut self.sealer {
             Some(sealer) => {
                 write_sealed(&mut self.stream, request, sealer)?;
                 Ok(read_sealed_frame(&mut self.stream, MAX_ANSWER_FRAME, sealer)?)
             }
             None => {
-                write_message(&mut self.stream, request)?;
+                self.stream.write_all(&frame)?;
+                self.stream.flush()?;
                 Ok(read_frame(&mut self.stream, MAX_ANSWER_FRAME)?)
             }
         }
     }
+}
+
+/// The error for a request of `size` bytes, more than ctld reads.
+fn request_too_large(size: usize) -> anyhow::Result<Vec<u8>> {
+    bail!(
+        "the request takes {} MiB, more than the controller accepts ({} MiB); the batch script, environment or \
+         arguments are too large",
+        size.div_ceil(1 << 20),
+        MAX_REQUEST_FRAME >> 20
+    )
 }
 
 /// Connects, sends one request, returns the answer's payload undecoded (for answers read record

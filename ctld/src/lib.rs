@@ -130,6 +130,7 @@ pub async fn run(
         config: shared_config,
         metrics: registry,
         jobs: jobs_snapshot,
+        admission: rpc::admission::Admission::new(),
     };
     let remote = remote::Remote { tokens: Arc::new(remote::Tokens::new(key.clone())), context: client_context.clone() };
     let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));

@@ -124,6 +124,14 @@ where
     match remote.tokens.accept(&token, now, |host| config.node(host).is_some()) {
         Ok(caller) => {
             tracing::debug!(peer, uid = caller.uid, host = token.host, "remote client accepted");
+            // A remote connection counts under its uid like a local one.
+            let admitted = match crate::rpc::admit(&remote.context, caller) {
+                Ok(admitted) => admitted,
+                Err(refusal) => {
+                    messages.send(&HelloReply::Reject { message: refusal.to_string() }).await?;
+                    return Ok(());
+                }
+            };
             // Prove the cluster key to the client through the token's connection secret, then
             // seal the connection: a token read in flight is useless without the secret.
             let secret = token.session_secret(&remote.tokens.key);
@@ -132,7 +140,7 @@ where
             let accept = HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: server_nonce.clone(), proof };
             messages.send(&accept).await?;
             messages.seal(SessionKeys::for_client(&secret, End::Ctld, client_nonce, &server_nonce));
-            crate::rpc::serve_requests(messages, caller, &remote.context).await
+            crate::rpc::serve_requests(messages, caller, admitted, &remote.context).await
         }
         Err(refusal) => {
             tracing::warn!(peer, uid = token.uid, host = token.host, %refusal, "remote client refused");

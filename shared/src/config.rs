@@ -96,6 +96,12 @@ pub mod raw {
         /// `users`); empty = everything is readable by everyone, Slurm's default.
         #[serde(default)]
         pub private_data: Vec<Spanned<String>>,
+        /// Client connections one user may hold at once (root, operators and admins excepted).
+        #[serde(default = "default_max_connections_per_user")]
+        pub max_connections_per_user: u32,
+        /// Seconds a client connection may stay silent after its hello or an answer.
+        #[serde(default = "default_client_idle_timeout")]
+        pub client_idle_timeout: u32,
     }
 
     fn default_key_file() -> String {
@@ -109,6 +115,12 @@ pub mod raw {
     }
     fn default_min_job_age() -> u32 {
         300
+    }
+    fn default_max_connections_per_user() -> u32 {
+        64
+    }
+    fn default_client_idle_timeout() -> u32 {
+        60
     }
 
     #[derive(Debug, Deserialize)]
@@ -386,6 +398,10 @@ pub struct Config {
     pub node_timeout: u32,
     pub kill_wait: u32,
     pub min_job_age: u32,
+    /// `[controller] max_connections_per_user` (at least 1).
+    pub max_connections_per_user: u32,
+    /// `[controller] client_idle_timeout`, seconds (at least 1).
+    pub client_idle_timeout: u32,
     pub admins: Vec<String>,
     pub operators: Vec<String>,
     /// `controller.private_data`.
@@ -963,6 +979,8 @@ impl Validator<'_> {
             node_timeout: file.controller.node_timeout.max(1),
             kill_wait: file.controller.kill_wait,
             min_job_age: file.controller.min_job_age,
+            max_connections_per_user: file.controller.max_connections_per_user.max(1),
+            client_idle_timeout: file.controller.client_idle_timeout.max(1),
             admins: file.controller.admins,
             operators: file.controller.operators,
             private_data,

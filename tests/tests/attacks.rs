@@ -22,16 +22,18 @@ fn assert_responsive(cluster: &Cluster, what: &str) {
 #[test]
 fn idle_and_flooding_clients_do_not_stall_others() {
     let cluster = Cluster::start();
-    // 300 connections that never say hello (slow loris), plus 300 that send half a frame.
+    // 100 connections that never say hello (slow loris), plus 100 that send half a frame: all
+    // within the 256 connections root may hold (more from one uid are refused at once, see
+    // hostile_connections.rs).
     let mut idle = Vec::new();
-    for i in 0..600 {
+    for i in 0..200 {
         let mut stream = UnixStream::connect(cluster.socket()).expect("connect");
         if i % 2 == 1 {
             stream.write_all(&[0, 0, 0, 40, 1, 2]).unwrap();
         }
         idle.push(stream);
     }
-    assert_responsive(&cluster, "600 idle connections");
+    assert_responsive(&cluster, "200 idle connections");
     // ctld drops connections that do not finish their hello in time.
     std::thread::sleep(Duration::from_secs(6));
     let mut closed = 0;

@@ -1,9 +1,12 @@
 //! The client side of ctld: a Unix socket whose peers are identified by `SO_PEERCRED`. Each
-//! connection says hello, then sends requests one at a time; each request is translated into a
+//! connection is admitted by its uid ([`admission`]: connections per user, memory for unfinished
+//! requests, requests served at once), says hello, then sends requests one at a time until it
+//! closes or stays silent for `controller.client_idle_timeout`; each request is translated into a
 //! core [`Event`] (or, for accounting, a read on its own database connection) by the handler file
 //! for that operation.
 
 mod accounting;
+pub(crate) mod admission;
 mod audit;
 mod config;
 mod usage;
@@ -13,20 +16,16 @@ use crate::snapshot::Ask;
 use crate::validate::Caller;
 use drover_shared::job::fields::JobFields;
 use drover_shared::proto::client::{ErrorCode, JobQuery, Request, Response};
-use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
+use drover_shared::proto::frame::{MAX_REQUEST_FRAME, MessageStream};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
-/// Most client connections served at once; more wait in the kernel's accept queue.
-const MAX_CLIENTS: usize = 1024;
 /// A client that has not finished its hello by then is dropped (slow-loris bound).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-/// A client connection idle this long is closed.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What a client handler needs.
 #[derive(Clone)]
@@ -39,13 +38,15 @@ pub(crate) struct ClientContext {
     pub(crate) metrics: Arc<crate::metrics::Registry>,
     /// The job snapshot the core publishes; job queries are answered from it, off the core.
     pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::snapshot::JobsSnapshot>>,
+    /// Client connections by uid, local and remote ones alike.
+    pub(crate) admission: Arc<admission::Admission>,
 }
 
-/// Accepts client connections until the listener fails.
+/// Accepts client connections until the listener fails. Accepting never waits for room: a
+/// connection beyond its user's share is refused at once with the reason, so that one user
+/// holding many connections cannot leave everyone else's waiting in the kernel's accept queue.
 pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
-    let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else { return };
         match listener.accept().await {
             Ok((stream, _)) => {
                 let context = context.clone();
@@ -53,7 +54,6 @@ pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
                     if let Err(e) = handle(stream, context).await {
                         tracing::debug!(error = %e, "client connection ended");
                     }
-                    drop(permit);
                 });
             }
             Err(e) => {
@@ -67,6 +67,13 @@ pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
 async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()> {
     let cred = stream.peer_cred()?;
     let caller = Caller::local(cred.uid(), cred.gid());
+    let admitted = match admit(&context, caller) {
+        Ok(admitted) => admitted,
+        Err(refusal) => {
+            refuse(stream, &refusal).await;
+            return Ok(());
+        }
+    };
     let mut messages = MessageStream::new(stream);
     let hello: Option<Hello> = tokio::time::timeout(HELLO_TIMEOUT, messages.recv()).await??;
     let Some(hello) = hello else { return Ok(()) };
@@ -78,26 +85,63 @@ async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()
     messages
         .send(&HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() })
         .await?;
-    serve_requests(messages, caller, &context).await
+    serve_requests(messages, caller, admitted, &context).await
+}
+
+/// Counts a client connection in under its uid's limits (see [`admission`]), or says why not.
+pub(crate) fn admit(context: &ClientContext, caller: Caller) -> Result<admission::Admitted, admission::Refusal> {
+    let config = context.config.get();
+    let privileged = admission::privileged(&config, caller.uid);
+    let admitted = context.admission.admit(caller.uid, privileged, config.max_connections_per_user as usize);
+    if let Err(refusal) = &admitted {
+        tracing::debug!(uid = caller.uid, %refusal, "client connection refused");
+    }
+    admitted
+}
+
+/// Refuses a connection before its hello: the refusal is the first frame the client reads. What
+/// the client already sent is read without waiting (a socket closed with unread bytes would
+/// reset), then the connection is closed; nothing of it outlives this call.
+async fn refuse(stream: UnixStream, refusal: &admission::Refusal) {
+    let mut messages = MessageStream::new(stream);
+    let reject = HelloReply::Reject { message: refusal.to_string() };
+    let _ = tokio::time::timeout(Duration::from_millis(100), messages.send(&reject)).await;
+    let mut stream = messages.into_stream();
+    let _ = stream.try_read(&mut [0u8; 4096]);
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
 }
 
 /// Answers an accepted client's requests, one at a time, until it closes or idles out; the
 /// caller's identity was established by the hello (`SO_PEERCRED` or a token).
+///
+/// A request must arrive whole within `controller.client_idle_timeout` of the hello or of the
+/// previous answer, or the connection is closed (a request still arriving then included: that is
+/// how long an unfinished frame can hold memory). Reading a request grows its buffer only as its
+/// bytes arrive, drawing on the uid's memory pools beyond a small free buffer, and holds what it
+/// drew until the next read starts, so the decoded request is covered while it waits and is
+/// served; serving it takes one of the uid's turns, held until the answer is written.
 pub(crate) async fn serve_requests<S>(
     mut messages: MessageStream<S>,
     caller: Caller,
+    admitted: admission::Admitted,
     context: &ClientContext,
 ) -> anyhow::Result<()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    messages.set_max_frame(MAX_FRAME);
+    messages.set_max_frame(MAX_REQUEST_FRAME);
+    messages.set_read_budget(admitted.budget.clone());
     loop {
-        let request: Option<Request> = match tokio::time::timeout(IDLE_TIMEOUT, messages.recv()).await {
-            Err(_) => return Ok(()),
+        let idle = Duration::from_secs(u64::from(context.config.get().client_idle_timeout));
+        let request: Option<Request> = match tokio::time::timeout(idle, messages.recv()).await {
+            Err(_) => {
+                tracing::debug!(uid = caller.uid, "idle client connection closed");
+                return Ok(());
+            }
             Ok(r) => r?,
         };
         let Some(request) = request else { return Ok(()) };
+        let Ok(_turn) = admitted.turns.acquire().await else { return Ok(()) };
         let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
         match job_query(&request) {
             None => {}

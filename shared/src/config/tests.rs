@@ -39,6 +39,16 @@ fn example_config_loads() {
 }
 
 #[test]
+fn client_connection_limits_have_defaults_and_floors() {
+    let path = Path::new("/etc/drover/cluster.toml");
+    let config = Config::parse(path, BASE).unwrap();
+    assert_eq!((config.max_connections_per_user, config.client_idle_timeout), (64, 60));
+    let set = BASE.replace("[controller]\n", "[controller]\nmax_connections_per_user = 8\nclient_idle_timeout = 0\n");
+    let config = Config::parse(path, &set).unwrap();
+    assert_eq!((config.max_connections_per_user, config.client_idle_timeout), (8, 1), "a timeout of 0 means 1 s");
+}
+
+#[test]
 fn plugstack_is_relative_to_the_config_file() {
     let path = Path::new("/etc/drover/cluster.toml");
     let config = Config::parse(path, &format!("plugstack = \"spank/stack.conf\"\n{BASE}")).unwrap();

@@ -22,6 +22,11 @@ pub const MAGIC: [u8; 4] = *b"DRVR";
 /// The protocol version this build speaks; ctld also accepts the previous one.
 pub const PROTOCOL_VERSION: u16 = 3;
 
+/// Every refusal of a connection for want of room (too many from one user, or from everyone) says
+/// this in its [`HelloReply::Reject`] message: such a refusal passes, so clients try again a few
+/// times before they report it.
+pub const TOO_MANY_CONNECTIONS: &str = "too many connections";
+
 /// First frame from the connecting side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {

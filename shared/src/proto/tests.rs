@@ -196,3 +196,46 @@ fn answers_may_exceed_the_read_bound_but_nothing_else_may() {
         assert!(ctld.send(&big).await.is_err());
     });
 }
+
+#[test]
+fn unfinished_frames_hold_what_arrived_and_wait_for_their_budget() {
+    use super::frame::{FrameError, MAX_REQUEST_FRAME, MessageStream, ReadBudget, encode};
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (own, everyone) = (ReadBudget::pool(2 << 20), ReadBudget::pool(4 << 20));
+        let budget = ReadBudget::new(vec![own.clone(), everyone.clone()]);
+        let server = |stream| {
+            let mut messages = MessageStream::new(stream);
+            messages.set_max_frame(MAX_REQUEST_FRAME);
+            messages.set_read_budget(budget.clone());
+            messages
+        };
+        let short = Duration::from_millis(100);
+        // The largest frame announced, 300 KiB of it sent: the buffer holds what arrived (512 KiB
+        // at most, 448 KiB of it beyond the free 64 KiB), not the 11 MiB announced.
+        let (mut wire_a, a) = tokio::io::duplex(4 << 20);
+        let mut first = server(a);
+        wire_a.write_all(&u32::try_from(MAX_REQUEST_FRAME).unwrap().to_be_bytes()).await.unwrap();
+        wire_a.write_all(&vec![0; 300 << 10]).await.unwrap();
+        assert!(tokio::time::timeout(short, first.recv::<Response>()).await.is_err(), "the frame is not complete");
+        assert_eq!(2048 - own.available_permits(), 448, "KiB held beyond the free buffer");
+        assert_eq!(4096 - everyone.available_permits(), 448, "both pools are charged");
+        // A second frame of 1.9 MiB on the same budget waits for room, and gets it when the first
+        // connection goes.
+        let (mut wire_b, b) = tokio::io::duplex(4 << 20);
+        let mut second = server(b);
+        let message = Response::Error { code: ErrorCode::Internal, detail: "y".repeat(1900 << 10) };
+        wire_b.write_all(&encode(&message).unwrap()).await.unwrap();
+        assert!(tokio::time::timeout(short, second.recv::<Response>()).await.is_err(), "it waits for memory");
+        drop(first);
+        assert_eq!(second.recv::<Response>().await.unwrap(), Some(message));
+        assert!(2048 - own.available_permits() >= 1800, "the message is charged while it is served");
+        // A frame longer than the bound is refused on its length, before anything is buffered;
+        // reading it gave back what the previous message held.
+        wire_b.write_all(&u32::try_from(MAX_REQUEST_FRAME + 1).unwrap().to_be_bytes()).await.unwrap();
+        assert!(matches!(second.recv::<Response>().await, Err(FrameError::TooLarge { .. })));
+        assert_eq!((own.available_permits(), everyone.available_permits()), (2048, 4096), "all given back");
+    });
+}
