@@ -113,7 +113,8 @@ fn expand_ranges(expr: &str, ranges: &str) -> Result<Vec<String>, HostlistError>
     let mut numbers = Vec::new();
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-        let digits = |s: &str| !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit());
+        let digits =
+            |s: &str| !s.is_empty() && s.len() <= MAX_RANGE_DIGITS && s.bytes().all(|b| b.is_ascii_digit());
         if !digits(lo) || !digits(hi) {
             return Err(bad(range));
         }
@@ -133,12 +134,17 @@ fn expand_ranges(expr: &str, ranges: &str) -> Result<Vec<String>, HostlistError>
     Ok(numbers)
 }
 
-/// A host name split into a prefix and its trailing decimal digits.
+/// The most digits a bracketed number may have ([`expand_ranges`] refuses more), so a name
+/// ending in more is kept whole by [`compress`], never put in brackets expand would refuse.
+const MAX_RANGE_DIGITS: usize = 9;
+
+/// A host name split into a prefix and its trailing decimal digits (none when there are more
+/// than [`MAX_RANGE_DIGITS`]).
 fn split_host(host: &str) -> (&str, Option<(u64, usize)>) {
     let digits_at = host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     let digits = &host[digits_at..];
     match digits.parse::<u64>() {
-        Ok(n) if !digits.is_empty() && digits.len() <= 18 => (&host[..digits_at], Some((n, digits.len()))),
+        Ok(n) if !digits.is_empty() && digits.len() <= MAX_RANGE_DIGITS => (&host[..digits_at], Some((n, digits.len()))),
         _ => (host, None),
     }
 }
@@ -238,5 +244,10 @@ mod tests {
         assert_eq!(c("n5"), "n5");
         assert_eq!(c("n2 n3"), "n[2-3]");
         assert_eq!(c("gpu01 gpu02"), "gpu[01-02]");
+        // Numbers longer than a range may hold stay whole names, so the output expands again
+        // (a property test found `ajl[8069763100701,…]`, which expand refused).
+        assert_eq!(c("n8069763100701 n8069763100702"), "n8069763100701,n8069763100702");
+        assert_eq!(c("n999999999 n1000000000"), "n999999999,n1000000000");
+        assert_eq!(expand(&c("n999999998 n999999999 n1000000000")).unwrap().len(), 3);
     }
 }
