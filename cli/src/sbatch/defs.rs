@@ -685,7 +685,7 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     .short('c')
     .value("ncpus")
     .help("CPUs each task needs")
-        .commands(Commands::ALL),
+    .commands(Commands::ALL),
     OptionDef::new("deadline", Apply::Value(|low, v, ctx| set(&mut low.deadline, date(v, ctx))))
         .value("time")
         .help("drop the job if it cannot end before this date/time"),
@@ -763,7 +763,7 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     )
     .value("n")
     .help("tasks to run on each node")
-        .commands(Commands::ALL),
+    .commands(Commands::ALL),
     OptionDef::new("nodes", Apply::Value(|low, v, _| set(&mut low.nodes, node_count(v))))
         .short('N')
         .value("N")
@@ -855,8 +855,7 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .srun_only("file pattern the tasks' stdout goes to"),
     OptionDef::new("overlap", Apply::Flag(|low| low.overlap = Some(true)))
         .srun_only("share CPUs with the job's other running steps"),
-    OptionDef::new("pty", Apply::Flag(|low| low.pty = Some(true)))
-        .srun_only("run task 0 on a pseudo-terminal"),
+    OptionDef::new("pty", Apply::Flag(|low| low.pty = Some(true))).srun_only("run task 0 on a pseudo-terminal"),
     // Constraint options.
     OptionDef::new("constraint", Apply::Value(|low, v, _| set(&mut low.constraint, text(v))))
         .short('C')

@@ -1,6 +1,6 @@
 //! What sbatch asks of the operating system about itself: the local time zone (through
-//! [`crate::localtime`], for `--begin`/`--deadline`), its umask, its scheduling priority and the host name.
-//! Kept apart so the rest of sbatch is pure and testable.
+//! [`crate::localtime`], for `--begin`/`--deadline`), its umask, its scheduling priority and the
+//! host name. Kept apart so the rest of sbatch is pure and testable.
 
 use drover_shared::UnixTime;
 use drover_shared::grammar::date::{Calendar, CivilTime};

@@ -21,11 +21,11 @@ pub(crate) mod options;
 mod output;
 
 use crate::client::Client;
+use crate::sbatch::defs::Command;
 use anyhow::{Context, bail};
 use drover_shared::job::{JobState, StepLayout, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Request, Response};
 use drover_shared::proto::stepio;
-use crate::sbatch::defs::Command;
 use options::{Parsed, StepOptions};
 use std::collections::HashMap;
 use std::ffi::OsString;
