@@ -256,4 +256,56 @@ mod tests {
             assert_eq!(answer("-n x --help"), help);
         }
     }
+
+    /// srun's `--help`, generated from its rows of the option table.
+    #[test]
+    fn srun_help_text() {
+        let Ok(Parsed::Answer(text)) = parse(Command::Srun, &words("--help")) else { panic!("srun --help") };
+        expect_test::expect![[r#"
+            Usage: srun [OPTIONS...] executable [args...]
+
+            Job options:
+              -A, --account=name          account to charge the job to
+              -c, --cpus-per-task=ncpus   CPUs each task needs
+              -D, --chdir=directory       working directory of the tasks
+                  --gres=list             generic resources needed on each node
+              -J, --job-name=jobname      name of the job
+              -n, --ntasks=ntasks         number of tasks to run
+                  --ntasks-per-node=n     tasks to run on each node
+              -N, --nodes=N               node count, N = min[-max]
+              -p, --partition=partition   partition(s) the job may run in
+              -q, --qos=qos               quality of service for the job
+              -t, --time=minutes          time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S
+              -v, --verbose               say where the step was launched
+              -e, --error=err             file pattern the tasks' stderr goes to
+                  --export=names          environment variables passed to the tasks: ALL, NONE or a list
+                  --jobid=id              run the step in this job (default: SLURM_JOB_ID)
+              -l, --label                 prefix each output line with its task id
+              -o, --output=out            file pattern the tasks' stdout goes to
+                  --overlap               share CPUs with the job's other running steps
+                  --pty                   run task 0 on a pseudo-terminal
+
+            Node and memory constraints:
+                  --mem=MB                memory per node (MB, or a K, M, G or T suffix)
+              -w, --nodelist=hosts        nodes the job must include
+
+            Consumable resources:
+                  --exclusive             do not share the job's nodes with other jobs
+                  --mem-per-cpu=MB        memory per allocated CPU
+
+            GPUs:
+              -G, --gpus=n                GPUs for the whole job, [type:]count
+                  --gpus-per-node=n       GPUs on each node, [type:]count
+                  --gpus-per-task=n       GPUs for each task, [type:]count
+
+            Help:
+              -h, --help                  print this help and exit
+                  --usage                 print a short usage summary and exit
+              -V, --version               print the version and exit
+
+            Accepted and ignored (hints Drover has no use for):
+              --cpu-bind --exact --kill-on-bad-exit --mpi --quiet --signal --unbuffered
+        "#]]
+        .assert_eq(&text);
+    }
 }
