@@ -5,6 +5,7 @@
 
 mod admin;
 mod client;
+mod localtime;
 mod query;
 mod report;
 mod salloc;

@@ -8,7 +8,8 @@
 //! --signal=USR1`), so the job ends `COMPLETED` with exit code 0 (Slurm's interactive jobs end
 //! the same way; Drover's sacct also shows the holder as the `.batch` step).
 
-use crate::srun::options::{self, StepOptions};
+use crate::sbatch::defs::Command;
+use crate::srun::options::{self, Parsed, StepOptions};
 use anyhow::{Context, bail};
 use drover_shared::job::{JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::{CancelRequest, JobQuery, Request, Response};
@@ -21,7 +22,13 @@ const HOLDER: &str = "#!/bin/sh\ntrap 'exit 0' USR1\nwhile :; do sleep 1; done\n
 
 /// `salloc [options] [command [args…]]`.
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
-    let mut options: StepOptions = options::parse(&args)?;
+    let mut options: StepOptions = match options::parse(Command::Salloc, &args)? {
+        Parsed::Answer(text) => {
+            print!("{text}");
+            return Ok(0);
+        }
+        Parsed::Run(options) => *options,
+    };
     if options.command.is_empty() {
         options.command = vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())];
     }

@@ -66,32 +66,22 @@ impl Tz {
     }
 }
 
-/// The local offset at `time` from `localtime_r`.
+/// The local offset at `time`, 0 when the C library cannot read it.
 fn local_offset(time: UnixTime) -> i64 {
-    let t = libc::time_t::try_from(time).unwrap_or(libc::time_t::MAX);
-    // SAFETY: `tm` is plain old data for which all-zero is a valid value.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are to live, properly aligned locals; localtime_r is the re-entrant
-    // variant and writes only into `tm`.
-    let result = unsafe { libc::localtime_r(&t, &mut tm) };
-    if result.is_null() { 0 } else { tm.tm_gmtoff }
+    crate::localtime::localtime(time).map_or(0, |reading| reading.offset)
 }
 
 /// `mktime` for a local wall-clock reading; `None` when the C library cannot represent it.
 fn local_mktime(civil: Civil) -> Option<UnixTime> {
-    // SAFETY: `tm` is plain old data for which all-zero is a valid value.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    tm.tm_year = i32::try_from(civil.year - 1900).ok()?;
-    tm.tm_mon = i32::try_from(civil.month).ok()? - 1;
-    tm.tm_mday = i32::try_from(civil.day).ok()?;
-    tm.tm_hour = i32::try_from(civil.hour).ok()?;
-    tm.tm_min = i32::try_from(civil.minute).ok()?;
-    tm.tm_sec = i32::try_from(civil.second).ok()?;
-    tm.tm_isdst = -1;
-    // SAFETY: `tm` is a live, initialised local; mktime reads and normalises it in place.
-    let time = unsafe { libc::mktime(&mut tm) };
-    // time_t is 64 bits on every target Drover builds for.
-    if time == -1 { None } else { Some(time) }
+    let civil = date::CivilTime {
+        year: i32::try_from(civil.year).ok()?,
+        month: civil.month,
+        day: civil.day,
+        hour: civil.hour,
+        minute: civil.minute,
+        second: civil.second,
+    };
+    crate::localtime::mktime(civil).map(|(time, _)| time)
 }
 
 fn utc_from_civil(civil: Civil) -> i64 {

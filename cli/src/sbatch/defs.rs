@@ -1,14 +1,19 @@
-//! The sbatch option table: one [`OptionDef`] per option — its names, its `SBATCH_*` variable, its
-//! help line and the function that checks a value and stores it in a [`LowArgs`]. The command line,
-//! the environment and the `#SBATCH` directives all go through these definitions, and `--help` is
-//! printed from them.
+//! The option table of sbatch, srun and salloc: one [`OptionDef`] per option — its names, the
+//! commands that accept it ([`Commands`]), its `SBATCH_*` variable, its help line (per command
+//! where the commands differ) and the function that checks a value and stores it in a
+//! [`LowArgs`]. sbatch's command line, environment and `#SBATCH` directives, and srun's and salloc's
+//! command lines, all go through these definitions, and every command's `--help` is printed from
+//! them. Each command sees only its own rows ([`table`]): getopt's abbreviations are unique
+//! prefixes among those. Where srun and salloc read an option differently from sbatch (`-u` is
+//! `--unbuffered`, `-o` a step pattern kept as given, `--export` passed to the tasks as given),
+//! the option has a row per reading, with disjoint commands.
 //!
-//! Options that Slurm has but Drover does not implement yet are in the table too, as
+//! Options that Slurm's sbatch has but Drover does not implement yet are in sbatch's rows too, as
 //! [`Apply::NotYet`]: they take part in abbreviation matching exactly as in Slurm (so `--ti` stays
 //! ambiguous between `--time` and `--time-min`), and using one is a clear error rather than
 //! "unrecognized option" or, worse, a silently ignored request. Hints that change nothing Drover
 //! decides (CPU and GPU frequencies, bindings, task distribution, profiling) are
-//! [`Apply::Ignored`]: accepted with a warning, so that scripts written for Slurm run unchanged.
+//! [`Apply::Ignored`]: accepted (sbatch warns), so that scripts written for Slurm run unchanged.
 
 use super::lowargs::{Action, LowArgs, NodeCount};
 use drover_shared::UnixTime;
@@ -25,6 +30,56 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: UnixTime,
     /// The local time zone, for `--begin`/`--deadline`.
     pub(crate) calendar: &'a dyn Calendar,
+}
+
+/// A command the option table serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Command {
+    Sbatch,
+    Srun,
+    Salloc,
+}
+
+impl Command {
+    /// Every command, in [`Commands`] bit order.
+    #[cfg(test)]
+    pub(crate) const ALL: [Command; 3] = [Command::Sbatch, Command::Srun, Command::Salloc];
+
+    /// The command's name, as messages and `--help` show it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Command::Sbatch => "sbatch",
+            Command::Srun => "srun",
+            Command::Salloc => "salloc",
+        }
+    }
+
+    /// Its position in [`Commands`] and in an option's help texts.
+    const fn idx(self) -> usize {
+        match self {
+            Command::Sbatch => 0,
+            Command::Srun => 1,
+            Command::Salloc => 2,
+        }
+    }
+}
+
+/// The commands that accept an option: a mask over [`Command`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Commands(u8);
+
+impl Commands {
+    /// sbatch alone (the default of a row).
+    pub(crate) const SBATCH: Commands = Commands(1);
+    /// srun and salloc, which read the same command line today.
+    pub(crate) const STEP: Commands = Commands(2 | 4);
+    /// All three.
+    pub(crate) const ALL: Commands = Commands(1 | 2 | 4);
+
+    /// Whether `command` is in the set.
+    pub(crate) const fn has(self, command: Command) -> bool {
+        self.0 & (1 << command.idx()) != 0
+    }
 }
 
 /// Whether an option takes a value, as getopt_long knows it.
@@ -132,10 +187,13 @@ pub(crate) struct OptionDef {
     pub(crate) env: Option<&'static str>,
     /// Heading in `--help`.
     pub(crate) section: Section,
-    /// Help line; empty for options not implemented yet, which `--help` does not list.
-    pub(crate) help: &'static str,
+    /// Help line per command ([`Command::idx`]); empty for options not implemented yet, which
+    /// `--help` does not list.
+    helps: [&'static str; 3],
     /// Where the option may appear.
     pub(crate) scope: Scope,
+    /// The commands that accept it.
+    pub(crate) commands: Commands,
     /// What it does.
     pub(crate) apply: Apply,
 }
@@ -146,10 +204,10 @@ impl std::fmt::Debug for OptionDef {
     }
 }
 
-/// Options are equal when they are the same option: long names are unique in the table.
+/// Options are equal when they are the same row: a long name is unique among one command's rows.
 impl PartialEq for OptionDef {
     fn eq(&self, other: &Self) -> bool {
-        self.long == other.long
+        self.long == other.long && self.commands == other.commands
     }
 }
 
@@ -163,8 +221,9 @@ impl OptionDef {
             value_name: "",
             env: None,
             section: Section::Run,
-            help: "",
+            helps: ["", "", ""],
             scope: Scope::Anywhere,
+            commands: Commands::SBATCH,
             apply,
         }
     }
@@ -189,9 +248,40 @@ impl OptionDef {
         self
     }
 
+    /// The help line, the same for every command.
     const fn help(mut self, help: &'static str) -> Self {
-        self.help = help;
+        self.helps = [help, help, help];
         self
+    }
+
+    /// The help line `command` shows instead.
+    const fn help_for(mut self, command: Command, help: &'static str) -> Self {
+        self.helps[command.idx()] = help;
+        self
+    }
+
+    /// An option of srun's steps, with its help line: salloc accepts it too, because it reads
+    /// srun's command line, but to salloc it means nothing.
+    const fn srun_only(mut self, help: &'static str) -> Self {
+        self.commands = Commands::STEP;
+        self.helps = ["", help, SALLOC_UNUSED];
+        self
+    }
+
+    /// The commands that accept the option.
+    const fn commands(mut self, commands: Commands) -> Self {
+        self.commands = commands;
+        self
+    }
+
+    /// The help line `command` shows.
+    pub(crate) fn help_in(&self, command: Command) -> &'static str {
+        self.helps[command.idx()]
+    }
+
+    /// Whether `command` accepts the option.
+    pub(crate) fn accepts(&self, command: Command) -> bool {
+        self.commands.has(command)
     }
 
     const fn command_line_only(mut self) -> Self {
@@ -213,6 +303,11 @@ impl OptionDef {
     pub(crate) fn display_name(&self) -> String {
         format!("--{}", self.long)
     }
+}
+
+/// The rows `command` accepts, in table order.
+pub(crate) fn table(command: Command) -> impl Iterator<Item = &'static OptionDef> {
+    OPTIONS.iter().filter(move |def| def.accepts(command))
 }
 
 /// Stores a checked value in its slot.
@@ -550,11 +645,19 @@ fn dependency(value: &str) -> Result<String, OptionError> {
     Ok(value.to_owned())
 }
 
+/// `--jobid`: the number as given (ctld answers for one that does not exist).
+fn job_id(value: &str) -> Result<u32, OptionError> {
+    value.trim().parse().map_err(|_| invalid("job id", value, "a job id such as 1234"))
+}
+
+/// The help line of an option salloc accepts only because it reads srun's command line.
+const SALLOC_UNUSED: &str = "accepted as srun accepts it; no effect in salloc";
+
 fn date(value: &str, ctx: &Ctx<'_>) -> Result<UnixTime, OptionError> {
     Ok(parse_date_time(value, ctx.now, ctx.calendar)?)
 }
 
-/// The option table, in `--help` order within each section.
+/// The option table, in `--help` order within each section; each command reads its own rows.
 pub(crate) static OPTIONS: &[OptionDef] = &[
     // Parallel run options.
     OptionDef::new("array", Apply::Value(|low, v, _| set(&mut low.array, array(v))))
@@ -566,7 +669,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('A')
         .value("name")
         .env("SBATCH_ACCOUNT")
-        .help("account to charge the job to"),
+        .help("account to charge the job to")
+        .commands(Commands::ALL),
     OptionDef::new("begin", Apply::Value(|low, v, ctx| set(&mut low.begin, date(v, ctx))))
         .short('b')
         .value("time")
@@ -580,7 +684,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     )
     .short('c')
     .value("ncpus")
-    .help("CPUs each task needs"),
+    .help("CPUs each task needs")
+    .commands(Commands::ALL),
     OptionDef::new("deadline", Apply::Value(|low, v, ctx| set(&mut low.deadline, date(v, ctx))))
         .value("time")
         .help("drop the job if it cannot end before this date/time"),
@@ -591,7 +696,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("chdir", Apply::Value(|low, v, _| set(&mut low.chdir, text(v))))
         .short('D')
         .value("directory")
-        .help("working directory of the batch script"),
+        .help("working directory of the batch script")
+        .commands(Commands::ALL)
+        .help_for(Command::Srun, "working directory of the tasks")
+        .help_for(Command::Salloc, SALLOC_UNUSED),
     OptionDef::new("error", Apply::Value(|low, v, _| set(&mut low.error, io_pattern(v))))
         .short('e')
         .value("err")
@@ -608,7 +716,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("gres", Apply::Value(|low, v, _| set(&mut low.gres, gres(v))))
         .value("list")
         .env("SBATCH_GRES")
-        .help("generic resources needed on each node"),
+        .help("generic resources needed on each node")
+        .commands(Commands::ALL),
     OptionDef::new("kill-on-invalid-dep", Apply::Value(|low, v, _| set(&mut low.kill_on_invalid_dep, yes_no(v))))
         .value("yes|no")
         .help("cancel the job if its dependency can never be satisfied"),
@@ -627,7 +736,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('J')
         .value("jobname")
         .env("SBATCH_JOB_NAME")
-        .help("name of the job"),
+        .help("name of the job")
+        .commands(Commands::ALL),
     OptionDef::new("mail-type", Apply::Value(|low, v, _| set(&mut low.mail_type, mail_type(v))))
         .value("type")
         .help("events to mail about: BEGIN, END, FAIL, ALL, ..."),
@@ -637,7 +747,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("ntasks", Apply::Value(|low, v, _| set(&mut low.ntasks, positive("number of tasks", v))))
         .short('n')
         .value("ntasks")
-        .help("number of tasks the job's steps will run"),
+        .help("number of tasks the job's steps will run")
+        .commands(Commands::ALL)
+        .help_for(Command::Srun, "number of tasks to run")
+        .help_for(Command::Salloc, "number of tasks the allocation is for"),
     OptionDef::new("nice", Apply::OptionalValue(|low, v, _| set(&mut low.nice, nice(v))))
         .value("value")
         .help("lower the job's priority by this much (default 100)"),
@@ -649,11 +762,13 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         Apply::Value(|low, v, _| set(&mut low.ntasks_per_node, positive("number of tasks per node", v))),
     )
     .value("n")
-    .help("tasks to run on each node"),
+    .help("tasks to run on each node")
+    .commands(Commands::ALL),
     OptionDef::new("nodes", Apply::Value(|low, v, _| set(&mut low.nodes, node_count(v))))
         .short('N')
         .value("N")
-        .help("node count, N = min[-max]"),
+        .help("node count, N = min[-max]")
+        .commands(Commands::ALL),
     OptionDef::new("output", Apply::Value(|low, v, _| set(&mut low.output, io_pattern(v))))
         .short('o')
         .value("out")
@@ -667,13 +782,15 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('p')
         .value("partition")
         .env("SBATCH_PARTITION")
-        .help("partition(s) the job may run in"),
+        .help("partition(s) the job may run in")
+        .commands(Commands::ALL),
     OptionDef::new("parsable", Apply::Flag(|low| low.parsable = Some(true))).help("print only the job id"),
     OptionDef::new("qos", Apply::Value(|low, v, _| set(&mut low.qos, text(v))))
         .short('q')
         .value("qos")
         .env("SBATCH_QOS")
-        .help("quality of service for the job"),
+        .help("quality of service for the job")
+        .commands(Commands::ALL),
     OptionDef::new("quiet", Apply::Flag(|low| low.quiet = Some(true))).short('Q').help("print nothing on success"),
     OptionDef::new("requeue", Apply::Flag(|low| low.requeue = Some(true)))
         .env("SBATCH_REQUEUE")
@@ -686,13 +803,17 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('t')
         .value("minutes")
         .env("SBATCH_TIMELIMIT")
-        .help("time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S"),
+        .help("time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
+        .commands(Commands::ALL),
     OptionDef::new("test-only", Apply::Flag(|low| low.test_only = Some(true)))
         .help("validate the job and print where and when it would start; submit nothing"),
     OptionDef::new("verbose", Apply::Flag(|low| low.verbose = Some(low.verbose.unwrap_or(0).saturating_add(1))))
         .short('v')
         .env("SBATCH_DEBUG")
-        .help("report each option and where it came from"),
+        .help("report each option and where it came from")
+        .commands(Commands::ALL)
+        .help_for(Command::Srun, "say where the step was launched")
+        .help_for(Command::Salloc, SALLOC_UNUSED),
     OptionDef::new("clusters", Apply::Value(|low, v, _| set(&mut low.clusters, text(v))))
         .short('M')
         .value("names")
@@ -714,6 +835,27 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("command")
         .command_line_only()
         .help("submit this command line as a /bin/sh script"),
+    // srun's and salloc's readings of options sbatch reads otherwise, and their own options.
+    OptionDef::new("error", Apply::Value(|low, v, _| set(&mut low.error, text(v))))
+        .short('e')
+        .value("err")
+        .srun_only("file pattern the tasks' stderr goes to"),
+    OptionDef::new("export", Apply::Value(|low, v, _| set(&mut low.export, text(v))))
+        .value("names")
+        .srun_only("environment variables passed to the tasks: ALL, NONE or a list"),
+    OptionDef::new("jobid", Apply::Value(|low, v, _| set(&mut low.job_id, job_id(v))))
+        .value("id")
+        .srun_only("run the step in this job (default: SLURM_JOB_ID)"),
+    OptionDef::new("label", Apply::Flag(|low| low.label = Some(true)))
+        .short('l')
+        .srun_only("prefix each output line with its task id"),
+    OptionDef::new("output", Apply::Value(|low, v, _| set(&mut low.output, text(v))))
+        .short('o')
+        .value("out")
+        .srun_only("file pattern the tasks' stdout goes to"),
+    OptionDef::new("overlap", Apply::Flag(|low| low.overlap = Some(true)))
+        .srun_only("share CPUs with the job's other running steps"),
+    OptionDef::new("pty", Apply::Flag(|low| low.pty = Some(true))).srun_only("run task 0 on a pseudo-terminal"),
     // Constraint options.
     OptionDef::new("constraint", Apply::Value(|low, v, _| set(&mut low.constraint, text(v))))
         .short('C')
@@ -725,12 +867,14 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("MB")
         .env("SBATCH_MEM_PER_NODE")
         .section(Section::Constraint)
-        .help("memory per node (MB, or a K, M, G or T suffix)"),
+        .help("memory per node (MB, or a K, M, G or T suffix)")
+        .commands(Commands::ALL),
     OptionDef::new("nodelist", Apply::Value(|low, v, _| set(&mut low.nodelist, hostlist(v))))
         .short('w')
         .value("hosts")
         .section(Section::Constraint)
-        .help("nodes the job must include"),
+        .help("nodes the job must include")
+        .commands(Commands::ALL),
     OptionDef::new("exclude", Apply::Value(|low, v, _| set(&mut low.exclude, hostlist(v))))
         .short('x')
         .value("hosts")
@@ -740,29 +884,34 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("exclusive", Apply::OptionalValue(|low, v, _| set(&mut low.exclusive, exclusive(v))))
         .env("SBATCH_EXCLUSIVE")
         .section(Section::Resources)
-        .help("do not share the job's nodes with other jobs"),
+        .help("do not share the job's nodes with other jobs")
+        .commands(Commands::ALL),
     OptionDef::new("mem-per-cpu", Apply::Value(|low, v, _| set_mem(low, MemRequest::PerCpu(parse_mem_mb(v)?))))
         .value("MB")
         .env("SBATCH_MEM_PER_CPU")
         .section(Section::Resources)
-        .help("memory per allocated CPU"),
+        .help("memory per allocated CPU")
+        .commands(Commands::ALL),
     // GPU scheduling options.
     OptionDef::new("gpus", Apply::Value(|low, v, _| set(&mut low.gpus, parse_gpus(v))))
         .short('G')
         .value("n")
         .env("SBATCH_GPUS")
         .section(Section::Gpu)
-        .help("GPUs for the whole job, [type:]count"),
+        .help("GPUs for the whole job, [type:]count")
+        .commands(Commands::ALL),
     OptionDef::new("gpus-per-node", Apply::Value(|low, v, _| set(&mut low.gpus_per_node, parse_gpus(v))))
         .value("n")
         .env("SBATCH_GPUS_PER_NODE")
         .section(Section::Gpu)
-        .help("GPUs on each node, [type:]count"),
+        .help("GPUs on each node, [type:]count")
+        .commands(Commands::ALL),
     OptionDef::new("gpus-per-task", Apply::Value(|low, v, _| set(&mut low.gpus_per_task, parse_gpus(v))))
         .value("n")
         .env("SBATCH_GPUS_PER_TASK")
         .section(Section::Gpu)
-        .help("GPUs for each task, [type:]count"),
+        .help("GPUs for each task, [type:]count")
+        .commands(Commands::ALL),
     OptionDef::new("mem-per-gpu", Apply::Value(|low, v, _| set_mem(low, MemRequest::PerGpu(parse_mem_mb(v)?))))
         .value("MB")
         .env("SBATCH_MEM_PER_GPU")
@@ -773,17 +922,24 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('h')
         .command_line_only()
         .section(Section::Help)
-        .help("print this help and exit"),
+        .help("print this help and exit")
+        .commands(Commands::ALL),
     OptionDef::new("usage", Apply::Flag(|low| low.action = Some(Action::Usage)))
         .short('u')
         .command_line_only()
+        .section(Section::Help)
+        .help("print a short usage summary and exit"),
+    OptionDef::new("usage", Apply::Flag(|low| low.action = Some(Action::Usage)))
+        .command_line_only()
+        .commands(Commands::STEP)
         .section(Section::Help)
         .help("print a short usage summary and exit"),
     OptionDef::new("version", Apply::Flag(|low| low.action = Some(Action::Version)))
         .short('V')
         .command_line_only()
         .section(Section::Help)
-        .help("print the version and exit"),
+        .help("print the version and exit")
+        .commands(Commands::ALL),
     // Slurm options Drover does not implement yet.
     OptionDef::new("acctg-freq", Apply::Ignored(ArgKind::Required)).env("SBATCH_ACCTG_FREQ"),
     OptionDef::new("batch", Apply::NotYet(ArgKind::Required)).env("SBATCH_BATCH"),
@@ -835,4 +991,12 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("uid", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("use-min-nodes", Apply::Ignored(ArgKind::None)).env("SBATCH_USE_MIN_NODES"),
     OptionDef::new("wait-all-nodes", Apply::Ignored(ArgKind::Required)).env("SBATCH_WAIT_ALL_NODES"),
+    // srun's and salloc's hints without effect (no warning: they never printed one).
+    OptionDef::new("cpu-bind", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
+    OptionDef::new("exact", Apply::Ignored(ArgKind::None)).commands(Commands::STEP),
+    OptionDef::new("kill-on-bad-exit", Apply::Ignored(ArgKind::None)).short('K').commands(Commands::STEP),
+    OptionDef::new("mpi", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
+    OptionDef::new("quiet", Apply::Ignored(ArgKind::None)).short('Q').commands(Commands::STEP),
+    OptionDef::new("signal", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
+    OptionDef::new("unbuffered", Apply::Ignored(ArgKind::None)).short('u').commands(Commands::STEP),
 ];

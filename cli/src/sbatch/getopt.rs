@@ -1,13 +1,14 @@
-//! A getopt_long scanner over the option table, used for the command line and for the words of each
-//! `#SBATCH` line alike: `--name=value`, `--name value`, unambiguous abbreviations of long names,
+//! A getopt_long scanner over one command's rows of the option table, used for sbatch's, srun's and
+//! salloc's command lines and for the words of each `#SBATCH` line alike: `--name=value`, `--name value`, unambiguous abbreviations of long names,
 //! `-x value`, `-xvalue`, clustered flags (`-HQ`), `--` to end the options, and — as sbatch asks of
-//! getopt — a stop at the first word that is not an option (the script and its arguments).
+//! getopt — a stop at the first word that is not an option (the script, or srun's command, and its
+//! arguments).
 //!
 //! The scanner only finds options and their values and reports where each one is (word index and
 //! character offset), so a caller can turn a position into a script line and column. Checking the
 //! values is the option table's job.
 
-use super::defs::{ArgKind, OptionDef};
+use super::defs::{ArgKind, Command, OptionDef, table};
 
 /// One option found in the words.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,15 +74,16 @@ impl std::fmt::Display for ScanErrorKind {
     }
 }
 
-/// Looks a long name up: an exact match, else the one definition the prefix abbreviates.
-fn lookup_long(table: &'static [OptionDef], name: &str) -> Result<&'static OptionDef, Option<Vec<&'static str>>> {
+/// Looks a long name up among `command`'s rows: an exact match, else the one definition the prefix
+/// abbreviates.
+fn lookup_long(command: Command, name: &str) -> Result<&'static OptionDef, Option<Vec<&'static str>>> {
     if name.is_empty() {
         return Err(None);
     }
-    if let Some(def) = table.iter().find(|d| d.long == name) {
+    if let Some(def) = table(command).find(|d| d.long == name) {
         return Ok(def);
     }
-    let candidates: Vec<&'static OptionDef> = table.iter().filter(|d| d.long.starts_with(name)).collect();
+    let candidates: Vec<&'static OptionDef> = table(command).filter(|d| d.long.starts_with(name)).collect();
     match candidates.as_slice() {
         [] => Err(None),
         [one] => Ok(one),
@@ -89,8 +91,8 @@ fn lookup_long(table: &'static [OptionDef], name: &str) -> Result<&'static Optio
     }
 }
 
-/// Scans `words` against `table`.
-pub(crate) fn scan(words: &[&str], table: &'static [OptionDef]) -> Result<Scan, ScanError> {
+/// Scans `words` against `command`'s rows.
+pub(crate) fn scan(words: &[&str], command: Command) -> Result<Scan, ScanError> {
     let mut found = Vec::new();
     let mut idx = 0;
     while idx < words.len() {
@@ -104,7 +106,7 @@ pub(crate) fn scan(words: &[&str], table: &'static [OptionDef]) -> Result<Scan, 
                 Some((name, value)) => (name, Some(value)),
                 None => (body, None),
             };
-            let def = lookup_long(table, name).map_err(|candidates| ScanError {
+            let def = lookup_long(command, name).map_err(|candidates| ScanError {
                 word_idx: idx,
                 offset: 0,
                 kind: match candidates {
@@ -147,7 +149,7 @@ pub(crate) fn scan(words: &[&str], table: &'static [OptionDef]) -> Result<Scan, 
         };
         for (char_idx, (byte_idx, c)) in cluster.char_indices().enumerate() {
             let offset = 1 + char_idx;
-            let def = table.iter().find(|d| d.short == Some(c)).ok_or(ScanError {
+            let def = table(command).find(|d| d.short == Some(c)).ok_or(ScanError {
                 word_idx: idx,
                 offset,
                 kind: ScanErrorKind::InvalidShort(c),

@@ -1,7 +1,7 @@
-//! `--help`, `--usage` and `--version` text, generated from the option table so it cannot drift from
-//! what sbatch accepts.
+//! `--help`, `--usage` and `--version` text of sbatch, srun and salloc, generated from each
+//! command's rows of the option table so it cannot drift from what the command accepts.
 
-use super::defs::{ArgKind, OPTIONS, OptionDef, Section};
+use super::defs::{ArgKind, Command, OptionDef, Section, table};
 
 /// The Slurm release Drover's commands answer to.
 pub(crate) const VERSION: &str = "slurm 22.05.8";
@@ -21,40 +21,64 @@ fn synopsis(def: &OptionDef) -> String {
     format!("  {short}--{}{value}", def.long)
 }
 
-/// The `--help` text.
-pub(crate) fn help() -> String {
-    let mut out = String::from(
-        "Usage: sbatch [OPTIONS...] script [args...]\n       sbatch [OPTIONS...] --wrap=\"command string\"\n",
-    );
+/// What follows the options in `command`'s usage line.
+fn operands(command: Command) -> &'static str {
+    match command {
+        Command::Sbatch => "script [args...]",
+        Command::Srun => "executable [args...]",
+        Command::Salloc => "[command [args...]]",
+    }
+}
+
+/// `command`'s `--help` text.
+pub(crate) fn help(command: Command) -> String {
+    let name = command.name();
+    let mut out = format!("Usage: {name} [OPTIONS...] {}\n", operands(command));
+    if command == Command::Sbatch {
+        out.push_str("       sbatch [OPTIONS...] --wrap=\"command string\"\n");
+    }
     for section in Section::ALL {
+        let defs: Vec<&OptionDef> = table(command).filter(|d| d.section == section && d.is_supported()).collect();
+        if defs.is_empty() {
+            continue;
+        }
         out.push('\n');
         out.push_str(section.title());
         out.push('\n');
-        for def in OPTIONS.iter().filter(|d| d.section == section && d.is_supported()) {
+        for def in defs {
             let synopsis = synopsis(def);
+            let help = def.help_in(command);
             if synopsis.len() + 2 > HELP_COLUMN {
-                out.push_str(&format!("{synopsis}\n{:HELP_COLUMN$}{}\n", "", def.help));
+                out.push_str(&format!("{synopsis}\n{:HELP_COLUMN$}{help}\n", ""));
             } else {
-                out.push_str(&format!("{synopsis:HELP_COLUMN$}{}\n", def.help));
+                out.push_str(&format!("{synopsis:HELP_COLUMN$}{help}\n"));
             }
         }
     }
     let names = |keep: fn(&OptionDef) -> bool| {
-        let mut names: Vec<String> = OPTIONS.iter().filter(|d| keep(d)).map(|d| d.display_name()).collect();
+        let mut names: Vec<String> = table(command).filter(|d| keep(d)).map(|d| d.display_name()).collect();
         names.sort();
         names
     };
-    out.push_str("\nAccepted and ignored (hints Drover has no use for; a warning says so):\n");
-    out.push_str(&wrap_words(&names(|d| d.is_ignored()), "  ", "  ", 80));
-    out.push_str("\nRecognized but not supported yet:\n");
-    out.push_str(&wrap_words(&names(|d| !d.is_supported() && !d.is_ignored()), "  ", "  ", 80));
+    let ignored = names(|d| d.is_ignored());
+    if !ignored.is_empty() {
+        out.push_str(match command {
+            Command::Sbatch => "\nAccepted and ignored (hints Drover has no use for; a warning says so):\n",
+            Command::Srun | Command::Salloc => "\nAccepted and ignored (hints Drover has no use for):\n",
+        });
+        out.push_str(&wrap_words(&ignored, "  ", "  ", 80));
+    }
+    let not_yet = names(|d| !d.is_supported() && !d.is_ignored());
+    if !not_yet.is_empty() {
+        out.push_str("\nRecognized but not supported yet:\n");
+        out.push_str(&wrap_words(&not_yet, "  ", "  ", 80));
+    }
     out
 }
 
-/// The `--usage` text: every supported option in brackets.
-pub(crate) fn usage() -> String {
-    let items: Vec<String> = OPTIONS
-        .iter()
+/// `command`'s `--usage` text: every supported option in brackets.
+pub(crate) fn usage(command: Command) -> String {
+    let items: Vec<String> = table(command)
         .filter(|d| d.is_supported() && d.section != Section::Help)
         .map(|d| {
             let value = d.value_name;
@@ -67,9 +91,10 @@ pub(crate) fn usage() -> String {
                 (_, ArgKind::Optional) => format!("[--{}[={value}]]", d.long),
             }
         })
-        .chain(std::iter::once("script [args...]".to_owned()))
+        .chain(std::iter::once(operands(command).to_owned()))
         .collect();
-    wrap_words(&items, "Usage: sbatch ", "              ", 80)
+    let first = format!("Usage: {} ", command.name());
+    wrap_words(&items, &first, &" ".repeat(first.len()), 80)
 }
 
 /// Joins `words` into lines of at most `width` columns; the first line starts with `first`, the

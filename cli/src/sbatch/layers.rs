@@ -1,10 +1,11 @@
-//! The three sources of options, each read into its own [`Layer`] through the one option table: the
-//! command line, the `SBATCH_*` environment variables and the script's `#SBATCH` directives.
+//! The three sources of sbatch's options, each read into its own [`Layer`] through the one option
+//! table: the command line, the `SBATCH_*` environment variables and the script's `#SBATCH`
+//! directives. srun and salloc read only their command line, through the same reader.
 //!
 //! Each reader reports problems in its own terms: getopt's words for the command line, the variable
 //! name for the environment, and `file:line:column` for a directive.
 
-use super::defs::{Apply, ArgKind, Ctx, OPTIONS, OptionDef, OptionError, Scope};
+use super::defs::{Apply, ArgKind, Command, Ctx, OptionDef, OptionError, Scope, table};
 use super::directives::Header;
 use super::getopt::{ScanErrorKind, scan};
 use super::lowargs::LowArgs;
@@ -73,13 +74,20 @@ pub(crate) struct CommandLine {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UsageError(pub(crate) String);
 
-/// Reads the command line.
-pub(crate) fn command_line(args: &[String], ctx: &Ctx<'_>) -> Result<CommandLine, UsageError> {
+/// Reads `command`'s command line.
+pub(crate) fn command_line(args: &[String], ctx: &Ctx<'_>, command: Command) -> Result<CommandLine, UsageError> {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
-    let scanned = scan(&words, OPTIONS).map_err(|e| UsageError(e.kind.to_string()))?;
+    let scanned = scan(&words, command).map_err(|e| UsageError(e.kind.to_string()))?;
     let mut layer = Layer::default();
     let mut error = None;
-    for found in scanned.found {
+    for mut found in scanned.found {
+        // srun and salloc have always read `-n=4` as `-n 4`.
+        let attached_short = words[found.word_idx].starts_with('-')
+            && !words[found.word_idx].starts_with("--")
+            && found.value_at.is_some_and(|(word_idx, _)| word_idx == found.word_idx);
+        if command != Command::Sbatch && attached_short {
+            found.value = found.value.map(|v| v.trim_start_matches('=').to_owned());
+        }
         let value = found.value.as_deref();
         if let Err(e) = apply(found.def, value, &mut layer.args, ctx) {
             let message = match e {
@@ -103,7 +111,7 @@ fn flag_enabled(value: &str) -> bool {
 /// Reads the `SBATCH_*` variables of `env`, in table order.
 pub(crate) fn environment(env: &[(String, String)], ctx: &Ctx<'_>) -> Result<Layer, String> {
     let mut layer = Layer::default();
-    for def in OPTIONS {
+    for def in table(Command::Sbatch) {
         let Some(var) = def.env else { continue };
         let Some((_, raw)) = env.iter().find(|(name, _)| name == var) else { continue };
         let value = match def.apply.arg_kind() {
@@ -125,7 +133,7 @@ pub(crate) fn directives(header: &Header, file: &str, ctx: &Ctx<'_>) -> Result<L
     for directive in &header.directives {
         let at = |column: usize, message: String| format!("{file}:{}:{column}: {message}", directive.line);
         let texts: Vec<&str> = directive.words.iter().map(|w| w.text.as_str()).collect();
-        let scanned = scan(&texts, OPTIONS).map_err(|e| {
+        let scanned = scan(&texts, Command::Sbatch).map_err(|e| {
             let column = directive.words.get(e.word_idx).map_or(1, |w| w.column_at(e.offset));
             let hint = match e.kind {
                 ScanErrorKind::UnrecognizedLong(_) | ScanErrorKind::InvalidShort(_) => {

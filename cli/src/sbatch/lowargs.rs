@@ -1,5 +1,5 @@
-//! "Low" arguments: what one layer of input said — the command line, the `SBATCH_*` environment or
-//! the script's `#SBATCH` directives — typed by the option table in [`super::defs`] but not yet merged
+//! "Low" arguments: what one layer of input said — sbatch's command line, its `SBATCH_*` environment
+//! or the script's `#SBATCH` directives, or srun's or salloc's command line — typed by the option table in [`super::defs`] but not yet merged
 //! with the other layers or checked against them.
 //!
 //! Every field is an `Option`, `None` meaning "this layer did not say". [`LowArgs::over`] lays one
@@ -152,4 +152,12 @@ low_args! {
     verbose: u8,
     /// `-h`, `-u` or `-V`.
     action: Action,
+    /// srun's `-l/--label`.
+    label: bool,
+    /// srun's `--overlap`.
+    overlap: bool,
+    /// srun's `--pty`.
+    pty: bool,
+    /// srun's `--jobid`.
+    job_id: u32,
 }

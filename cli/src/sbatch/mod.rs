@@ -1,27 +1,28 @@
 //! `sbatch`: submit a batch script.
 //!
 //! The flow follows ripgrep's split between "low" and "high" arguments. Every option is defined once
-//! in [`defs`]; the command line, the `SBATCH_*` environment and the script's `#SBATCH` directives
-//! ([`directives`]) are each read through those definitions into their own [`lowargs::LowArgs`]
-//! ([`layers`]); the layers are merged by precedence (command line over environment over
+//! in [`defs`], whose table also serves srun's and salloc's command lines
+//! ([`crate::srun::options`]); the command line, the `SBATCH_*` environment and the script's
+//! `#SBATCH` directives ([`directives`]) are each read through those definitions into their own
+//! [`lowargs::LowArgs`] ([`layers`]); the layers are merged by precedence (command line over environment over
 //! directives) and checked once into a `JobSpec` ([`hiargs`]), which is sent to ctld. Nothing is
 //! sent — no connection is even opened — unless every layer and the merged whole are valid.
 //!
 //! Messages and exit codes follow Slurm's sbatch: `sbatch: error: …` on stderr and exit 1 (or
 //! `SLURM_EXIT_ERROR`) for anything the user can fix, `Submitted batch job N` on success.
 
-mod defs;
+pub(crate) mod defs;
 mod directives;
 mod environment;
 mod getopt;
-mod help;
+pub(crate) mod help;
 mod hiargs;
 #[cfg(test)]
 mod hostile;
-mod layers;
-mod lowargs;
+pub(crate) mod layers;
+pub(crate) mod lowargs;
 mod spank;
-mod system;
+pub(crate) mod system;
 #[cfg(test)]
 mod tests;
 
@@ -139,10 +140,11 @@ fn report(layers: &[&Layer], script_name: &str) -> String {
 /// whole and build the job.
 pub(crate) fn prepare(args: &[String], world: &World<'_>) -> Result<Prepared, Failure> {
     let ctx = Ctx { now: world.now, calendar: world.calendar };
-    let command_line = layers::command_line(args, &ctx).map_err(|UsageError(message)| Failure::Usage(message))?;
+    let command_line = layers::command_line(args, &ctx, defs::Command::Sbatch)
+        .map_err(|UsageError(message)| Failure::Usage(message))?;
     match command_line.layer.args.action {
-        Some(Action::Help) => return Ok(Prepared::Answer(help::help())),
-        Some(Action::Usage) => return Ok(Prepared::Answer(help::usage())),
+        Some(Action::Help) => return Ok(Prepared::Answer(help::help(defs::Command::Sbatch))),
+        Some(Action::Usage) => return Ok(Prepared::Answer(help::usage(defs::Command::Sbatch))),
         Some(Action::Version) => return Ok(Prepared::Answer(format!("{}\n", help::VERSION))),
         None => {}
     }

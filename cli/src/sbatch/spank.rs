@@ -10,7 +10,7 @@
 //! Plugin options are taken out of the command line before the option table sees it (the table
 //! is static); `#SBATCH` lines do not carry them yet.
 
-use super::defs::{ArgKind, OPTIONS};
+use super::defs::{ArgKind, Command, table};
 use drover_spank_compat::{Context, HasArg, Hook, Stack};
 use std::path::PathBuf;
 
@@ -72,8 +72,7 @@ impl Allocator {
                     continue;
                 }
                 let takes_next = inline.is_none()
-                    && OPTIONS
-                        .iter()
+                    && table(Command::Sbatch)
                         .find(|def| def.long == name)
                         .is_some_and(|def| def.apply.arg_kind() == ArgKind::Required);
                 kept.push(word);
@@ -85,7 +84,7 @@ impl Allocator {
             // Short options: the next word is a value when the last letter wants one.
             let mut takes_next = false;
             for (idx, letter) in word.char_indices().skip(1) {
-                if let Some(def) = OPTIONS.iter().find(|def| def.short == Some(letter))
+                if let Some(def) = table(Command::Sbatch).find(|def| def.short == Some(letter))
                     && def.apply.arg_kind() == ArgKind::Required
                 {
                     takes_next = idx + letter.len_utf8() == word.len();

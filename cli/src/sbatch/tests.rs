@@ -2,7 +2,7 @@
 //! tokenizer, each layer read through the option table, and the whole path from arguments,
 //! environment and script to the `JobSpec` — all without a daemon, a terminal or a real clock.
 
-use super::defs::{Ctx, OPTIONS};
+use super::defs::{Command, Ctx, OPTIONS, table};
 use super::directives::{check_script, parse_header};
 use super::environment::{ExportSpec, job_environment};
 use super::hiargs::absolute;
@@ -64,7 +64,7 @@ fn check_directives(script: &str, expect: Expect) {
 
 /// The command-line layer.
 fn check_cli(args: &[&str], expect: Expect) {
-    let shown = match layers::command_line(&strings(args), &ctx()) {
+    let shown = match layers::command_line(&strings(args), &ctx(), Command::Sbatch) {
         Err(layers::UsageError(message)) => format!("usage error: {message}"),
         Ok(command_line) => {
             let mut out = command_line.layer.args.render();
@@ -1211,22 +1211,31 @@ fn export_filtering() {
 
 #[test]
 fn option_table_is_consistent() {
-    for (i, def) in OPTIONS.iter().enumerate() {
-        assert!(OPTIONS[..i].iter().all(|other| other.long != def.long), "--{} is defined twice", def.long);
-        if let Some(short) = def.short {
-            assert!(OPTIONS[..i].iter().all(|other| other.short != Some(short)), "-{short} is defined twice");
+    for command in Command::ALL {
+        let rows: Vec<_> = table(command).collect();
+        for (i, def) in rows.iter().enumerate() {
+            let name = command.name();
+            assert!(rows[..i].iter().all(|other| other.long != def.long), "{name}: --{} is defined twice", def.long);
+            if let Some(short) = def.short {
+                assert!(rows[..i].iter().all(|other| other.short != Some(short)), "{name}: -{short} is defined twice");
+            }
+            let help = def.help_in(command);
+            assert_eq!(def.is_supported(), !help.is_empty(), "{name}: --{}: help text iff supported", def.long);
         }
-        assert_eq!(def.is_supported(), !def.help.is_empty(), "--{}: help text iff supported", def.long);
+    }
+    for def in OPTIONS {
+        assert!(Command::ALL.iter().any(|c| def.accepts(*c)), "--{} serves no command", def.long);
         if let Some(env) = def.env {
             assert!(env.starts_with("SBATCH_"), "--{}: {env}", def.long);
+            assert!(def.accepts(Command::Sbatch), "--{}: only sbatch reads input variables", def.long);
         }
     }
 }
 
 #[test]
 fn help_lists_supported_options() {
-    let text = help::help();
-    for def in OPTIONS.iter().filter(|d| d.is_supported()) {
+    let text = help::help(Command::Sbatch);
+    for def in table(Command::Sbatch).filter(|d| d.is_supported()) {
         assert!(text.contains(&format!("--{}", def.long)), "--{} missing from --help", def.long);
     }
     expect![[r#"

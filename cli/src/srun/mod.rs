@@ -21,11 +21,12 @@ pub(crate) mod options;
 mod output;
 
 use crate::client::Client;
+use crate::sbatch::defs::Command;
 use anyhow::{Context, bail};
 use drover_shared::job::{JobState, StepLayout, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Request, Response};
 use drover_shared::proto::stepio;
-use options::StepOptions;
+use options::{Parsed, StepOptions};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
@@ -64,7 +65,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `srun [options] command [args…]`.
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
-    let options = options::parse(&args)?;
+    let options = match options::parse(Command::Srun, &args)? {
+        Parsed::Answer(text) => {
+            print!("{text}");
+            return Ok(0);
+        }
+        Parsed::Run(options) => options,
+    };
     if options.command.is_empty() {
         bail!("No command given to execute.");
     }

@@ -1,14 +1,24 @@
-//! srun's and salloc's command line: Slurm's spellings (`-n4`, `-n 4`, `--ntasks=4`,
-//! `--ntasks 4`), options up to the first word that is not one, then the command.
+//! srun's and salloc's command line, read through their rows of the one option table
+//! ([`crate::sbatch::defs`]) by the same getopt_long scanner sbatch uses: Slurm's spellings (`-n4`,
+//! `-n 4`, `--ntasks=4`, `--ntasks 4`, unique prefixes such as `--ntask=4`, clustered flags such as
+//! `-lv`), options up to the first word that is not one, then the command. srun and salloc read
+//! the same options; salloc ignores the step's ones.
 //!
 //! Accepted and applied: `-n`, `-N`, `--ntasks-per-node`, `-c`, `-l/--label`, `-J`, `-D`,
 //! `--export`, `--overlap`, `--jobid`, `-v`, `-o/-e` (step patterns), `--pty`; for a new allocation also `-p`, `-t`, `-A`, `-q`,
-//! `--mem`, `--gpus`/`-G`, `--gres`. Accepted without effect (documented in docs/compat.md):
-//! `-u/--unbuffered` (output is always relayed as it comes), `--exact`, `--cpu-bind`, `--mpi`,
-//! `-K/--kill-on-bad-exit`, `--quiet`.
+//! `--mem`, `--mem-per-cpu`, `--gpus`/`-G`, `--gres`, `--gpus-per-node`, `--gpus-per-task`, `-w`,
+//! `--exclusive`. Accepted without effect (documented in docs/compat.md): `-u/--unbuffered`
+//! (output is always relayed as it comes), `--exact`, `--cpu-bind`, `--mpi`,
+//! `-K/--kill-on-bad-exit`, `-Q/--quiet`, `--signal`. `-h/--help`, `--usage` and `-V/--version`
+//! answer by themselves.
 
-use anyhow::{Context, bail};
-use drover_shared::job::{JobSpec, MemRequest, StepSpec};
+use crate::sbatch::defs::{Command, Ctx};
+use crate::sbatch::help;
+use crate::sbatch::layers::{self, UsageError};
+use crate::sbatch::lowargs::Action;
+use crate::sbatch::system::LocalCalendar;
+use anyhow::{anyhow, bail};
+use drover_shared::job::{JobSpec, StepSpec};
 use std::ffi::OsString;
 
 /// What srun (or salloc) was asked.
@@ -30,172 +40,68 @@ pub(crate) struct StepOptions {
     pub(crate) allocation: JobSpec,
 }
 
-/// Options that take a value; everything else is a flag.
-const WITH_VALUE: &[(&str, &str)] = &[
-    ("n", "ntasks"),
-    ("N", "nodes"),
-    ("", "ntasks-per-node"),
-    ("c", "cpus-per-task"),
-    ("J", "job-name"),
-    ("D", "chdir"),
-    ("", "export"),
-    ("", "jobid"),
-    ("p", "partition"),
-    ("t", "time"),
-    ("A", "account"),
-    ("q", "qos"),
-    ("", "mem"),
-    ("", "mem-per-cpu"),
-    ("G", "gpus"),
-    ("", "gres"),
-    ("", "gpus-per-node"),
-    ("", "gpus-per-task"),
-    ("", "cpu-bind"),
-    ("", "mpi"),
-    ("o", "output"),
-    ("e", "error"),
-    ("w", "nodelist"),
-    ("", "signal"),
-];
-
-const FLAGS: &[(&str, &str)] = &[
-    ("l", "label"),
-    ("u", "unbuffered"),
-    ("", "overlap"),
-    ("", "exact"),
-    ("K", "kill-on-bad-exit"),
-    ("v", "verbose"),
-    ("Q", "quiet"),
-    ("", "pty"),
-    ("", "exclusive"),
-];
-
-fn number(name: &str, value: &str) -> anyhow::Result<u32> {
-    value.trim().parse().with_context(|| format!("invalid --{name} value: {value}"))
+/// What srun's or salloc's command line asks.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// Print this on stdout and exit 0 (`--help`, `--usage`, `--version`).
+    Answer(String),
+    /// Run (or allocate and run) the command.
+    Run(Box<StepOptions>),
 }
 
-/// Parses the arguments after the command name.
-pub(crate) fn parse(args: &[OsString]) -> anyhow::Result<StepOptions> {
+/// Parses the arguments after the command name through `command`'s rows of the option table
+/// (getopt_long's spellings, abbreviations included; `-n=4` is read as `-n 4`, as srun always
+/// has). An argument that is not UTF-8 is read with its invalid bytes replaced.
+pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parsed> {
     let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let mut options = StepOptions::default();
-    let mut i = 0;
-    while i < words.len() {
-        let word = &words[i];
-        if word == "--" {
-            i += 1;
-            break;
-        }
-        if !word.starts_with('-') || word == "-" {
-            break;
-        }
-        let (name, inline): (String, Option<String>) = if let Some(long) = word.strip_prefix("--") {
-            match long.split_once('=') {
-                Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-                None => (long.to_owned(), None),
-            }
-        } else {
-            let short = &word[1..2];
-            let rest = &word[2..];
-            let long = WITH_VALUE
-                .iter()
-                .chain(FLAGS)
-                .find(|(s, _)| *s == short)
-                .map(|(_, l)| (*l).to_owned())
-                .with_context(|| format!("invalid option -- '{short}'"))?;
-            if FLAGS.iter().any(|(s, _)| *s == short) && !rest.is_empty() {
-                bail!("invalid option combination: {word}");
-            }
-            (long, (!rest.is_empty()).then(|| rest.trim_start_matches('=').to_owned()))
-        };
-        i += 1;
-        if FLAGS.iter().any(|(_, l)| *l == name) {
-            match name.as_str() {
-                "label" => options.label = true,
-                "overlap" => options.step.overlap = true,
-                "verbose" => options.verbose = true,
-                "pty" => options.pty = true,
-                "exclusive" => options.allocation.exclusive = true,
-                _ => {}
-            }
-            continue;
-        }
-        if !WITH_VALUE.iter().any(|(_, l)| *l == name) {
-            bail!("unrecognized option '--{name}'");
-        }
-        let value = match inline {
-            Some(v) => v,
-            None => {
-                let v = words.get(i).cloned().with_context(|| format!("option '--{name}' requires an argument"))?;
-                i += 1;
-                v
-            }
-        };
-        let spec = &mut options.allocation;
-        match name.as_str() {
-            "ntasks" => {
-                options.step.ntasks = Some(number(&name, &value)?);
-                spec.ntasks = options.step.ntasks;
-            }
-            "nodes" => {
-                let first = value.split('-').next().unwrap_or_default();
-                options.step.nodes = Some(number(&name, first)?);
-                spec.nodes_min = options.step.nodes;
-            }
-            "ntasks-per-node" => {
-                options.step.ntasks_per_node = Some(number(&name, &value)?);
-                spec.ntasks_per_node = options.step.ntasks_per_node;
-            }
-            "cpus-per-task" => {
-                options.step.cpus_per_task = Some(number(&name, &value)?);
-                spec.cpus_per_task = options.step.cpus_per_task;
-            }
-            "job-name" => {
-                options.step.name = value.clone();
-                spec.name = value;
-            }
-            "chdir" => options.chdir = Some(value),
-            "export" => options.export = Some(value),
-            "jobid" => options.job_id = Some(number(&name, &value)?),
-            "partition" => spec.partitions = value.split(',').map(str::to_owned).collect(),
-            "time" => {
-                spec.time_limit =
-                    Some(drover_shared::grammar::time::parse_time_limit(&value).map_err(|e| anyhow::anyhow!("{e}"))?)
-            }
-            "account" => spec.account = Some(value),
-            "qos" => spec.qos = Some(value),
-            "mem" => {
-                spec.mem = Some(MemRequest::PerNode(
-                    drover_shared::grammar::mem::parse_mem_mb(&value).map_err(|e| anyhow::anyhow!("{e}"))?,
-                ))
-            }
-            "mem-per-cpu" => {
-                spec.mem = Some(MemRequest::PerCpu(
-                    drover_shared::grammar::mem::parse_mem_mb(&value).map_err(|e| anyhow::anyhow!("{e}"))?,
-                ))
-            }
-            "gpus" => {
-                spec.gpus = drover_shared::grammar::gres::parse_gpus(&value).map_err(|e| anyhow::anyhow!("{e}"))?
-            }
-            "gres" => {
-                spec.gres_per_node =
-                    drover_shared::grammar::gres::parse_gres(&value).map_err(|e| anyhow::anyhow!("{e}"))?
-            }
-            "gpus-per-node" => {
-                spec.gres_per_node =
-                    drover_shared::grammar::gres::parse_gpus(&value).map_err(|e| anyhow::anyhow!("{e}"))?
-            }
-            "gpus-per-task" => {
-                spec.gpus_per_task =
-                    drover_shared::grammar::gres::parse_gpus(&value).map_err(|e| anyhow::anyhow!("{e}"))?
-            }
-            "nodelist" => spec.nodelist = Some(value),
-            "output" => options.output = Some(value),
-            "error" => options.error = Some(value),
-            _ => {}
-        }
+    let ctx = Ctx { now: drover_shared::now(), calendar: &LocalCalendar };
+    let command_line = layers::command_line(&words, &ctx, command).map_err(|UsageError(message)| anyhow!(message))?;
+    let low = command_line.layer.args;
+    match low.action {
+        Some(Action::Help) => return Ok(Parsed::Answer(help::help(command))),
+        Some(Action::Usage) => return Ok(Parsed::Answer(help::usage(command))),
+        Some(Action::Version) => return Ok(Parsed::Answer(format!("{}\n", help::VERSION))),
+        None => {}
     }
-    options.command = words[i..].to_vec();
-    Ok(options)
+    if let Some(message) = command_line.error {
+        bail!(message);
+    }
+    let mut options = StepOptions { command: command_line.operands, ..StepOptions::default() };
+    let (step, spec) = (&mut options.step, &mut options.allocation);
+    options.label = low.label.unwrap_or(false);
+    step.overlap = low.overlap.unwrap_or(false);
+    options.verbose = low.verbose.is_some_and(|n| n > 0);
+    options.pty = low.pty.unwrap_or(false);
+    spec.exclusive = low.exclusive.unwrap_or(false);
+    step.ntasks = low.ntasks;
+    spec.ntasks = low.ntasks;
+    // A step takes the minimum of `-N min-max`; so does the allocation srun or salloc asks for.
+    step.nodes = low.nodes.map(|n| n.min);
+    spec.nodes_min = step.nodes;
+    step.ntasks_per_node = low.ntasks_per_node;
+    spec.ntasks_per_node = low.ntasks_per_node;
+    step.cpus_per_task = low.cpus_per_task;
+    spec.cpus_per_task = low.cpus_per_task;
+    if let Some(name) = low.job_name {
+        step.name.clone_from(&name);
+        spec.name = name;
+    }
+    options.chdir = low.chdir;
+    options.export = low.export;
+    options.job_id = low.job_id;
+    spec.partitions = low.partitions.unwrap_or_default();
+    spec.time_limit = low.time_limit;
+    spec.account = low.account;
+    spec.qos = low.qos;
+    spec.mem = low.mem;
+    spec.gpus = low.gpus.unwrap_or_default();
+    spec.gres_per_node = low.gres.unwrap_or_default();
+    spec.gres_per_node.extend(low.gpus_per_node.unwrap_or_default());
+    spec.gpus_per_task = low.gpus_per_task.unwrap_or_default();
+    spec.nodelist = low.nodelist;
+    options.output = low.output;
+    options.error = low.error;
+    Ok(Parsed::Run(Box::new(options)))
 }
 
 impl StepOptions {
@@ -229,21 +135,177 @@ impl StepOptions {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{Command, Parsed, StepOptions, parse};
+    use drover_shared::job::MemRequest;
+    use std::ffi::OsString;
 
-    fn words(text: &str) -> Vec<std::ffi::OsString> {
+    fn words(text: &str) -> Vec<OsString> {
         text.split_whitespace().map(Into::into).collect()
+    }
+
+    /// srun's options for `text`, which must parse.
+    fn srun(text: &str) -> StepOptions {
+        match parse(Command::Srun, &words(text)) {
+            Ok(Parsed::Run(options)) => *options,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    /// The error srun gives for `args`.
+    fn refused(command: Command, args: &[&str]) -> String {
+        let args: Vec<OsString> = args.iter().map(Into::into).collect();
+        match parse(command, &args) {
+            Err(e) => format!("{e:#}"),
+            Ok(other) => panic!("{args:?} parsed: {other:?}"),
+        }
     }
 
     #[test]
     fn spellings() {
-        let o = parse(&words("-l -n4 -N 2 --ntasks-per-node=2 --overlap bash -c true")).unwrap();
+        let o = srun("-l -n4 -N 2 --ntasks-per-node=2 --overlap bash -c true");
         assert!(o.label && o.step.overlap);
         assert_eq!((o.step.ntasks, o.step.nodes, o.step.ntasks_per_node), (Some(4), Some(2), Some(2)));
         assert_eq!(o.command, vec!["bash", "-c", "true"]);
-        let o = parse(&words("--ntasks 3 -c2 -- env -n")).unwrap();
+        let o = srun("--ntasks 3 -c2 -- env -n");
         assert_eq!((o.step.ntasks, o.step.cpus_per_task), (Some(3), Some(2)));
         assert_eq!(o.command, vec!["env", "-n"]);
-        assert!(parse(&words("--bogus x")).is_err());
+        assert!(parse(Command::Srun, &words("--bogus x")).is_err());
+    }
+
+    #[test]
+    fn attached_values_abbreviations_and_clusters() {
+        let o = srun("-n4 -N2 -t10 -c=3 -Jname --cpus=5 --part=x --lab --over -lv hostname");
+        assert_eq!((o.step.ntasks, o.step.nodes, o.step.cpus_per_task), (Some(4), Some(2), Some(5)));
+        assert_eq!(o.allocation.partitions, vec!["x"]);
+        assert_eq!(o.allocation.time_limit, Some(drover_shared::grammar::time::parse_time_limit("10").unwrap()));
+        assert_eq!((o.step.name.as_str(), o.allocation.name.as_str()), ("name", "name"));
+        assert!(o.label && o.step.overlap && o.verbose);
+        assert_eq!(o.command, vec!["hostname"]);
+        // `-n=4` has always meant `-n 4` to srun.
+        assert_eq!(srun("-n=4 true").step.ntasks, Some(4));
+        let o = srun("--jobid=42 --pty -o out.%t -e err.%t --export=NIL,A=1 -D /tmp true");
+        assert_eq!((o.job_id, o.pty), (Some(42), true));
+        assert_eq!((o.output.as_deref(), o.error.as_deref()), (Some("out.%t"), Some("err.%t")));
+        assert_eq!((o.export.as_deref(), o.chdir.as_deref()), (Some("NIL,A=1"), Some("/tmp")));
+    }
+
+    #[test]
+    fn allocation_options() {
+        let o = srun("-p a,b -A acct -q high --mem=2G -G 2 --gres=gpu:1 -w n[1-2] --exclusive -N 2-4 true");
+        let spec = &o.allocation;
+        assert_eq!(spec.partitions, vec!["a", "b"]);
+        assert_eq!((spec.account.as_deref(), spec.qos.as_deref()), (Some("acct"), Some("high")));
+        assert_eq!(spec.mem, Some(MemRequest::PerNode(2048)));
+        assert_eq!((spec.gpus.len(), spec.gres_per_node.len()), (1, 1));
+        assert_eq!((spec.nodelist.as_deref(), spec.exclusive), (Some("n[1-2]"), true));
+        assert_eq!((spec.nodes_min, o.step.nodes), (Some(2), Some(2)));
+        // Hints without effect are accepted silently.
+        let o = srun("-u -K -Q --exact --cpu-bind=cores --mpi pmix --signal=USR1@10 true");
+        assert_eq!(o.command, vec!["true"]);
+    }
+
+    #[test]
+    fn refusals_are_getopt_words() {
+        assert_eq!(refused(Command::Srun, &["--bogus", "x"]), "unrecognized option '--bogus'");
+        assert_eq!(refused(Command::Srun, &["-z"]), "invalid option -- 'z'");
+        assert_eq!(refused(Command::Srun, &["-n"]), "option requires an argument -- 'n'");
+        assert_eq!(refused(Command::Srun, &["--ntasks"]), "option '--ntasks' requires an argument");
+        // sbatch's options are not srun's.
+        assert_eq!(refused(Command::Srun, &["--array=1-3", "true"]), "unrecognized option '--array=1-3'");
+        assert!(refused(Command::Srun, &["--o", "x"]).contains("ambiguous"), "--output or --overlap");
+        assert!(refused(Command::Srun, &["--ntask=2", "x"]).contains("ambiguous"), "--ntasks or --ntasks-per-node");
+    }
+
+    /// A short option that is not ASCII once panicked on a byte slice inside the character.
+    #[test]
+    fn multibyte_short_options_do_not_panic() {
+        for command in [Command::Srun, Command::Salloc] {
+            assert_eq!(refused(command, &["-é"]), "invalid option -- 'é'");
+            assert_eq!(refused(command, &["-lé", "true"]), "invalid option -- 'é'");
+            assert!(refused(command, &["-né", "true"]).contains("é"));
+            assert!(parse(command, &words("-J é true")).is_ok());
+        }
+    }
+
+    #[test]
+    fn salloc_reads_what_srun_reads() {
+        let Ok(Parsed::Run(o)) = parse(Command::Salloc, &words("-N 2 -n 2 -t 5 -l bash -c true")) else {
+            panic!("salloc refused its command line")
+        };
+        assert_eq!((o.allocation.nodes_min, o.allocation.ntasks), (Some(2), Some(2)));
+        assert_eq!(o.command, vec!["bash", "-c", "true"]);
+        let Ok(Parsed::Run(o)) = parse(Command::Salloc, &words("-u")) else { panic!("salloc -u") };
+        assert!(o.command.is_empty(), "-u is --unbuffered to salloc, as to srun");
+    }
+
+    #[test]
+    fn help_usage_and_version_answer() {
+        for command in [Command::Srun, Command::Salloc] {
+            let answer = |args: &str| match parse(command, &words(args)) {
+                Ok(Parsed::Answer(text)) => text,
+                other => panic!("{args}: {other:?}"),
+            };
+            let help = answer("--help");
+            assert!(help.starts_with(&format!("Usage: {} [OPTIONS...] ", command.name())), "{help}");
+            assert_eq!(answer("-h"), help);
+            assert!(help.contains("  -l, --label ") && help.contains("--jobid=id"), "{help}");
+            assert!(!help.contains("--array"), "{help}");
+            assert!(answer("--usage").starts_with(&format!("Usage: {} [-A name]", command.name())));
+            assert_eq!(answer("-V"), "slurm 22.05.8\n");
+            // A refused value does not stop --help, as in sbatch.
+            assert_eq!(answer("-n x --help"), help);
+        }
+    }
+
+    /// srun's `--help`, generated from its rows of the option table.
+    #[test]
+    fn srun_help_text() {
+        let Ok(Parsed::Answer(text)) = parse(Command::Srun, &words("--help")) else { panic!("srun --help") };
+        expect_test::expect![[r#"
+            Usage: srun [OPTIONS...] executable [args...]
+
+            Job options:
+              -A, --account=name          account to charge the job to
+              -c, --cpus-per-task=ncpus   CPUs each task needs
+              -D, --chdir=directory       working directory of the tasks
+                  --gres=list             generic resources needed on each node
+              -J, --job-name=jobname      name of the job
+              -n, --ntasks=ntasks         number of tasks to run
+                  --ntasks-per-node=n     tasks to run on each node
+              -N, --nodes=N               node count, N = min[-max]
+              -p, --partition=partition   partition(s) the job may run in
+              -q, --qos=qos               quality of service for the job
+              -t, --time=minutes          time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S
+              -v, --verbose               say where the step was launched
+              -e, --error=err             file pattern the tasks' stderr goes to
+                  --export=names          environment variables passed to the tasks: ALL, NONE or a list
+                  --jobid=id              run the step in this job (default: SLURM_JOB_ID)
+              -l, --label                 prefix each output line with its task id
+              -o, --output=out            file pattern the tasks' stdout goes to
+                  --overlap               share CPUs with the job's other running steps
+                  --pty                   run task 0 on a pseudo-terminal
+
+            Node and memory constraints:
+                  --mem=MB                memory per node (MB, or a K, M, G or T suffix)
+              -w, --nodelist=hosts        nodes the job must include
+
+            Consumable resources:
+                  --exclusive             do not share the job's nodes with other jobs
+                  --mem-per-cpu=MB        memory per allocated CPU
+
+            GPUs:
+              -G, --gpus=n                GPUs for the whole job, [type:]count
+                  --gpus-per-node=n       GPUs on each node, [type:]count
+                  --gpus-per-task=n       GPUs for each task, [type:]count
+
+            Help:
+              -h, --help                  print this help and exit
+                  --usage                 print a short usage summary and exit
+              -V, --version               print the version and exit
+
+            Accepted and ignored (hints Drover has no use for):
+              --cpu-bind --exact --kill-on-bad-exit --mpi --quiet --signal --unbuffered
+        "#]]
+        .assert_eq(&text);
     }
 }
