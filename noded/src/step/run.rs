@@ -27,7 +27,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::Read;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -417,7 +417,7 @@ fn send(sink: &Sink, kind: u8, task: u32, data: &[u8]) {
 fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
-        let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_raw_fd()).collect();
+        let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_fd()).collect();
         let Ok(ready) = stepio::poll_readable(&fds, None) else { return };
         let mut ended = Vec::new();
         for (index, _) in ready.iter().enumerate().filter(|(_, ready)| **ready) {
