@@ -10,8 +10,8 @@
 //! blocking ([`hello_progress`]), bounded in size, and compares the token in constant time
 //! ([`token_matches`]). Both ends wait on many descriptors at once with [`poll_readable`].
 
-use std::io::{Read, Write};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
+use std::io::{Read, Write};
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
