@@ -50,9 +50,6 @@ impl Launcher {
     /// one thread, since only a single-threaded process can be forked and then go on running
     /// ordinary code; callers then start supervisors with [`super::spawn`].
     pub fn start() -> Option<Launcher> {
-        if !sys::process::single_threaded() {
-            return None;
-        }
         let (ours, theirs) = UnixStream::pair().ok()?;
         // The child is an ordinary single-threaded copy that may allocate; it never returns:
         // `serve` ends in `_exit`.
