@@ -2,6 +2,8 @@
 //! database. [`run`] wires the pieces together: the database writer thread, the core event loop,
 //! the client socket, the node port and a timer.
 
+#![forbid(unsafe_code)]
+
 mod accounting;
 mod array;
 mod authz;

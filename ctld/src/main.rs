@@ -1,6 +1,8 @@
 //! drover-ctld entry point: parse flags, load the config, start logging, bind the client socket
 //! and the node port, run until SIGTERM/SIGINT.
 
+#![forbid(unsafe_code)]
+
 use anyhow::Context;
 use clap::Parser;
 use std::os::unix::fs::PermissionsExt;

@@ -2,6 +2,8 @@
 //! `drover-noded supervise --job-dir D --noded-socket S` is the per-job supervisor the daemon
 //! starts for each job (the same binary, so a node has one executable to install).
 
+#![deny(unsafe_code)]
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use drover_noded::{daemon, supervisor};
@@ -66,8 +68,8 @@ fn main() -> anyhow::Result<()> {
     }
     let args = args.daemon;
     let config = drover_shared::config::Config::load(&args.config)?;
-    // SAFETY: no other thread runs yet; job supervisors inherit the variable (`spank` module).
-    unsafe { std::env::set_var(drover_noded::spank::PLUGSTACK_ENV, &config.plugstack) };
+    // Before any thread starts; job supervisors inherit the variable (`spank` module).
+    drover_noded::sys::process::set_env_single_threaded(drover_noded::spank::PLUGSTACK_ENV, &config.plugstack)?;
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

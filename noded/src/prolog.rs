@@ -62,14 +62,7 @@ impl JobScripts {
 /// with the start of what it printed.
 pub fn run(program: &Path, env: &[(String, String)], timeout: Duration) -> Result<(), String> {
     let mut command = Command::new(program);
-    // SAFETY: the hook runs between fork and exec and only makes async-signal-safe system
-    // calls (close_range, or fcntl in a loop); it allocates nothing and takes no lock.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-            crate::descriptors::close_on_exec_above_stdio();
-            Ok(())
-        });
-    }
+    crate::sys::exec::close_descriptors_at_exec(&mut command);
     let mut child = command
         .env_clear()
         .envs(env.iter().map(|(name, value)| (name, value)))

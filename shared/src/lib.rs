@@ -5,6 +5,8 @@
 //! This crate does no I/O of its own beyond reading the config and key files and framing bytes on a
 //! stream the caller owns; it never decides policy.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod config;
 pub mod grammar;

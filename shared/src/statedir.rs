@@ -22,8 +22,7 @@ pub enum StateDirError {
 
 /// The effective uid of this process.
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// Creates `path` (and missing parents) with `mode` if it does not exist, then checks that this

@@ -8,6 +8,8 @@
 //!   login shell, environment and script included); prints the acknowledged rate.
 //! - `query`: times `QueryJobs` round trips (what `squeue` costs ctld), alone or under concurrent load.
 
+#![forbid(unsafe_code)]
+
 mod nodes;
 
 use clap::{Parser, Subcommand};

@@ -1,7 +1,18 @@
 //! Tidy: every Rust source file opens with a `//!` module doc, and none has a stray `dbg!`,
 //! trailing whitespace or an `unsafe` block without a `// SAFETY:` comment just above it.
+//! `unsafe` stays where it is allowed: ctld, shared and sim forbid it at every crate root, noded
+//! denies it at its crate roots and allows it only in `noded/src/sys/`. And every test that
+//! `docs/security.md` names as proof exists.
 
 use std::path::{Path, PathBuf};
+
+/// The crates whose sources tidy reads, relative to the workspace root.
+const CRATES: [&str; 7] = ["shared", "ctld", "noded", "cli", "spank-compat", "tests", "sim"];
+
+/// The one folder of noded where `unsafe` code may live, and the module line in noded's
+/// library root that allows it there.
+const NODED_SYS: &str = "noded/src/sys/";
+const NODED_SYS_MODULE: &str = "pub mod sys;";
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -18,18 +29,47 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn tidy() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// Every Rust file of the scanned crates: `(path relative to the root, text)`.
+fn workspace_sources() -> Vec<(String, String)> {
+    let root = workspace_root();
     let mut files = Vec::new();
-    for dir in ["shared", "ctld", "noded", "cli", "spank-compat", "tests"] {
+    for dir in CRATES {
         sources(&root.join(dir), &mut files);
     }
     assert!(files.len() > 20, "found only {} files", files.len());
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).unwrap();
+            (file.strip_prefix(root).unwrap().display().to_string(), text)
+        })
+        .collect()
+}
+
+/// A line without its `//` comment (good enough for Rust sources: `//` inside a string literal
+/// only shortens what is checked).
+fn code_of(line: &str) -> &str {
+    line.split("//").next().unwrap_or_default()
+}
+
+/// Whether `word` occurs in `text` as a whole word (not inside `unsafe_code` or `not_unsafe`).
+fn has_word(text: &str, word: &str) -> bool {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+    })
+}
+
+#[test]
+fn tidy() {
     let mut problems = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let rel = file.strip_prefix(root).unwrap().display().to_string();
+    for (rel, text) in workspace_sources() {
         if !text.starts_with("//!") {
             problems.push(format!("{rel}: does not open with a `//!` module doc"));
         }
@@ -41,7 +81,7 @@ fn tidy() {
             if line.contains(concat!("dbg", "!(")) {
                 problems.push(format!("{rel}:{}: dbg! left in", i + 1));
             }
-            let code = line.split("//").next().unwrap_or_default();
+            let code = code_of(line);
             if code.contains("unsafe {") && !code.contains("unsafe fn") {
                 let above = lines[..i].iter().rev().take(6).any(|l| l.contains("SAFETY:"));
                 if !above && !line.contains("SAFETY:") {
@@ -51,4 +91,202 @@ fn tidy() {
         }
     }
     assert!(problems.is_empty(), "tidy found:\n{}", problems.join("\n"));
+}
+
+/// The crate roots that must carry an attribute on `unsafe_code`, and which: every library,
+/// binary and `src/bin/` root of ctld, shared and sim forbids it; noded's roots deny it (its
+/// `sys` module allows it).
+fn crate_root_rules(files: &[(String, String)]) -> Vec<(String, &'static str)> {
+    let mut rules = Vec::new();
+    for (rel, _) in files {
+        let attribute = match rel.split('/').next() {
+            Some("ctld" | "shared" | "sim") => "#![forbid(unsafe_code)]",
+            Some("noded") => "#![deny(unsafe_code)]",
+            _ => continue,
+        };
+        let crate_dir = rel.split('/').next().unwrap_or_default();
+        let in_src = rel.strip_prefix(crate_dir).and_then(|rest| rest.strip_prefix("/src/")).unwrap_or_default();
+        let is_root =
+            matches!(in_src, "lib.rs" | "main.rs") || in_src.strip_prefix("bin/").is_some_and(|bin| !bin.contains('/'));
+        if is_root {
+            rules.push((rel.clone(), attribute));
+        }
+    }
+    rules
+}
+
+#[test]
+fn unsafe_stays_where_it_is_allowed() {
+    let files = workspace_sources();
+    let mut problems = Vec::new();
+    let rules = crate_root_rules(&files);
+    for expected in [
+        "ctld/src/lib.rs",
+        "ctld/src/main.rs",
+        "shared/src/lib.rs",
+        "sim/src/main.rs",
+        "noded/src/lib.rs",
+        "noded/src/main.rs",
+    ] {
+        assert!(rules.iter().any(|(rel, _)| rel == expected), "{expected} is not found as a crate root");
+    }
+    for (rel, attribute) in &rules {
+        let text = &files.iter().find(|(path, _)| path == rel).unwrap().1;
+        if !text.lines().any(|line| line.trim() == *attribute) {
+            problems.push(format!("{rel}: crate root without `{attribute}`"));
+        }
+    }
+    for (rel, text) in &files {
+        if !rel.starts_with("noded/src/") || rel.starts_with(NODED_SYS) {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = code_of(line);
+            if has_word(code, "unsafe") {
+                problems.push(format!("{rel}:{}: `unsafe` outside {NODED_SYS}", i + 1));
+            }
+            if code.contains("allow(unsafe_code)") {
+                let allows_sys = rel == "noded/src/lib.rs"
+                    && lines[i + 1..].iter().map(|l| l.trim()).find(|l| !l.is_empty()) == Some(NODED_SYS_MODULE);
+                if !allows_sys {
+                    problems.push(format!("{rel}:{}: `unsafe_code` allowed outside {NODED_SYS}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "unsafe code out of place:\n{}", problems.join("\n"));
+}
+
+/// One reference to code in `docs/security.md`: a file, or a function in it.
+#[derive(Debug, PartialEq, Eq)]
+struct CodeRef {
+    /// As written (`authz.rs` stands for `tests/tests/authz.rs`).
+    file: String,
+    function: Option<String>,
+}
+
+impl CodeRef {
+    /// `path/to/file.rs`, `path/to/file.rs::name` or the short forms `file.rs(::name)`.
+    fn parse(token: &str) -> Option<CodeRef> {
+        let (file, function) = match token.split_once("::") {
+            Some((file, function)) => (file, Some(function)),
+            None => (token, None),
+        };
+        let file_ok = file.strip_suffix(".rs").is_some_and(|stem| {
+            !stem.is_empty() && stem.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/' | '.'))
+        });
+        let function_ok = function.is_none_or(is_identifier);
+        (file_ok && function_ok).then(|| CodeRef { file: file.to_owned(), function: function.map(str::to_owned) })
+    }
+
+    /// The file, relative to the workspace root: a bare file name is an end-to-end test.
+    fn path(&self) -> PathBuf {
+        if self.file.contains('/') { PathBuf::from(&self.file) } else { Path::new("tests/tests").join(&self.file) }
+    }
+}
+
+fn is_identifier(text: &str) -> bool {
+    text.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The backticked spans of `text`, each with the text between it and the span before.
+fn backticked(text: &str) -> Vec<(&str, &str)> {
+    let mut spans = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('`') {
+        let Some(close) = rest[open + 1..].find('`') else { break };
+        spans.push((&rest[..open], &rest[open + 1..open + 1 + close]));
+        rest = &rest[open + 1 + close + 1..];
+    }
+    spans
+}
+
+/// Every code reference of the document: backticked `file.rs(::name)` anywhere, and in a table's
+/// "proven by" column also a bare test name that follows a reference after a comma
+/// (`attacks.rs::one`, `two` names two tests of `attacks.rs`). Each with its line number.
+fn security_references(doc: &str) -> Vec<(usize, CodeRef)> {
+    let mut found = Vec::new();
+    let mut proven_by_column: Option<usize> = None;
+    for (i, line) in doc.lines().enumerate() {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
+        if !line.trim_start().starts_with('|') {
+            proven_by_column = None;
+        } else if let Some(column) = cells.iter().position(|cell| cell.trim().eq_ignore_ascii_case("proven by")) {
+            proven_by_column = Some(column);
+            continue;
+        }
+        for (column, cell) in cells.iter().enumerate() {
+            let in_proof_column = proven_by_column == Some(column);
+            let mut last_file: Option<String> = None;
+            for (gap, token) in backticked(cell) {
+                if let Some(code_ref) = CodeRef::parse(token) {
+                    last_file = Some(code_ref.file.clone());
+                    found.push((i + 1, code_ref));
+                } else if in_proof_column
+                    && gap.trim() == ","
+                    && is_identifier(token)
+                    && token.contains('_')
+                    && let Some(file) = &last_file
+                {
+                    found.push((i + 1, CodeRef { file: file.clone(), function: Some(token.to_owned()) }));
+                } else {
+                    last_file = None;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether `text` defines a function `name`.
+fn defines_function(text: &str, name: &str) -> bool {
+    [format!("fn {name}("), format!("fn {name}<")].iter().any(|pattern| text.contains(pattern.as_str()))
+}
+
+#[test]
+fn security_doc_names_tests_that_exist() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/security.md")).unwrap();
+    let references = security_references(&doc);
+    assert!(references.len() > 20, "found only {} references in docs/security.md", references.len());
+    let mut problems = Vec::new();
+    for (line, code_ref) in &references {
+        let path = code_ref.path();
+        let Ok(text) = std::fs::read_to_string(root.join(&path)) else {
+            problems.push(format!("docs/security.md:{line}: `{}`: no file {}", code_ref.file, path.display()));
+            continue;
+        };
+        if let Some(function) = &code_ref.function
+            && !defines_function(&text, function)
+        {
+            problems.push(format!("docs/security.md:{line}: no `fn {function}` in {}", path.display()));
+        }
+    }
+    assert!(problems.is_empty(), "docs/security.md names what does not exist:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn security_references_are_read_as_written() {
+    let doc = "\
+| attacker | proven by |\n\
+|---|---|\n\
+| a | `tests/tests/x.rs::one` (see `y.rs`), `authz.rs::two`, `two_more` and `not_a_test` |\n\
+\n\
+Prose: `z.rs::four`, `five`; `HMAC(key)` and `sacct -D`.\n";
+    let refs: Vec<String> = security_references(doc)
+        .into_iter()
+        .map(|(line, r)| format!("{line} {} {}", r.path().display(), r.function.unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            "3 tests/tests/x.rs one",
+            "3 tests/tests/y.rs ",
+            "3 tests/tests/authz.rs two",
+            "3 tests/tests/authz.rs two_more",
+            "5 tests/tests/z.rs four",
+        ]
+    );
 }

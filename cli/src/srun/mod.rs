@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -208,8 +208,8 @@ fn gate(listener: TcpListener, token: Vec<u8>, nodes: usize, tx: mpsc::Sender<In
         let now = Instant::now();
         unproven.retain(|u| now.duration_since(u.since) < HELLO_DEADLINE);
         let wait = unproven.iter().map(|u| (u.since + HELLO_DEADLINE).saturating_duration_since(now)).min();
-        let mut fds = vec![listener.as_raw_fd()];
-        fds.extend(unproven.iter().map(|u| u.stream.as_raw_fd()));
+        let mut fds = vec![listener.as_fd()];
+        fds.extend(unproven.iter().map(|u| u.stream.as_fd()));
         let Ok(ready) = stepio::poll_readable(&fds, wait.map(|w| w + Duration::from_millis(1))) else { return };
         let finished: Vec<usize> = ready
             .iter()

@@ -4,6 +4,8 @@
 //!
 //!   drover-passbench NODES PENDING [PASSES]
 
+#![forbid(unsafe_code)]
+
 use anyhow::Context;
 
 fn main() -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
 //! The cgroup v2 device filter: a program generated from the job's allocation ([`program`]),
-//! loaded and attached to the job's v2 cgroup through raw `bpf(2)` ([`sys`]). The policy is
+//! loaded and attached to the job's v2 cgroup through raw `bpf(2)` ([`crate::sys::bpf`]). The policy is
 //! Slurm's: every device stays open except the GPU and MIG capability nodes of this node that the
 //! job was not given. The kernel runs the program at `open(2)` and `mknod(2)` of a device node
 //! by any process of the cgroup or below, before the driver is looked up.
@@ -15,7 +15,6 @@
 //! cgroups; each attachment is the job's own and lasts as long as its cgroup.
 
 mod program;
-mod sys;
 
 pub use program::{CharDevice, DEVICE_TYPE_CHAR, device_program};
 use std::fs::File;
@@ -56,7 +55,7 @@ pub enum BpfError {
 pub fn attach_device_filter(cgroup_dir: &Path, denied: &[CharDevice], name: &str) -> Result<(), BpfError> {
     let cgroup = open_dir(cgroup_dir)?;
     let attach = |program: &OwnedFd| {
-        sys::attach_device_program(&cgroup, program)
+        crate::sys::bpf::attach_device_program(&cgroup, program)
             .map_err(|source| BpfError::Attach { path: cgroup_dir.to_owned(), source })
     };
     {
@@ -65,7 +64,7 @@ pub fn attach_device_filter(cgroup_dir: &Path, denied: &[CharDevice], name: &str
             return attach(program);
         }
     }
-    attach(&sys::load_device_program(&device_program(denied), name)?)
+    attach(&crate::sys::bpf::load_device_program(&device_program(denied), name)?)
 }
 
 /// Loads the program denying `denied` (sorted, as [`crate::isolation::denied_devices`] returns
@@ -76,7 +75,7 @@ pub fn preload_device_program(denied: &[CharDevice]) -> Result<(), BpfError> {
     if loaded.len() >= MAX_LOADED || loaded.iter().any(|(set, _)| set.as_slice() == denied) {
         return Ok(());
     }
-    let program = sys::load_device_program(&device_program(denied), PRELOADED_NAME)?;
+    let program = crate::sys::bpf::load_device_program(&device_program(denied), PRELOADED_NAME)?;
     loaded.push((denied.to_vec(), program));
     Ok(())
 }
@@ -90,7 +89,8 @@ pub fn preloaded_descriptors() -> Vec<RawFd> {
 /// The ids of the device programs attached directly to `cgroup_dir`.
 pub fn attached_programs(cgroup_dir: &Path) -> Result<Vec<u32>, BpfError> {
     let cgroup = open_dir(cgroup_dir)?;
-    sys::query_device_programs(&cgroup).map_err(|source| BpfError::Query { path: cgroup_dir.to_owned(), source })
+    crate::sys::bpf::query_device_programs(&cgroup)
+        .map_err(|source| BpfError::Query { path: cgroup_dir.to_owned(), source })
 }
 
 fn open_dir(path: &Path) -> Result<OwnedFd, BpfError> {

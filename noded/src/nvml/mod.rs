@@ -8,6 +8,7 @@
 
 pub mod inventory;
 
+use crate::sys::nvml::InstanceKind;
 use drover_shared::node::GpuDevice;
 use inventory::NodeGpu;
 use nvml_wrapper::error::NvmlError as WrapperError;
@@ -140,35 +141,12 @@ fn mig_instances(nvml: &Nvml, device: &Device<'_>) -> Result<Vec<MigInstance>, N
         instances.push(MigInstance {
             name: mig.name().map_err(query("MIG name"))?,
             uuid: mig.uuid().map_err(query("MIG UUID"))?,
-            gpu_instance: instance_id(nvml, &mig, InstanceKind::Gpu)?,
-            compute_instance: instance_id(nvml, &mig, InstanceKind::Compute)?,
+            gpu_instance: crate::sys::nvml::instance_id(nvml, &mig, InstanceKind::Gpu)?,
+            compute_instance: crate::sys::nvml::instance_id(nvml, &mig, InstanceKind::Compute)?,
             memory_bytes: mig.memory_info().map_err(query("MIG memory info"))?.total,
         });
     }
     Ok(instances)
-}
-
-enum InstanceKind {
-    Gpu,
-    Compute,
-}
-
-/// A MIG device's GPU or compute instance id: functions nvml-wrapper 0.13 does not wrap, so they
-/// are called from its symbol table.
-fn instance_id(nvml: &Nvml, mig: &Device<'_>, kind: InstanceKind) -> Result<u32, NvmlError> {
-    let (symbol, operation) = match kind {
-        InstanceKind::Gpu => (nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref(), "GPU instance id"),
-        InstanceKind::Compute => (nvml.lib().nvmlDeviceGetComputeInstanceId.as_ref(), "compute instance id"),
-    };
-    let function = symbol
-        .map_err(|error| NvmlError::Query { operation, source: WrapperError::FailedToLoadSymbol(error.to_string()) })?;
-    let mut id: u32 = 0;
-    // SAFETY: the function comes from the loaded NVML with the signature of nvml.h
-    // (`nvmlReturn_t f(nvmlDevice_t, unsigned int *)`); the handle is live for as long as `mig`
-    // borrows `nvml`, and `id` is a local that outlives the call.
-    let status = unsafe { function(mig.handle(), &mut id) };
-    nvml_wrapper::error::nvml_try(status).map_err(|source| NvmlError::Query { operation, source })?;
-    Ok(id)
 }
 
 /// One GPU's utilization and memory use, for accounting.

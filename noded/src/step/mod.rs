@@ -163,14 +163,7 @@ pub fn launch(
         .stdout(log)
         .stderr(log_err)
         .process_group(0);
-    // SAFETY: the closure runs between fork and exec in a child of the multi-threaded noded and
-    // only marks descriptors close-on-exec, which is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            crate::descriptors::close_on_exec_above_stdio();
-            Ok(())
-        });
-    }
+    crate::sys::exec::close_descriptors_at_exec(&mut command);
     let mut child = command.spawn().map_err(StepError::Spawn)?;
     let pid = child.id();
     std::thread::spawn(move || {

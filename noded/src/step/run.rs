@@ -19,6 +19,7 @@
 use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS};
 use crate::cgroup::{Controller, JobCgroup};
 use crate::isolation::{self, JobIsolation};
+use crate::sys::exec::TaskSetup;
 use drover_shared::proto::node::StepLaunch;
 use drover_shared::proto::stepio;
 use nix::unistd::{Gid, Uid, User};
@@ -27,8 +28,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::Read;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -318,64 +318,17 @@ fn spawn_task(
             command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         }
     }
-    let on_terminal = terminal.is_some();
-    let ids = identity.map(|i| (i.uid, i.gid, i.groups.clone()));
-    let umask = launch.job.spec.umask;
     // The working directory is entered after the privilege drop, so a user cannot start a task
     // in a directory only root may reach.
     let work_dir =
         CString::new(launch.work_dir.as_bytes()).map_err(|_| std::io::Error::other("working directory with NUL"))?;
-    // SAFETY: the closure runs in the forked child of a runner that has not started any thread
-    // yet (tasks are all forked before the first thread), and only makes system calls on data
-    // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
-    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setgroups,
-    // setgid, setuid, chdir, umask, sigprocmask/signal resets and marking descriptors
-    // close-on-exec.
-    unsafe {
-        command.pre_exec(move || {
-            if on_terminal {
-                // A session of its own with the pseudo-terminal (its stdin) as controlling terminal.
-                nix::unistd::setsid()?;
-                if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else {
-                nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
-            }
-            if let Ok(adjust) = nix::fcntl::open(
-                c"/proc/self/oom_score_adj",
-                nix::fcntl::OFlag::O_WRONLY,
-                nix::sys::stat::Mode::empty(),
-            ) {
-                let _ = nix::unistd::write(&adjust, b"0");
-            }
-            if let Some((uid, gid, groups)) = &ids {
-                nix::unistd::setgroups(groups)?;
-                nix::unistd::setgid(*gid)?;
-                nix::unistd::setuid(*uid)?;
-            }
-            nix::unistd::chdir(work_dir.as_c_str())?;
-            if umask != 0 {
-                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
-            }
-            nix::sys::signal::sigprocmask(
-                nix::sys::signal::SigmaskHow::SIG_SETMASK,
-                Some(&nix::sys::signal::SigSet::empty()),
-                None,
-            )?;
-            for sig in [
-                nix::sys::signal::Signal::SIGTERM,
-                nix::sys::signal::Signal::SIGINT,
-                nix::sys::signal::Signal::SIGHUP,
-                nix::sys::signal::Signal::SIGPIPE,
-            ] {
-                let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
-            }
-            // Only stdin, stdout and stderr reach the task (stdio is in place by now).
-            crate::descriptors::close_on_exec_above_stdio();
-            Ok(())
-        });
-    }
+    let setup = TaskSetup {
+        on_terminal: terminal.is_some(),
+        identity: identity.map(|i| (i.uid, i.gid, i.groups.clone())),
+        work_dir,
+        umask: launch.job.spec.umask,
+    };
+    crate::sys::exec::prepare_task(&mut command, setup);
     command.spawn()
 }
 
@@ -417,7 +370,7 @@ fn send(sink: &Sink, kind: u8, task: u32, data: &[u8]) {
 fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
-        let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_raw_fd()).collect();
+        let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_fd()).collect();
         let Ok(ready) = stepio::poll_readable(&fds, None) else { return };
         let mut ended = Vec::new();
         for (index, _) in ready.iter().enumerate().filter(|(_, ready)| **ready) {
@@ -447,19 +400,12 @@ fn describe(error: &std::io::Error) -> String {
 /// Spools what this node's tasks used into `<state>/step_usage/<job>.<step>`, for noded to send
 /// to ctld (the step directory itself is removed when the runner ends).
 fn write_usage(dir: &Path, launch: &StepLaunch) {
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes one `rusage` through a pointer to a local that outlives the call.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
-        return;
-    }
-    let micros =
-        |t: libc::timeval| u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec).unwrap_or(0);
+    let Some(usage) = crate::sys::process::children_usage() else { return };
     let usage = drover_shared::proto::node::JobUsage {
         job_id: launch.job.job_id,
-        user_usec: micros(usage.ru_utime),
-        system_usec: micros(usage.ru_stime),
-        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        user_usec: usage.user_usec,
+        system_usec: usage.system_usec,
+        max_rss_kib: usage.max_rss_kib,
     };
     let Some(state_dir) = dir.parent().and_then(Path::parent) else { return };
     if let Err(error) = super::spool_usage(state_dir, launch.step_id, &usage) {

@@ -10,17 +10,18 @@
 //! message means the exec succeeded).
 
 use super::env::batch_environment;
-use super::{SupervisorError, jobfiles, procfs};
+use super::{SupervisorError, jobfiles};
+use crate::sys::{self, process::ForkError, process::Forked};
 use drover_shared::grammar::pattern::{PatternContext, expand_pattern};
 use drover_shared::proto::node::LaunchRequest;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::stat::Mode;
-use nix::unistd::{ForkResult, Gid, Pid, Uid, User};
+use nix::unistd::{Gid, Pid, Uid, User};
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -176,18 +177,7 @@ impl ForkedJob {
     /// Sends `signal` to the batch shell only, never to a process that reused its pid.
     pub(super) fn signal_shell(&self, signal: Signal) -> nix::Result<()> {
         let Some(pidfd) = &self.pidfd else { return nix::sys::signal::kill(self.pid, signal) };
-        // SAFETY: pidfd_send_signal takes a pidfd we own, a signal number, a null siginfo
-        // (meaning "as kill(2) would") and no flags; it touches no memory of ours.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                pidfd.as_raw_fd(),
-                signal as libc::c_int,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        if rc < 0 { Err(nix::errno::Errno::last()) } else { Ok(()) }
+        sys::pidfd::send_signal(pidfd, signal)
     }
 
     /// A duplicate of the batch shell's stderr when it is a regular file, so the supervisor can
@@ -195,12 +185,7 @@ impl ForkedJob {
     /// the job's open file description, so it can write only where the job itself can.
     pub(super) fn shell_stderr(&self) -> Option<File> {
         let pidfd = self.pidfd.as_ref()?;
-        // SAFETY: pidfd_getfd takes a pidfd we own, a descriptor number in the target and no
-        // flags, and returns a new close-on-exec descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), 2, 0) };
-        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
-        let file = unsafe { File::from_raw_fd(fd) };
+        let file = File::from(sys::pidfd::get_fd(pidfd, 2).ok()?);
         file.metadata().ok().filter(std::fs::Metadata::is_file).map(|_| file)
     }
 }
@@ -209,31 +194,27 @@ impl ForkedJob {
 /// job can see. Also returns the reading end of the child's setup report: its setup-failure
 /// message, or nothing and end of file once it has exec'd.
 pub(super) fn fork_job(command: &JobCommand<'_>) -> Result<(ForkedJob, File), SupervisorError> {
-    let me = nix::unistd::getpid().as_raw();
-    if procfs::stat(me).is_none_or(|proc_stat| proc_stat.n_threads != 1) {
-        return Err(SupervisorError::Refused("the supervisor must fork the job before starting any thread".into()));
-    }
     let pipe =
         || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| SupervisorError::Sys { operation: "pipe2", source });
     let (go_reader, go_writer) = pipe()?;
     let (report_reader, report_writer) = pipe()?;
-    // SAFETY: the process has one thread (checked above), so the child is an ordinary
-    // single-threaded copy: it may allocate and lock. It never returns into the supervisor's
-    // code: `child_main` ends in exec or `_exit`.
-    match unsafe { nix::unistd::fork() }.map_err(|source| SupervisorError::Sys { operation: "fork", source })? {
-        ForkResult::Child => {
+    // The child is an ordinary single-threaded copy: it may allocate and lock. It never returns
+    // into the supervisor's code: `child_main` ends in exec or `_exit`.
+    let forked = sys::process::fork_single_threaded().map_err(|error| match error {
+        ForkError::Threads => {
+            SupervisorError::Refused("the supervisor must fork the job before starting any thread".into())
+        }
+        ForkError::Fork(source) => SupervisorError::Sys { operation: "fork", source },
+    })?;
+    match forked {
+        Forked::Child => {
             drop(go_writer);
             drop(report_reader);
             child_main(command, File::from(go_reader), File::from(report_writer))
         }
-        ForkResult::Parent { child } => {
-            // SAFETY: pidfd_open takes a pid and no flags and returns a new descriptor or -1.
+        Forked::Parent(child) => {
             // The child cannot have been reaped yet: only this thread reaps, later.
-            let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) };
-            let pidfd = i32::try_from(pidfd).ok().filter(|fd| *fd >= 0).map(|fd| {
-                // SAFETY: the descriptor was just returned by the kernel and nothing else owns it.
-                unsafe { OwnedFd::from_raw_fd(fd) }
-            });
+            let pidfd = sys::pidfd::open(child).ok();
             Ok((ForkedJob { pid: child, pidfd, go: Some(File::from(go_writer)) }, File::from(report_reader)))
         }
     }
@@ -250,9 +231,9 @@ fn child_main(command: &JobCommand<'_>, go: File, report: File) -> ! {
         message.truncate(cut);
     }
     let _ = (&report).write_all(message.as_bytes());
-    // SAFETY: `_exit` ends this forked copy without running the supervisor's exit handlers or
-    // flushing its buffers, which belong to the supervisor.
-    unsafe { libc::_exit(1) }
+    // Ends this forked copy without running the supervisor's exit handlers or flushing its
+    // buffers, which belong to the supervisor.
+    sys::process::exit_now(1)
 }
 
 /// Sets the child up and execs the script; returns only on failure, with the message for the
@@ -307,7 +288,7 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
         .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
         .collect();
     // Nothing the supervisor holds (or noded left it) reaches the job: only its stdio.
-    crate::descriptors::close_on_exec_above_stdio();
+    sys::descriptors::close_on_exec_above_stdio();
     let Err(errno) = nix::unistd::execve(&command.script, &command.argv, &env);
     sys("could not execute the batch script", errno)
 }
@@ -317,15 +298,7 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
 /// glibc keeps the two it reserves for itself (32 and 33) out of reach, and sets up their
 /// handlers itself in any program that needs them.
 fn reset_signals() {
-    // SAFETY: `sigaction` is plain old data; zeroed means SIG_DFL, no flags, an empty mask.
-    let default: libc::sigaction = unsafe { std::mem::zeroed() };
-    for signal in 1..=libc::SIGRTMAX() {
-        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
-            // SAFETY: installing SIG_DFL registers no handler code; the struct outlives the
-            // call; a signal glibc refuses is reported as an error and left alone.
-            unsafe { libc::sigaction(signal, &default, std::ptr::null_mut()) };
-        }
-    }
+    sys::process::reset_all_signal_actions();
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
 }
 

@@ -9,9 +9,7 @@ use super::{SupervisorError, jobfiles, procfs};
 use nix::fcntl::OFlag;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -34,7 +32,6 @@ pub fn spawn(exe: &Path, job_dir: &Path, noded_socket: &Path) -> Result<u32, Sup
         .map_err(|source| SupervisorError::Write { path: log_path, source })?;
     let log_for_stderr = log.try_clone().map_err(spawn_error)?;
     let (pid_reader, pid_writer) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|errno| spawn_error(errno.into()))?;
-    let pid_writer_fd = pid_writer.as_raw_fd();
 
     let mut command = Command::new(exe);
     command
@@ -47,37 +44,11 @@ pub fn spawn(exe: &Path, job_dir: &Path, noded_socket: &Path) -> Result<u32, Sup
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_for_stderr);
-    let detach = move || -> std::io::Result<()> {
-        // SAFETY: this closure runs in the forked child of a possibly multi-threaded noded, so it
-        // makes only async-signal-safe calls (setsid, fork, write, _exit, close_range) on plain
-        // integers, allocates nothing, and touches no lock.
-        unsafe {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            match libc::fork() {
-                -1 => Err(std::io::Error::last_os_error()),
-                0 => {
-                    // The supervisor: everything inherited beyond stdio closes at exec. Errors
-                    // are ignored; noded's own descriptors are close-on-exec already.
-                    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
-                    Ok(())
-                }
-                supervisor_pid => {
-                    // The intermediate child: hand the supervisor's pid to noded and vanish.
-                    let bytes = supervisor_pid.to_ne_bytes();
-                    libc::write(pid_writer_fd, bytes.as_ptr().cast(), bytes.len());
-                    libc::_exit(0)
-                }
-            }
-        }
-    };
-    // SAFETY: `detach` is async-signal-safe, as its own SAFETY comment explains.
-    unsafe { command.pre_exec(detach) };
+    crate::sys::exec::detach_at_exec(&mut command, pid_writer);
     // `spawn` returns once the supervisor has exec'd (or reports why it could not).
     let mut intermediate = command.spawn().map_err(spawn_error)?;
+    // Closes noded's end of the pid pipe.
     drop(command);
-    drop(pid_writer);
     let _ = intermediate.wait();
 
     let mut pid_bytes = [0u8; 4];

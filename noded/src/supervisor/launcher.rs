@@ -20,10 +20,14 @@
 //! be started.
 
 use super::{SupervisorError, jobfiles, procfs};
-use std::ffi::{CString, OsStr};
+use crate::sys::{self, process::ForkError, process::Forked};
+use nix::sys::signal::Signal;
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Mutex;
@@ -46,19 +50,15 @@ impl Launcher {
     /// one thread, since only a single-threaded process can be forked and then go on running
     /// ordinary code; callers then start supervisors with [`super::spawn`].
     pub fn start() -> Option<Launcher> {
-        if procfs::stat(nix::unistd::getpid().as_raw()).is_none_or(|proc_stat| proc_stat.n_threads != 1) {
-            return None;
-        }
         let (ours, theirs) = UnixStream::pair().ok()?;
-        // SAFETY: this process has one thread (checked above), so the child is an ordinary
-        // single-threaded copy that may allocate; it never returns: `serve` ends in `_exit`.
-        match unsafe { libc::fork() } {
-            -1 => None,
-            0 => {
+        // The child is an ordinary single-threaded copy that may allocate; it never returns:
+        // `serve` ends in `_exit`.
+        match sys::process::fork_single_threaded().ok()? {
+            Forked::Child => {
                 drop(ours);
                 serve(theirs)
             }
-            _ => Some(Launcher { stream: Mutex::new(ours), gone: AtomicBool::new(false) }),
+            Forked::Parent(_) => Some(Launcher { stream: Mutex::new(ours), gone: AtomicBool::new(false) }),
         }
     }
 
@@ -103,16 +103,14 @@ impl Launcher {
 
 /// The launcher's loop: one supervisor per request until noded closes the stream.
 fn serve(mut stream: UnixStream) -> ! {
-    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory of ours.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     // noded may already have died between the fork and the prctl.
     if nix::unistd::getppid().as_raw() == 1 {
         exit(0);
     }
     // Supervisors are the launcher's children until it exits: ignoring SIGCHLD has the kernel
     // reap them as they end, so none is left a zombie (or judged alive by its pid file).
-    // SAFETY: installing SIG_IGN registers no handler code.
-    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    sys::process::ignore(Signal::SIGCHLD);
     loop {
         let mut length = [0u8; 4];
         if stream.read_exact(&mut length).is_err() {
@@ -142,21 +140,11 @@ fn start_one(job_dir: &[u8], noded_socket: &[u8]) -> i32 {
     let job_dir = Path::new(OsStr::from_bytes(job_dir));
     let noded_socket = Path::new(OsStr::from_bytes(noded_socket));
     let log_path = job_dir.join(jobfiles::LOG);
-    let (Ok(log), Ok(null)) = (CString::new(log_path.as_os_str().as_bytes()), CString::new("/dev/null")) else {
-        return -libc::EINVAL;
-    };
-    // SAFETY: open takes two NUL-terminated strings that outlive the calls and returns a new
-    // descriptor or -1.
-    let (log_fd, null_fd) = unsafe {
-        (
-            libc::open(log.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o600),
-            libc::open(null.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC),
-        )
-    };
-    // SAFETY: each descriptor, when valid, was just returned by the kernel and nothing else owns it.
-    let owned = |fd: i32| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
-    let (Some(log_fd), Some(null_fd)) = (owned(log_fd), owned(null_fd)) else {
-        return errno(std::io::Error::last_os_error());
+    let log = OpenOptions::new().create(true).append(true).mode(0o600).open(log_path);
+    let null = File::open("/dev/null");
+    let (log_fd, null_fd) = match (log, null) {
+        (Ok(log), Ok(null)) => (OwnedFd::from(log), OwnedFd::from(null)),
+        (Err(error), _) | (_, Err(error)) => return errno(error),
     };
     // Jobs with the same denied devices share one device program, loaded here once and
     // inherited by the supervisor (see `crate::bpf`); a failure here is the supervisor's to report.
@@ -166,58 +154,20 @@ fn start_one(job_dir: &[u8], noded_socket: &[u8]) -> i32 {
     {
         let _ = crate::bpf::preload_device_program(&isolation.limits.denied_devices);
     }
-    // SAFETY: the launcher has one thread, so its child may run ordinary code; the child never
-    // returns: it ends in `exit`.
-    match unsafe { libc::fork() } {
-        -1 => errno(std::io::Error::last_os_error()),
-        0 => {
-            // SAFETY: setsid takes no arguments; a fresh child is no group leader, so it succeeds.
-            if unsafe { libc::setsid() } < 0 {
-                exit(1);
-            }
-            become_supervisor(job_dir, noded_socket, &log_fd, &null_fd)
-        }
-        supervisor_pid => supervisor_pid,
+    // The launcher has one thread, so its child may run ordinary code. The supervisor keeps
+    // nothing it inherited but stdio (`/dev/null`, the log) and the preloaded device programs
+    // (owned by `crate::bpf`, which it goes on using), as an exec would close the launcher's
+    // close-on-exec descriptors.
+    let keep = crate::bpf::preloaded_descriptors();
+    match sys::process::fork_detached(&null_fd, &log_fd, &keep, || super::main(job_dir, noded_socket)) {
+        Ok(supervisor_pid) => supervisor_pid.as_raw(),
+        Err(ForkError::Fork(source)) => errno(source.into()),
+        Err(ForkError::Threads) => -libc::EAGAIN,
     }
-}
-
-/// In the forked supervisor: stdio onto `/dev/null` and the log, every other inherited
-/// descriptor closed but the preloaded device programs, `/` as working directory, then the
-/// supervisor itself.
-fn become_supervisor(job_dir: &Path, noded_socket: &Path, log: &OwnedFd, null: &OwnedFd) -> ! {
-    let mut keep = crate::bpf::preloaded_descriptors();
-    keep.sort_unstable();
-    // SAFETY: dup2 and close_range act on descriptor numbers only; the ones duplicated are
-    // open (owned above), and everything above stdio except the preloaded programs (owned by
-    // `crate::bpf`, which this process goes on using) is closed afterwards, as an exec would
-    // close the launcher's close-on-exec descriptors. `chdir` takes a NUL-terminated literal.
-    unsafe {
-        // The launcher's ignored SIGCHLD must not reach the supervisor, which waits for its job.
-        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
-        if libc::dup2(null.as_raw_fd(), 0) < 0
-            || libc::dup2(log.as_raw_fd(), 1) < 0
-            || libc::dup2(log.as_raw_fd(), 2) < 0
-        {
-            libc::_exit(1);
-        }
-        let mut first = 3u32;
-        for fd in keep.into_iter().filter_map(|fd| u32::try_from(fd).ok()).filter(|&fd| fd >= 3) {
-            if fd > first {
-                libc::syscall(libc::SYS_close_range, first, fd - 1, 0u32);
-            }
-            first = first.max(fd + 1);
-        }
-        libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32);
-        if libc::chdir(c"/".as_ptr()) < 0 {
-            libc::_exit(1);
-        }
-    }
-    exit(super::main(job_dir, noded_socket))
 }
 
 /// Ends the process without running exit handlers registered before the fork (they belong to
 /// noded); the supervisor writes its log unbuffered, so nothing is lost.
 fn exit(code: i32) -> ! {
-    // SAFETY: `_exit` ends the process; it touches no memory of ours.
-    unsafe { libc::_exit(code) }
+    sys::process::exit_now(code)
 }

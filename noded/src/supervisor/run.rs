@@ -12,6 +12,7 @@ use super::{
 use crate::cgroup::JobCgroup;
 use crate::isolation;
 use crate::prolog::{self, JobScripts};
+use crate::sys;
 use drover_shared::UnixTime;
 use drover_shared::job::WaitStatus;
 use drover_shared::proto::frame;
@@ -86,31 +87,20 @@ pub(super) fn run(job_dir: &Path, noded_socket: &Path) -> Result<(), SupervisorE
 /// CPU time and peak RSS of the supervisor's reaped descendants: the job's processes (the
 /// supervisor is their subreaper and reaps every one of them).
 fn children_usage() -> Option<JobUsage> {
-    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes one `rusage` through a pointer to a local that outlives the call.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
-        return None;
-    }
-    let micros =
-        |t: libc::timeval| u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec).unwrap_or(0);
+    let usage = sys::process::children_usage()?;
     Some(JobUsage {
         job_id: 0,
-        user_usec: micros(usage.ru_utime),
-        system_usec: micros(usage.ru_stime),
-        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        user_usec: usage.user_usec,
+        system_usec: usage.system_usec,
+        max_rss_kib: usage.max_rss_kib,
     })
 }
 
 /// Makes the supervisor a child subreaper, so that every process the job starts, even one that
 /// daemonizes, stays below it: signalled with the job and reaped before `end` is written.
 fn become_job_reaper() {
-    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag and touches no memory of ours.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        log(format_args!(
-            "cannot become a subreaper ({}); daemonized job processes may escape",
-            nix::errno::Errno::last()
-        ));
+    if let Err(errno) = nix::sys::prctl::set_child_subreaper(true) {
+        log(format_args!("cannot become a subreaper ({errno}); daemonized job processes may escape"));
     }
 }
 
@@ -278,29 +268,18 @@ fn spawn_thread(name: &str, events: mpsc::Sender<Event>, body: impl FnOnce(mpsc:
 /// Reaps every child until none is left; the batch shell and reparented orphans alike.
 fn reap_children(events: mpsc::Sender<Event>) {
     loop {
-        let mut raw_status = 0;
-        // SAFETY: waitpid writes one int through a pointer to a local that outlives the call.
-        let pid = unsafe { libc::waitpid(-1, &mut raw_status, 0) };
-        if pid > 0 {
-            let last = !children_left();
-            let _ = events.send(Event::Reaped { pid: Pid::from_raw(pid), status: WaitStatus(raw_status), last });
-        } else if nix::errno::Errno::last() != nix::errno::Errno::EINTR {
-            let _ = events.send(Event::NoChildren);
-            return;
+        match sys::process::wait_any() {
+            Ok((pid, raw_status)) => {
+                let last = !sys::process::has_children();
+                let _ = events.send(Event::Reaped { pid, status: WaitStatus(raw_status), last });
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => {
+                let _ = events.send(Event::NoChildren);
+                return;
+            }
         }
     }
-}
-
-/// Whether the supervisor still has a child (running, or ended and not reaped yet), asked
-/// without reaping or waiting.
-fn children_left() -> bool {
-    // SAFETY: an all-zero `siginfo_t` is a valid value of this plain C struct.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid writes one `siginfo_t` through a pointer to a local that outlives the call;
-    // WNOWAIT leaves any child it finds to be reaped by `waitpid` later.
-    let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
-    // Only "no child at all" counts as none; any other answer (EINTR included) as some.
-    !(rc < 0 && nix::errno::Errno::last() == nix::errno::Errno::ECHILD)
 }
 
 /// `DROVER_TIME_SCALE` applied to a time limit: a test hook, documented in the module docs.
@@ -573,15 +552,7 @@ fn oom_notice(job_id: u32, oom_kills: u64) -> String {
 
 /// `2024-05-01T10:00:00` in the node's local time, as Slurm prints times.
 fn local_timestamp(time: UnixTime) -> String {
-    // Drover runs on 64-bit Linux, where `time_t` is `i64`.
-    let time_t: libc::time_t = time;
-    // SAFETY: `tm` is plain old data; zeroed is a valid value for it.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: localtime_r reads one time_t and writes one tm, both locals that outlive the call;
-    // it is the thread-safe variant.
-    if unsafe { libc::localtime_r(&time_t, &mut tm) }.is_null() {
-        return time.to_string();
-    }
+    let Some(tm) = sys::time::local_time(time) else { return time.to_string() };
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
         tm.tm_year + 1900,

@@ -10,8 +10,9 @@
 //! blocking ([`hello_progress`]), bounded in size, and compares the token in constant time
 //! ([`token_matches`]). Both ends wait on many descriptors at once with [`poll_readable`].
 
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::io::{Read, Write};
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// Output the task wrote to its stdout.
@@ -80,21 +81,16 @@ pub fn token_matches(proof: &[u8], token: &[u8]) -> bool {
 
 /// Waits until one of `fds` can be read (or has hung up) or `timeout` passed (`None`: no
 /// limit); returns, per descriptor, whether it is ready. An interrupted wait reports none ready.
-pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> std::io::Result<Vec<bool>> {
-    let mut polled: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    let count = libc::nfds_t::try_from(polled.len()).unwrap_or(libc::nfds_t::MAX);
-    let millis = timeout.map_or(-1, |t| libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX));
-    // SAFETY: poll reads and writes `count` pollfd structs of a live vector it borrows
-    // exclusively for the call; it does not keep the pointer.
-    if unsafe { libc::poll(polled.as_mut_ptr(), count, millis) } < 0 {
-        let error = std::io::Error::last_os_error();
-        if error.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(vec![false; fds.len()]);
-        }
-        return Err(error);
+pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> std::io::Result<Vec<bool>> {
+    let mut polled: Vec<PollFd<'_>> = fds.iter().map(|&fd| PollFd::new(fd, PollFlags::POLLIN)).collect();
+    let timeout = timeout.map_or(PollTimeout::NONE, |t| PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX));
+    match nix::poll::poll(&mut polled, timeout) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(vec![false; fds.len()]),
+        Err(errno) => return Err(errno.into()),
     }
-    Ok(polled.iter().map(|p| p.revents != 0).collect())
+    // Flags nix does not know (`None`) are still events, as any non-zero `revents` is.
+    Ok(polled.iter().map(|p| p.revents().is_none_or(|events| !events.is_empty())).collect())
 }
 
 /// Reads a hello: `(token, node index)`; a token longer than [`MAX_TOKEN`] bytes is refused.

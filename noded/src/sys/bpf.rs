@@ -2,9 +2,9 @@
 //! `#[repr(C)]` attribute structs: load a `BPF_PROG_TYPE_CGROUP_DEVICE` program, attach it to a
 //! cgroup with `BPF_F_ALLOW_MULTI` (a legacy attachment: it lives as long as the cgroup, through
 //! any restart of noded, and composes with the host's own device programs), and query the
-//! programs attached to a cgroup. These are the module's only `unsafe` code.
+//! programs attached to a cgroup. [`crate::bpf`] builds the programs and calls these.
 
-use super::BpfError;
+use crate::bpf::BpfError;
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -69,7 +69,7 @@ fn bpf<T>(command: libc::c_long, attr: &mut T) -> Result<libc::c_long, std::io::
 
 /// Loads a device program; `name` is cut to 15 bytes. On failure the load is retried once with
 /// the verifier's log, which then becomes part of the error.
-pub(super) fn load_device_program(bytecode: &[u8], name: &str) -> Result<OwnedFd, BpfError> {
+pub(crate) fn load_device_program(bytecode: &[u8], name: &str) -> Result<OwnedFd, BpfError> {
     static LICENSE: &CStr = c"GPL";
     let mut prog_name = [0u8; 16];
     for (slot, byte) in
@@ -110,7 +110,7 @@ pub(super) fn load_device_program(bytecode: &[u8], name: &str) -> Result<OwnedFd
 }
 
 /// Attaches a loaded device program to the cgroup open as `cgroup`, with `BPF_F_ALLOW_MULTI`.
-pub(super) fn attach_device_program(cgroup: &OwnedFd, program: &OwnedFd) -> Result<(), std::io::Error> {
+pub(crate) fn attach_device_program(cgroup: &OwnedFd, program: &OwnedFd) -> Result<(), std::io::Error> {
     let mut attr = ProgAttachAttr {
         target_fd: raw(cgroup),
         attach_bpf_fd: raw(program),
@@ -122,7 +122,7 @@ pub(super) fn attach_device_program(cgroup: &OwnedFd, program: &OwnedFd) -> Resu
 }
 
 /// The ids of the device programs attached to the cgroup open as `cgroup` itself (not inherited).
-pub(super) fn query_device_programs(cgroup: &OwnedFd) -> Result<Vec<u32>, std::io::Error> {
+pub(crate) fn query_device_programs(cgroup: &OwnedFd) -> Result<Vec<u32>, std::io::Error> {
     let mut ids = vec![0u32; 64];
     let mut attr = ProgQueryAttr {
         target_fd: raw(cgroup),

@@ -1,7 +1,10 @@
 //! What a process noded starts for a user (a batch script, a step's task, the step runner) or
 //! as the admin's program (prolog, epilog, health check) inherits: stdin, stdout and stderr only. Descriptors noded itself was started with (and did
 //! not mark close-on-exec) must not reach a job, so each exec is preceded by marking every
-//! descriptor above stderr close-on-exec.
+//! descriptor above stderr close-on-exec. The supervisor launcher's children, which never exec,
+//! close what they inherited instead ([`close_above_stdio_except`]).
+
+use std::os::fd::RawFd;
 
 /// Where `close_range` cannot mark descriptors (kernels before 5.11), the most descriptors
 /// marked one by one.
@@ -29,4 +32,29 @@ pub(crate) fn close_on_exec_above_stdio() {
         // fails with EBADF, which is ignored.
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
+}
+
+/// Closes every descriptor above stderr except those in `keep`: for a freshly forked process
+/// that goes on as a program of its own without an exec (the launcher's supervisors), as an exec
+/// would close what it inherited. Only [`super::process::fork_detached`] calls it, before it runs
+/// the child's code, so nothing in the child owns a descriptor it closes.
+pub(super) fn close_above_stdio_except(keep: &[RawFd]) {
+    let mut keep: Vec<u32> = keep.iter().filter_map(|&fd| u32::try_from(fd).ok()).filter(|&fd| fd >= 3).collect();
+    keep.sort_unstable();
+    let mut first = 3u32;
+    for fd in keep {
+        if fd > first {
+            close_range(first, fd - 1);
+        }
+        first = first.max(fd + 1);
+    }
+    close_range(first, u32::MAX);
+}
+
+/// Closes the descriptors `first..=last`; errors are ignored.
+fn close_range(first: u32, last: u32) {
+    // SAFETY: close_range takes plain integers. Only `close_above_stdio_except` calls this, in a
+    // freshly forked child before its own code runs: what it closes is owned by nothing the
+    // child goes on using (the fork's caller never returns into code that owned them).
+    unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
 }

@@ -1,0 +1,132 @@
+//! What a child of noded, of the supervisor or of the step runner does between `fork` and `exec`:
+//! hooks on a [`Command`] (`pre_exec`), each a fixed sequence of system calls on data prepared
+//! before the fork. They run in a child of a process that may have many threads, so they make
+//! only async-signal-safe calls: no allocation, no lock.
+
+use nix::unistd::{Gid, Uid};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Has `command`'s child inherit nothing but its stdio: every descriptor above stderr is marked
+/// close-on-exec just before the exec.
+pub(crate) fn close_descriptors_at_exec(command: &mut Command) {
+    // SAFETY: the hook runs between fork and exec and only makes async-signal-safe system
+    // calls (close_range, or fcntl in a loop); it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(|| {
+            super::descriptors::close_on_exec_above_stdio();
+            Ok(())
+        });
+    }
+}
+
+/// Has `command` start detached (a double fork): its child starts a new session and forks the
+/// program's process, writes that process's pid (`i32`, native endian) to `pid_writer` and exits
+/// at once; the program's process marks everything inherited beyond stdio close-on-exec and
+/// execs. `spawn` then returns the short-lived intermediate child (reap it); the program's
+/// process belongs to init. `pid_writer` is closed when `command` is dropped.
+pub(crate) fn detach_at_exec(command: &mut Command, pid_writer: OwnedFd) {
+    let detach = move || -> std::io::Result<()> {
+        // SAFETY: this closure runs in the forked child of a possibly multi-threaded noded, so it
+        // makes only async-signal-safe calls (setsid, fork, write, _exit, close_range) on plain
+        // integers and a descriptor the closure owns, allocates nothing, and touches no lock.
+        unsafe {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            match libc::fork() {
+                -1 => Err(std::io::Error::last_os_error()),
+                0 => {
+                    // The program's process: everything inherited beyond stdio closes at exec.
+                    // Errors are ignored; noded's own descriptors are close-on-exec already.
+                    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+                    Ok(())
+                }
+                program_pid => {
+                    // The intermediate child: hand the program's pid to the caller and vanish.
+                    let bytes = program_pid.to_ne_bytes();
+                    libc::write(pid_writer.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+                    libc::_exit(0)
+                }
+            }
+        }
+    };
+    // SAFETY: `detach` is async-signal-safe, as its own SAFETY comment explains.
+    unsafe { command.pre_exec(detach) };
+}
+
+/// How a step's task process is set up before it execs the task's program.
+#[derive(Debug)]
+pub(crate) struct TaskSetup {
+    /// Whether the task's stdin is a pseudo-terminal's slave, which becomes its controlling
+    /// terminal in a session of its own; otherwise the task gets a process group of its own.
+    pub(crate) on_terminal: bool,
+    /// The job's user (uid, gid, supplementary groups) to become; `None`: stay who we are.
+    pub(crate) identity: Option<(Uid, Gid, Vec<Gid>)>,
+    /// Entered after the privilege drop, so a user cannot start a task in a directory only
+    /// root may reach.
+    pub(crate) work_dir: CString,
+    /// Applied unless 0.
+    pub(crate) umask: u32,
+}
+
+/// Has `command`'s child set itself up as `setup` says before the exec: session or process
+/// group, `oom_score_adj` back to 0, the job's user, working directory, umask, an empty signal
+/// mask with default actions for the signals the runner handles, and nothing inherited but its
+/// stdio.
+pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
+    let TaskSetup { on_terminal, identity, work_dir, umask } = setup;
+    // SAFETY: the closure runs in the forked child of a runner that has not started any thread
+    // yet (tasks are all forked before the first thread), and only makes system calls on data
+    // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
+    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setgroups,
+    // setgid, setuid, chdir, umask, sigprocmask/signal resets and marking descriptors
+    // close-on-exec.
+    unsafe {
+        command.pre_exec(move || {
+            if on_terminal {
+                // A session of its own with the pseudo-terminal (its stdin) as controlling terminal.
+                nix::unistd::setsid()?;
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else {
+                nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+            }
+            if let Ok(adjust) = nix::fcntl::open(
+                c"/proc/self/oom_score_adj",
+                nix::fcntl::OFlag::O_WRONLY,
+                nix::sys::stat::Mode::empty(),
+            ) {
+                let _ = nix::unistd::write(&adjust, b"0");
+            }
+            if let Some((uid, gid, groups)) = &identity {
+                nix::unistd::setgroups(groups)?;
+                nix::unistd::setgid(*gid)?;
+                nix::unistd::setuid(*uid)?;
+            }
+            nix::unistd::chdir(work_dir.as_c_str())?;
+            if umask != 0 {
+                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
+            }
+            nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                Some(&nix::sys::signal::SigSet::empty()),
+                None,
+            )?;
+            for sig in [
+                nix::sys::signal::Signal::SIGTERM,
+                nix::sys::signal::Signal::SIGINT,
+                nix::sys::signal::Signal::SIGHUP,
+                nix::sys::signal::Signal::SIGPIPE,
+            ] {
+                let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
+            }
+            // Only stdin, stdout and stderr reach the task (stdio is in place by now).
+            super::descriptors::close_on_exec_above_stdio();
+            Ok(())
+        });
+    }
+}
