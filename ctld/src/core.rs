@@ -716,17 +716,20 @@ impl Core {
         let Some(stored) = stored else {
             // Its row could not be read back (logged by the writer): nothing to start it with.
             tracing::error!(job_id, "no stored spec to launch the job with; the job fails");
-            let now = now();
-            self.runs.borrow_mut().remove(&job_id);
-            self.state.release_job(job_id, now);
-            self.state.end_job(job_id, JobState::Failed, "JobLaunchFailure", now);
-            self.store_job(job_id, false);
-            self.schedule_needed = true;
+            self.fail_launch(job_id);
             return;
         };
         let spec = crate::resident::complete(&job.spec, &job.info, *stored);
         let request = self.launch_request(job, spec, alloc, batch_share);
         let batch_host = batch_share.node.clone();
+        // Checked at submit; a launch that still would not fit a node frame is never sent (it
+        // would drop the node's connection): the job fails instead.
+        let size = postcard::experimental::serialized_size(&request).map_or(usize::MAX, |size| size + 8);
+        if size > drover_shared::proto::frame::MAX_FRAME {
+            tracing::error!(job_id, size, "launch message exceeds the node frame limit; the job fails");
+            self.fail_launch(job_id);
+            return;
+        }
         let link = self.state.node_mut(&batch_host).and_then(|n| n.link.clone());
         match link.map(|l| l.tx.send(CtldMessage::Launch(Box::new(request)))) {
             Some(Ok(())) => tracing::info!(job_id, node = batch_host, "launch sent"),
@@ -735,6 +738,16 @@ impl Core {
                 self.requeue(job_id);
             }
         }
+    }
+
+    /// A job that cannot be started at all ends `FAILED` (`JobLaunchFailure`) and frees its nodes.
+    fn fail_launch(&mut self, job_id: JobId) {
+        let now = now();
+        self.runs.borrow_mut().remove(&job_id);
+        self.state.release_job(job_id, now);
+        self.state.end_job(job_id, JobState::Failed, "JobLaunchFailure", now);
+        self.store_job(job_id, false);
+        self.schedule_needed = true;
     }
 
     /// Puts a job that never started back in the queue.
@@ -891,8 +904,16 @@ impl Core {
     }
 
     fn update_one(&mut self, who: Who, job_id: JobId, update: &JobUpdate) -> Result<(), ErrorCode> {
+        // The bounds a submission gets, and no dependency that would make the job wait on itself.
         if let Some(text) = update.dependency.as_deref().filter(|t| !t.is_empty()) {
             crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
+            crate::dependency::check_cycle(&self.state, job_id, text).map_err(|(code, _)| code)?;
+        }
+        if let Some(name) = &update.name {
+            validate::check_string("job name", name).map_err(|(code, _)| code)?;
+        }
+        if let Some(comment) = &update.comment {
+            validate::check_string("comment", comment).map_err(|(code, _)| code)?;
         }
         let config = self.state.config.clone();
         let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
@@ -928,8 +949,8 @@ impl Core {
                 return Err(ErrorCode::InvalidTimeLimit);
             }
         }
-        if update.nice.is_some_and(|n| n < 0) && !who.may(Operation::JobPrivileged) {
-            return Err(ErrorCode::AccessDenied);
+        if let Some(nice) = update.nice {
+            validate::check_nice(nice, who.may(Operation::JobPrivileged)).map_err(|(code, _)| code)?;
         }
         if update.array_max_tasks.is_some() && job.info.array_job_id != Some(job_id) {
             return Err(ErrorCode::InvalidSpec);

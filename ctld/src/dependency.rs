@@ -13,6 +13,12 @@
 //! to complete (a failed task k fails only task k; a missing task k counts as satisfied). A base
 //! record whose pending tasks wait on different targets is eligible when one of them is, and
 //! [`ready_task`] tells the scheduler which task to split off.
+//!
+//! Cost: a dependency has at most [`MAX_ITEMS`] items, and working one out takes time
+//! proportional to its items: each target is found by id, an array's records and the jobs a
+//! `singleton` competes with through a [`Lookup`] built once per pass (or per request). A
+//! dependency that would close a cycle (a job waiting, directly or through other jobs, on
+//! itself) is refused by `scontrol update` ([`check_cycle`]).
 
 use crate::state::{Job, State};
 use crate::validate::Rejection;
@@ -70,8 +76,49 @@ pub(crate) enum Status {
     Never,
 }
 
+/// The most items (job ids and `singleton`s) one dependency may have.
+pub(crate) const MAX_ITEMS: usize = 1000;
+
 fn problem(detail: String) -> Rejection {
     (ErrorCode::Dependency, detail)
+}
+
+/// Where a pass (or one request) finds the records behind a dependency's targets: every
+/// committed record of each array, and the running and pending jobs by owner and name (for
+/// `singleton`). Built with one walk over the jobs; owns job ids only, so the state may change
+/// around it (reasons, priorities) while a pass holds it.
+#[derive(Default)]
+pub(crate) struct Lookup {
+    /// Array job id → the ids of its committed records (base record and split-off tasks).
+    arrays: HashMap<JobId, Vec<JobId>>,
+    /// (uid, name) → the running jobs and the lowest pending job id with that owner and name.
+    named: HashMap<(u32, String), (Vec<JobId>, Option<JobId>)>,
+}
+
+impl Lookup {
+    pub(crate) fn new(state: &State) -> Lookup {
+        let mut lookup = Lookup::default();
+        let singletons = state.jobs.values().any(|j| {
+            j.info.state() == JobState::Pending
+                && j.spec.dependency.as_deref().is_some_and(|d| d.to_ascii_lowercase().contains("singleton"))
+        });
+        for job in state.jobs.values().filter(|j| j.committed) {
+            let info = &job.info;
+            if let Some(array) = info.array_job_id {
+                lookup.arrays.entry(array).or_default().push(info.job_id);
+            }
+            let state = info.state();
+            if singletons && matches!(state, JobState::Running | JobState::Pending) {
+                let entry = lookup.named.entry((info.uid, info.name.clone())).or_default();
+                if state == JobState::Running {
+                    entry.0.push(info.job_id);
+                } else if entry.1.is_none_or(|lowest| info.job_id < lowest) {
+                    entry.1 = Some(info.job_id);
+                }
+            }
+        }
+        lookup
+    }
 }
 
 /// Parses a `--dependency` value.
@@ -81,7 +128,11 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
     }
     let any = text.contains('?');
     let mut items = Vec::new();
+    let too_many = || problem(format!("a dependency may name at most {MAX_ITEMS} jobs"));
     for part in text.split([',', '?']).filter(|p| !p.is_empty()) {
+        if items.len() >= MAX_ITEMS {
+            return Err(too_many());
+        }
         let mut fields = part.split(':');
         let kind = match fields.next().unwrap_or_default().to_ascii_lowercase().as_str() {
             "after" => Kind::After,
@@ -102,6 +153,9 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
         let mut any_id = false;
         for field in fields {
             any_id = true;
+            if items.len() >= MAX_ITEMS {
+                return Err(too_many());
+            }
             let (id, delay) = match field.split_once('+') {
                 Some((id, minutes)) if kind == Kind::After => {
                     let minutes = minutes.parse().map_err(|_| problem(format!("bad time `{minutes}` in `{part}`")))?;
@@ -139,11 +193,49 @@ fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
 /// Submit-time check: the value parses and every job it names is known.
 pub(crate) fn validate(state: &State, text: &str) -> Result<(), Rejection> {
     let dependency = parse(text)?;
+    // Array tasks are found through the arrays' records: one walk for the whole dependency.
+    let lookup = if dependency.items.iter().any(|i| i.target.is_some_and(|t| t.1.is_some())) {
+        Lookup::new(state)
+    } else {
+        Lookup::default()
+    };
     for item in &dependency.items {
         if let Some(target) = item.target
-            && targets(state, target).is_empty()
+            && targets(state, &lookup, target).is_empty()
         {
             return Err(problem(format!("job {} is not known", show_target(target))));
+        }
+    }
+    Ok(())
+}
+
+/// `scontrol update`: whether giving `job_id` the dependency `text` (already validated) would
+/// make it wait on itself, directly or through the dependencies of the jobs it names. Walks each
+/// job at most once, so it costs at most the items of the jobs it reaches.
+pub(crate) fn check_cycle(state: &State, job_id: JobId, text: &str) -> Result<(), Rejection> {
+    let Ok(dependency) = parse(text) else { return Ok(()) };
+    // The job's own id, and its array's if it is an array record: a task waiting on its array
+    // waits on itself.
+    let own: HashSet<JobId> =
+        std::iter::once(job_id).chain(state.jobs.get(&job_id).and_then(|j| j.info.array_job_id)).collect();
+    let mut seen: HashSet<JobId> = HashSet::new();
+    let mut next: Vec<(JobId, JobId)> =
+        dependency.items.iter().filter_map(|i| i.target).map(|(target, _)| (target, target)).collect();
+    while let Some((target, via)) = next.pop() {
+        if own.contains(&target) {
+            let detail = if via == target {
+                format!("circular dependency: job {job_id} would depend on itself")
+            } else {
+                format!("circular dependency: job {job_id} would depend on itself through job {via}")
+            };
+            return Err(problem(detail));
+        }
+        if !seen.insert(target) {
+            continue;
+        }
+        let Some(text) = state.jobs.get(&target).and_then(|j| j.spec.dependency.as_deref()) else { continue };
+        if let Ok(further) = parse(text) {
+            next.extend(further.items.iter().filter_map(|i| i.target).map(|(t, _)| (t, via)));
         }
     }
     Ok(())
@@ -163,39 +255,38 @@ fn shown_target(state: &State, target: (JobId, Option<u32>)) -> String {
 }
 
 /// The committed records a target stands for: a job, every record of an array, or one task.
-fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo> {
-    let is_array = state.jobs.get(&job_id).is_some_and(|j| j.info.array_job_id == Some(job_id));
-    state
-        .jobs
-        .values()
+/// A plain job is found by id; an array's records through `lookup`.
+fn targets<'a>(state: &'a State, lookup: &Lookup, (job_id, task): (JobId, Option<u32>)) -> Vec<&'a JobInfo> {
+    let Some(job) = state.jobs.get(&job_id) else { return Vec::new() };
+    let is_array = job.info.array_job_id == Some(job_id);
+    if task.is_none() && !is_array {
+        return if job.committed { vec![&*job.info] } else { Vec::new() };
+    }
+    let records = lookup.arrays.get(&job_id).map_or(&[][..], Vec::as_slice);
+    records
+        .iter()
+        .filter_map(|id| state.jobs.get(id))
         .filter(|j| j.committed)
         .map(|j| &*j.info)
         .filter(|info| match task {
-            None if is_array => info.array_job_id == Some(job_id),
-            None => info.job_id == job_id,
+            None => true,
             Some(t) => {
-                info.array_job_id == Some(job_id)
-                    && (info.array_task_id == Some(t)
-                        || (info.array_task_id.is_none() && info.array_tasks_pending.contains(&t)))
+                info.array_task_id == Some(t) || (info.array_task_id.is_none() && info.array_tasks_pending.contains(&t))
             }
         })
         .collect()
 }
 
 /// Where one item other than `aftercorr` stands for `job` (those hold per task: [`Evaluation`]).
-fn item_status(state: &State, job: &Job, item: &Item, now: UnixTime) -> Status {
+fn item_status(state: &State, lookup: &Lookup, job: &Job, item: &Item, now: UnixTime) -> Status {
     let Some(target) = item.target else {
-        let blocked = state.jobs.values().any(|other| {
-            other.committed
-                && other.info.job_id != job.info.job_id
-                && other.info.uid == job.info.uid
-                && other.info.name == job.info.name
-                && (other.info.state() == JobState::Running
-                    || (other.info.state() == JobState::Pending && other.info.job_id < job.info.job_id))
+        let me = job.info.job_id;
+        let blocked = lookup.named.get(&(job.info.uid, job.info.name.clone())).is_some_and(|(running, lowest)| {
+            running.iter().any(|id| *id != me) || lowest.is_some_and(|lowest| lowest < me)
         });
         return if blocked { Status::Waiting } else { Status::Satisfied };
     };
-    let records = targets(state, target);
+    let records = targets(state, lookup, target);
     // A target whose own task is still pending in a base record has not started.
     let started = |info: &JobInfo| {
         info.state() != JobState::Pending
@@ -254,14 +345,15 @@ struct Evaluation<'a> {
     /// Target array → task index → the records standing for that task.
     corr: HashMap<JobId, HashMap<u32, Vec<&'a JobInfo>>>,
     state: &'a State,
+    lookup: &'a Lookup,
 }
 
 impl<'a> Evaluation<'a> {
-    fn new(state: &'a State, job: &Job, dependency: Dependency, now: UnixTime) -> Evaluation<'a> {
+    fn new(state: &'a State, lookup: &'a Lookup, job: &Job, dependency: Dependency, now: UnixTime) -> Evaluation<'a> {
         let fixed = dependency
             .items
             .iter()
-            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, job, item, now)))
+            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, lookup, job, item, now)))
             .collect();
         let arrays: HashSet<JobId> = dependency
             .items
@@ -271,17 +363,17 @@ impl<'a> Evaluation<'a> {
             .map(|t| t.0)
             .collect();
         let mut corr: HashMap<JobId, HashMap<u32, Vec<&JobInfo>>> = HashMap::new();
-        if !arrays.is_empty() {
-            for info in state.jobs.values().filter(|j| j.committed).map(|j| &j.info) {
-                let Some(array) = info.array_job_id.filter(|a| arrays.contains(a)) else { continue };
-                let by_task = corr.entry(array).or_default();
+        for array in arrays {
+            let by_task = corr.entry(array).or_default();
+            let records = lookup.arrays.get(&array).map_or(&[][..], Vec::as_slice);
+            for info in records.iter().filter_map(|id| state.jobs.get(id)).filter(|j| j.committed).map(|j| &j.info) {
                 match info.array_task_id {
                     Some(task) => by_task.entry(task).or_default().push(info),
                     None => info.array_tasks_pending.iter().for_each(|t| by_task.entry(*t).or_default().push(info)),
                 }
             }
         }
-        Evaluation { dependency, fixed, corr, state }
+        Evaluation { dependency, fixed, corr, state, lookup }
     }
 
     /// Where the dependency stands for one task (`None`: a job that is no array task), with each
@@ -299,7 +391,7 @@ impl<'a> Evaluation<'a> {
                     let records = self.corr.get(&target.0).and_then(|by_task| by_task.get(&k));
                     completed_status(records.map_or(&[][..], Vec::as_slice))
                 }
-                (None, Some(target), None) => completed_status(&targets(self.state, target)),
+                (None, Some(target), None) => completed_status(&targets(self.state, self.lookup, target)),
                 (None, None, _) => Status::Satisfied,
             })
             .collect();
@@ -334,17 +426,18 @@ pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<
     if !dependency.items.iter().any(|i| i.kind == Kind::AfterCorr) || job.info.array_task_id.is_some() {
         return None;
     }
-    let evaluation = Evaluation::new(state, job, dependency, now);
+    let lookup = Lookup::new(state);
+    let evaluation = Evaluation::new(state, &lookup, job, dependency, now);
     job.info.array_tasks_pending.iter().copied().find(|t| evaluation.for_task(Some(*t)).0 == Status::Satisfied)
 }
 
 /// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
 /// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
 /// stands where its best task stands (satisfied, else waiting, else never).
-pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Option<String>) {
+pub(crate) fn evaluate(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> (Status, Option<String>) {
     let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
     let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
-    let evaluation = Evaluation::new(state, job, dependency, now);
+    let evaluation = Evaluation::new(state, lookup, job, dependency, now);
     // Only `aftercorr` differs between tasks; otherwise one evaluation stands for all.
     let tasks = if evaluation.has_corr() { tasks_of(job) } else { vec![None] };
     let rank = |s: Status| match s {
@@ -387,8 +480,9 @@ pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Opti
 }
 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.
-pub(crate) fn eligibility(state: &State, job: &Job, now: UnixTime) -> Result<(), &'static str> {
-    match evaluate(state, job, now).0 {
+/// `lookup` is the pass's ([`Lookup::new`] on the state the pass started from).
+pub(crate) fn eligibility(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> Result<(), &'static str> {
+    match evaluate(state, lookup, job, now).0 {
         Status::Waiting => return Err("Dependency"),
         Status::Never => return Err("DependencyNeverSatisfied"),
         Status::Satisfied => {}
@@ -405,12 +499,13 @@ pub(crate) fn eligibility(state: &State, job: &Job, now: UnixTime) -> Result<(),
 pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobId>) {
     let mut updates = Vec::new();
     let mut kill = Vec::new();
+    let lookup = Lookup::new(state);
     for job in state
         .jobs
         .values()
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
-        let (status, shown) = evaluate(state, job, now);
+        let (status, shown) = evaluate(state, &lookup, job, now);
         if shown != job.info.dependency {
             updates.push((job.info.job_id, shown));
         }

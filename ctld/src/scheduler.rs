@@ -435,13 +435,15 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut free = FreeIndex::new(state, &views);
     let mut no_room: HashSet<Shape> = HashSet::new();
     let mut never_fits: HashSet<Shape> = HashSet::new();
+    // Jobs change state only after the pass (its starts), so one lookup serves every job.
+    let dependencies = crate::dependency::Lookup::new(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
         }
-        if let Err(reason) = crate::dependency::eligibility(state, job, now) {
+        if let Err(reason) = crate::dependency::eligibility(state, &dependencies, job, now) {
             set_reason(state, job_id, reason);
             continue;
         }

@@ -2,7 +2,7 @@
 //! `--ntasks 4`), options up to the first word that is not one, then the command.
 //!
 //! Accepted and applied: `-n`, `-N`, `--ntasks-per-node`, `-c`, `-l/--label`, `-J`, `-D`,
-//! `--export`, `--overlap`, `--jobid`, `-v`, `-o/-e` (step patterns), `--pty`; for a new allocation also `-p`, `-t`, `-A`, `-q`,
+//! `--export`, `--overlap`, `-O/--overcommit`, `--jobid`, `-v`, `-o/-e` (step patterns), `--pty`; for a new allocation also `-p`, `-t`, `-A`, `-q`,
 //! `--mem`, `--gpus`/`-G`, `--gres`. Accepted without effect (documented in docs/compat.md):
 //! `-u/--unbuffered` (output is always relayed as it comes), `--exact`, `--cpu-bind`, `--mpi`,
 //! `-K/--kill-on-bad-exit`, `--quiet`.
@@ -68,6 +68,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("Q", "quiet"),
     ("", "pty"),
     ("", "exclusive"),
+    ("O", "overcommit"),
 ];
 
 fn number(name: &str, value: &str) -> anyhow::Result<u32> {
@@ -112,6 +113,7 @@ pub(crate) fn parse(args: &[OsString]) -> anyhow::Result<StepOptions> {
             match name.as_str() {
                 "label" => options.label = true,
                 "overlap" => options.step.overlap = true,
+                "overcommit" => options.step.overcommit = true,
                 "verbose" => options.verbose = true,
                 "pty" => options.pty = true,
                 "exclusive" => options.allocation.exclusive = true,
@@ -239,6 +241,7 @@ mod tests {
     fn spellings() {
         let o = parse(&words("-l -n4 -N 2 --ntasks-per-node=2 --overlap bash -c true")).unwrap();
         assert!(o.label && o.step.overlap);
+        assert!(parse(&words("-O -n8 true")).unwrap().step.overcommit);
         assert_eq!((o.step.ntasks, o.step.nodes, o.step.ntasks_per_node), (Some(4), Some(2), Some(2)));
         assert_eq!(o.command, vec!["bash", "-c", "true"]);
         let o = parse(&words("--ntasks 3 -c2 -- env -n")).unwrap();

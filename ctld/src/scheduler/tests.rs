@@ -438,9 +438,12 @@ fn after_with_delay_waits_minutes_after_the_start() {
     let dependent = submit(&mut state, "alice", "");
     Arc::make_mut(&mut state.jobs.get_mut(&dependent).unwrap().spec).dependency = Some(format!("after:{target}+2"));
     let job = &state.jobs[&dependent];
-    assert_eq!(crate::dependency::eligibility(&state, job, NOW + 119), Err("Dependency"));
-    assert_eq!(crate::dependency::eligibility(&state, job, NOW + 120), Ok(()));
-    let (_, shown) = crate::dependency::evaluate(&state, job, NOW + 60);
+    assert_eq!(
+        crate::dependency::eligibility(&state, &crate::dependency::Lookup::new(&state), job, NOW + 119),
+        Err("Dependency")
+    );
+    assert_eq!(crate::dependency::eligibility(&state, &crate::dependency::Lookup::new(&state), job, NOW + 120), Ok(()));
+    let (_, shown) = crate::dependency::evaluate(&state, &crate::dependency::Lookup::new(&state), job, NOW + 60);
     assert_eq!(shown, Some(format!("after:{target}+2(unfulfilled)")));
 }
 
@@ -464,16 +467,21 @@ fn aftercorr_holds_per_task() {
     Arc::make_mut(&mut job.spec).dependency = Some(format!("aftercorr:{a}"));
     let ready = |state: &State| crate::dependency::ready_task(state, b, NOW);
     assert_eq!(ready(&state), Some(0));
-    assert_eq!(crate::dependency::evaluate(&state, &state.jobs[&b], NOW), (crate::dependency::Status::Satisfied, None));
+    assert_eq!(
+        crate::dependency::evaluate(&state, &crate::dependency::Lookup::new(&state), &state.jobs[&b], NOW),
+        (crate::dependency::Status::Satisfied, None)
+    );
     // Without task 0, task 3 (A has none) is next; task 1 failed and task 2 waits.
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2, 3];
     assert_eq!(ready(&state), Some(3));
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2];
     assert_eq!(ready(&state), None);
-    let (status, shown) = crate::dependency::evaluate(&state, &state.jobs[&b], NOW);
+    let (status, shown) =
+        crate::dependency::evaluate(&state, &crate::dependency::Lookup::new(&state), &state.jobs[&b], NOW);
     assert_eq!((status, shown), (crate::dependency::Status::Waiting, Some(format!("aftercorr:{a}_*(unfulfilled)"))));
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1];
-    let (status, shown) = crate::dependency::evaluate(&state, &state.jobs[&b], NOW);
+    let (status, shown) =
+        crate::dependency::evaluate(&state, &crate::dependency::Lookup::new(&state), &state.jobs[&b], NOW);
     assert_eq!((status, shown), (crate::dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
 }
 
