@@ -983,6 +983,8 @@ impl Core {
         if let Some(text) = &update.dependency {
             spec.dependency = (!text.is_empty()).then(|| text.clone());
             job.info.dependency = spec.dependency.clone();
+            // The next refresh works the shown text out anew.
+            self.state.dependencies.forget(job_id);
             if job.info.reason.starts_with("Dependency") {
                 job.info.reason = "None".into();
             }

@@ -25,10 +25,13 @@ use crate::validate::Rejection;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobState};
 use drover_shared::proto::client::ErrorCode;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// The kinds of dependency Drover supports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     After,
     AfterAny,
@@ -69,7 +72,7 @@ pub(crate) struct Dependency {
 }
 
 /// Where one item or the whole dependency stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Status {
     Satisfied,
     Waiting,
@@ -83,6 +86,31 @@ fn problem(detail: String) -> Rejection {
     (ErrorCode::Dependency, detail)
 }
 
+/// What ctld keeps between passes about each pending dependent job: its parsed dependency, and
+/// a hash of its items' statuses when its shown text was last worked out (the text is rebuilt
+/// only when they change). `scontrol update` of a dependency forgets the job's entries.
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    parsed: HashMap<JobId, Arc<Dependency>>,
+    shown: HashMap<JobId, u64>,
+}
+
+impl Cache {
+    /// The job's dependency changed.
+    pub(crate) fn forget(&mut self, job_id: JobId) {
+        self.parsed.remove(&job_id);
+        self.shown.remove(&job_id);
+    }
+
+    /// The job's parsed dependency, from the cache or parsed now.
+    fn dependency(&self, job: &Job) -> Option<Arc<Dependency>> {
+        match self.parsed.get(&job.info.job_id) {
+            Some(parsed) => Some(parsed.clone()),
+            None => parse(job.spec.dependency.as_deref()?).ok().map(Arc::new),
+        }
+    }
+}
+
 /// Where a pass (or one request) finds the records behind a dependency's targets: every
 /// committed record of each array, and the running and pending jobs by owner and name (for
 /// `singleton`). Built with one walk over the jobs; owns job ids only, so the state may change
@@ -93,6 +121,9 @@ pub(crate) struct Lookup {
     arrays: HashMap<JobId, Vec<JobId>>,
     /// (uid, name) → the running jobs and the lowest pending job id with that owner and name.
     named: HashMap<(u32, String), (Vec<JobId>, Option<JobId>)>,
+    /// Items already worked out (they do not depend on the job that names them): many jobs
+    /// naming the same targets cost one look each.
+    memo: RefCell<HashMap<(Kind, (JobId, Option<u32>), u32), Status>>,
 }
 
 impl Lookup {
@@ -134,14 +165,11 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
             return Err(too_many());
         }
         let mut fields = part.split(':');
-        let kind = match fields.next().unwrap_or_default().to_ascii_lowercase().as_str() {
-            "after" => Kind::After,
-            "afterany" => Kind::AfterAny,
-            "afterok" => Kind::AfterOk,
-            "afternotok" => Kind::AfterNotOk,
-            "singleton" => Kind::Singleton,
-            "aftercorr" => Kind::AfterCorr,
-            other => return Err(problem(format!("dependency type `{other}` is not supported yet"))),
+        let word = fields.next().unwrap_or_default();
+        let kinds = [Kind::After, Kind::AfterAny, Kind::AfterOk, Kind::AfterNotOk, Kind::Singleton, Kind::AfterCorr];
+        let Some(kind) = kinds.into_iter().find(|k| word.eq_ignore_ascii_case(k.name())) else {
+            let other = word.to_ascii_lowercase();
+            return Err(problem(format!("dependency type `{other}` is not supported yet")));
         };
         if kind == Kind::Singleton {
             if fields.next().is_some() {
@@ -286,7 +314,25 @@ fn item_status(state: &State, lookup: &Lookup, job: &Job, item: &Item, now: Unix
         });
         return if blocked { Status::Waiting } else { Status::Satisfied };
     };
-    let records = targets(state, lookup, target);
+    if let Some(job) = state.jobs.get(&target.0)
+        && target.1.is_none()
+        && job.info.array_job_id != Some(target.0)
+    {
+        // A plain job: found by id, nothing to remember.
+        let records: &[&JobInfo] = if job.committed { &[&*job.info] } else { &[] };
+        return target_status(records, item, target, now);
+    }
+    let key = (item.kind, target, item.delay_minutes);
+    if let Some(status) = lookup.memo.borrow().get(&key) {
+        return *status;
+    }
+    let status = target_status(&targets(state, lookup, target), item, target, now);
+    lookup.memo.borrow_mut().insert(key, status);
+    status
+}
+
+/// Where an item stands given the records its target stands for.
+fn target_status(records: &[&JobInfo], item: &Item, target: (JobId, Option<u32>), now: UnixTime) -> Status {
     // A target whose own task is still pending in a base record has not started.
     let started = |info: &JobInfo| {
         info.state() != JobState::Pending
@@ -303,7 +349,7 @@ fn item_status(state: &State, lookup: &Lookup, job: &Job, item: &Item, now: Unix
             if started_long_enough { Status::Satisfied } else { Status::Waiting }
         }
         Kind::AfterAny if records.iter().all(|i| ended(i)) => Status::Satisfied,
-        Kind::AfterOk => completed_status(&records),
+        Kind::AfterOk => completed_status(records),
         Kind::AfterNotOk if records.iter().all(|i| ended(i)) => {
             if records.iter().any(|i| i.state() != JobState::Completed) { Status::Satisfied } else { Status::Never }
         }
@@ -339,7 +385,7 @@ fn tasks_of(job: &Job) -> Vec<Option<u32>> {
 /// and, for `aftercorr`, the target arrays' records by task index, so that a base record of many
 /// pending tasks costs one scan of the jobs, not one per task.
 struct Evaluation<'a> {
-    dependency: Dependency,
+    dependency: Arc<Dependency>,
     /// `None` for the `aftercorr` items.
     fixed: Vec<Option<Status>>,
     /// Target array → task index → the records standing for that task.
@@ -349,7 +395,13 @@ struct Evaluation<'a> {
 }
 
 impl<'a> Evaluation<'a> {
-    fn new(state: &'a State, lookup: &'a Lookup, job: &Job, dependency: Dependency, now: UnixTime) -> Evaluation<'a> {
+    fn new(
+        state: &'a State,
+        lookup: &'a Lookup,
+        job: &Job,
+        dependency: Arc<Dependency>,
+        now: UnixTime,
+    ) -> Evaluation<'a> {
         let fixed = dependency
             .items
             .iter()
@@ -427,16 +479,19 @@ pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<
         return None;
     }
     let lookup = Lookup::new(state);
-    let evaluation = Evaluation::new(state, &lookup, job, dependency, now);
+    let evaluation = Evaluation::new(state, &lookup, job, Arc::new(dependency), now);
     job.info.array_tasks_pending.iter().copied().find(|t| evaluation.for_task(Some(*t)).0 == Status::Satisfied)
 }
 
-/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
-/// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
-/// stands where its best task stands (satisfied, else waiting, else never).
-pub(crate) fn evaluate(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> (Status, Option<String>) {
-    let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
-    let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
+/// Where a job's dependency stands, with each item's status (`None`: no dependency, or one that
+/// no longer parses, which counts as satisfied).
+fn judge<'a>(
+    state: &'a State,
+    lookup: &'a Lookup,
+    job: &Job,
+    now: UnixTime,
+) -> Option<(Evaluation<'a>, Status, Vec<Status>)> {
+    let dependency = state.dependencies.dependency(job)?;
     let evaluation = Evaluation::new(state, lookup, job, dependency, now);
     // Only `aftercorr` differs between tasks; otherwise one evaluation stands for all.
     let tasks = if evaluation.has_corr() { tasks_of(job) } else { vec![None] };
@@ -455,15 +510,31 @@ pub(crate) fn evaluate(state: &State, lookup: &Lookup, job: &Job, now: UnixTime)
             break;
         }
     }
-    let Some((overall, statuses)) = best else { return (Status::Satisfied, None) };
+    let (overall, statuses) = best?;
+    Some((evaluation, overall, statuses))
+}
+
+/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
+/// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
+/// stands where its best task stands (satisfied, else waiting, else never).
+#[cfg(test)]
+pub(crate) fn evaluate(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> (Status, Option<String>) {
+    let Some((evaluation, overall, statuses)) = judge(state, lookup, job, now) else {
+        return (Status::Satisfied, None);
+    };
+    (overall, shown(state, &evaluation, overall, &statuses))
+}
+
+/// The text Slurm shows for a dependency whose items stand at `statuses` (`None` once satisfied).
+fn shown(state: &State, evaluation: &Evaluation<'_>, overall: Status, statuses: &[Status]) -> Option<String> {
     if overall == Status::Satisfied {
-        return (overall, None);
+        return None;
     }
     let shown: Vec<String> = evaluation
         .dependency
         .items
         .iter()
-        .zip(&statuses)
+        .zip(statuses)
         .filter(|(_, status)| **status != Status::Satisfied)
         .map(|(item, status)| {
             let word = if *status == Status::Never { "failed" } else { "unfulfilled" };
@@ -476,13 +547,13 @@ pub(crate) fn evaluate(state: &State, lookup: &Lookup, job: &Job, now: UnixTime)
             }
         })
         .collect();
-    (overall, Some(shown.join(if evaluation.dependency.any { "?" } else { "," })))
+    Some(shown.join(if evaluation.dependency.any { "?" } else { "," }))
 }
 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.
 /// `lookup` is the pass's ([`Lookup::new`] on the state the pass started from).
 pub(crate) fn eligibility(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> Result<(), &'static str> {
-    match evaluate(state, lookup, job, now).0 {
+    match judge(state, lookup, job, now).map_or(Status::Satisfied, |(_, status, _)| status) {
         Status::Waiting => return Err("Dependency"),
         Status::Never => return Err("DependencyNeverSatisfied"),
         Status::Satisfied => {}
@@ -499,20 +570,38 @@ pub(crate) fn eligibility(state: &State, lookup: &Lookup, job: &Job, now: UnixTi
 pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobId>) {
     let mut updates = Vec::new();
     let mut kill = Vec::new();
+    let mut cache = Cache::default();
     let lookup = Lookup::new(state);
     for job in state
         .jobs
         .values()
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
-        let (status, shown) = evaluate(state, &lookup, job, now);
-        if shown != job.info.dependency {
-            updates.push((job.info.job_id, shown));
+        let job_id = job.info.job_id;
+        if let Some(dependency) = state.dependencies.dependency(job) {
+            cache.parsed.insert(job_id, dependency);
         }
+        let judged = judge(state, &lookup, job, now);
+        let status = judged.as_ref().map_or(Status::Satisfied, |(_, status, _)| *status);
+        // The text changes only with its items' statuses: rebuilt only then.
+        let fingerprint = {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            judged.as_ref().map(|(_, status, statuses)| (status, statuses)).hash(&mut hasher);
+            hasher.finish()
+        };
+        if state.dependencies.shown.get(&job_id) != Some(&fingerprint) {
+            let text =
+                judged.as_ref().and_then(|(evaluation, status, statuses)| shown(state, evaluation, *status, statuses));
+            if text != job.info.dependency {
+                updates.push((job_id, text));
+            }
+        }
+        cache.shown.insert(job_id, fingerprint);
         if status == Status::Never && job.spec.kill_on_invalid_dep {
-            kill.push(job.info.job_id);
+            kill.push(job_id);
         }
     }
+    state.dependencies = cache;
     let changed = updates.iter().map(|(id, _)| *id).collect();
     for (job_id, shown) in updates {
         if let Some(job) = state.jobs.get_mut(&job_id) {

@@ -116,16 +116,12 @@ pub(crate) fn step_counts(
         let detail = format!("{ntasks} tasks on {nodes} nodes do not fit the job's {job_nodes} nodes");
         return Err((ErrorCode::NodeConfigUnavailable, detail));
     }
-    let most = u64::from(nodes) * u64::from(spec.ntasks_per_node.unwrap_or(max_per_node).min(max_per_node));
-    if u64::from(ntasks) > most || spec.ntasks_per_node.is_some_and(|k| k > max_per_node) {
-        let detail =
-            format!("{ntasks} tasks on {nodes} nodes: at most {max_per_node} tasks per node (MaxTasksPerNode)");
-        return Err((ErrorCode::BadTaskCount, detail));
-    }
+    // One count per node of the step (at most the job's nodes), whatever `ntasks` is.
     let counts = block_counts(ntasks, nodes, spec.ntasks_per_node);
     if counts.iter().map(|c| u64::from(*c)).sum::<u64>() != u64::from(ntasks) {
         return Err((ErrorCode::NodeConfigUnavailable, "--ntasks-per-node leaves tasks without a node".into()));
     }
+    // Slurm's order: the CPUs first, then the task count.
     if !spec.overcommit {
         for ((node, cpus), count) in shares.iter().zip(&counts) {
             let wanted = u64::from(*count) * u64::from(cpus_per_task);
@@ -134,6 +130,10 @@ pub(crate) fn step_counts(
                 return Err((ErrorCode::TooManyCpus, detail));
             }
         }
+    }
+    if let Some(most) = counts.iter().copied().max().filter(|most| *most > max_per_node) {
+        let detail = format!("{most} tasks on one node, at most {max_per_node} allowed (MaxTasksPerNode)");
+        return Err((ErrorCode::BadTaskCount, detail));
     }
     Ok((ntasks, cpus_per_task, counts))
 }
@@ -449,7 +449,8 @@ mod tests {
         assert_eq!(code(&spec(4, true)), Ok((4, vec![2, 2])));
         assert_eq!(code(&spec(1024, true)), Ok((1024, vec![512, 512])));
         assert_eq!(code(&spec(1025, true)), Err(ErrorCode::BadTaskCount));
-        assert_eq!(code(&spec(4_000_000_000, false)), Err(ErrorCode::BadTaskCount));
+        assert_eq!(code(&spec(4_000_000_000, false)), Err(ErrorCode::TooManyCpus));
+        assert_eq!(code(&spec(4_000_000_000, true)), Err(ErrorCode::BadTaskCount));
         assert_eq!(code(&spec(0, false)), Err(ErrorCode::BadTaskCount));
         let per_node = StepSpec { ntasks_per_node: Some(u32::MAX), overcommit: true, ..StepSpec::default() };
         assert_eq!(code(&per_node), Err(ErrorCode::BadTaskCount));
