@@ -258,8 +258,19 @@ fn long_dependency_lists_do_not_stall_the_controller() {
         took
     };
     let quiet = bob_starts("quiet");
-    let held: Vec<u32> =
-        (0..20).map(|_| sbatch(&cluster, "alice", &["-H", "--wrap", "true"]).expect("held target")).collect();
+    // 1,000 held jobs for the dependencies to name, each once: nothing to share between items.
+    let held: Vec<u32> = std::thread::scope(|scope| {
+        let submitters: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..250)
+                        .map(|_| sbatch(&cluster, "alice", &["-H", "--wrap", "true"]).expect("held target"))
+                        .collect::<Vec<u32>>()
+                })
+            })
+            .collect();
+        submitters.into_iter().flat_map(|s| s.join().expect("submitter")).collect()
+    });
     let list = afterok(&held, 1000);
     // One item over the bound is refused with Slurm's message, and queues nothing.
     let over = sbatch(&cluster, "alice", &["-d", &afterok(&held, 1001), "--wrap", "true"]).unwrap_err();
@@ -277,7 +288,7 @@ fn long_dependency_lists_do_not_stall_the_controller() {
     });
     eprintln!("300 jobs of 1000 dependencies submitted in {:?}", started.elapsed());
     let pending = cluster.ok("squeue", &["-h", "-u", "alice", "-t", "PENDING", "-o", "%i"]);
-    assert_eq!(pending.lines().count(), 320, "{pending}");
+    assert_eq!(pending.lines().count(), 1300, "{pending}");
     let mut worst_start = Duration::ZERO;
     // Each of bob's commands meanwhile: squeue answers within a second, and a new independent
     // job starts within a few passes.
