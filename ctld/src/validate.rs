@@ -142,6 +142,11 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     let config = &state.config;
     check_sizes(&spec)?;
     check_launch_size(config, &spec)?;
+    // The per-node shape is built node by node: never for more nodes than the cluster has.
+    if let Some(nodes) = spec.nodes_min.filter(|n| usize::try_from(*n).map_or(true, |n| n > config.nodes.len())) {
+        let detail = format!("{nodes} nodes asked, the cluster has {}", config.nodes.len());
+        return Err((ErrorCode::NodeConfigUnavailable, detail));
+    }
     let user = user_name(caller.uid).ok_or((ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
     let admin = crate::authz::Who::of(config, caller).may(crate::authz::Operation::ChargeAnyAccount);
     let user_config = config.users.iter().find(|u| u.name == user);
@@ -263,7 +268,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         eligible_time: Some(spec.begin_time.unwrap_or(now).max(now)),
         time_limit: spec.time_limit,
         num_nodes: request.n_nodes,
-        num_cpus: request.tasks.iter().sum::<u32>() * request.cpus_per_task,
+        num_cpus: request.tasks.iter().sum::<u32>().saturating_mul(request.cpus_per_task),
         num_tasks: request.tasks.iter().sum(),
         cpus_per_task: request.cpus_per_task,
         mem: spec.mem,

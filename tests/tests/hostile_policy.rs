@@ -53,6 +53,13 @@ fn a_step_of_four_billion_tasks_is_refused_before_any_layout() {
         return;
     }
     let cluster = Cluster::start();
+    // The same numbers as a job: refused at submit, before anything per node or task is built.
+    for shape in [["-N", TASKS], ["-n", TASKS], ["--ntasks-per-node", TASKS]] {
+        let refused = sbatch(&cluster, "alice", &[shape[0], shape[1], "--wrap", "true"]).unwrap_err();
+        let message = "sbatch: error: Batch job submission failed: Requested node configuration is not available";
+        assert!(refused.contains(message), "{shape:?}: {refused}");
+    }
+    assert!(ctld_rss_kb(&cluster) < 500 * 1024, "ctld grew to {} kB", ctld_rss_kb(&cluster));
     let script = format!(
         "#!/bin/sh\n#SBATCH -n1\n#SBATCH -o out-%j.txt\nS=$DROVER_HOME/bin/srun\n\
          $S -n {TASKS} true; echo rc=$?\n\
