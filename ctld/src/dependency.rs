@@ -221,8 +221,10 @@ fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
 /// Submit-time check: the value parses and every job it names is known.
 pub(crate) fn validate(state: &State, text: &str) -> Result<(), Rejection> {
     let dependency = parse(text)?;
-    // Array tasks are found through the arrays' records: one walk for the whole dependency.
-    let lookup = if dependency.items.iter().any(|i| i.target.is_some_and(|t| t.1.is_some())) {
+    // Arrays and their tasks are found through the arrays' records: one walk for the whole
+    // dependency, and none when it names plain jobs only.
+    let is_array = |id: JobId| state.jobs.get(&id).is_some_and(|j| j.info.array_job_id == Some(id));
+    let lookup = if dependency.items.iter().any(|i| i.target.is_some_and(|(id, task)| task.is_some() || is_array(id))) {
         Lookup::new(state)
     } else {
         Lookup::default()
