@@ -86,6 +86,9 @@ fn problem(detail: String) -> Rejection {
     (ErrorCode::Dependency, detail)
 }
 
+/// An item as the memo of a [`Lookup`] knows it: kind, target and `+minutes`.
+type ItemKey = (Kind, (JobId, Option<u32>), u32);
+
 /// What ctld keeps between passes about each pending dependent job: its parsed dependency, and
 /// a hash of its items' statuses when its shown text was last worked out (the text is rebuilt
 /// only when they change). `scontrol update` of a dependency forgets the job's entries.
@@ -123,7 +126,7 @@ pub(crate) struct Lookup {
     named: HashMap<(u32, String), (Vec<JobId>, Option<JobId>)>,
     /// Items already worked out (they do not depend on the job that names them): many jobs
     /// naming the same targets cost one look each.
-    memo: RefCell<HashMap<(Kind, (JobId, Option<u32>), u32), Status>>,
+    memo: RefCell<HashMap<ItemKey, Status>>,
 }
 
 impl Lookup {
