@@ -891,33 +891,56 @@ impl Core {
     fn update_jobs(&mut self, caller: Caller, job_ids: &[JobId], update: &JobUpdate) -> Response {
         let who = Who::of(&self.state.config, caller);
         let mut results = Vec::with_capacity(job_ids.len());
+        // Checked once for all the jobs: the bounds a submission gets, and what the new
+        // dependency waits on (for cycles). The audit keeps the start of the request.
+        let checked = self.check_update(update);
+        let detail = bounded(format!("{update:?}"));
         for &job_id in job_ids {
-            let result = self.update_one(who, job_id, update);
+            let result = checked
+                .as_ref()
+                .map_err(|code| *code)
+                .and_then(|reached| self.update_one(who, job_id, update, reached));
             if result.is_ok() {
                 self.store_job(job_id, false);
                 self.schedule_needed = true;
             }
-            self.audit_request(caller, "update", Some(job_id), result, format!("{update:?}"));
+            self.audit_request(caller, "update", Some(job_id), result, detail.clone());
             results.push((job_id, result));
         }
         Response::Cancelled { results }
     }
 
-    fn update_one(&mut self, who: Who, job_id: JobId, update: &JobUpdate) -> Result<(), ErrorCode> {
-        // The bounds a submission gets, and no dependency that would make the job wait on itself.
-        if let Some(text) = update.dependency.as_deref().filter(|t| !t.is_empty()) {
-            crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
-            crate::dependency::check_cycle(&self.state, job_id, text).map_err(|(code, _)| code)?;
-        }
+    /// What `scontrol update` asks, checked before any job: a dependency as `--dependency` is
+    /// (and the jobs it waits on, for [`crate::dependency::check_cycle`]), names and comments as
+    /// long as a submission's may be.
+    fn check_update(&self, update: &JobUpdate) -> Result<HashMap<JobId, JobId>, ErrorCode> {
         if let Some(name) = &update.name {
             validate::check_string("job name", name).map_err(|(code, _)| code)?;
         }
         if let Some(comment) = &update.comment {
             validate::check_string("comment", comment).map_err(|(code, _)| code)?;
         }
+        match update.dependency.as_deref().filter(|t| !t.is_empty()) {
+            Some(text) => {
+                crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
+                Ok(crate::dependency::reachable(&self.state, text))
+            }
+            None => Ok(HashMap::new()),
+        }
+    }
+
+    fn update_one(
+        &mut self,
+        who: Who,
+        job_id: JobId,
+        update: &JobUpdate,
+        reached: &HashMap<JobId, JobId>,
+    ) -> Result<(), ErrorCode> {
         let config = self.state.config.clone();
-        let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
+        let job = self.state.jobs.get(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         who.check(Operation::Job { owner: job.info.uid })?;
+        crate::dependency::check_cycle(&self.state, job_id, reached).map_err(|(code, _)| code)?;
+        let job = self.state.jobs.get_mut(&job_id).ok_or(ErrorCode::InvalidJobId)?;
         let state = job.info.state();
         if state.is_terminal() {
             return Err(ErrorCode::AlreadyDone);
@@ -1684,4 +1707,20 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::db::StoredJob>) {
         }
         state.jobs.insert(job_id, job);
     }
+}
+
+/// The most of a request's text an audit record keeps.
+const MAX_AUDIT_DETAIL: usize = 1024;
+
+/// `text` cut to [`MAX_AUDIT_DETAIL`] bytes (at a character boundary), marked `…` when cut.
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_AUDIT_DETAIL {
+        let mut end = MAX_AUDIT_DETAIL;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }

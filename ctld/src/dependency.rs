@@ -242,36 +242,40 @@ pub(crate) fn validate(state: &State, text: &str) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// `scontrol update`: whether giving `job_id` the dependency `text` (already validated) would
-/// make it wait on itself, directly or through the dependencies of the jobs it names. Walks each
-/// job at most once, so it costs at most the items of the jobs it reaches.
-pub(crate) fn check_cycle(state: &State, job_id: JobId, text: &str) -> Result<(), Rejection> {
-    let Ok(dependency) = parse(text) else { return Ok(()) };
-    // The job's own id, and its array's if it is an array record: a task waiting on its array
-    // waits on itself.
-    let own: HashSet<JobId> =
-        std::iter::once(job_id).chain(state.jobs.get(&job_id).and_then(|j| j.info.array_job_id)).collect();
-    let mut seen: HashSet<JobId> = HashSet::new();
+/// `scontrol update`: every job the dependency `text` (already validated) waits on, directly or
+/// through the dependencies of the jobs it names, each with the job of `text` it is reached
+/// through. One walk per request, each job once: at most the items of the jobs it reaches.
+pub(crate) fn reachable(state: &State, text: &str) -> HashMap<JobId, JobId> {
+    let mut reached: HashMap<JobId, JobId> = HashMap::new();
+    let Ok(dependency) = parse(text) else { return reached };
     let mut next: Vec<(JobId, JobId)> =
         dependency.items.iter().filter_map(|i| i.target).map(|(target, _)| (target, target)).collect();
     while let Some((target, via)) = next.pop() {
-        if own.contains(&target) {
-            let detail = if via == target {
-                format!("circular dependency: job {job_id} would depend on itself")
-            } else {
-                format!("circular dependency: job {job_id} would depend on itself through job {via}")
-            };
-            return Err(problem(detail));
-        }
-        if !seen.insert(target) {
+        if reached.contains_key(&target) {
             continue;
         }
+        reached.insert(target, via);
         let Some(text) = state.jobs.get(&target).and_then(|j| j.spec.dependency.as_deref()) else { continue };
         if let Ok(further) = parse(text) {
             next.extend(further.items.iter().filter_map(|i| i.target).map(|(t, _)| (t, via)));
         }
     }
-    Ok(())
+    reached
+}
+
+/// Whether giving `job_id` a dependency that reaches `reached` ([`reachable`]) would make it
+/// wait on itself: the job, or its array if it is an array record, is among them.
+pub(crate) fn check_cycle(state: &State, job_id: JobId, reached: &HashMap<JobId, JobId>) -> Result<(), Rejection> {
+    let array = state.jobs.get(&job_id).and_then(|j| j.info.array_job_id);
+    match std::iter::once(job_id).chain(array).find_map(|own| reached.get(&own).map(|via| (own, *via))) {
+        None => Ok(()),
+        Some((own, via)) if own == via => {
+            Err(problem(format!("circular dependency: job {job_id} would depend on itself")))
+        }
+        Some((_, via)) => {
+            Err(problem(format!("circular dependency: job {job_id} would depend on itself through job {via}")))
+        }
+    }
 }
 
 fn show_target((job_id, task): (JobId, Option<u32>)) -> String {

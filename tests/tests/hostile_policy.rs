@@ -351,6 +351,12 @@ fn dependency_updates_get_submit_bounds_and_no_cycles() {
     refused(a, &format!("dependency={}", afterok(&[other], 1001)), "Job dependency problem");
     refused(a, &format!("JobName={}", "n".repeat(5000)), "Invalid job specification");
     refused(a, &format!("Comment={}", "c".repeat(5000)), "Invalid job specification");
+    // The refusals are audited, each with a bounded part of the request.
+    let audited = cluster.wait_for("the refused updates in the audit log", LONG, || {
+        let log = cluster.ok("drover", &["audit", "-P", "-n", "-a", "update", "-j", &a.to_string()]);
+        (log.lines().count() >= 6).then_some(log)
+    });
+    assert!(audited.lines().all(|l| l.len() < 1500), "an audit record keeps the whole request:\n{audited:.3000}");
     // Nothing changed.
     assert_eq!(show_field(&cluster, a, "Dependency"), "(null)");
     assert_eq!(show_field(&cluster, a, "JobName"), "first");
