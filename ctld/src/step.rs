@@ -222,7 +222,9 @@ impl Core {
             spec.name.clone()
         };
         // A launch the node could not read would drop the node's connection: refuse it here.
-        if let Some(size) = self.step_launches(&spec, &layout).iter().map(|(_, l)| launch_size(l)).max()
+        // The nodes' launches differ only in their small per-node part (CPUs, memory, GPU
+        // indexes): the first one, with room for that, stands for all.
+        if let Some(size) = self.step_launches(&spec, &layout, 1).first().map(|(_, l)| launch_size(l) + 4096)
             && size > MAX_FRAME
         {
             let detail = format!(
@@ -262,7 +264,7 @@ impl Core {
             let _ = reply.send(refuse(ErrorCode::StorageUnavailable, error));
             return;
         }
-        let launches = self.step_launches(&spec, &layout);
+        let launches = self.step_launches(&spec, &layout, usize::MAX);
         if launches.is_empty() {
             self.steps.held.remove(&(job_id, step_id));
             let _ = reply.send(refuse(ErrorCode::AlreadyDone, format!("job {job_id} ended")));
@@ -278,15 +280,15 @@ impl Core {
         }
     }
 
-    /// One launch per node of the step.
-    fn step_launches(&self, spec: &StepSpec, layout: &StepLayout) -> Vec<(String, StepLaunch)> {
+    /// One launch per node of the step (of its first `most` nodes).
+    fn step_launches(&self, spec: &StepSpec, layout: &StepLayout, most: usize) -> Vec<(String, StepLaunch)> {
         let Some(job) = self.state.jobs.get(&layout.job_id) else { return Vec::new() };
         let Some(alloc) = &job.alloc else { return Vec::new() };
         if job.info.state() != JobState::Running {
             return Vec::new();
         }
         let mut launches = Vec::new();
-        for (index, share) in alloc.nodes.iter().take(layout.nodes.len()).enumerate() {
+        for (index, share) in alloc.nodes.iter().take(layout.nodes.len().min(most)).enumerate() {
             let request = self.launch_request(job, (*job.spec).clone(), alloc, share);
             let launch = StepLaunch {
                 job: request,
