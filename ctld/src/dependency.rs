@@ -96,6 +96,10 @@ type ItemKey = (Kind, (JobId, Option<u32>), u32);
 pub(crate) struct Cache {
     parsed: HashMap<JobId, Arc<Dependency>>,
     shown: HashMap<JobId, u64>,
+    /// Where the dependencies that only wait for ends (`afterok`, `afterany`, `afternotok`)
+    /// stood at the last refresh. No job ends during the passes that follow it, so they hold
+    /// for those passes ([`Lookup::for_pass`]), however many an array's starts take.
+    stable: HashMap<JobId, Status>,
 }
 
 impl Cache {
@@ -103,6 +107,7 @@ impl Cache {
     pub(crate) fn forget(&mut self, job_id: JobId) {
         self.parsed.remove(&job_id);
         self.shown.remove(&job_id);
+        self.stable.remove(&job_id);
     }
 
     /// The job's parsed dependency, from the cache or parsed now.
@@ -127,9 +132,17 @@ pub(crate) struct Lookup {
     /// Items already worked out (they do not depend on the job that names them): many jobs
     /// naming the same targets cost one look each.
     memo: RefCell<HashMap<ItemKey, Status>>,
+    /// Built for the scheduling passes right after a refresh: they may take the statuses it
+    /// worked out for dependencies that only wait for ends.
+    pass: bool,
 }
 
 impl Lookup {
+    /// The lookup of a scheduling pass, which follows a [`refresh`] with no job ended since.
+    pub(crate) fn for_pass(state: &State) -> Lookup {
+        Lookup { pass: true, ..Lookup::new(state) }
+    }
+
     pub(crate) fn new(state: &State) -> Lookup {
         let mut lookup = Lookup::default();
         let singletons = state.jobs.values().any(|j| {
@@ -562,7 +575,10 @@ fn shown(state: &State, evaluation: &Evaluation<'_>, overall: Status, statuses: 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.
 /// `lookup` is the pass's ([`Lookup::new`] on the state the pass started from).
 pub(crate) fn eligibility(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> Result<(), &'static str> {
-    match judge(state, lookup, job, now).map_or(Status::Satisfied, |(_, status, _)| status) {
+    let stable = if lookup.pass { state.dependencies.stable.get(&job.info.job_id).copied() } else { None };
+    let status =
+        stable.unwrap_or_else(|| judge(state, lookup, job, now).map_or(Status::Satisfied, |(_, status, _)| status));
+    match status {
         Status::Waiting => return Err("Dependency"),
         Status::Never => return Err("DependencyNeverSatisfied"),
         Status::Satisfied => {}
@@ -587,11 +603,19 @@ pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobI
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
         let job_id = job.info.job_id;
+        let ends_only = |d: &Dependency| {
+            d.items.iter().all(|i| matches!(i.kind, Kind::AfterOk | Kind::AfterAny | Kind::AfterNotOk))
+        };
+        let mut stable = false;
         if let Some(dependency) = state.dependencies.dependency(job) {
+            stable = ends_only(&dependency);
             cache.parsed.insert(job_id, dependency);
         }
         let judged = judge(state, &lookup, job, now);
         let status = judged.as_ref().map_or(Status::Satisfied, |(_, status, _)| *status);
+        if stable {
+            cache.stable.insert(job_id, status);
+        }
         // The text changes only with its items' statuses: rebuilt only then.
         let fingerprint = {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();

@@ -440,7 +440,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut no_room: HashSet<Shape> = HashSet::new();
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
-    let dependencies = crate::dependency::Lookup::new(state);
+    let dependencies = crate::dependency::Lookup::for_pass(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.begin_time.is_some_and(|t| t > now) {
