@@ -16,7 +16,11 @@
 //!
 //! Cost: a dependency has at most [`MAX_ITEMS`] items, and working one out takes time
 //! proportional to its items: each target is found by id, an array's records and the jobs a
-//! `singleton` competes with through a [`Lookup`] built once per pass (or per request). A
+//! `singleton` competes with through a [`Lookup`] built once per pass (or per request). Between
+//! passes a [`Cache`] keeps each dependency parsed, rebuilds the shown text only when its items'
+//! statuses change, and lets the passes after a refresh reuse its statuses where only job ends
+//! could change them. Not yet incremental: each refresh still looks at every item of every
+//! pending dependent job once (no index from targets to their dependents). A
 //! dependency that would close a cycle (a job waiting, directly or through other jobs, on
 //! itself) is refused by `scontrol update` ([`check_cycle`]).
 
