@@ -584,6 +584,9 @@ impl Core {
         for job_id in changed {
             self.store_job(job_id, false);
         }
+        if !kill.is_empty() {
+            self.state.dependencies.jobs_ended();
+        }
         for job_id in kill {
             self.state.end_job(job_id, JobState::Cancelled, "DependencyNeverSatisfied", now);
             self.store_job(job_id, false);

@@ -114,6 +114,12 @@ impl Cache {
         self.stable.remove(&job_id);
     }
 
+    /// Jobs ended after the refresh (cancelled for a dependency never satisfied): the statuses
+    /// it worked out may no longer hold for the passes that follow.
+    pub(crate) fn jobs_ended(&mut self) {
+        self.stable.clear();
+    }
+
     /// The job's parsed dependency, from the cache or parsed now.
     fn dependency(&self, job: &Job) -> Option<Arc<Dependency>> {
         match self.parsed.get(&job.info.job_id) {
