@@ -584,6 +584,9 @@ impl Core {
         for job_id in changed {
             self.store_job(job_id, false);
         }
+        if !kill.is_empty() {
+            self.state.dependencies.jobs_ended();
+        }
         for job_id in kill {
             self.state.end_job(job_id, JobState::Cancelled, "DependencyNeverSatisfied", now);
             self.store_job(job_id, false);
@@ -716,17 +719,20 @@ impl Core {
         let Some(stored) = stored else {
             // Its row could not be read back (logged by the writer): nothing to start it with.
             tracing::error!(job_id, "no stored spec to launch the job with; the job fails");
-            let now = now();
-            self.runs.borrow_mut().remove(&job_id);
-            self.state.release_job(job_id, now);
-            self.state.end_job(job_id, JobState::Failed, "JobLaunchFailure", now);
-            self.store_job(job_id, false);
-            self.schedule_needed = true;
+            self.fail_launch(job_id);
             return;
         };
         let spec = crate::resident::complete(&job.spec, &job.info, *stored);
         let request = self.launch_request(job, spec, alloc, batch_share);
         let batch_host = batch_share.node.clone();
+        // Checked at submit; a launch that still would not fit a node frame is never sent (it
+        // would drop the node's connection): the job fails instead.
+        let size = postcard::experimental::serialized_size(&request).map_or(usize::MAX, |size| size + 8);
+        if size > drover_shared::proto::frame::MAX_FRAME {
+            tracing::error!(job_id, size, "launch message exceeds the node frame limit; the job fails");
+            self.fail_launch(job_id);
+            return;
+        }
         let link = self.state.node_mut(&batch_host).and_then(|n| n.link.clone());
         match link.map(|l| l.tx.send(CtldMessage::Launch(Box::new(request)))) {
             Some(Ok(())) => tracing::info!(job_id, node = batch_host, "launch sent"),
@@ -735,6 +741,16 @@ impl Core {
                 self.requeue(job_id);
             }
         }
+    }
+
+    /// A job that cannot be started at all ends `FAILED` (`JobLaunchFailure`) and frees its nodes.
+    fn fail_launch(&mut self, job_id: JobId) {
+        let now = now();
+        self.runs.borrow_mut().remove(&job_id);
+        self.state.release_job(job_id, now);
+        self.state.end_job(job_id, JobState::Failed, "JobLaunchFailure", now);
+        self.store_job(job_id, false);
+        self.schedule_needed = true;
     }
 
     /// Puts a job that never started back in the queue.
@@ -878,26 +894,57 @@ impl Core {
     fn update_jobs(&mut self, caller: Caller, job_ids: &[JobId], update: &JobUpdate) -> Response {
         let who = Who::of(&self.state.config, caller);
         let mut results = Vec::with_capacity(job_ids.len());
+        // Checked once for all the jobs: the bounds a submission gets, and what the new
+        // dependency waits on (for cycles). The audit keeps the start of the request.
+        let checked = self.check_update(update);
+        let detail = bounded(format!("{update:?}"));
         for &job_id in job_ids {
-            let result = self.update_one(who, job_id, update);
+            let result = checked
+                .as_ref()
+                .map_err(|code| *code)
+                .and_then(|reached| self.update_one(who, job_id, update, reached));
             if result.is_ok() {
                 self.store_job(job_id, false);
                 self.schedule_needed = true;
             }
-            self.audit_request(caller, "update", Some(job_id), result, format!("{update:?}"));
+            self.audit_request(caller, "update", Some(job_id), result, detail.clone());
             results.push((job_id, result));
         }
         Response::Cancelled { results }
     }
 
-    fn update_one(&mut self, who: Who, job_id: JobId, update: &JobUpdate) -> Result<(), ErrorCode> {
-        crate::validate::check_update_text(update).map_err(|(code, _)| code)?;
-        if let Some(text) = update.dependency.as_deref().filter(|t| !t.is_empty()) {
-            crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
+    /// What `scontrol update` asks, checked before any job: a dependency as `--dependency` is
+    /// (and the jobs it waits on, for [`crate::dependency::check_cycle`]), names and comments as
+    /// long as a submission's may be.
+    fn check_update(&self, update: &JobUpdate) -> Result<HashMap<JobId, JobId>, ErrorCode> {
+        validate::check_update_text(update).map_err(|(code, _)| code)?;
+        if let Some(name) = &update.name {
+            validate::check_string("job name", name).map_err(|(code, _)| code)?;
         }
+        if let Some(comment) = &update.comment {
+            validate::check_string("comment", comment).map_err(|(code, _)| code)?;
+        }
+        match update.dependency.as_deref().filter(|t| !t.is_empty()) {
+            Some(text) => {
+                crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
+                Ok(crate::dependency::reachable(&self.state, text))
+            }
+            None => Ok(HashMap::new()),
+        }
+    }
+
+    fn update_one(
+        &mut self,
+        who: Who,
+        job_id: JobId,
+        update: &JobUpdate,
+        reached: &HashMap<JobId, JobId>,
+    ) -> Result<(), ErrorCode> {
         let config = self.state.config.clone();
-        let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
+        let job = self.state.jobs.get(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         who.check(Operation::Job { owner: job.info.uid })?;
+        crate::dependency::check_cycle(&self.state, job_id, reached).map_err(|(code, _)| code)?;
+        let job = self.state.jobs.get_mut(&job_id).ok_or(ErrorCode::InvalidJobId)?;
         let state = job.info.state();
         if state.is_terminal() {
             return Err(ErrorCode::AlreadyDone);
@@ -929,8 +976,8 @@ impl Core {
                 return Err(ErrorCode::InvalidTimeLimit);
             }
         }
-        if update.nice.is_some_and(|n| n < 0) && !who.may(Operation::JobPrivileged) {
-            return Err(ErrorCode::AccessDenied);
+        if let Some(nice) = update.nice {
+            validate::check_nice(nice, who.may(Operation::JobPrivileged)).map_err(|(code, _)| code)?;
         }
         if update.array_max_tasks.is_some() && job.info.array_job_id != Some(job_id) {
             return Err(ErrorCode::InvalidSpec);
@@ -963,6 +1010,8 @@ impl Core {
         if let Some(text) = &update.dependency {
             spec.dependency = (!text.is_empty()).then(|| text.clone());
             job.info.dependency = spec.dependency.clone();
+            // The next refresh works the shown text out anew.
+            self.state.dependencies.forget(job_id);
             if job.info.reason.starts_with("Dependency") {
                 job.info.reason = "None".into();
             }
@@ -1662,4 +1711,20 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::db::StoredJob>) {
         }
         state.jobs.insert(job_id, job);
     }
+}
+
+/// The most of a request's text an audit record keeps.
+const MAX_AUDIT_DETAIL: usize = 1024;
+
+/// `text` cut to [`MAX_AUDIT_DETAIL`] bytes (at a character boundary), marked `…` when cut.
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_AUDIT_DETAIL {
+        let mut end = MAX_AUDIT_DETAIL;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }

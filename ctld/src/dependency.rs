@@ -13,16 +13,29 @@
 //! to complete (a failed task k fails only task k; a missing task k counts as satisfied). A base
 //! record whose pending tasks wait on different targets is eligible when one of them is, and
 //! [`ready_task`] tells the scheduler which task to split off.
+//!
+//! Cost: a dependency has at most [`MAX_ITEMS`] items, and working one out takes time
+//! proportional to its items: each target is found by id, an array's records and the jobs a
+//! `singleton` competes with through a [`Lookup`] built once per pass (or per request). Between
+//! passes a [`Cache`] keeps each dependency parsed, rebuilds the shown text only when its items'
+//! statuses change, and lets the passes after a refresh reuse its statuses where only job ends
+//! could change them. Not yet incremental: each refresh still looks at every item of every
+//! pending dependent job once (no index from targets to their dependents). A
+//! dependency that would close a cycle (a job waiting, directly or through other jobs, on
+//! itself) is refused by `scontrol update` ([`check_cycle`]).
 
 use crate::state::{Job, State};
 use crate::validate::Rejection;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobState};
 use drover_shared::proto::client::ErrorCode;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// The kinds of dependency Drover supports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     After,
     AfterAny,
@@ -63,15 +76,106 @@ pub(crate) struct Dependency {
 }
 
 /// Where one item or the whole dependency stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Status {
     Satisfied,
     Waiting,
     Never,
 }
 
+/// The most items (job ids and `singleton`s) one dependency may have.
+pub(crate) const MAX_ITEMS: usize = 1000;
+
 fn problem(detail: String) -> Rejection {
     (ErrorCode::Dependency, detail)
+}
+
+/// An item as the memo of a [`Lookup`] knows it: kind, target and `+minutes`.
+type ItemKey = (Kind, (JobId, Option<u32>), u32);
+
+/// What ctld keeps between passes about each pending dependent job: its parsed dependency, and
+/// a hash of its items' statuses when its shown text was last worked out (the text is rebuilt
+/// only when they change). `scontrol update` of a dependency forgets the job's entries.
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    parsed: HashMap<JobId, Arc<Dependency>>,
+    shown: HashMap<JobId, u64>,
+    /// Where the dependencies that only wait for ends (`afterok`, `afterany`, `afternotok`)
+    /// stood at the last refresh. No job ends during the passes that follow it, so they hold
+    /// for those passes ([`Lookup::for_pass`]), however many an array's starts take.
+    stable: HashMap<JobId, Status>,
+}
+
+impl Cache {
+    /// The job's dependency changed.
+    pub(crate) fn forget(&mut self, job_id: JobId) {
+        self.parsed.remove(&job_id);
+        self.shown.remove(&job_id);
+        self.stable.remove(&job_id);
+    }
+
+    /// Jobs ended after the refresh (cancelled for a dependency never satisfied): the statuses
+    /// it worked out may no longer hold for the passes that follow.
+    pub(crate) fn jobs_ended(&mut self) {
+        self.stable.clear();
+    }
+
+    /// The job's parsed dependency, from the cache or parsed now.
+    fn dependency(&self, job: &Job) -> Option<Arc<Dependency>> {
+        match self.parsed.get(&job.info.job_id) {
+            Some(parsed) => Some(parsed.clone()),
+            None => parse(job.spec.dependency.as_deref()?).ok().map(Arc::new),
+        }
+    }
+}
+
+/// Where a pass (or one request) finds the records behind a dependency's targets: every
+/// committed record of each array, and the running and pending jobs by owner and name (for
+/// `singleton`). Built with one walk over the jobs; owns job ids only, so the state may change
+/// around it (reasons, priorities) while a pass holds it.
+#[derive(Default)]
+pub(crate) struct Lookup {
+    /// Array job id → the ids of its committed records (base record and split-off tasks).
+    arrays: HashMap<JobId, Vec<JobId>>,
+    /// (uid, name) → the running jobs and the lowest pending job id with that owner and name.
+    named: HashMap<(u32, String), (Vec<JobId>, Option<JobId>)>,
+    /// Items already worked out (they do not depend on the job that names them): many jobs
+    /// naming the same targets cost one look each.
+    memo: RefCell<HashMap<ItemKey, Status>>,
+    /// Built for the scheduling passes right after a refresh: they may take the statuses it
+    /// worked out for dependencies that only wait for ends.
+    pass: bool,
+}
+
+impl Lookup {
+    /// The lookup of a scheduling pass, which follows a [`refresh`] with no job ended since.
+    pub(crate) fn for_pass(state: &State) -> Lookup {
+        Lookup { pass: true, ..Lookup::new(state) }
+    }
+
+    pub(crate) fn new(state: &State) -> Lookup {
+        let mut lookup = Lookup::default();
+        let singletons = state.jobs.values().any(|j| {
+            j.info.state() == JobState::Pending
+                && j.spec.dependency.as_deref().is_some_and(|d| d.to_ascii_lowercase().contains("singleton"))
+        });
+        for job in state.jobs.values().filter(|j| j.committed) {
+            let info = &job.info;
+            if let Some(array) = info.array_job_id {
+                lookup.arrays.entry(array).or_default().push(info.job_id);
+            }
+            let state = info.state();
+            if singletons && matches!(state, JobState::Running | JobState::Pending) {
+                let entry = lookup.named.entry((info.uid, info.name.clone())).or_default();
+                if state == JobState::Running {
+                    entry.0.push(info.job_id);
+                } else if entry.1.is_none_or(|lowest| info.job_id < lowest) {
+                    entry.1 = Some(info.job_id);
+                }
+            }
+        }
+        lookup
+    }
 }
 
 /// Parses a `--dependency` value.
@@ -81,16 +185,17 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
     }
     let any = text.contains('?');
     let mut items = Vec::new();
+    let too_many = || problem(format!("a dependency may name at most {MAX_ITEMS} jobs"));
     for part in text.split([',', '?']).filter(|p| !p.is_empty()) {
+        if items.len() >= MAX_ITEMS {
+            return Err(too_many());
+        }
         let mut fields = part.split(':');
-        let kind = match fields.next().unwrap_or_default().to_ascii_lowercase().as_str() {
-            "after" => Kind::After,
-            "afterany" => Kind::AfterAny,
-            "afterok" => Kind::AfterOk,
-            "afternotok" => Kind::AfterNotOk,
-            "singleton" => Kind::Singleton,
-            "aftercorr" => Kind::AfterCorr,
-            other => return Err(problem(format!("dependency type `{other}` is not supported yet"))),
+        let word = fields.next().unwrap_or_default();
+        let kinds = [Kind::After, Kind::AfterAny, Kind::AfterOk, Kind::AfterNotOk, Kind::Singleton, Kind::AfterCorr];
+        let Some(kind) = kinds.into_iter().find(|k| word.eq_ignore_ascii_case(k.name())) else {
+            let other = word.to_ascii_lowercase();
+            return Err(problem(format!("dependency type `{other}` is not supported yet")));
         };
         if kind == Kind::Singleton {
             if fields.next().is_some() {
@@ -102,6 +207,9 @@ pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
         let mut any_id = false;
         for field in fields {
             any_id = true;
+            if items.len() >= MAX_ITEMS {
+                return Err(too_many());
+            }
             let (id, delay) = match field.split_once('+') {
                 Some((id, minutes)) if kind == Kind::After => {
                     let minutes = minutes.parse().map_err(|_| problem(format!("bad time `{minutes}` in `{part}`")))?;
@@ -139,14 +247,58 @@ fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
 /// Submit-time check: the value parses and every job it names is known.
 pub(crate) fn validate(state: &State, text: &str) -> Result<(), Rejection> {
     let dependency = parse(text)?;
+    // Arrays and their tasks are found through the arrays' records: one walk for the whole
+    // dependency, and none when it names plain jobs only.
+    let is_array = |id: JobId| state.jobs.get(&id).is_some_and(|j| j.info.array_job_id == Some(id));
+    let lookup = if dependency.items.iter().any(|i| i.target.is_some_and(|(id, task)| task.is_some() || is_array(id))) {
+        Lookup::new(state)
+    } else {
+        Lookup::default()
+    };
     for item in &dependency.items {
         if let Some(target) = item.target
-            && targets(state, target).is_empty()
+            && targets(state, &lookup, target).is_empty()
         {
             return Err(problem(format!("job {} is not known", show_target(target))));
         }
     }
     Ok(())
+}
+
+/// `scontrol update`: every job the dependency `text` (already validated) waits on, directly or
+/// through the dependencies of the jobs it names, each with the job of `text` it is reached
+/// through. One walk per request, each job once: at most the items of the jobs it reaches.
+pub(crate) fn reachable(state: &State, text: &str) -> HashMap<JobId, JobId> {
+    let mut reached: HashMap<JobId, JobId> = HashMap::new();
+    let Ok(dependency) = parse(text) else { return reached };
+    let mut next: Vec<(JobId, JobId)> =
+        dependency.items.iter().filter_map(|i| i.target).map(|(target, _)| (target, target)).collect();
+    while let Some((target, via)) = next.pop() {
+        if reached.contains_key(&target) {
+            continue;
+        }
+        reached.insert(target, via);
+        let Some(text) = state.jobs.get(&target).and_then(|j| j.spec.dependency.as_deref()) else { continue };
+        if let Ok(further) = parse(text) {
+            next.extend(further.items.iter().filter_map(|i| i.target).map(|(t, _)| (t, via)));
+        }
+    }
+    reached
+}
+
+/// Whether giving `job_id` a dependency that reaches `reached` ([`reachable`]) would make it
+/// wait on itself: the job, or its array if it is an array record, is among them.
+pub(crate) fn check_cycle(state: &State, job_id: JobId, reached: &HashMap<JobId, JobId>) -> Result<(), Rejection> {
+    let array = state.jobs.get(&job_id).and_then(|j| j.info.array_job_id);
+    match std::iter::once(job_id).chain(array).find_map(|own| reached.get(&own).map(|via| (own, *via))) {
+        None => Ok(()),
+        Some((own, via)) if own == via => {
+            Err(problem(format!("circular dependency: job {job_id} would depend on itself")))
+        }
+        Some((_, via)) => {
+            Err(problem(format!("circular dependency: job {job_id} would depend on itself through job {via}")))
+        }
+    }
 }
 
 fn show_target((job_id, task): (JobId, Option<u32>)) -> String {
@@ -163,39 +315,56 @@ fn shown_target(state: &State, target: (JobId, Option<u32>)) -> String {
 }
 
 /// The committed records a target stands for: a job, every record of an array, or one task.
-fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo> {
-    let is_array = state.jobs.get(&job_id).is_some_and(|j| j.info.array_job_id == Some(job_id));
-    state
-        .jobs
-        .values()
+/// A plain job is found by id; an array's records through `lookup`.
+fn targets<'a>(state: &'a State, lookup: &Lookup, (job_id, task): (JobId, Option<u32>)) -> Vec<&'a JobInfo> {
+    let Some(job) = state.jobs.get(&job_id) else { return Vec::new() };
+    let is_array = job.info.array_job_id == Some(job_id);
+    if task.is_none() && !is_array {
+        return if job.committed { vec![&*job.info] } else { Vec::new() };
+    }
+    let records = lookup.arrays.get(&job_id).map_or(&[][..], Vec::as_slice);
+    records
+        .iter()
+        .filter_map(|id| state.jobs.get(id))
         .filter(|j| j.committed)
         .map(|j| &*j.info)
         .filter(|info| match task {
-            None if is_array => info.array_job_id == Some(job_id),
-            None => info.job_id == job_id,
+            None => true,
             Some(t) => {
-                info.array_job_id == Some(job_id)
-                    && (info.array_task_id == Some(t)
-                        || (info.array_task_id.is_none() && info.array_tasks_pending.contains(&t)))
+                info.array_task_id == Some(t) || (info.array_task_id.is_none() && info.array_tasks_pending.contains(&t))
             }
         })
         .collect()
 }
 
 /// Where one item other than `aftercorr` stands for `job` (those hold per task: [`Evaluation`]).
-fn item_status(state: &State, job: &Job, item: &Item, now: UnixTime) -> Status {
+fn item_status(state: &State, lookup: &Lookup, job: &Job, item: &Item, now: UnixTime) -> Status {
     let Some(target) = item.target else {
-        let blocked = state.jobs.values().any(|other| {
-            other.committed
-                && other.info.job_id != job.info.job_id
-                && other.info.uid == job.info.uid
-                && other.info.name == job.info.name
-                && (other.info.state() == JobState::Running
-                    || (other.info.state() == JobState::Pending && other.info.job_id < job.info.job_id))
+        let me = job.info.job_id;
+        let blocked = lookup.named.get(&(job.info.uid, job.info.name.clone())).is_some_and(|(running, lowest)| {
+            running.iter().any(|id| *id != me) || lowest.is_some_and(|lowest| lowest < me)
         });
         return if blocked { Status::Waiting } else { Status::Satisfied };
     };
-    let records = targets(state, target);
+    if let Some(job) = state.jobs.get(&target.0)
+        && target.1.is_none()
+        && job.info.array_job_id != Some(target.0)
+    {
+        // A plain job: found by id, nothing to remember.
+        let records: &[&JobInfo] = if job.committed { &[&*job.info] } else { &[] };
+        return target_status(records, item, target, now);
+    }
+    let key = (item.kind, target, item.delay_minutes);
+    if let Some(status) = lookup.memo.borrow().get(&key) {
+        return *status;
+    }
+    let status = target_status(&targets(state, lookup, target), item, target, now);
+    lookup.memo.borrow_mut().insert(key, status);
+    status
+}
+
+/// Where an item stands given the records its target stands for.
+fn target_status(records: &[&JobInfo], item: &Item, target: (JobId, Option<u32>), now: UnixTime) -> Status {
     // A target whose own task is still pending in a base record has not started.
     let started = |info: &JobInfo| {
         info.state() != JobState::Pending
@@ -212,7 +381,7 @@ fn item_status(state: &State, job: &Job, item: &Item, now: UnixTime) -> Status {
             if started_long_enough { Status::Satisfied } else { Status::Waiting }
         }
         Kind::AfterAny if records.iter().all(|i| ended(i)) => Status::Satisfied,
-        Kind::AfterOk => completed_status(&records),
+        Kind::AfterOk => completed_status(records),
         Kind::AfterNotOk if records.iter().all(|i| ended(i)) => {
             if records.iter().any(|i| i.state() != JobState::Completed) { Status::Satisfied } else { Status::Never }
         }
@@ -248,20 +417,27 @@ fn tasks_of(job: &Job) -> Vec<Option<u32>> {
 /// and, for `aftercorr`, the target arrays' records by task index, so that a base record of many
 /// pending tasks costs one scan of the jobs, not one per task.
 struct Evaluation<'a> {
-    dependency: Dependency,
+    dependency: Arc<Dependency>,
     /// `None` for the `aftercorr` items.
     fixed: Vec<Option<Status>>,
     /// Target array → task index → the records standing for that task.
     corr: HashMap<JobId, HashMap<u32, Vec<&'a JobInfo>>>,
     state: &'a State,
+    lookup: &'a Lookup,
 }
 
 impl<'a> Evaluation<'a> {
-    fn new(state: &'a State, job: &Job, dependency: Dependency, now: UnixTime) -> Evaluation<'a> {
+    fn new(
+        state: &'a State,
+        lookup: &'a Lookup,
+        job: &Job,
+        dependency: Arc<Dependency>,
+        now: UnixTime,
+    ) -> Evaluation<'a> {
         let fixed = dependency
             .items
             .iter()
-            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, job, item, now)))
+            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, lookup, job, item, now)))
             .collect();
         let arrays: HashSet<JobId> = dependency
             .items
@@ -271,17 +447,17 @@ impl<'a> Evaluation<'a> {
             .map(|t| t.0)
             .collect();
         let mut corr: HashMap<JobId, HashMap<u32, Vec<&JobInfo>>> = HashMap::new();
-        if !arrays.is_empty() {
-            for info in state.jobs.values().filter(|j| j.committed).map(|j| &j.info) {
-                let Some(array) = info.array_job_id.filter(|a| arrays.contains(a)) else { continue };
-                let by_task = corr.entry(array).or_default();
+        for array in arrays {
+            let by_task = corr.entry(array).or_default();
+            let records = lookup.arrays.get(&array).map_or(&[][..], Vec::as_slice);
+            for info in records.iter().filter_map(|id| state.jobs.get(id)).filter(|j| j.committed).map(|j| &j.info) {
                 match info.array_task_id {
                     Some(task) => by_task.entry(task).or_default().push(info),
                     None => info.array_tasks_pending.iter().for_each(|t| by_task.entry(*t).or_default().push(info)),
                 }
             }
         }
-        Evaluation { dependency, fixed, corr, state }
+        Evaluation { dependency, fixed, corr, state, lookup }
     }
 
     /// Where the dependency stands for one task (`None`: a job that is no array task), with each
@@ -299,7 +475,7 @@ impl<'a> Evaluation<'a> {
                     let records = self.corr.get(&target.0).and_then(|by_task| by_task.get(&k));
                     completed_status(records.map_or(&[][..], Vec::as_slice))
                 }
-                (None, Some(target), None) => completed_status(&targets(self.state, target)),
+                (None, Some(target), None) => completed_status(&targets(self.state, self.lookup, target)),
                 (None, None, _) => Status::Satisfied,
             })
             .collect();
@@ -334,17 +510,21 @@ pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<
     if !dependency.items.iter().any(|i| i.kind == Kind::AfterCorr) || job.info.array_task_id.is_some() {
         return None;
     }
-    let evaluation = Evaluation::new(state, job, dependency, now);
+    let lookup = Lookup::new(state);
+    let evaluation = Evaluation::new(state, &lookup, job, Arc::new(dependency), now);
     job.info.array_tasks_pending.iter().copied().find(|t| evaluation.for_task(Some(*t)).0 == Status::Satisfied)
 }
 
-/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
-/// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
-/// stands where its best task stands (satisfied, else waiting, else never).
-pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Option<String>) {
-    let Some(text) = job.spec.dependency.as_deref() else { return (Status::Satisfied, None) };
-    let Ok(dependency) = parse(text) else { return (Status::Satisfied, None) };
-    let evaluation = Evaluation::new(state, job, dependency, now);
+/// Where a job's dependency stands, with each item's status (`None`: no dependency, or one that
+/// no longer parses, which counts as satisfied).
+fn judge<'a>(
+    state: &'a State,
+    lookup: &'a Lookup,
+    job: &Job,
+    now: UnixTime,
+) -> Option<(Evaluation<'a>, Status, Vec<Status>)> {
+    let dependency = state.dependencies.dependency(job)?;
+    let evaluation = Evaluation::new(state, lookup, job, dependency, now);
     // Only `aftercorr` differs between tasks; otherwise one evaluation stands for all.
     let tasks = if evaluation.has_corr() { tasks_of(job) } else { vec![None] };
     let rank = |s: Status| match s {
@@ -362,15 +542,31 @@ pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Opti
             break;
         }
     }
-    let Some((overall, statuses)) = best else { return (Status::Satisfied, None) };
+    let (overall, statuses) = best?;
+    Some((evaluation, overall, statuses))
+}
+
+/// Where a job's dependency stands, and the text Slurm shows for it (`None` once satisfied):
+/// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
+/// stands where its best task stands (satisfied, else waiting, else never).
+#[cfg(test)]
+pub(crate) fn evaluate(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> (Status, Option<String>) {
+    let Some((evaluation, overall, statuses)) = judge(state, lookup, job, now) else {
+        return (Status::Satisfied, None);
+    };
+    (overall, shown(state, &evaluation, overall, &statuses))
+}
+
+/// The text Slurm shows for a dependency whose items stand at `statuses` (`None` once satisfied).
+fn shown(state: &State, evaluation: &Evaluation<'_>, overall: Status, statuses: &[Status]) -> Option<String> {
     if overall == Status::Satisfied {
-        return (overall, None);
+        return None;
     }
     let shown: Vec<String> = evaluation
         .dependency
         .items
         .iter()
-        .zip(&statuses)
+        .zip(statuses)
         .filter(|(_, status)| **status != Status::Satisfied)
         .map(|(item, status)| {
             let word = if *status == Status::Never { "failed" } else { "unfulfilled" };
@@ -383,12 +579,16 @@ pub(crate) fn evaluate(state: &State, job: &Job, now: UnixTime) -> (Status, Opti
             }
         })
         .collect();
-    (overall, Some(shown.join(if evaluation.dependency.any { "?" } else { "," })))
+    Some(shown.join(if evaluation.dependency.any { "?" } else { "," }))
 }
 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.
-pub(crate) fn eligibility(state: &State, job: &Job, now: UnixTime) -> Result<(), &'static str> {
-    match evaluate(state, job, now).0 {
+/// `lookup` is the pass's ([`Lookup::new`] on the state the pass started from).
+pub(crate) fn eligibility(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> Result<(), &'static str> {
+    let stable = if lookup.pass { state.dependencies.stable.get(&job.info.job_id).copied() } else { None };
+    let status =
+        stable.unwrap_or_else(|| judge(state, lookup, job, now).map_or(Status::Satisfied, |(_, status, _)| status));
+    match status {
         Status::Waiting => return Err("Dependency"),
         Status::Never => return Err("DependencyNeverSatisfied"),
         Status::Satisfied => {}
@@ -405,19 +605,46 @@ pub(crate) fn eligibility(state: &State, job: &Job, now: UnixTime) -> Result<(),
 pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobId>) {
     let mut updates = Vec::new();
     let mut kill = Vec::new();
+    let mut cache = Cache::default();
+    let lookup = Lookup::new(state);
     for job in state
         .jobs
         .values()
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
-        let (status, shown) = evaluate(state, job, now);
-        if shown != job.info.dependency {
-            updates.push((job.info.job_id, shown));
+        let job_id = job.info.job_id;
+        let ends_only = |d: &Dependency| {
+            d.items.iter().all(|i| matches!(i.kind, Kind::AfterOk | Kind::AfterAny | Kind::AfterNotOk))
+        };
+        let mut stable = false;
+        if let Some(dependency) = state.dependencies.dependency(job) {
+            stable = ends_only(&dependency);
+            cache.parsed.insert(job_id, dependency);
         }
+        let judged = judge(state, &lookup, job, now);
+        let status = judged.as_ref().map_or(Status::Satisfied, |(_, status, _)| *status);
+        if stable {
+            cache.stable.insert(job_id, status);
+        }
+        // The text changes only with its items' statuses: rebuilt only then.
+        let fingerprint = {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            judged.as_ref().map(|(_, status, statuses)| (status, statuses)).hash(&mut hasher);
+            hasher.finish()
+        };
+        if state.dependencies.shown.get(&job_id) != Some(&fingerprint) {
+            let text =
+                judged.as_ref().and_then(|(evaluation, status, statuses)| shown(state, evaluation, *status, statuses));
+            if text != job.info.dependency {
+                updates.push((job_id, text));
+            }
+        }
+        cache.shown.insert(job_id, fingerprint);
         if status == Status::Never && job.spec.kill_on_invalid_dep {
-            kill.push(job.info.job_id);
+            kill.push(job_id);
         }
     }
+    state.dependencies = cache;
     let changed = updates.iter().map(|(id, _)| *id).collect();
     for (job_id, shown) in updates {
         if let Some(job) = state.jobs.get_mut(&job_id) {

@@ -58,7 +58,8 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
     if let Some(begin) = job.spec.begin_time.filter(|t| *t > now) {
         lines.push(format!("begin time not reached: eligible {}", when(now, begin)));
     }
-    if let Err(reason) = crate::dependency::eligibility(state, job, now) {
+    let lookup = crate::dependency::Lookup::new(state);
+    if let Err(reason) = crate::dependency::eligibility(state, &lookup, job, now) {
         lines.push(format!("{reason}: dependency `{}`", job.info.dependency.clone().unwrap_or_default()));
     }
     let context = Context::new(state);

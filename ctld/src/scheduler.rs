@@ -59,7 +59,10 @@ impl PerNodeRequest {
     /// Derives the per-node request from a job spec.
     pub(crate) fn from_spec(spec: &JobSpec) -> PerNodeRequest {
         let n_nodes = spec.nodes_min.unwrap_or(1).max(1);
-        let ntasks = spec.ntasks.unwrap_or_else(|| spec.ntasks_per_node.map_or(n_nodes, |t| t * n_nodes)).max(n_nodes);
+        let ntasks = spec
+            .ntasks
+            .unwrap_or_else(|| spec.ntasks_per_node.map_or(n_nodes, |t| t.saturating_mul(n_nodes)))
+            .max(n_nodes);
         let base = ntasks / n_nodes;
         let extra = ntasks % n_nodes;
         let tasks = (0..n_nodes).map(|i| base + u32::from(i < extra)).collect();
@@ -68,7 +71,7 @@ impl PerNodeRequest {
         if gpus.is_empty() && !spec.gpus_per_task.is_empty() {
             gpus = gpu_requests(&spec.gpus_per_task, 1)
                 .into_iter()
-                .map(|(t, c)| (t, c * ntasks.div_ceil(n_nodes)))
+                .map(|(t, c)| (t, c.saturating_mul(ntasks.div_ceil(n_nodes))))
                 .collect();
         }
         PerNodeRequest {
@@ -87,16 +90,17 @@ impl PerNodeRequest {
 
     /// CPUs wanted on the `i`-th node.
     pub(crate) fn cpus(&self, i: usize) -> u32 {
-        self.tasks[i] * self.cpus_per_task
+        // Saturating: a request of 2³¹ tasks × 2 CPUs must not wrap around to one that fits.
+        self.tasks[i].saturating_mul(self.cpus_per_task)
     }
 
     pub(crate) fn mem_mb(&self, cpus: u32, node_mem: u64, default_mem_per_cpu: Option<u64>) -> u64 {
         match self.mem.map(|m| m.0) {
             Some(MemRequest::PerNode(0)) => node_mem,
             Some(MemRequest::PerNode(mb)) => mb,
-            Some(MemRequest::PerCpu(mb)) => mb * u64::from(cpus),
-            Some(MemRequest::PerGpu(mb)) => mb * u64::from(self.n_gpus()),
-            None => default_mem_per_cpu.map_or(0, |mb| mb * u64::from(cpus)),
+            Some(MemRequest::PerCpu(mb)) => mb.saturating_mul(u64::from(cpus)),
+            Some(MemRequest::PerGpu(mb)) => mb.saturating_mul(u64::from(self.n_gpus())),
+            None => default_mem_per_cpu.map_or(0, |mb| mb.saturating_mul(u64::from(cpus))),
         }
     }
 
@@ -435,13 +439,15 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut free = FreeIndex::new(state, &views);
     let mut no_room: HashSet<Shape> = HashSet::new();
     let mut never_fits: HashSet<Shape> = HashSet::new();
+    // Jobs change state only after the pass (its starts), so one lookup serves every job.
+    let dependencies = crate::dependency::Lookup::for_pass(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
         }
-        if let Err(reason) = crate::dependency::eligibility(state, job, now) {
+        if let Err(reason) = crate::dependency::eligibility(state, &dependencies, job, now) {
             set_reason(state, job_id, reason);
             continue;
         }

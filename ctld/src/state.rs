@@ -204,6 +204,8 @@ pub(crate) struct State {
     /// Whether a pass may skip work it can prove useless (the shape cache, the free-node index,
     /// gated backfill planning). Off only in the test that proves both ways decide the same.
     pub(crate) pass_shortcuts: bool,
+    /// Pending dependent jobs' parsed dependencies and the statuses behind their shown text.
+    pub(crate) dependencies: crate::dependency::Cache,
 }
 
 /// The cost of one scheduling pass.
@@ -236,6 +238,7 @@ impl State {
             delayed_cancels: Vec::new(),
             last_pass: PassStats::default(),
             pass_shortcuts: true,
+            dependencies: Default::default(),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::db::{AfterCommit, DbOp};
 use crate::validate::Caller;
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
+use drover_shared::proto::frame::MAX_FRAME;
 use drover_shared::proto::node::{CtldMessage, StepLaunch};
 use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
@@ -45,25 +46,96 @@ impl Steps {
     }
 }
 
+/// The encoded size of a step's launch on one node (what the node's frame bound applies to).
+fn launch_size(launch: &StepLaunch) -> usize {
+    // The message as the node link sends it: `CtldMessage::LaunchStep` adds its variant tag.
+    postcard::experimental::serialized_size(launch).map_or(usize::MAX, |size| size + 8)
+}
+
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Response {
     Response::Error { code, detail: detail.into() }
 }
 
-/// Splits `ntasks` over `nodes` nodes: `per_node` each when given, else as evenly as possible with
-/// the first nodes taking one more (Slurm's block distribution).
-pub(crate) fn block_layout(ntasks: u32, nodes: u32, per_node: Option<u32>) -> Vec<Vec<u32>> {
-    let mut next = 0;
+/// How many tasks each of a step's nodes runs: `per_node` each when given (the last ones may get
+/// fewer), else as evenly as possible with the first nodes taking one more (Slurm's block
+/// distribution). One entry per node of the step; nothing proportional to `ntasks`.
+fn block_counts(ntasks: u32, nodes: u32, per_node: Option<u32>) -> Vec<u32> {
+    let mut left = ntasks;
     (0..nodes)
         .map(|i| {
             let count = match per_node {
-                Some(k) => k.min(ntasks.saturating_sub(next)),
+                Some(k) => k.min(left),
                 None => ntasks / nodes + u32::from(i < ntasks % nodes),
             };
+            left -= count;
+            count
+        })
+        .collect()
+}
+
+/// Task ids on each node for the per-node `counts` ([`block_counts`]), numbered in node order.
+pub(crate) fn block_layout(counts: &[u32]) -> Vec<Vec<u32>> {
+    let mut next = 0;
+    counts
+        .iter()
+        .map(|&count| {
             let ids = (next..next + count).collect();
             next += count;
             ids
         })
         .collect()
+}
+
+/// A step's task count, CPUs per task and tasks per node, checked against the job's allocation
+/// (`shares`: each node's name and CPUs, in the job's node order) before anything is laid out:
+/// at most `max_per_node` tasks on a node (Slurm's `MaxTasksPerNode`), and, unless
+/// `--overcommit`, no more CPUs on a node than the job has there (`--overlap` shares CPUs with
+/// other steps, it does not add any).
+/// Without `-n`, `-N` or `--ntasks-per-node` the step runs the job's `job_tasks`.
+pub(crate) fn step_counts(
+    spec: &StepSpec,
+    job_tasks: u32,
+    shares: &[(String, u32)],
+    max_per_node: u32,
+) -> Result<(u32, u32, Vec<u32>), (ErrorCode, String)> {
+    let job_nodes = u32::try_from(shares.len()).unwrap_or(u32::MAX);
+    let cpus_per_task = spec.cpus_per_task.unwrap_or(1).max(1);
+    let ntasks = spec
+        .ntasks
+        .or_else(|| spec.ntasks_per_node.map(|k| k.saturating_mul(spec.nodes.unwrap_or(job_nodes))))
+        .or(spec.nodes)
+        .unwrap_or(job_tasks.max(1));
+    let nodes = spec.nodes.unwrap_or_else(|| match spec.ntasks_per_node {
+        Some(k) if k > 0 => ntasks.div_ceil(k).min(job_nodes),
+        _ => ntasks.min(job_nodes),
+    });
+    if ntasks == 0 || spec.ntasks_per_node == Some(0) {
+        return Err((ErrorCode::BadTaskCount, "a step needs at least one task".into()));
+    }
+    if nodes == 0 || nodes > job_nodes || ntasks < nodes {
+        let detail = format!("{ntasks} tasks on {nodes} nodes do not fit the job's {job_nodes} nodes");
+        return Err((ErrorCode::NodeConfigUnavailable, detail));
+    }
+    // One count per node of the step (at most the job's nodes), whatever `ntasks` is.
+    let counts = block_counts(ntasks, nodes, spec.ntasks_per_node);
+    if counts.iter().map(|c| u64::from(*c)).sum::<u64>() != u64::from(ntasks) {
+        return Err((ErrorCode::NodeConfigUnavailable, "--ntasks-per-node leaves tasks without a node".into()));
+    }
+    // Slurm's order: the CPUs first, then the task count.
+    if !spec.overcommit {
+        for ((node, cpus), count) in shares.iter().zip(&counts) {
+            let wanted = u64::from(*count) * u64::from(cpus_per_task);
+            if wanted > u64::from(*cpus) {
+                let detail = format!("{wanted} CPUs wanted on {node}, the job has {cpus} there");
+                return Err((ErrorCode::TooManyCpus, detail));
+            }
+        }
+    }
+    if let Some(most) = counts.iter().copied().max().filter(|most| *most > max_per_node) {
+        let detail = format!("{most} tasks on one node, at most {max_per_node} allowed (MaxTasksPerNode)");
+        return Err((ErrorCode::BadTaskCount, detail));
+    }
+    Ok((ntasks, cpus_per_task, counts))
 }
 
 impl Core {
@@ -91,45 +163,35 @@ impl Core {
             let _ = reply.send(refuse(code, format!("job {job_id} is not running")));
             return;
         };
-        let job_nodes = u32::try_from(alloc.nodes.len()).unwrap_or(u32::MAX);
-        let cpus_per_task = spec.cpus_per_task.unwrap_or(1).max(1);
-        let ntasks = spec
-            .ntasks
-            .or_else(|| spec.ntasks_per_node.map(|k| k * spec.nodes.unwrap_or(job_nodes)))
-            .or(spec.nodes)
-            .unwrap_or(job.info.num_tasks.max(1));
-        let nodes = spec.nodes.unwrap_or_else(|| match spec.ntasks_per_node {
-            Some(k) if k > 0 => ntasks.div_ceil(k).min(job_nodes),
-            _ => ntasks.min(job_nodes),
-        });
-        if ntasks == 0 || nodes == 0 || nodes > job_nodes || ntasks < nodes {
-            let detail = format!("{ntasks} tasks on {nodes} nodes do not fit job {job_id}'s {job_nodes} nodes");
-            let _ = reply.send(refuse(ErrorCode::NodeConfigUnavailable, detail));
-            return;
-        }
-        let tasks = block_layout(ntasks, nodes, spec.ntasks_per_node);
-        if tasks.iter().map(Vec::len).sum::<usize>() != ntasks as usize {
-            let _ =
-                reply.send(refuse(ErrorCode::NodeConfigUnavailable, "--ntasks-per-node leaves tasks without a node"));
-            return;
-        }
-        let mut held = Vec::new();
-        for (share, ids) in alloc.nodes.iter().zip(&tasks) {
-            let wanted = u32::try_from(ids.len()).unwrap_or(u32::MAX).saturating_mul(cpus_per_task);
-            if wanted > share.cpus && !spec.overlap {
-                let detail = format!("{wanted} CPUs wanted on {}, the job has {}", share.node, share.cpus);
-                let _ = reply.send(refuse(ErrorCode::NodeConfigUnavailable, detail));
+        let shares: Vec<(String, u32)> = alloc.nodes.iter().map(|n| (n.node.clone(), n.cpus)).collect();
+        let job_tasks = job.info.num_tasks;
+        let max_per_node = self.state.config.max_tasks_per_node;
+        // Everything is checked on counts first: nothing proportional to the request's numbers
+        // is allocated before the tasks are known to fit.
+        let (ntasks, cpus_per_task, counts) = match step_counts(&spec, job_tasks, &shares, max_per_node) {
+            Ok(fit) => fit,
+            Err((code, detail)) => {
+                let _ = reply.send(refuse(code, detail.clone()));
+                self.audit_request(caller, "step", Some(job_id), Err(code), format!("refused: {detail}"));
                 return;
             }
+        };
+        let nodes = u32::try_from(counts.len()).unwrap_or(u32::MAX);
+        let mut held = Vec::new();
+        for ((node, cpus), count) in shares.iter().zip(&counts) {
+            // An overcommitted step holds at most the job's CPUs on the node.
+            let wanted = count.saturating_mul(cpus_per_task).min(*cpus);
             if !spec.overlap {
-                if wanted + self.steps.held_on(job_id, &share.node) > share.cpus {
-                    let detail = format!("{wanted} CPUs wanted on {}, held by running steps", share.node);
+                if wanted + self.steps.held_on(job_id, node) > *cpus {
+                    let detail = format!("{wanted} CPUs wanted on {node}, held by running steps");
                     let _ = reply.send(refuse(ErrorCode::StepsBusy, detail));
                     return;
                 }
-                held.push((share.node.clone(), wanted));
+                held.push((node.clone(), wanted));
             }
         }
+        let tasks = block_layout(&counts);
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
         let step_id = job
             .info
             .steps
@@ -144,7 +206,7 @@ impl Core {
             let _ = reply.send(refuse(ErrorCode::Internal, "no randomness for the step credential"));
             return;
         };
-        let node_names: Vec<String> = alloc.nodes.iter().take(nodes as usize).map(|n| n.node.clone()).collect();
+        let node_names: Vec<String> = shares.iter().take(nodes as usize).map(|(node, _)| node.clone()).collect();
         let layout = StepLayout {
             job_id,
             step_id,
@@ -159,6 +221,20 @@ impl Core {
         } else {
             spec.name.clone()
         };
+        // A launch the node could not read would drop the node's connection: refuse it here.
+        // The nodes' launches differ only in their small per-node part (CPUs, memory, GPU
+        // indexes): the first one, with room for that, stands for all.
+        if let Some(size) = self.step_launches(&spec, &layout, 1).first().map(|(_, l)| launch_size(l) + 4096)
+            && size > MAX_FRAME
+        {
+            let detail = format!(
+                "the step's launch message ({size} bytes: command line and environment) exceeds the limit of {MAX_FRAME} bytes"
+            );
+            let _ = reply.send(refuse(ErrorCode::InvalidSpec, detail.clone()));
+            self.audit_request(caller, "step", Some(job_id), Err(ErrorCode::InvalidSpec), format!("refused: {detail}"));
+            return;
+        }
+        let Some(job) = self.state.jobs.get_mut(&job_id) else { return };
         job.info.steps.push(StepInfo {
             step_id: StepId::Numbered(step_id),
             name,
@@ -166,7 +242,7 @@ impl Core {
             exit_status: WaitStatus::default(),
             start_time: Some(now()),
             end_time: None,
-            num_cpus: ntasks * cpus_per_task,
+            num_cpus: ntasks.saturating_mul(cpus_per_task),
             num_tasks: ntasks,
             nodes: node_names,
         });
@@ -188,7 +264,7 @@ impl Core {
             let _ = reply.send(refuse(ErrorCode::StorageUnavailable, error));
             return;
         }
-        let launches = self.step_launches(&spec, &layout);
+        let launches = self.step_launches(&spec, &layout, usize::MAX);
         if launches.is_empty() {
             self.steps.held.remove(&(job_id, step_id));
             let _ = reply.send(refuse(ErrorCode::AlreadyDone, format!("job {job_id} ended")));
@@ -204,15 +280,15 @@ impl Core {
         }
     }
 
-    /// One launch per node of the step.
-    fn step_launches(&self, spec: &StepSpec, layout: &StepLayout) -> Vec<(String, StepLaunch)> {
+    /// One launch per node of the step (of its first `most` nodes).
+    fn step_launches(&self, spec: &StepSpec, layout: &StepLayout, most: usize) -> Vec<(String, StepLaunch)> {
         let Some(job) = self.state.jobs.get(&layout.job_id) else { return Vec::new() };
         let Some(alloc) = &job.alloc else { return Vec::new() };
         if job.info.state() != JobState::Running {
             return Vec::new();
         }
         let mut launches = Vec::new();
-        for (index, share) in alloc.nodes.iter().take(layout.nodes.len()).enumerate() {
+        for (index, share) in alloc.nodes.iter().take(layout.nodes.len().min(most)).enumerate() {
             let request = self.launch_request(job, (*job.spec).clone(), alloc, share);
             let launch = StepLaunch {
                 job: request,
@@ -352,13 +428,35 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::block_layout;
+    use super::{block_counts, block_layout, step_counts};
+    use drover_shared::job::StepSpec;
+    use drover_shared::proto::client::ErrorCode;
 
     #[test]
     fn block_distribution() {
-        assert_eq!(block_layout(4, 2, None), vec![vec![0, 1], vec![2, 3]]);
-        assert_eq!(block_layout(3, 2, None), vec![vec![0, 1], vec![2]]);
-        assert_eq!(block_layout(4, 2, Some(1)), vec![vec![0], vec![1]]);
-        assert_eq!(block_layout(3, 2, Some(2)), vec![vec![0, 1], vec![2]]);
+        let layout = |n, nodes, per| block_layout(&block_counts(n, nodes, per));
+        assert_eq!(layout(4, 2, None), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(layout(3, 2, None), vec![vec![0, 1], vec![2]]);
+        assert_eq!(layout(4, 2, Some(1)), vec![vec![0], vec![1]]);
+        assert_eq!(layout(3, 2, Some(2)), vec![vec![0, 1], vec![2]]);
+    }
+
+    #[test]
+    fn steps_are_checked_against_the_allocation_before_layout() {
+        let shares = [("n1".to_owned(), 1), ("n2".to_owned(), 4)];
+        let spec = |ntasks, overcommit| StepSpec { ntasks: Some(ntasks), overcommit, ..StepSpec::default() };
+        let code = |spec: &StepSpec| step_counts(spec, 2, &shares, 512).map(|(n, _, c)| (n, c)).map_err(|e| e.0);
+        assert_eq!(code(&spec(2, false)), Ok((2, vec![1, 1])));
+        assert_eq!(code(&spec(4, false)), Err(ErrorCode::TooManyCpus));
+        assert_eq!(code(&spec(4, true)), Ok((4, vec![2, 2])));
+        assert_eq!(code(&spec(1024, true)), Ok((1024, vec![512, 512])));
+        assert_eq!(code(&spec(1025, true)), Err(ErrorCode::BadTaskCount));
+        assert_eq!(code(&spec(4_000_000_000, false)), Err(ErrorCode::TooManyCpus));
+        assert_eq!(code(&spec(4_000_000_000, true)), Err(ErrorCode::BadTaskCount));
+        assert_eq!(code(&spec(0, false)), Err(ErrorCode::BadTaskCount));
+        let per_node = StepSpec { ntasks_per_node: Some(u32::MAX), overcommit: true, ..StepSpec::default() };
+        assert_eq!(code(&per_node), Err(ErrorCode::BadTaskCount));
+        let wide = StepSpec { ntasks: Some(2), cpus_per_task: Some(u32::MAX), ..StepSpec::default() };
+        assert_eq!(code(&wide), Err(ErrorCode::TooManyCpus));
     }
 }

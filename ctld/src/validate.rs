@@ -52,6 +52,28 @@ const MAX_SCRIPT: usize = 4 * 1024 * 1024;
 const MAX_ENV_ENTRIES: usize = 10_000;
 /// Longest name, comment or path accepted.
 const MAX_STRING: usize = 4096;
+/// Slurm's bound on `--nice`: ±(2³¹ − 3).
+pub(crate) const MAX_NICE: i64 = 2_147_483_645;
+
+/// `--nice`, at submit and on update: within ±[`MAX_NICE`], and below 0 only for operators and
+/// admins (`privileged`), as in Slurm.
+pub(crate) fn check_nice(nice: i32, privileged: bool) -> Result<(), Rejection> {
+    if i64::from(nice).abs() > MAX_NICE {
+        return Err((ErrorCode::InvalidSpec, format!("nice {nice} is outside -{MAX_NICE}..{MAX_NICE}")));
+    }
+    if nice < 0 && !privileged {
+        return Err((ErrorCode::AccessDenied, format!("only operators and admins may set a negative nice ({nice})")));
+    }
+    Ok(())
+}
+
+/// A job name or comment set by `scontrol update`: the bound a submission's has.
+pub(crate) fn check_string(what: &str, value: &str) -> Result<(), Rejection> {
+    if value.len() > MAX_STRING {
+        return Err((ErrorCode::InvalidSpec, format!("{what} exceeds its size limit of {MAX_STRING} bytes")));
+    }
+    Ok(())
+}
 
 pub(crate) fn user_name(uid: u32) -> Option<String> {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
@@ -152,10 +174,30 @@ pub(crate) fn forbidden_text(what: &str, value: &str) -> Result<(), Rejection> {
     }
 }
 
+/// A job whose launch message could not reach its node: the spec (script, environment, options)
+/// plus what the launch adds, at most every node's name and counts, must fit a node frame. A
+/// launch that did not fit would drop the node's connection (and, requeued, drop it again).
+fn check_launch_size(config: &Config, spec: &JobSpec) -> Result<(), Rejection> {
+    let nodes: usize = config.nodes.iter().map(|n| n.name.len() + 32).sum();
+    let size = postcard::experimental::serialized_size(spec).unwrap_or(usize::MAX).saturating_add(64 * 1024 + nodes);
+    if size > drover_shared::proto::frame::MAX_FRAME {
+        let max = drover_shared::proto::frame::MAX_FRAME;
+        let detail = format!("the job's launch message (script, environment and options) would exceed {max} bytes");
+        return Err((ErrorCode::InvalidSpec, detail));
+    }
+    Ok(())
+}
+
 /// Validates a submission and builds the job record it becomes (without a job id yet).
 pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Rejection> {
     let config = &state.config;
     check_sizes(&spec)?;
+    check_launch_size(config, &spec)?;
+    // The per-node shape is built node by node: never for more nodes than the cluster has.
+    if let Some(nodes) = spec.nodes_min.filter(|n| usize::try_from(*n).map_or(true, |n| n > config.nodes.len())) {
+        let detail = format!("{nodes} nodes asked, the cluster has {}", config.nodes.len());
+        return Err((ErrorCode::NodeConfigUnavailable, detail));
+    }
     let user = user_name(caller.uid).ok_or((ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
     let admin = crate::authz::Who::of(config, caller).may(crate::authz::Operation::ChargeAnyAccount);
     let user_config = config.users.iter().find(|u| u.name == user);
@@ -243,6 +285,8 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if spec.deadline.is_some_and(|deadline| deadline <= now) {
         return Err((ErrorCode::InvalidTimeValue, "the deadline has passed".into()));
     }
+    let privileged = crate::authz::Who::of(config, caller).may(crate::authz::Operation::JobPrivileged);
+    check_nice(spec.nice, privileged)?;
 
     let spec = Arc::new(spec);
     let mut job = Job {
@@ -283,7 +327,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         eligible_time: Some(spec.begin_time.unwrap_or(now).max(now)),
         time_limit: spec.time_limit,
         num_nodes: request.n_nodes,
-        num_cpus: request.tasks.iter().sum::<u32>() * request.cpus_per_task,
+        num_cpus: request.tasks.iter().sum::<u32>().saturating_mul(request.cpus_per_task),
         num_tasks: request.tasks.iter().sum(),
         cpus_per_task: request.cpus_per_task,
         mem: spec.mem,

@@ -86,6 +86,9 @@ pub mod raw {
         /// Seconds an ended job stays visible to `squeue`/`scontrol` before only `sacct` has it.
         #[serde(default = "default_min_job_age")]
         pub min_job_age: u32,
+        /// Slurm's `MaxTasksPerNode`: the most tasks one step may start on one node (default 512,
+        /// at most 65533).
+        pub max_tasks_per_node: Option<Spanned<u32>>,
         /// Users with the admin role (as `role = "admin"` on a user).
         #[serde(default)]
         pub admins: Vec<String>,
@@ -386,6 +389,9 @@ pub struct QosConfig {
     pub grace_time: Option<u32>,
 }
 
+/// Slurm's default `MaxTasksPerNode`.
+pub const DEFAULT_MAX_TASKS_PER_NODE: u32 = 512;
+
 /// The validated cluster configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -402,6 +408,8 @@ pub struct Config {
     pub max_connections_per_user: u32,
     /// `[controller] client_idle_timeout`, seconds (at least 1).
     pub client_idle_timeout: u32,
+    /// Slurm's `MaxTasksPerNode`: the most tasks of one step on one node.
+    pub max_tasks_per_node: u32,
     pub admins: Vec<String>,
     pub operators: Vec<String>,
     /// `controller.private_data`.
@@ -981,6 +989,13 @@ impl Validator<'_> {
             min_job_age: file.controller.min_job_age,
             max_connections_per_user: file.controller.max_connections_per_user.max(1),
             client_idle_timeout: file.controller.client_idle_timeout.max(1),
+            max_tasks_per_node: match &file.controller.max_tasks_per_node {
+                None => DEFAULT_MAX_TASKS_PER_NODE,
+                Some(v) if (1..=65533).contains(v.get_ref()) => *v.get_ref(),
+                Some(v) => {
+                    return Err(self.error(v, "controller.max_tasks_per_node", "must be between 1 and 65533"));
+                }
+            },
             admins: file.controller.admins,
             operators: file.controller.operators,
             private_data,

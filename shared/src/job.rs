@@ -427,6 +427,8 @@ pub struct StepSpec {
     pub label: bool,
     /// `--pty`: task 0 runs on a pseudo-terminal of this size (rows, columns).
     pub pty: Option<(u16, u16)>,
+    /// `-O/--overcommit`: more tasks than the job's CPUs on a node (up to `max_tasks_per_node`).
+    pub overcommit: bool,
 }
 
 /// Where a step's tasks run, as ctld decided it.

@@ -855,6 +855,9 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .srun_only("file pattern the tasks' stdout goes to"),
     OptionDef::new("overlap", Apply::Flag(|low| low.overlap = Some(true)))
         .srun_only("share CPUs with the job's other running steps"),
+    OptionDef::new("overcommit", Apply::Flag(|low| low.overcommit = Some(true)))
+        .short('O')
+        .srun_only("start more tasks than the job has CPUs on a node"),
     OptionDef::new("pty", Apply::Flag(|low| low.pty = Some(true))).srun_only("run task 0 on a pseudo-terminal"),
     // Constraint options.
     OptionDef::new("constraint", Apply::Value(|low, v, _| set(&mut low.constraint, text(v))))

@@ -156,6 +156,8 @@ low_args! {
     label: bool,
     /// srun's `--overlap`.
     overlap: bool,
+    /// srun's `-O/--overcommit`.
+    overcommit: bool,
     /// srun's `--pty`.
     pty: bool,
     /// srun's `--jobid`.

@@ -5,7 +5,7 @@
 //! the same options; salloc ignores the step's ones.
 //!
 //! Accepted and applied: `-n`, `-N`, `--ntasks-per-node`, `-c`, `-l/--label`, `-J`, `-D`,
-//! `--export`, `--overlap`, `--jobid`, `-v`, `-o/-e` (step patterns), `--pty`; for a new allocation also `-p`, `-t`, `-A`, `-q`,
+//! `--export`, `--overlap`, `-O/--overcommit`, `--jobid`, `-v`, `-o/-e` (step patterns), `--pty`; for a new allocation also `-p`, `-t`, `-A`, `-q`,
 //! `--mem`, `--mem-per-cpu`, `--gpus`/`-G`, `--gres`, `--gpus-per-node`, `--gpus-per-task`, `-w`,
 //! `--exclusive`. Accepted without effect (documented in docs/compat.md): `-u/--unbuffered`
 //! (output is always relayed as it comes), `--exact`, `--cpu-bind`, `--mpi`,
@@ -70,6 +70,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     let (step, spec) = (&mut options.step, &mut options.allocation);
     options.label = low.label.unwrap_or(false);
     step.overlap = low.overlap.unwrap_or(false);
+    step.overcommit = low.overcommit.unwrap_or(false);
     options.verbose = low.verbose.is_some_and(|n| n > 0);
     options.pty = low.pty.unwrap_or(false);
     spec.exclusive = low.exclusive.unwrap_or(false);
@@ -174,12 +175,13 @@ mod tests {
 
     #[test]
     fn attached_values_abbreviations_and_clusters() {
-        let o = srun("-n4 -N2 -t10 -c=3 -Jname --cpus=5 --part=x --lab --over -lv hostname");
+        let o = srun("-n4 -N2 -t10 -c=3 -Jname --cpus=5 --part=x --lab --overl -lv hostname");
         assert_eq!((o.step.ntasks, o.step.nodes, o.step.cpus_per_task), (Some(4), Some(2), Some(5)));
         assert_eq!(o.allocation.partitions, vec!["x"]);
         assert_eq!(o.allocation.time_limit, Some(drover_shared::grammar::time::parse_time_limit("10").unwrap()));
         assert_eq!((o.step.name.as_str(), o.allocation.name.as_str()), ("name", "name"));
         assert!(o.label && o.step.overlap && o.verbose);
+        assert!(srun("-O -n8 true").step.overcommit);
         assert_eq!(o.command, vec!["hostname"]);
         // `-n=4` has always meant `-n 4` to srun.
         assert_eq!(srun("-n=4 true").step.ntasks, Some(4));
@@ -283,6 +285,7 @@ mod tests {
               -l, --label                 prefix each output line with its task id
               -o, --output=out            file pattern the tasks' stdout goes to
                   --overlap               share CPUs with the job's other running steps
+              -O, --overcommit            start more tasks than the job has CPUs on a node
                   --pty                   run task 0 on a pseudo-terminal
 
             Node and memory constraints:

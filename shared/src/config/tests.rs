@@ -194,3 +194,18 @@ fn private_data_values() {
         "/etc/drover/cluster.toml:6:25: controller.private_data[1]: unknown value `secrets` (expected jobs, usage, accounts, users)"
     );
 }
+
+#[test]
+fn max_tasks_per_node_defaults_to_slurms_and_is_bounded() {
+    let path = Path::new("/etc/drover/cluster.toml");
+    assert_eq!(Config::parse(path, BASE).unwrap().max_tasks_per_node, 512);
+    let set = |value: &str| {
+        BASE.replace("state_dir = \"state\"", &format!("state_dir = \"state\"\nmax_tasks_per_node = {value}"))
+    };
+    assert_eq!(Config::parse(path, &set("64")).unwrap().max_tasks_per_node, 64);
+    assert_eq!(
+        check(&set("0")),
+        "/etc/drover/cluster.toml:6:22: controller.max_tasks_per_node: must be between 1 and 65533"
+    );
+    assert!(check(&set("65534")).contains("must be between 1 and 65533"));
+}

@@ -382,6 +382,10 @@ pub enum ErrorCode {
     InvalidFeature,
     /// A time that cannot be met (`--deadline` already past).
     InvalidTimeValue,
+    /// A step asks for more CPUs than its job has on a node (without `--overcommit`).
+    TooManyCpus,
+    /// A step's task count is zero or above `max_tasks_per_node` on some node.
+    BadTaskCount,
 }
 
 impl ErrorCode {
@@ -417,6 +421,8 @@ impl ErrorCode {
             ErrorCode::InvalidConfig => "Invalid configuration file",
             ErrorCode::InvalidFeature => "Invalid feature specification",
             ErrorCode::InvalidTimeValue => "Invalid time specification",
+            ErrorCode::TooManyCpus => "More processors requested than permitted",
+            ErrorCode::BadTaskCount => "Task count specification invalid",
         }
     }
 }
