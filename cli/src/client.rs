@@ -8,7 +8,7 @@
 
 use anyhow::{Context, bail};
 use drover_shared::auth::{NONCE_LEN, random_bytes};
-use drover_shared::proto::client::{Request, Response};
+use drover_shared::proto::client::{MAX_LIST_ITEMS, Request, Response};
 use drover_shared::proto::frame::{
     FrameError, MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, MAX_REQUEST_FRAME, decode, encode, read_frame, read_message,
     read_sealed_frame, write_message, write_sealed,
@@ -174,6 +174,18 @@ pub(crate) fn call_payload(request: &Request) -> anyhow::Result<Vec<u8>> {
 /// Connects, sends one request, returns the answer.
 pub(crate) fn call(request: &Request) -> anyhow::Result<Response> {
     Client::connect()?.call(request)
+}
+
+/// Sends `make(chunk)` for each run of at most [`MAX_LIST_ITEMS`] of `items` (one request
+/// with an empty list when there are none) over one connection; the answers in order, each with
+/// its chunk. ctld refuses longer lists, so a command given more splits them here.
+pub(crate) fn call_chunked<'a, T: Clone>(
+    items: &'a [T],
+    make: impl Fn(Vec<T>) -> Request,
+) -> anyhow::Result<Vec<(&'a [T], Response)>> {
+    let mut client = Client::connect()?;
+    let chunks: Vec<&[T]> = if items.is_empty() { vec![items] } else { items.chunks(MAX_LIST_ITEMS).collect() };
+    chunks.into_iter().map(|chunk| Ok((chunk, client.call(&make(chunk.to_vec()))?))).collect()
 }
 
 /// Like [`call`], on an explicit socket.

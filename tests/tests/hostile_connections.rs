@@ -292,3 +292,67 @@ fn a_burst_of_commands_beyond_the_per_user_limit_waits_for_room() {
     });
     eprintln!("twelve squeue of alice at once, two connections allowed: {:?}", started.elapsed());
 }
+
+/// Runs the helper's `ids:N` mode as alice: one `scancel` request naming `n` job ids; returns
+/// how long ctld took to answer and the start of its answer.
+fn cancel_many_as_alice(cluster: &Cluster, n: u32) -> (u64, String) {
+    let out = Command::new("setpriv")
+        .args(["--reuid=alice", "--regid=alice", "--init-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_drover-hostile-client"))
+        .arg(cluster.socket())
+        .args(["1", &format!("ids:{n}")])
+        .output()
+        .expect("running drover-hostile-client");
+    let line = text(&out.stdout);
+    let (ms, answer) = line
+        .trim()
+        .strip_prefix("answered ms=")
+        .and_then(|rest| rest.split_once(" answer="))
+        .unwrap_or_else(|| panic!("helper said {line:?} {}", text(&out.stderr)));
+    (ms.parse().expect("milliseconds"), answer.to_owned())
+}
+
+#[test]
+fn a_request_naming_millions_of_jobs_is_refused_before_any_work() {
+    if !require_users() {
+        return;
+    }
+    let cluster = Cluster::start();
+    // Two million ids fit one 11 MiB request; each would cost the core a lookup and an audit
+    // record. Bob submits meanwhile.
+    let attack = std::thread::scope(|scope| {
+        let attack = scope.spawn(|| cancel_many_as_alice(&cluster, 2_000_000));
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..5 {
+            let started = Instant::now();
+            let out = cluster.run(
+                Some("bob"),
+                &cluster.workdir(Some("bob")),
+                "sbatch",
+                &["-H", "--wrap", "true"],
+                None,
+            );
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            assert!(started.elapsed() < Duration::from_secs(1), "bob's sbatch took {:?}", started.elapsed());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        attack.join().expect("the attack")
+    });
+    let (ms, answer) = attack;
+    assert!(answer.contains("InvalidSpec") && answer.contains("at most 10000"), "{answer}");
+    assert!(ms < 2_000, "the refusal took {ms} ms");
+    assert!(ctld_rss_kib(&cluster) < 500 * 1024);
+    // Nothing was audited for the refused ids.
+    let audit = cluster.ok("drover", &["audit", "-P", "--action", "cancel"]);
+    assert!(audit.lines().count() <= 1, "{audit}");
+
+    // The command splits a long list itself: 25,000 ids of which one is alice's job.
+    let job = cluster.submit(Some("alice"), "held.sh", "#!/bin/sh\ntrue\n", &["-H"]);
+    let mut ids: Vec<String> = (0..24_999u32).map(|i| (1_000_000 + i).to_string()).collect();
+    ids.push(job.to_string());
+    let mut args: Vec<&str> = ids.iter().map(String::as_str).collect();
+    args.insert(0, "-Q");
+    let out = cluster.run(Some("alice"), &cluster.workdir(Some("alice")), "scancel", &args, None);
+    assert!(out.status.success() || out.status.code() == Some(1), "{}", text(&out.stderr));
+    cluster.wait_state(job, "CANCELLED", Duration::from_secs(30));
+}
