@@ -16,6 +16,7 @@ mod fairshare;
 mod http;
 mod limits;
 mod metrics;
+mod migrations;
 mod nodes;
 #[doc(hidden)]
 pub mod passbench;
