@@ -412,7 +412,9 @@ mod tests {
         assert!(matches!(err, DbError::NewerSchema { found, known, .. } if found == latest() + 1 && known == latest()));
     }
 
-    /// Writes what the fixture reads back as with today's code (run once, by hand).
+    /// Writes what the fixture reads back as. Run by hand only with the code that wrote the
+    /// fixture (it was, at `83b73a8`), when the fixture is replaced; run later, it would record
+    /// the new code's reading and prove nothing.
     #[test]
     #[ignore = "writes tests/fixtures/unversioned.expected"]
     fn record_fixture_read_back() {
