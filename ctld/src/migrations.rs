@@ -2,15 +2,14 @@
 //! first is number one) brings a database from schema version `n - 1` to `n`; the version a
 //! database is at lives in its header (`PRAGMA user_version`), written in the same transaction as
 //! the migration's statements, so a crash leaves a database at one version or the next, never
-//! between.
-//! [`migrate`] applies what a database lacks each time the writer opens it; a database newer than
-//! this list is refused rather than written with an old idea of its tables.
+//! between. [`migrate`] applies what a database lacks each time the writer opens it; a database
+//! newer than this list is refused rather than written with an old idea of its tables.
 //!
 //! A migration is never edited once released: a change to the schema is a new entry at the end.
 //! Before versions (version 0), ctld created its tables with `CREATE TABLE IF NOT EXISTS` at every
-//! start and added the columns it missed, so a version-0 database may already hold any prefix of
-//! migrations 1–5; those five are written to be idempotent ([`Step::AddColumn`] checks first) and
-//! a version-0 database simply runs them all. Later migrations run exactly once.
+//! start and added the columns it missed, so a version-0 database may already hold any part of
+//! what migrations 1–5 add; those five are written to be idempotent ([`Step::AddColumn`] checks
+//! first) and a version-0 database simply runs them all. Later migrations run exactly once.
 
 use crate::db::DbError;
 use rusqlite::Connection;
@@ -399,6 +398,32 @@ mod tests {
             drop(conn);
             assert_eq!((pragma(&path, "user_version"), pragma(&path, "schema_version")), (version, schema));
         }
+    }
+
+    /// A migration that fails leaves the database at the version before it, with nothing of the
+    /// failed migration applied.
+    #[test]
+    fn a_failed_migration_rolls_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drover.db");
+        {
+            // At version 3, with a table in the way of migration 5's last statement (its index
+            // name), so that 5 fails after adding its columns.
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch(CORE).unwrap();
+            conn.execute_batch("CREATE TABLE audit_time (x INTEGER)").unwrap();
+            conn.pragma_update(None, "user_version", 3).unwrap();
+        }
+        let err = db::open(&path, false).unwrap_err();
+        assert!(matches!(err, DbError::Migration { version: 5, .. }), "{err}");
+        // Migration 4 committed on its own; nothing of 5 is left.
+        assert_eq!(pragma(&path, "user_version"), 4);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let column = |table: &str, column: &str| -> i64 {
+            conn.query_row("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2", [table, column], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!((column("jobs", "array_job_id"), column("audit", "user"), column("audit", "outcome")), (1, 0, 0));
     }
 
     /// A database from a newer ctld is refused, not written with an older idea of its tables.
