@@ -565,6 +565,28 @@ mod tests {
         }
     }
 
+    /// What shutdown relies on: with its sender dropped, the writer commits everything queued
+    /// (in batches) and returns, so joining it loses nothing.
+    #[test]
+    fn the_writer_commits_what_is_queued_and_returns_once_its_sender_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let conn = open(&path, false).unwrap();
+        let (ops, queue) = std::sync::mpsc::channel();
+        for job_id in 1..=5 {
+            let info = Box::new(JobInfo { job_id, ..JobInfo::default() });
+            ops.send(DbOp::InsertJob { info, spec: Box::new(JobSpec::default()), fill_from: None }).unwrap();
+        }
+        drop(ops);
+        let reports = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            s.spawn(|| run_writer(conn, path.clone(), queue, 2, |r| reports.lock().unwrap().push((r.n_ops, r.error))));
+        });
+        assert_eq!(reports.into_inner().unwrap(), vec![(2, None), (2, None), (1, None)]);
+        let stored: i64 = open(&path, true).unwrap().query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
+        assert_eq!(stored, 5);
+    }
+
     #[test]
     fn the_writer_completes_split_tasks_and_reads_specs_back_for_launch() {
         let dir = tempfile::tempdir().unwrap();
