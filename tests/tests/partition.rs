@@ -76,22 +76,10 @@ fn node_state(cluster: &Cluster, node: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn a_partitioned_node_fails_its_jobs_and_is_reconciled_when_it_returns() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED: needs root for network namespaces");
-        return;
-    }
-    let net = match Partitionable::create() {
-        Ok(net) => net,
-        // CI must run this test: a machine where namespaces cannot be made fails it there.
-        Err(e) if std::env::var("DROVER_TEST_REQUIRE_USERS").is_ok_and(|v| v == "1") => {
-            panic!("cannot create a network namespace: {e}")
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: cannot create a network namespace: {e}");
-            return;
-        }
-    };
+    drover_e2e::require_root("network namespaces");
+    let net = Partitionable::create().unwrap_or_else(|e| panic!("cannot create a network namespace: {e}"));
     // ctld listens on the host end of the veth pair (n2, in the host namespace, reaches it there
     // too); short timeouts so the test waits seconds, not minutes.
     let port = std::net::TcpListener::bind(format!("{}:0", net.host_ip)).unwrap().local_addr().unwrap().port();
