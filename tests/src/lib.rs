@@ -143,7 +143,7 @@ impl Cluster {
         let dir = tempfile::Builder::new().prefix("drover-e2e-").tempdir_in("/tmp").expect("scratch dir");
         set_mode(dir.path(), 0o755);
         let source = dir.path().join("source.toml");
-        // The derived config gets a free port from `drover up`; `127.0.0.1:0` only has to parse.
+        // The home's file gets a free port from `drover up`; `127.0.0.1:0` only has to parse.
         std::fs::write(&source, config.replace("127.0.0.1:0", "127.0.0.1:1")).expect("writing config");
         let mounts = prepare(&dir.path().join("home"));
         let cluster = Cluster { dir, mounts };
@@ -170,6 +170,17 @@ impl Cluster {
     /// The cluster's home (`DROVER_HOME`).
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
+    }
+
+    /// The admin's config file the cluster was started from (`drover up --config`); the home's
+    /// own `cluster.toml` includes it. Edit it, then `scontrol reconfigure`.
+    pub fn config_file(&self) -> PathBuf {
+        self.dir.path().join("source.toml")
+    }
+
+    /// The scratch directory the cluster's home and its config file are in.
+    pub fn scratch(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Runs `drover <verb> --home <home>` (up, down, status).

@@ -229,7 +229,7 @@ fn operator_drains_and_holds_but_cannot_reconfigure() {
 fn reconfigure_applies_valid_files_and_keeps_the_old_config_otherwise() {
     require_users();
     let cluster = Cluster::start();
-    let file = cluster.home().join("cluster.toml");
+    let file = cluster.config_file();
     let original = std::fs::read_to_string(&file).unwrap();
     assert_eq!(cluster.ok("sinfo", &["-h", "-p", "main", "-o", "%l"]).trim(), "1-00:00:00");
     refused(
@@ -240,7 +240,7 @@ fn reconfigure_applies_valid_files_and_keeps_the_old_config_otherwise() {
     let changed = original
         .replace("max_time = \"1-00:00:00\"", "max_time = \"2-00:00:00\"")
         .replace("name = \"bob\"\n", "name = \"bob\"\nrole = \"operator\"\n");
-    assert_ne!(changed, original, "the derived config's layout changed; adapt the test");
+    assert_ne!(changed, original, "the test config's layout changed; adapt the test");
     assert!(changed.contains("role = \"operator\""), "{changed}");
     std::fs::write(&file, &changed).unwrap();
     refused(

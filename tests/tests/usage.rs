@@ -194,7 +194,9 @@ fn usage_is_recorded_rolled_up_reported_and_scraped() {
 fn metrics_pass_the_prometheus_parser_and_chromium_renders_the_status_page() {
     let cluster = Cluster::start_with(&config());
     let long = cluster.submit(None, "l.sh", "#!/bin/sh\nsleep 300\n", &["-A", "vision", "-p", "main", "--gres=gpu:1"]);
+    let nlp = cluster.submit(None, "n.sh", "#!/bin/sh\nsleep 300\n", &["-A", "nlp", "-p", "main", "--gres=gpu:1"]);
     cluster.wait_state(long, "RUNNING", LONG);
+    cluster.wait_state(nlp, "RUNNING", LONG);
     let (status, metrics) = get(&cluster, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     let families = parse_with_prometheus_client(&metrics);
@@ -209,7 +211,7 @@ fn metrics_pass_the_prometheus_parser_and_chromium_renders_the_status_page() {
         assert!(families.lines().any(|l| l.starts_with(&format!("{family} "))), "no {family}:\n{families}");
     }
     check_in_chromium(&cluster);
-    cluster.ok("scancel", &[&long.to_string()]);
+    cluster.ok("scancel", &[&long.to_string(), &nlp.to_string()]);
 }
 
 /// The first GECOS field of the user running the tests (`sreport`'s Proper Name).

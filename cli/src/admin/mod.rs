@@ -78,11 +78,7 @@ pub(crate) fn run(verb: &str, args: Vec<OsString>) -> anyhow::Result<i32> {
 fn keygen(args: Vec<OsString>) -> anyhow::Result<i32> {
     let path = match args.first() {
         Some(path) => PathBuf::from(path),
-        None => {
-            let conf = std::env::var_os("DROVER_CONF")
-                .map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
-            drover_shared::config::Config::load(&conf)?.key_file
-        }
+        None => drover_shared::config::Config::load(&crate::client::config_path())?.key_file,
     };
     drover_shared::auth::ClusterKey::generate(&path)?;
     println!("wrote cluster key {} (mode 0600)", path.display());
