@@ -204,3 +204,59 @@ fn a_node_without_ctlds_socket_finds_the_token_socket_in_its_config() {
     let audit = cluster.ok("drover", &["audit", "-P", "-n", "--job", &job, "--action", "submit"]);
     assert!(audit.lines().any(|l| l.split('|').nth(3) == Some("host:n1")), "{audit}");
 }
+
+/// `drover up` where there is no config (outside the repository): one line naming the file, and
+/// no half-made home left behind.
+#[test]
+fn up_without_a_config_says_so_once_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin_dir().join("drover"))
+        .arg("up")
+        .current_dir(dir.path())
+        .env_remove("DROVER_HOME")
+        .env_remove("DROVER_CONF")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let file = dir.path().canonicalize().unwrap().join("etc/cluster.toml");
+    assert_eq!(text(&out.stderr), format!("drover: error: {}: No such file or directory\n", file.display()));
+    assert!(!dir.path().join(".drover").exists());
+}
+
+/// A user who is not root runs a cluster: `drover up` says its jobs run without cgroups, and the
+/// user administers it (reconfigure) with the commands in its `bin/`, no variables needed.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn an_unprivileged_up_warns_about_cgroups_and_its_user_administers_it() {
+    require_users();
+    let dir = tempfile::Builder::new().prefix("drover-e2e-user-").tempdir_in("/tmp").unwrap();
+    let alice = nix::unistd::User::from_name("alice").unwrap().unwrap();
+    nix::unistd::chown(dir.path(), Some(alice.uid), Some(alice.gid)).unwrap();
+    let source = dir.path().join("cluster.toml");
+    std::fs::write(&source, CONFIG.replace("127.0.0.1:0", "127.0.0.1:1")).unwrap();
+    let home = dir.path().join("home");
+    let as_alice = |program: &Path, args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=alice", "--regid=alice", "--init-groups", "--", "env", "-i", "PATH=/usr/bin:/bin"])
+            .arg(program)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    /// Stops alice's cluster however the test ends.
+    struct Down<'a>(&'a dyn Fn(&Path, &[&str]) -> Output, std::path::PathBuf);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&self.1.join("bin").join("drover"), &["down", "--home", &self.1.to_string_lossy()]);
+        }
+    }
+    let home_arg = home.to_string_lossy().into_owned();
+    let source_arg = source.to_string_lossy().into_owned();
+    let up = as_alice(&bin_dir().join("drover"), &["up", "--home", &home_arg, "--config", &source_arg]);
+    let _down = Down(&as_alice, home.clone());
+    assert!(up.status.success(), "{}{}", text(&up.stdout), text(&up.stderr));
+    assert!(text(&up.stdout).contains("not running as root: jobs will run without cgroups"), "{}", text(&up.stdout));
+    let out = as_alice(&home.join("bin").join("scontrol"), &["reconfigure"]);
+    assert!(out.status.success(), "alice administers her cluster: {}", text(&out.stderr));
+}

@@ -24,8 +24,9 @@ Local cluster:
   status  [--home DIR]                  say what runs
   keygen  [FILE]                        create a cluster key (default: the config's key_file)
 
-DIR defaults to $DROVER_HOME, else ./.drover; FILE to $DROVER_CONF, else etc/cluster.toml.
-After `up`, `source DIR/env` puts sbatch, squeue, … first on PATH for this cluster.";
+DIR defaults to $DROVER_HOME, else ./.drover; FILE to $DROVER_CONF, else the file DIR's cluster.toml
+includes, else etc/cluster.toml. Edit FILE, then `drover up` or `scontrol reconfigure` applies it.
+After `up`, `source DIR/env` puts sbatch, squeue, … first on PATH; DIR/bin/sbatch (…) work without.";
 
 /// Options shared by the cluster verbs.
 pub(crate) struct ClusterArgs {
