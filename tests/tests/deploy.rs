@@ -112,6 +112,18 @@ fn edits_to_the_admins_file_reach_the_running_cluster() {
         text(&up.stderr)
     );
     assert_eq!(time_limit(&cluster), "4-00:00:00");
+
+    // A file that does not load: `drover up` and `drover status` say where, once; the cluster
+    // runs on.
+    std::fs::write(&file, "cluster_name =\n").unwrap();
+    for verb in ["up", "status"] {
+        let out = cluster.drover(verb);
+        assert_eq!(out.status.code(), Some(1), "drover {verb}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.starts_with(&format!("drover: error: {}:1:", file.display())), "drover {verb}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "drover {verb}: {stderr}");
+    }
+    assert_eq!(time_limit(&cluster), "4-00:00:00");
 }
 
 #[test]

@@ -357,10 +357,12 @@ fn stop(pid: i32) {
 /// Says what runs.
 pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
     let layout = Layout { home: args.home.clone() };
-    let Ok(config) = Config::load(&layout.config()) else {
+    if !layout.config().exists() {
         println!("no cluster in {}", layout.home.display());
         return Ok(1);
-    };
+    }
+    // The admin's file may have been edited into one that does not load: say so, not "no cluster".
+    let config = Config::load(&layout.config())?;
     let mut all = true;
     let mut report = |daemon: String, binary: &str| match running(&layout.pid_file(&daemon), binary) {
         Some(pid) => println!("{daemon}: running (pid {pid})"),
