@@ -436,18 +436,4 @@ mod tests {
         let err = db::open(&path, false).unwrap_err();
         assert!(matches!(err, DbError::NewerSchema { found, known, .. } if found == latest() + 1 && known == latest()));
     }
-
-    /// Writes what the fixture reads back as. Run by hand only with the code that wrote the
-    /// fixture (it was, at `83b73a8`), when the fixture is replaced; run later, it would record
-    /// the new code's reading and prove nothing.
-    #[test]
-    #[ignore = "writes tests/fixtures/unversioned.expected"]
-    fn record_fixture_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("drover.db");
-        std::fs::copy(fixture(), &path).unwrap();
-        drop(db::open(&path, false).unwrap());
-        let expected = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/unversioned.expected");
-        std::fs::write(expected, read_back(&path)).unwrap();
-    }
 }
