@@ -374,3 +374,23 @@ pub(crate) fn batch_step(info: &JobInfo, now: UnixTime) -> StepInfo {
         nodes: info.nodes.first().cloned().into_iter().collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's request is at most 11 MiB, so no launch built from one exceeds the node frame
+    /// today; the check still refuses a spec whose launch would, whatever the client bound.
+    #[test]
+    fn a_job_whose_launch_would_not_fit_a_node_frame_is_refused() {
+        let text = "cluster_name = \"c\"\n[controller]\naddress = \"127.0.0.1:1\"\nstate_dir = \"s\"\n\
+                    [[nodes]]\nnames = \"n[1-2]\"\ncpus = 2\nreal_memory = 100\n[[partitions]]\nname = \"p\"\nnodes = \"n[1-2]\"\ndefault = true\n";
+        let config = Config::parse(std::path::Path::new("/tmp/c.toml"), text).unwrap();
+        let mut spec = JobSpec { script: b"#!/bin/sh\ntrue\n".to_vec(), ..JobSpec::default() };
+        assert_eq!(check_launch_size(&config, &spec), Ok(()));
+        spec.environment = vec![("BIG".into(), "x".repeat(drover_shared::proto::frame::MAX_FRAME))];
+        let (code, detail) = check_launch_size(&config, &spec).unwrap_err();
+        assert_eq!(code, ErrorCode::InvalidSpec);
+        assert!(detail.contains("launch message"), "{detail}");
+    }
+}

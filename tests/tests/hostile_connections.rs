@@ -319,13 +319,8 @@ fn a_request_naming_millions_of_jobs_is_refused_before_any_work() {
         std::thread::sleep(Duration::from_millis(300));
         for _ in 0..5 {
             let started = Instant::now();
-            let out = cluster.run(
-                Some("bob"),
-                &cluster.workdir(Some("bob")),
-                "sbatch",
-                &["-H", "--wrap", "true"],
-                None,
-            );
+            let out =
+                cluster.run(Some("bob"), &cluster.workdir(Some("bob")), "sbatch", &["-H", "--wrap", "true"], None);
             assert!(out.status.success(), "{}", text(&out.stderr));
             assert!(started.elapsed() < Duration::from_secs(1), "bob's sbatch took {:?}", started.elapsed());
             std::thread::sleep(Duration::from_millis(200));
