@@ -4,11 +4,12 @@
 //! and anything that must not happen before they are on disk (answering `sbatch`, launching a job,
 //! acknowledging a job's end to its node) waits for the writer's [`CommitReport`].
 
-use crate::authz::{Operation, Who};
-use crate::db::{AfterCommit, CommitReport, DbOp};
-use crate::scheduler::{self, Start};
-use crate::state::{Allocation, Job, NodeAllocation, NodeLink, State};
-use crate::validate::{self, Caller};
+use crate::policy::authz::{Operation, Who};
+use crate::store::db::{AfterCommit, CommitReport, DbOp};
+use crate::policy::scheduler::{self, Start};
+use crate::model::state::{Allocation, Job, NodeAllocation, NodeLink, State};
+use crate::model::identity::Caller;
+use crate::policy::validate;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
 use drover_shared::node::PartitionInfo;
@@ -21,16 +22,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
-#[path = "step.rs"]
 mod step;
 
-#[path = "node_admin.rs"]
 mod node_admin;
 pub(crate) use node_admin::restore_node_states;
 
-#[path = "reconfigure.rs"]
+pub(crate) mod metrics;
 pub(crate) mod reconfigure;
-#[path = "requeue.rs"]
 mod requeue;
 
 /// Everything the core reacts to.
@@ -126,7 +124,7 @@ pub(crate) enum Event {
     Tick,
     /// `/metrics` and the status page: a snapshot of the cluster.
     Metrics {
-        reply: oneshot::Sender<crate::metrics::Snapshot>,
+        reply: oneshot::Sender<crate::core::metrics::Snapshot>,
     },
     UpdateNode {
         caller: Caller,
@@ -199,7 +197,7 @@ pub(crate) struct Core {
     /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
     steps: step::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
-    runs: std::cell::RefCell<HashMap<JobId, crate::accounting::RunSnapshot>>,
+    runs: std::cell::RefCell<HashMap<JobId, crate::store::accounting::RunSnapshot>>,
     /// Writes that need no commit of their own (a job's start time as its node reports it):
     /// queued ahead of the next op that does, or at the next tick, whichever comes first.
     unhurried: std::cell::RefCell<Vec<DbOp>>,
@@ -208,14 +206,14 @@ pub(crate) struct Core {
     /// When a tick last asked for a pass (see [`PERIODIC_PASS`]).
     periodic_pass_at: UnixTime,
     /// Counters `/metrics` serves (scheduler pass times are recorded here).
-    metrics: Arc<crate::metrics::Registry>,
+    metrics: Arc<crate::core::metrics::Registry>,
     /// Account → GPU-seconds allocated since ctld started, and when it was last advanced.
     gpu_seconds: std::collections::BTreeMap<String, u64>,
     gpu_seconds_at: UnixTime,
     /// The config the client and HTTP handlers read; swapped by `scontrol reconfigure`.
     shared_config: reconfigure::SharedConfig,
     /// Publishes job snapshots for queries.
-    publisher: crate::snapshot::Publisher,
+    publisher: crate::model::snapshot::Publisher,
     /// Answers to changes, sent once a snapshot that shows the change is published, so a client
     /// that queries after its `sbatch`/`scancel`/… returned sees its change.
     deferred: Vec<(oneshot::Sender<Response>, Response)>,
@@ -226,7 +224,7 @@ impl Core {
         state: State,
         db: std::sync::mpsc::Sender<DbOp>,
         ctld_socket: String,
-        publisher: crate::snapshot::Publisher,
+        publisher: crate::model::snapshot::Publisher,
     ) -> Core {
         let shared_config = reconfigure::SharedConfig::new(state.config.clone());
         let mut core = Core {
@@ -400,13 +398,13 @@ impl Core {
                 let _ = reply.send(Response::Partitions { partitions: self.partitions() });
             }
             Event::QueryShares { reply } => {
-                let _ = reply.send(crate::report::shares(&self.state, now()));
+                let _ = reply.send(crate::policy::report::shares(&self.state, now()));
             }
             Event::QueryPriority { reply } => {
-                let _ = reply.send(crate::report::priorities(&self.state, now()));
+                let _ = reply.send(crate::policy::report::priorities(&self.state, now()));
             }
             Event::Explain { job_id, reply } => {
-                let _ = reply.send(crate::explain::explain(&self.state, job_id, now()));
+                let _ = reply.send(crate::policy::explain::explain(&self.state, job_id, now()));
             }
             Event::CreateStep { caller, job_id, spec, reply } => self.create_step(caller, job_id, spec, reply),
             Event::StepDone { caller, job_id, step_id, state, exit_status, reply } => {
@@ -447,7 +445,7 @@ impl Core {
                 let now = now();
                 let response = match validate::validate(&self.state, caller, *spec, now) {
                     Err((code, detail)) => Response::Error { code, detail },
-                    Ok(job) => crate::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
+                    Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
                 };
                 let _ = reply.send(response);
             }
@@ -476,7 +474,7 @@ impl Core {
                 self.state.next_job_id += 1;
                 job.info.job_id = job_id;
                 self.state.usage.touch(&job.info.account, &job.info.user);
-                crate::array::init(&mut job);
+                crate::policy::array::init(&mut job);
                 // The database keeps the whole spec; memory only its resident half.
                 let resident = self.state.specs.resident(&job.spec);
                 let spec = Box::new(Arc::unwrap_or_clone(std::mem::replace(&mut job.spec, resident)));
@@ -527,7 +525,7 @@ impl Core {
                 AfterCommit::AnswerSubmit(job_id) => {
                     if let Some(job) = self.state.jobs.get_mut(&job_id) {
                         job.committed = true;
-                        crate::snapshot::touch(job_id);
+                        crate::model::snapshot::touch(job_id);
                         self.schedule_needed = true;
                     }
                     if let Some(reply) = self.waiting_submits.remove(&job_id) {
@@ -559,7 +557,7 @@ impl Core {
         // passes follow while tasks are split off, so the tasks that fit start together.
         let mut split = false;
         let mut backfill = std::time::Duration::ZERO;
-        for _ in 0..crate::array::MAX_ARRAY_SIZE {
+        for _ in 0..crate::policy::array::MAX_ARRAY_SIZE {
             let more = self.schedule_pass(now);
             backfill += self.state.last_pass.backfill;
             if !more {
@@ -580,7 +578,7 @@ impl Core {
     /// Shows where each pending job's dependency stands and cancels the jobs that asked for it
     /// once theirs can never be satisfied.
     fn refresh_dependencies(&mut self, now: UnixTime) {
-        let (kill, changed) = crate::dependency::refresh(&mut self.state, now);
+        let (kill, changed) = crate::policy::dependency::refresh(&mut self.state, now);
         for job_id in changed {
             self.store_job(job_id, false);
         }
@@ -609,7 +607,7 @@ impl Core {
                         .candidates
                         .iter()
                         .filter_map(|name| config.partitions.iter().find(|p| &p.name == name))
-                        .map(|p| crate::backfill::time_limit_secs(j, p))
+                        .map(|p| crate::policy::backfill::time_limit_secs(j, p))
                         .min()
                         .unwrap_or(0);
                     now.saturating_add(shortest) > deadline
@@ -644,8 +642,8 @@ impl Core {
         let mut started = Vec::new();
         for Start { job_id, partition, alloc } in scheduler::schedule(&mut self.state, now) {
             let base = job_id;
-            let task = crate::dependency::ready_task(&self.state, base, now);
-            let Some((job_id, split)) = crate::array::claim(&mut self.state, base, task) else { continue };
+            let task = crate::policy::dependency::ready_task(&self.state, base, now);
+            let Some((job_id, split)) = crate::policy::array::claim(&mut self.state, base, task) else { continue };
             if split {
                 split_any = true;
                 self.store_split(base, job_id);
@@ -704,7 +702,7 @@ impl Core {
             gpus: share.gpus.clone(),
             kill_wait: self.state.config.kill_wait,
             ctld_socket: self.ctld_socket.clone(),
-            array: crate::array::launch_info(job),
+            array: crate::policy::array::launch_info(job),
             restart_count: job.info.restarts,
         }
     }
@@ -722,7 +720,7 @@ impl Core {
             self.fail_launch(job_id);
             return;
         };
-        let spec = crate::resident::complete(&job.spec, &job.info, *stored);
+        let spec = crate::model::resident::complete(&job.spec, &job.info, *stored);
         let request = self.launch_request(job, spec, alloc, batch_share);
         let batch_host = batch_share.node.clone();
         // Checked at submit; a launch that still would not fit a node frame is never sent (it
@@ -796,7 +794,7 @@ impl Core {
             // An array's id stands for all its records: the base record and every task.
             let is_array = self.state.jobs.get(&job_id).is_some_and(|j| j.info.array_job_id == Some(job_id));
             if is_array && !request.job_ids.is_empty() {
-                for member in crate::array::members(&self.state, job_id).into_iter().filter(|m| *m != job_id) {
+                for member in crate::policy::array::members(&self.state, job_id).into_iter().filter(|m| *m != job_id) {
                     let member_result = self.cancel_one(who, member, request, now);
                     if member_result.is_ok() && result == Err(ErrorCode::AlreadyDone) {
                         result = Ok(());
@@ -841,7 +839,7 @@ impl Core {
                             // Nothing runs yet to signal; an ended base record has nothing to cancel.
                             if base.info.state().is_terminal() { Err(ErrorCode::AlreadyDone) } else { Ok(()) }
                         } else {
-                            match crate::array::claim(&mut self.state, array_job_id, Some(task)) {
+                            match crate::policy::array::claim(&mut self.state, array_job_id, Some(task)) {
                                 Some((job_id, split)) => {
                                     if split {
                                         self.store_split(array_job_id, job_id);
@@ -873,7 +871,7 @@ impl Core {
             }
             _ => return error(ErrorCode::InvalidJobId),
         }
-        match crate::array::claim(&mut self.state, array_job_id, Some(task)) {
+        match crate::policy::array::claim(&mut self.state, array_job_id, Some(task)) {
             Some((job_id, split)) => {
                 if split {
                     self.store_split(array_job_id, job_id);
@@ -914,7 +912,7 @@ impl Core {
     }
 
     /// What `scontrol update` asks, checked before any job: a dependency as `--dependency` is
-    /// (and the jobs it waits on, for [`crate::dependency::check_cycle`]), names and comments as
+    /// (and the jobs it waits on, for [`crate::policy::dependency::check_cycle`]), names and comments as
     /// long as a submission's may be.
     fn check_update(&self, update: &JobUpdate) -> Result<HashMap<JobId, JobId>, ErrorCode> {
         validate::check_update_text(update).map_err(|(code, _)| code)?;
@@ -926,8 +924,8 @@ impl Core {
         }
         match update.dependency.as_deref().filter(|t| !t.is_empty()) {
             Some(text) => {
-                crate::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
-                Ok(crate::dependency::reachable(&self.state, text))
+                crate::policy::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
+                Ok(crate::policy::dependency::reachable(&self.state, text))
             }
             None => Ok(HashMap::new()),
         }
@@ -943,7 +941,7 @@ impl Core {
         let config = self.state.config.clone();
         let job = self.state.jobs.get(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         who.check(Operation::Job { owner: job.info.uid })?;
-        crate::dependency::check_cycle(&self.state, job_id, reached).map_err(|(code, _)| code)?;
+        crate::policy::dependency::check_cycle(&self.state, job_id, reached).map_err(|(code, _)| code)?;
         let job = self.state.jobs.get_mut(&job_id).ok_or(ErrorCode::InvalidJobId)?;
         let state = job.info.state();
         if state.is_terminal() {
@@ -1436,7 +1434,7 @@ impl Core {
         }
         self.charge_usage(now, false);
         self.advance_gpu_seconds(now);
-        if now - self.usage_purged_at >= crate::accounting::HOUR {
+        if now - self.usage_purged_at >= crate::store::accounting::HOUR {
             self.usage_purged_at = now;
             let a = &self.state.config.accounting;
             self.store(DbOp::PurgeUsage { now, hours_days: a.retention_hours_days, jobs_days: a.retention_jobs_days });
@@ -1460,14 +1458,14 @@ impl Core {
     /// or, with `preempt_mode = "cancel"` or `--no-requeue`, ends `PREEMPTED`.
     fn preempt(&mut self) {
         let requests = std::mem::take(&mut self.state.preempt_requests);
-        for crate::preempt::Preemption { victim, for_job } in requests {
+        for crate::model::state::Preemption { victim, for_job } in requests {
             let Some(job) = self.state.jobs.get(&victim) else { continue };
             let qos = self.state.config.qos.iter().find(|q| q.name == job.info.qos);
             let grace = qos.and_then(|q| q.grace_time).unwrap_or(self.state.config.kill_wait);
             let requeue = qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue;
             let batch_host = job.info.nodes.first().cloned();
             let run = job.info.restarts;
-            let warning = job.spec.signal.as_deref().and_then(crate::preempt::warning);
+            let warning = job.spec.signal.as_deref().and_then(crate::policy::preempt::warning);
             if requeue {
                 self.mark_requeue(victim, false);
             } else {
@@ -1522,7 +1520,7 @@ impl Core {
                     .iter()
                     .find(|p| p.name == j.info.partition)
                     .map(|p| p.tres_billing_weights.clone());
-                let billing = crate::tres::billing(&weights.unwrap_or_default(), &crate::tres::of_job(&self.state, j));
+                let billing = crate::model::tres::billing(&weights.unwrap_or_default(), &crate::model::tres::of_job(&self.state, j));
                 (j.info.account.clone(), j.info.user.clone(), billing)
             })
             .collect();
@@ -1545,7 +1543,7 @@ impl Core {
     /// Adds a node's GPU samples to the running jobs' usage and applies the idle-GPU policy of
     /// their partitions: warn, then cancel (reason `IdleGPU`) or requeue.
     fn gpu_samples(&mut self, samples: &[drover_shared::proto::usage::JobGpuSample], now: UnixTime) {
-        use crate::accounting::IdleStep;
+        use crate::store::accounting::IdleStep;
         use drover_shared::config::usage::IdleAction;
         let mut steps = Vec::new();
         {
@@ -1609,7 +1607,7 @@ impl Core {
     }
 
     /// Serves `/metrics` from this core's registry.
-    pub(crate) fn with_metrics(mut self, registry: Arc<crate::metrics::Registry>) -> Core {
+    pub(crate) fn with_metrics(mut self, registry: Arc<crate::core::metrics::Registry>) -> Core {
         self.metrics = registry;
         self
     }
@@ -1623,13 +1621,13 @@ impl Core {
         }
     }
 
-    fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
-        let mut snap = crate::metrics::Snapshot {
+    fn metrics_snapshot(&self) -> crate::core::metrics::Snapshot {
+        let mut snap = crate::core::metrics::Snapshot {
             start_time: self.started_at,
             gpu_seconds: self.gpu_seconds.clone(),
             ..Default::default()
         };
-        let borrowed = crate::quota::Quotas::new(&self.state).borrowed;
+        let borrowed = crate::policy::quota::Quotas::new(&self.state).borrowed;
         for job in self.state.jobs.values().filter(|j| j.committed) {
             let state = job.info.state();
             *snap.jobs.entry((state.long_name().to_owned(), job.info.partition.clone())).or_default() += 1;
@@ -1666,11 +1664,11 @@ impl Core {
         if job_ids.is_empty() {
             return;
         }
-        let borrowed = crate::quota::Quotas::new(&self.state).borrowed;
+        let borrowed = crate::policy::quota::Quotas::new(&self.state).borrowed;
         let mut runs = self.runs.borrow_mut();
         for job_id in job_ids {
             let Some(job) = self.state.jobs.get(job_id) else { continue };
-            if let Some(snap) = crate::accounting::snapshot(&self.state, job, borrowed.contains(job_id)) {
+            if let Some(snap) = crate::store::accounting::snapshot(&self.state, job, borrowed.contains(job_id)) {
                 runs.insert(*job_id, snap);
             }
         }
@@ -1680,15 +1678,15 @@ impl Core {
     fn record_run(&self, job_id: JobId, state_name: &str, end: UnixTime) {
         let Some(snap) = self.runs.borrow_mut().remove(&job_id) else { return };
         let Some(job) = self.state.jobs.get(&job_id) else { return };
-        let record = crate::accounting::record(job, &snap, state_name, end);
+        let record = crate::store::accounting::record(job, &snap, state_name, end);
         self.store(DbOp::RecordUsage(Box::new(record)));
     }
 }
 
 /// Rebuilds the in-memory jobs from the database after a restart.
-pub(crate) fn restore(state: &mut State, stored: Vec<crate::db::StoredJob>) {
+pub(crate) fn restore(state: &mut State, stored: Vec<crate::store::db::StoredJob>) {
     let now = now();
-    for crate::db::StoredJob { info, spec, alloc } in stored {
+    for crate::store::db::StoredJob { info, spec, alloc } in stored {
         let candidates: Vec<String> = if info.state() == JobState::Pending {
             info.partition.split(',').map(str::to_owned).collect()
         } else {

@@ -7,10 +7,10 @@
 //! This file is a child module of `core` (declared there), so it extends [`Core`] directly.
 
 use super::Core;
-use crate::authz::{Operation, Who};
-use crate::db::{DbOp, StoredNodeState};
-use crate::state::State;
-use crate::validate::{Caller, user_name};
+use crate::policy::authz::{Operation, Who};
+use crate::store::db::{DbOp, StoredNodeState};
+use crate::model::state::State;
+use crate::model::identity::{Caller, user_name};
 use drover_shared::hostlist;
 use drover_shared::job::JobId;
 use drover_shared::proto::client::{ErrorCode, NodeReason, NodeStateChange, NodeUpdate, Response};
@@ -55,7 +55,7 @@ impl Core {
         if needs_reason && reason.is_none() {
             return Err((ErrorCode::NodeReasonRequired, "no reason given".into()));
         }
-        reason.map_or(Ok(()), |r| crate::validate::forbidden_text("reason", r))?;
+        reason.map_or(Ok(()), |r| crate::policy::validate::forbidden_text("reason", r))?;
         let now = now();
         let set_by = Some((who.caller.uid, now));
         for name in &names {

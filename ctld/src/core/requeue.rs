@@ -9,7 +9,7 @@
 //! * a running job whose node fails (silent past `node_timeout`, or it no longer holds the job)
 //!   pends again at once when it may be requeued (`--requeue`, or the cluster default, Slurm's
 //!   `JobRequeue=1`); `--no-requeue` jobs end `NODE_FAIL`;
-//! * each ended run is kept for `sacct -D` (`REQUEUED` or `NODE_FAIL`, see `crate::runs`);
+//! * each ended run is kept for `sacct -D` (`REQUEUED` or `NODE_FAIL`, see `crate::store::runs`);
 //! * a report about a run that is not the job's current one (a node that was cut off while its
 //!   job was requeued, or a repeated end) changes nothing: its end is acknowledged at once so the
 //!   node forgets it; at registration the node is told to kill every run ctld does not run there
@@ -18,9 +18,9 @@
 //!   is killed, so it completes even if ctld restarts before the run's end arrives.
 
 use super::Core;
-use crate::authz::{Operation, Who};
-use crate::db::{AfterCommit, DbOp};
-use crate::validate::Caller;
+use crate::policy::authz::{Operation, Who};
+use crate::store::db::{AfterCommit, DbOp};
+use crate::model::identity::Caller;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
@@ -164,7 +164,7 @@ impl Core {
     /// back in the queue for its next run: same id, restart count + 1, submit time reset.
     fn pend_again(&mut self, job_id: JobId, how: JobState, end: UnixTime) {
         let Some(job) = self.state.jobs.get(&job_id) else { return };
-        self.store(DbOp::RecordRun(Box::new(crate::runs::ended_run(&job.info, how, end))));
+        self.store(DbOp::RecordRun(Box::new(crate::store::runs::ended_run(&job.info, how, end))));
         self.end_steps(job_id, end);
         self.requeue(job_id);
         if let Some(job) = self.state.jobs.get_mut(&job_id) {

@@ -6,7 +6,7 @@
 //! their connection's task, so they never wait behind a scheduling pass and a pass never waits
 //! behind them. The dirty set is global: a process has one [`Publisher`] (ctld's core).
 
-use crate::state::State;
+use crate::model::state::State;
 use drover_shared::UnixTime;
 use drover_shared::job::fields::{JobFields, JobInfoView};
 use drover_shared::job::{JobId, JobInfo};
@@ -355,7 +355,7 @@ mod tests {
 
     fn add(state: &mut State, job_id: JobId, committed: bool) {
         let info = JobInfo { job_id, state: Some(JobState::Pending), reason: "None".into(), ..JobInfo::default() };
-        let job = crate::state::Job {
+        let job = crate::model::state::Job {
             info: info.into(),
             spec: Arc::default(),
             candidates: Vec::new(),

@@ -32,7 +32,7 @@ pub(crate) struct Allocation {
 #[derive(Debug)]
 pub(crate) struct Job {
     /// Copy-on-write, so query snapshots can share it (see `snapshot.rs`).
-    pub(crate) info: crate::snapshot::Shared<JobInfo>,
+    pub(crate) info: crate::model::snapshot::Shared<JobInfo>,
     /// The resident half of the spec (`resident.rs`), usually shared with other jobs; change it
     /// through `State::specs`. The batch script, environment and other launch-only fields are in
     /// the job's database row.
@@ -181,18 +181,18 @@ pub(crate) struct State {
     pub(crate) config: Arc<Config>,
     pub(crate) jobs: BTreeMap<JobId, Job>,
     /// The jobs' resident specs, shared between jobs submitted with the same options.
-    pub(crate) specs: crate::resident::SpecPool,
+    pub(crate) specs: crate::model::resident::SpecPool,
     pub(crate) nodes: Vec<Node>,
     pub(crate) node_index: HashMap<String, usize>,
     pub(crate) next_job_id: JobId,
     /// When each ended job may be dropped from memory.
     pub(crate) expiry: BTreeMap<UnixTime, Vec<JobId>>,
     /// Decayed usage per user association, for fair share.
-    pub(crate) usage: crate::usage::Usage,
+    pub(crate) usage: crate::model::usage::Usage,
     /// Running jobs being preempted → the job they make room for.
     pub(crate) preempting: HashMap<JobId, JobId>,
     /// Preemptions a scheduling pass decided; the core sends them to the nodes.
-    pub(crate) preempt_requests: Vec<crate::preempt::Preemption>,
+    pub(crate) preempt_requests: Vec<Preemption>,
     /// Preempted jobs that end `PREEMPTED` instead of being requeued.
     pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
     /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
@@ -205,7 +205,14 @@ pub(crate) struct State {
     /// gated backfill planning). Off only in the test that proves both ways decide the same.
     pub(crate) pass_shortcuts: bool,
     /// Pending dependent jobs' parsed dependencies and the statuses behind their shown text.
-    pub(crate) dependencies: crate::dependency::Cache,
+    pub(crate) dependencies: crate::model::dependency::Cache,
+}
+
+/// A running job to preempt and the job it makes room for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Preemption {
+    pub(crate) victim: JobId,
+    pub(crate) for_job: JobId,
 }
 
 /// The cost of one scheduling pass.
@@ -221,7 +228,7 @@ impl State {
     pub(crate) fn new(config: Arc<Config>, next_job_id: JobId) -> State {
         let nodes: Vec<Node> = config.nodes.iter().map(Node::new).collect();
         let node_index = nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
-        let usage = crate::usage::Usage::seeded(&config);
+        let usage = crate::model::usage::Usage::seeded(&config);
         State {
             config,
             jobs: BTreeMap::new(),
@@ -292,7 +299,7 @@ impl State {
                 Some(_) => {
                     removed = true;
                     self.jobs.remove(&job_id);
-                    crate::snapshot::touch(job_id);
+                    crate::model::snapshot::touch(job_id);
                 }
                 None => {}
             }

@@ -2,8 +2,8 @@
 //! TRES names (`cpu`, `mem` in MB, `node`, `gres/gpu`, `gres/gpu:<type>`), and its billing value
 //! under a partition's `TRESBillingWeights`.
 
-use crate::scheduler::PerNodeRequest;
-use crate::state::{Job, State};
+use crate::model::request::PerNodeRequest;
+use crate::model::state::{Job, State};
 use drover_shared::config::sched::TresWeights;
 use std::collections::BTreeMap;
 

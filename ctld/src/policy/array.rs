@@ -5,8 +5,8 @@
 //! base record and its id, as in Slurm. Every task that ran is therefore a real job record, in
 //! memory and in the database, and `squeue`, `scontrol` and `sacct` show them without guessing.
 
-use crate::state::{Job, State};
-use crate::validate::Rejection;
+use crate::model::state::{Job, State};
+use crate::policy::validate::Rejection;
 use drover_shared::grammar::array::{ArraySpec, parse_array, uniform_step};
 use drover_shared::job::{JobId, JobState};
 use drover_shared::proto::client::ErrorCode;
@@ -69,7 +69,7 @@ pub(crate) fn claim(state: &mut State, job_id: JobId, task: Option<u32>) -> Opti
     info.job_id = new_id;
     info.array_task_id = Some(index);
     info.array_tasks_pending = Vec::new();
-    crate::snapshot::touch(new_id);
+    crate::model::snapshot::touch(new_id);
     let task_job = Job {
         info: info.into(),
         spec: job.spec.clone(),

@@ -4,7 +4,7 @@
 //! on node states, admins also reconfigure the controller. Every request handler asks here,
 //! also what the config's `private_data` (Slurm's `PrivateData`) hides from plain users.
 
-use crate::validate::{Caller, user_name};
+use crate::model::identity::{Caller, user_name};
 use drover_shared::config::{Config, Role};
 use drover_shared::proto::client::{ErrorCode, JobQuery};
 

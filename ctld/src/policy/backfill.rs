@@ -3,8 +3,9 @@
 //! that run), and the rule that lets a lower-priority job start ahead: it avoids the reserved
 //! nodes, or it ends before the reservation starts.
 
-use crate::scheduler::{PerNodeRequest, place};
-use crate::state::{Allocation, Job, Node, NodeAllocation, State};
+use crate::model::request::PerNodeRequest;
+use crate::policy::scheduler::place;
+use crate::model::state::{Allocation, Job, Node, NodeAllocation, State};
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::time::TimeLimit;

@@ -24,8 +24,9 @@
 //! dependency that would close a cycle (a job waiting, directly or through other jobs, on
 //! itself) is refused by `scontrol update` ([`check_cycle`]).
 
-use crate::state::{Job, State};
-use crate::validate::Rejection;
+pub(crate) use crate::model::dependency::{Cache, Dependency, Item, Kind, Status};
+use crate::model::state::{Job, State};
+use crate::policy::validate::Rejection;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobState};
 use drover_shared::proto::client::ErrorCode;
@@ -33,55 +34,6 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-
-/// The kinds of dependency Drover supports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Kind {
-    After,
-    AfterAny,
-    AfterOk,
-    AfterNotOk,
-    Singleton,
-    AfterCorr,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::After => "after",
-            Kind::AfterAny => "afterany",
-            Kind::AfterOk => "afterok",
-            Kind::AfterNotOk => "afternotok",
-            Kind::Singleton => "singleton",
-            Kind::AfterCorr => "aftercorr",
-        }
-    }
-}
-
-/// One condition: a kind and, except for `singleton`, one job or array task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Item {
-    pub(crate) kind: Kind,
-    pub(crate) target: Option<(JobId, Option<u32>)>,
-    /// `after:N+M`: minutes after the target started.
-    pub(crate) delay_minutes: u32,
-}
-
-/// A parsed `--dependency`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Dependency {
-    pub(crate) items: Vec<Item>,
-    /// Joined by `?`: any item suffices.
-    pub(crate) any: bool,
-}
-
-/// Where one item or the whole dependency stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Status {
-    Satisfied,
-    Waiting,
-    Never,
-}
 
 /// The most items (job ids and `singleton`s) one dependency may have.
 pub(crate) const MAX_ITEMS: usize = 1000;
@@ -93,33 +45,7 @@ fn problem(detail: String) -> Rejection {
 /// An item as the memo of a [`Lookup`] knows it: kind, target and `+minutes`.
 type ItemKey = (Kind, (JobId, Option<u32>), u32);
 
-/// What ctld keeps between passes about each pending dependent job: its parsed dependency, and
-/// a hash of its items' statuses when its shown text was last worked out (the text is rebuilt
-/// only when they change). `scontrol update` of a dependency forgets the job's entries.
-#[derive(Debug, Default)]
-pub(crate) struct Cache {
-    parsed: HashMap<JobId, Arc<Dependency>>,
-    shown: HashMap<JobId, u64>,
-    /// Where the dependencies that only wait for ends (`afterok`, `afterany`, `afternotok`)
-    /// stood at the last refresh. No job ends during the passes that follow it, so they hold
-    /// for those passes ([`Lookup::for_pass`]), however many an array's starts take.
-    stable: HashMap<JobId, Status>,
-}
-
 impl Cache {
-    /// The job's dependency changed.
-    pub(crate) fn forget(&mut self, job_id: JobId) {
-        self.parsed.remove(&job_id);
-        self.shown.remove(&job_id);
-        self.stable.remove(&job_id);
-    }
-
-    /// Jobs ended after the refresh (cancelled for a dependency never satisfied): the statuses
-    /// it worked out may no longer hold for the passes that follow.
-    pub(crate) fn jobs_ended(&mut self) {
-        self.stable.clear();
-    }
-
     /// The job's parsed dependency, from the cache or parsed now.
     fn dependency(&self, job: &Job) -> Option<Arc<Dependency>> {
         match self.parsed.get(&job.info.job_id) {
@@ -593,7 +519,7 @@ pub(crate) fn eligibility(state: &State, lookup: &Lookup, job: &Job, now: UnixTi
         Status::Never => return Err("DependencyNeverSatisfied"),
         Status::Satisfied => {}
     }
-    if crate::array::throttled(state, job) {
+    if crate::policy::array::throttled(state, job) {
         return Err("JobArrayTaskLimit");
     }
     Ok(())

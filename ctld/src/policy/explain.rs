@@ -2,13 +2,14 @@
 //! its place in the queue of each partition, the limits it hits with their numbers, its team's
 //! quota, what each node lacks, reclaims under way, and the planned start of its reservation.
 
-use crate::backfill::NodeView;
-use crate::limits::Running;
-use crate::priority::{self, Context};
-use crate::quota::{self, Quotas};
-use crate::scheduler::{PerNodeRequest, eligible_nodes};
-use crate::state::{Job, State};
-use crate::tres;
+use crate::policy::backfill::NodeView;
+use crate::policy::limits::Running;
+use crate::policy::priority::{self, Context};
+use crate::policy::quota::{self, Quotas};
+use crate::model::request::PerNodeRequest;
+use crate::policy::scheduler::eligible_nodes;
+use crate::model::state::{Job, State};
+use crate::model::tres;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::proto::client::{ErrorCode, Response};
@@ -58,8 +59,8 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
     if let Some(begin) = job.spec.begin_time.filter(|t| *t > now) {
         lines.push(format!("begin time not reached: eligible {}", when(now, begin)));
     }
-    let lookup = crate::dependency::Lookup::new(state);
-    if let Err(reason) = crate::dependency::eligibility(state, &lookup, job, now) {
+    let lookup = crate::policy::dependency::Lookup::new(state);
+    if let Err(reason) = crate::policy::dependency::eligibility(state, &lookup, job, now) {
         lines.push(format!("{reason}: dependency `{}`", job.info.dependency.clone().unwrap_or_default()));
     }
     let context = Context::new(state);

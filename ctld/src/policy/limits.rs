@@ -3,8 +3,8 @@
 //! Slurm's pending reason for the first limit that holds it back; and the submit-time limits
 //! (`MaxTRESPerJob`, `MaxSubmitJobsPerUser`) that refuse a job outright.
 
-use crate::state::{Job, State};
-use crate::tres::{self, Tres};
+use crate::model::state::{Job, State};
+use crate::model::tres::{self, Tres};
 use drover_shared::config::{Config, QosConfig};
 use drover_shared::job::JobState;
 use std::collections::{BTreeMap, HashMap};

@@ -2,9 +2,10 @@
 //! pool's nodes, least fair share first and recently started last, added until the owner's job
 //! fits, then pruned so that no victim is preempted whose resources are not needed.
 
-use crate::backfill::NodeView;
-use crate::scheduler::{PerNodeRequest, place};
-use crate::state::{Allocation, State};
+use crate::policy::backfill::NodeView;
+use crate::model::request::PerNodeRequest;
+use crate::policy::scheduler::place;
+use crate::model::state::{Allocation, State};
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::JobId;
 use std::collections::{HashMap, HashSet};
@@ -28,13 +29,6 @@ pub(crate) fn warning(value: &str) -> Option<(i32, bool, u32)> {
         }
     };
     Some((signal as i32, batch_only, lead))
-}
-
-/// A running job to preempt and the job it makes room for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Preemption {
-    pub(crate) victim: JobId,
-    pub(crate) for_job: JobId,
 }
 
 fn release(views: &mut [NodeView], state: &State, job_id: JobId) {

@@ -5,105 +5,19 @@
 //! job may start ahead of it only where it does not touch the reserved nodes, or ends before the
 //! reservation begins, so backfill never delays a job that holds a reservation.
 
-use crate::backfill::{self, NodeView, Reservation};
-use crate::limits::Running;
-use crate::priority;
-use crate::quota::Quotas;
-use crate::state::{Allocation, Job, NodeAllocation, State};
-use crate::tres;
+use crate::policy::backfill::{self, NodeView, Reservation};
+use crate::policy::limits::Running;
+use crate::policy::priority;
+use crate::policy::quota::Quotas;
+use crate::model::state::{Allocation, Job, NodeAllocation, State};
+use crate::model::request::PerNodeRequest;
+use crate::model::tres;
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
-use drover_shared::grammar::gres::GresRequest;
-use drover_shared::job::{JobId, JobSpec, JobState, MemRequest};
+use drover_shared::job::{JobId, JobState};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// A job's memory request, hashable so a request can key the pass's shape cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Mem(pub(crate) MemRequest);
-
-impl std::hash::Hash for Mem {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        match self.0 {
-            MemRequest::PerNode(mb) => (0u8, mb).hash(state),
-            MemRequest::PerCpu(mb) => (1u8, mb).hash(state),
-            MemRequest::PerGpu(mb) => (2u8, mb).hash(state),
-        }
-    }
-}
-
-/// What one job asks of each node it runs on.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct PerNodeRequest {
-    pub(crate) n_nodes: u32,
-    /// Tasks on each node (block distribution of `-n` over the nodes).
-    pub(crate) tasks: Vec<u32>,
-    pub(crate) cpus_per_task: u32,
-    pub(crate) exclusive: bool,
-    pub(crate) mem: Option<Mem>,
-    /// GPUs per node, by type (`None` = any type).
-    pub(crate) gpus: Vec<(Option<String>, u32)>,
-}
-
-fn gpu_requests(requests: &[GresRequest], divide_by: u32) -> Vec<(Option<String>, u32)> {
-    requests
-        .iter()
-        .filter(|g| g.name == "gpu")
-        .map(|g| {
-            let count = u32::try_from(g.count).unwrap_or(u32::MAX);
-            (g.gres_type.clone(), count.div_ceil(divide_by.max(1)))
-        })
-        .collect()
-}
-
 impl PerNodeRequest {
-    /// Derives the per-node request from a job spec.
-    pub(crate) fn from_spec(spec: &JobSpec) -> PerNodeRequest {
-        let n_nodes = spec.nodes_min.unwrap_or(1).max(1);
-        let ntasks = spec
-            .ntasks
-            .unwrap_or_else(|| spec.ntasks_per_node.map_or(n_nodes, |t| t.saturating_mul(n_nodes)))
-            .max(n_nodes);
-        let base = ntasks / n_nodes;
-        let extra = ntasks % n_nodes;
-        let tasks = (0..n_nodes).map(|i| base + u32::from(i < extra)).collect();
-        let mut gpus = gpu_requests(&spec.gres_per_node, 1);
-        gpus.extend(gpu_requests(&spec.gpus, n_nodes));
-        if gpus.is_empty() && !spec.gpus_per_task.is_empty() {
-            gpus = gpu_requests(&spec.gpus_per_task, 1)
-                .into_iter()
-                .map(|(t, c)| (t, c.saturating_mul(ntasks.div_ceil(n_nodes))))
-                .collect();
-        }
-        PerNodeRequest {
-            n_nodes,
-            tasks,
-            cpus_per_task: spec.cpus_per_task.unwrap_or(1).max(1),
-            exclusive: spec.exclusive,
-            mem: spec.mem.map(Mem),
-            gpus,
-        }
-    }
-
-    pub(crate) fn n_gpus(&self) -> u32 {
-        self.gpus.iter().map(|(_, c)| c).sum()
-    }
-
-    /// CPUs wanted on the `i`-th node.
-    pub(crate) fn cpus(&self, i: usize) -> u32 {
-        // Saturating: a request of 2³¹ tasks × 2 CPUs must not wrap around to one that fits.
-        self.tasks[i].saturating_mul(self.cpus_per_task)
-    }
-
-    pub(crate) fn mem_mb(&self, cpus: u32, node_mem: u64, default_mem_per_cpu: Option<u64>) -> u64 {
-        match self.mem.map(|m| m.0) {
-            Some(MemRequest::PerNode(0)) => node_mem,
-            Some(MemRequest::PerNode(mb)) => mb,
-            Some(MemRequest::PerCpu(mb)) => mb.saturating_mul(u64::from(cpus)),
-            Some(MemRequest::PerGpu(mb)) => mb.saturating_mul(u64::from(self.n_gpus())),
-            None => default_mem_per_cpu.map_or(0, |mb| mb.saturating_mul(u64::from(cpus))),
-        }
-    }
-
     /// Whether a node of this shape could ever hold the `i`-th share (ignoring what runs there).
     pub(crate) fn fits_config(&self, node: &NodeView, i: usize, partition: &PartitionConfig) -> bool {
         let cpus = self.cpus(i);
@@ -433,21 +347,21 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let max_reservations = state.config.priority.backfill_reservations as usize;
     let mut blocked: HashSet<String> = HashSet::new();
     let mut starts = Vec::new();
-    let mut stats = crate::state::PassStats::default();
+    let mut stats = crate::model::state::PassStats::default();
     let shortcuts = state.pass_shortcuts;
     timeline.gated = shortcuts;
     let mut free = FreeIndex::new(state, &views);
     let mut no_room: HashSet<Shape> = HashSet::new();
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
-    let dependencies = crate::dependency::Lookup::for_pass(state);
+    let dependencies = crate::policy::dependency::Lookup::for_pass(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
         }
-        if let Err(reason) = crate::dependency::eligibility(state, &dependencies, job, now) {
+        if let Err(reason) = crate::policy::dependency::eligibility(state, &dependencies, job, now) {
             set_reason(state, job_id, reason);
             continue;
         }
@@ -473,7 +387,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 Ok(true) if owners_waiting.contains(name) => {
                     // The idle guarantee is wanted back: no new borrower starts on it.
                     let detail = format!("jobs inside their team's guarantee wait in {name}");
-                    quota_block = Some(crate::limits::Blocked { reason: "Resources".into(), detail });
+                    quota_block = Some(crate::policy::limits::Blocked { reason: "Resources".into(), detail });
                     continue;
                 }
                 Ok(borrows) => borrows,
@@ -621,7 +535,7 @@ fn reclaim(
         if !quotas.may_reclaim(&state.config, job, name, asked) {
             continue;
         }
-        let own = crate::quota::quota_of(&state.config, &job.info.account, name);
+        let own = crate::policy::quota::quota_of(&state.config, &job.info.account, name);
         let pool: HashSet<&String> = partition.nodes.iter().collect();
         let candidates: Vec<JobId> = quotas
             .borrowed
@@ -629,14 +543,14 @@ fn reclaim(
             .copied()
             .filter(|v| {
                 state.jobs.get(v).is_some_and(|victim| {
-                    crate::quota::quota_of(&state.config, &victim.info.account, name) != own
+                    crate::policy::quota::quota_of(&state.config, &victim.info.account, name) != own
                         && victim.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| pool.contains(&n.node)))
                 })
             })
             .collect();
         let nodes = eligible_nodes(state, job, partition);
         let Some((victims, alloc)) =
-            crate::preempt::choose(state, views, &nodes, partition, request, &candidates, &context.fairshare, job_id)
+            crate::policy::preempt::choose(state, views, &nodes, partition, request, &candidates, &context.fairshare, job_id)
         else {
             continue;
         };
@@ -648,7 +562,7 @@ fn reclaim(
                 "preempting a borrowed job to reclaim a guarantee"
             );
             state.preempting.insert(victim, job_id);
-            state.preempt_requests.push(crate::preempt::Preemption { victim, for_job: job_id });
+            state.preempt_requests.push(crate::model::state::Preemption { victim, for_job: job_id });
         }
         let nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
         reservations.push(Reservation { job_id, start: now, nodes });

@@ -4,8 +4,8 @@
 //! and is requeued. The tests print what the issue asks to report: GPU utilization under
 //! backlog, delivered share vs configured share for two saturating teams, time to reclaim.
 
-use crate::scheduler::schedule;
-use crate::state::{Job, NodeLink, State};
+use crate::policy::scheduler::schedule;
+use crate::model::state::{Job, NodeLink, State};
 use drover_shared::UnixTime;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
@@ -157,7 +157,7 @@ impl Sim {
                 (
                     j.info.account.clone(),
                     j.info.user.clone(),
-                    crate::tres::billing(weights, &crate::tres::of_job(&self.state, j)),
+                    crate::model::tres::billing(weights, &crate::model::tres::of_job(&self.state, j)),
                 )
             })
             .collect();

@@ -2,46 +2,15 @@
 //! its time limit and GRES can ever be met. A rejected submission changes nothing; the error carries
 //! Slurm's code and a detail for the log.
 
-use crate::scheduler::could_ever_fit;
-use crate::state::{Job, State};
+use crate::policy::scheduler::could_ever_fit;
+use crate::model::identity::{Caller, user_name};
+use crate::model::state::{Job, State};
 use drover_shared::UnixTime;
 use drover_shared::config::{Config, PartitionConfig};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobInfo, JobSpec, JobState, StepInfo};
 use drover_shared::proto::client::ErrorCode;
 use std::sync::Arc;
-
-/// The identity of a client, from `SO_PEERCRED`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Caller {
-    pub(crate) uid: u32,
-    pub(crate) gid: u32,
-    pub(crate) origin: Origin,
-}
-
-/// Where a client connected from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// ctld's Unix socket (`SO_PEERCRED`).
-    Local,
-    /// ctld's TCP port with a token from this host's noded.
-    Host(crate::remote::HostId),
-}
-
-impl Caller {
-    /// A caller on ctld's Unix socket.
-    pub(crate) fn local(uid: u32, gid: u32) -> Caller {
-        Caller { uid, gid, origin: Origin::Local }
-    }
-
-    /// Where the request came from, for the audit log: `local` or `host:<node>`.
-    pub(crate) fn origin(self) -> String {
-        match self.origin {
-            Origin::Local => "local".into(),
-            Origin::Host(host) => format!("host:{}", crate::remote::host_name(host)),
-        }
-    }
-}
 
 /// A refused submission.
 pub(crate) type Rejection = (ErrorCode, String);
@@ -73,10 +42,6 @@ pub(crate) fn check_string(what: &str, value: &str) -> Result<(), Rejection> {
         return Err((ErrorCode::InvalidSpec, format!("{what} exceeds its size limit of {MAX_STRING} bytes")));
     }
     Ok(())
-}
-
-pub(crate) fn user_name(uid: u32) -> Option<String> {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
 }
 
 fn group_name(gid: u32) -> String {
@@ -199,7 +164,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         return Err((ErrorCode::NodeConfigUnavailable, detail));
     }
     let user = user_name(caller.uid).ok_or((ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
-    let admin = crate::authz::Who::of(config, caller).may(crate::authz::Operation::ChargeAnyAccount);
+    let admin = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::ChargeAnyAccount);
     let user_config = config.users.iter().find(|u| u.name == user);
 
     let account = match (&spec.account, user_config) {
@@ -264,10 +229,10 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     }
 
     if let Some(text) = &spec.array {
-        crate::array::parse(text)?;
+        crate::policy::array::parse(text)?;
     }
     if let Some(text) = &spec.dependency {
-        crate::dependency::validate(state, text)?;
+        crate::policy::dependency::validate(state, text)?;
     }
     if let Some(text) = &spec.constraint {
         let constraint = drover_shared::grammar::constraint::parse_constraint(text)
@@ -285,7 +250,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if spec.deadline.is_some_and(|deadline| deadline <= now) {
         return Err((ErrorCode::InvalidTimeValue, "the deadline has passed".into()));
     }
-    let privileged = crate::authz::Who::of(config, caller).may(crate::authz::Operation::JobPrivileged);
+    let privileged = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::JobPrivileged);
     check_nice(spec.nice, privileged)?;
 
     let spec = Arc::new(spec);
@@ -303,8 +268,8 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         return Err((ErrorCode::NodeConfigUnavailable, "no node of the partition can ever hold the job".into()));
     }
 
-    let request = crate::scheduler::PerNodeRequest::from_spec(&spec);
-    crate::limits::check_submit(state, qos, &user, &crate::tres::of_request(&request))
+    let request = crate::model::request::PerNodeRequest::from_spec(&spec);
+    crate::policy::limits::check_submit(state, qos, &user, &crate::model::tres::of_request(&request))
         .map_err(|detail| (ErrorCode::AccountingPolicy, detail))?;
     // The multifactor priority is computed by the scheduling pass that follows the commit; 0
     // means held.

@@ -4,7 +4,7 @@
 //! needs more of, and nothing a slow or hostile peer can hold open.
 
 use crate::core::Event;
-use crate::metrics::Registry;
+use crate::core::metrics::Registry;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -114,7 +114,7 @@ async fn handle(mut stream: TcpStream, peer: SocketAddr, context: &HttpContext) 
                 "/metrics",
                 200,
                 "text/plain; version=0.0.4; charset=utf-8",
-                crate::metrics::render(&context.metrics, &snap),
+                crate::core::metrics::render(&context.metrics, &snap),
             ),
             None => ("/metrics", 503, "text/plain", "controller is shutting down\n".into()),
         },
@@ -125,7 +125,7 @@ async fn handle(mut stream: TcpStream, peer: SocketAddr, context: &HttpContext) 
             Some(snap) => {
                 let path = context.db_path.clone();
                 let now = drover_shared::now();
-                let hours = tokio::task::spawn_blocking(move || crate::status_page::recent_hours(&path, now))
+                let hours = tokio::task::spawn_blocking(move || crate::serve::status_page::recent_hours(&path, now))
                     .await
                     .ok()
                     .unwrap_or_default();
@@ -133,7 +133,7 @@ async fn handle(mut stream: TcpStream, peer: SocketAddr, context: &HttpContext) 
                     "/",
                     200,
                     "text/html; charset=utf-8",
-                    crate::status_page::render(&context.config.get().cluster_name, &snap, &hours, now),
+                    crate::serve::status_page::render(&context.config.get().cluster_name, &snap, &hours, now),
                 )
             }
             None => ("/", 503, "text/plain", "controller is shutting down\n".into()),
@@ -155,7 +155,7 @@ fn allowed(context: &HttpContext, peer: SocketAddr, request: &RequestHead) -> bo
     from_query || request.bearer.as_deref() == Some(token.as_str())
 }
 
-async fn snapshot(context: &HttpContext) -> Option<crate::metrics::Snapshot> {
+async fn snapshot(context: &HttpContext) -> Option<crate::core::metrics::Snapshot> {
     let (tx, rx) = oneshot::channel();
     context.events.send(Event::Metrics { reply: tx }).ok()?;
     rx.await.ok()

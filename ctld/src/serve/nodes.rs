@@ -1,10 +1,10 @@
 //! The node side of ctld: a TCP listener for noded connections. A node proves it holds the cluster
 //! key (HMAC challenge-response, both ways), registers, and then the connection carries node
 //! messages in and ctld messages out until either side closes it. A hello carrying a client token
-//! instead is a remote command-line client ([`crate::remote`]).
+//! instead is a remote command-line client ([`crate::serve::remote`]).
 
 use crate::core::Event;
-use crate::state::NodeLink;
+use crate::model::state::NodeLink;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::node::{CtldMessage, NodeMessage};
@@ -28,7 +28,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     key: Arc<ClusterKey>,
     events: mpsc::UnboundedSender<Event>,
-    remote: crate::remote::Remote,
+    remote: crate::serve::remote::Remote,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_NODE_CONNECTIONS));
     loop {
@@ -58,7 +58,7 @@ async fn handle(
     peer: String,
     key: Arc<ClusterKey>,
     events: mpsc::UnboundedSender<Event>,
-    remote: crate::remote::Remote,
+    remote: crate::serve::remote::Remote,
 ) -> anyhow::Result<()> {
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
@@ -70,7 +70,7 @@ async fn handle(
             messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
             return Ok(());
         }
-        return crate::remote::serve(messages, token, &hello.nonce, &peer, &remote).await;
+        return crate::serve::remote::serve(messages, token, &hello.nonce, &peer, &remote).await;
     }
     let (name, registration) =
         tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;

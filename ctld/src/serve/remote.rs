@@ -6,8 +6,8 @@
 //! with origin `host:<node>`. Refusals close the connection with the reason and are audited.
 
 use crate::core::Event;
-use crate::rpc::ClientContext;
-use crate::validate::{Caller, Origin};
+use crate::serve::rpc::ClientContext;
+use crate::model::identity::{Caller, Origin, intern};
 use drover_shared::UnixTime;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::MessageStream;
@@ -20,30 +20,6 @@ use thiserror::Error;
 
 /// Seconds a token's issue time may lie ahead of ctld's clock (clock skew between hosts).
 const CLOCK_SKEW: i64 = 30;
-
-/// An interned host name, so that [`Caller`] stays `Copy`.
-pub(crate) type HostId = u32;
-
-static HOSTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// The id of a host name (the same id for the same name).
-pub(crate) fn intern(host: &str) -> HostId {
-    let mut hosts = HOSTS.lock().unwrap_or_else(PoisonError::into_inner);
-    let index = match hosts.iter().position(|h| h == host) {
-        Some(index) => index,
-        None => {
-            hosts.push(host.to_owned());
-            hosts.len() - 1
-        }
-    };
-    HostId::try_from(index).unwrap_or(HostId::MAX)
-}
-
-/// The name behind a host id.
-pub(crate) fn host_name(id: HostId) -> String {
-    let hosts = HOSTS.lock().unwrap_or_else(PoisonError::into_inner);
-    hosts.get(id as usize).cloned().unwrap_or_else(|| "?".into())
-}
 
 /// Why a token is refused.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -125,7 +101,7 @@ where
         Ok(caller) => {
             tracing::debug!(peer, uid = caller.uid, host = token.host, "remote client accepted");
             // A remote connection counts under its uid like a local one.
-            let admitted = match crate::rpc::admit(&remote.context, caller) {
+            let admitted = match crate::serve::rpc::admit(&remote.context, caller) {
                 Ok(admitted) => admitted,
                 Err(refusal) => {
                     messages.send(&HelloReply::Reject { message: refusal.to_string() }).await?;
@@ -140,7 +116,7 @@ where
             let accept = HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: server_nonce.clone(), proof };
             messages.send(&accept).await?;
             messages.seal(SessionKeys::for_client(&secret, End::Ctld, client_nonce, &server_nonce));
-            crate::rpc::serve_requests(messages, caller, admitted, &remote.context).await
+            crate::serve::rpc::serve_requests(messages, caller, admitted, &remote.context).await
         }
         Err(refusal) => {
             tracing::warn!(peer, uid = token.uid, host = token.host, %refusal, "remote client refused");

@@ -3,7 +3,7 @@
 //! by team, and the nodes with their states. Rendered on the server from the core's snapshot and
 //! the hourly rollups; it refreshes itself every 30 seconds.
 
-use crate::metrics::Snapshot;
+use crate::core::metrics::Snapshot;
 use drover_shared::UnixTime;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,7 +15,7 @@ const HOURS: i64 = 24;
 /// `(hour, account, GPU-seconds, borrowed GPU-seconds)` of the last [`HOURS`] hours.
 pub(crate) fn recent_hours(path: &Path, now: UnixTime) -> Vec<(UnixTime, String, u64, u64)> {
     let read = || -> Result<Vec<_>, Box<dyn std::error::Error>> {
-        let conn = crate::db::open(path, true)?;
+        let conn = crate::store::db::open(path, true)?;
         let mut stmt = conn.prepare(
             "SELECT hour, account, SUM(gpu_secs), SUM(borrowed_gpu_secs) FROM usage_hourly
              WHERE gpu_type = '' AND hour >= ?1 GROUP BY hour, account ORDER BY hour, account",

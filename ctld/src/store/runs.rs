@@ -6,7 +6,7 @@
 //! Also the requeues under way (`requeue_intents`): a running job being killed so that it pends
 //! again, so that a ctld restart before the run's end arrives still requeues it.
 
-use crate::db::DbError;
+use crate::store::db::DbError;
 use drover_shared::job::{JobInfo, JobState};
 use drover_shared::proto::client::AccountingQuery;
 use rusqlite::{Connection, Transaction, params};
@@ -68,7 +68,7 @@ pub(crate) fn query(
     let mut unfiltered = query.clone();
     let states = std::mem::take(&mut unfiltered.states);
     let latest = select(&unfiltered)?;
-    let conn = crate::db::open(path, true)?;
+    let conn = crate::store::db::open(path, true)?;
     let mut rows = Vec::with_capacity(latest.len());
     for job in latest {
         rows.extend(earlier_runs(&conn, path, job.job_id)?);
@@ -121,7 +121,7 @@ mod tests {
     fn duplicates_put_earlier_runs_first_and_filter_every_row() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
-        let mut conn = crate::db::open(&path, false).unwrap();
+        let mut conn = crate::store::db::open(&path, false).unwrap();
         let tx = conn.transaction().unwrap();
         write(&tx, &ended_run(&job(7, 0, JobState::Running), JobState::NodeFail, 100)).unwrap();
         write(&tx, &ended_run(&job(7, 1, JobState::Running), JobState::Requeued, 200)).unwrap();

@@ -3,8 +3,8 @@
 //! `PrivateData=jobs` a plain user reads only their own jobs' records and usage.
 
 use super::ClientContext;
-use crate::authz::{Operation, Private, Who};
-use crate::validate::Caller;
+use crate::policy::authz::{Operation, Private, Who};
+use crate::model::identity::Caller;
 use drover_shared::job::JobId;
 use drover_shared::proto::client::{AccountingQuery, ErrorCode, Response};
 
@@ -24,7 +24,7 @@ pub(super) fn priorities(context: &ClientContext, caller: Caller, mut answer: Re
     if limited_to(context, caller).is_some()
         && let Response::Priorities { rows, .. } = &mut answer
     {
-        let me = crate::validate::user_name(caller.uid).unwrap_or_else(|| caller.uid.to_string());
+        let me = crate::model::identity::user_name(caller.uid).unwrap_or_else(|| caller.uid.to_string());
         rows.retain(|row| row.user == me);
     }
     answer
@@ -35,7 +35,7 @@ pub(super) fn priorities(context: &ClientContext, caller: Caller, mut answer: Re
 fn visible_ids(path: &std::path::Path, limited_to: Option<u32>, job_ids: Vec<JobId>) -> Result<Vec<JobId>, String> {
     let Some(uid) = limited_to.filter(|_| !job_ids.is_empty()) else { return Ok(job_ids) };
     let query = AccountingQuery { job_ids, users: vec![uid], ..AccountingQuery::default() };
-    let own = crate::db::query_accounting(path, &query).map_err(|e| e.to_string())?;
+    let own = crate::store::db::query_accounting(path, &query).map_err(|e| e.to_string())?;
     let mut ids: Vec<JobId> = own.iter().map(|job| job.job_id).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -51,12 +51,12 @@ fn limited_to(context: &ClientContext, caller: Caller) -> Option<u32> {
 /// `sacct`'s usage fields: read like the accounting records (everyone may read them, as Slurm
 /// without `PrivateData`).
 pub(super) async fn usage(context: &ClientContext, caller: Caller, job_ids: Vec<JobId>) -> Response {
-    read_usage(context, caller, job_ids, crate::db::query_job_usage, |usage| Response::JobUsage { usage }).await
+    read_usage(context, caller, job_ids, crate::store::db::query_job_usage, |usage| Response::JobUsage { usage }).await
 }
 
 /// `sacct`'s usage fields of srun steps.
 pub(super) async fn step_usage(context: &ClientContext, caller: Caller, job_ids: Vec<JobId>) -> Response {
-    read_usage(context, caller, job_ids, crate::db::query_step_usage, |usage| Response::StepUsage { usage }).await
+    read_usage(context, caller, job_ids, crate::store::db::query_step_usage, |usage| Response::StepUsage { usage }).await
 }
 
 /// Reads the usage of the jobs of `job_ids` the caller may see with `read`, off the async tasks.
@@ -64,7 +64,7 @@ async fn read_usage<T: Send + 'static>(
     context: &ClientContext,
     caller: Caller,
     job_ids: Vec<JobId>,
-    read: fn(&std::path::Path, &[JobId]) -> Result<T, crate::db::DbError>,
+    read: fn(&std::path::Path, &[JobId]) -> Result<T, crate::store::db::DbError>,
     answer: fn(T) -> Response,
 ) -> Response {
     let (path, limited) = (context.db_path.clone(), limited_to(context, caller));
@@ -99,7 +99,7 @@ pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: Ac
     }
     let path = context.db_path.clone();
     match tokio::task::spawn_blocking(move || {
-        crate::runs::query(&path, &query, |q| crate::db::query_accounting(&path, q))
+        crate::store::runs::query(&path, &query, |q| crate::store::db::query_accounting(&path, q))
     })
     .await
     {

@@ -152,7 +152,7 @@ pub(crate) fn privileged(config: &drover_shared::config::Config, uid: u32) -> bo
     use drover_shared::config::Role;
     let any_role =
         !config.admins.is_empty() || !config.operators.is_empty() || config.users.iter().any(|u| u.role > Role::User);
-    uid == 0 || (any_role && crate::authz::role(config, uid) >= Role::Operator)
+    uid == 0 || (any_role && crate::policy::authz::role(config, uid) >= Role::Operator)
 }
 
 #[cfg(test)]

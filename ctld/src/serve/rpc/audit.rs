@@ -3,8 +3,8 @@
 //! requests, whatever filters they send.
 
 use super::ClientContext;
-use crate::authz::{Operation, Who};
-use crate::validate::Caller;
+use crate::policy::authz::{Operation, Who};
+use crate::model::identity::Caller;
 use drover_shared::proto::client::{AuditQuery, ErrorCode, Response};
 
 pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: AuditQuery) -> Response {
@@ -18,7 +18,7 @@ pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: Au
         query.uids = vec![caller.uid];
     }
     let path = context.db_path.clone();
-    match tokio::task::spawn_blocking(move || crate::db::query_audit(&path, &query)).await {
+    match tokio::task::spawn_blocking(move || crate::store::db::query_audit(&path, &query)).await {
         Ok(Ok(rows)) => Response::Audit { rows },
         Ok(Err(e)) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },
         Err(e) => Response::Error { code: ErrorCode::Internal, detail: e.to_string() },

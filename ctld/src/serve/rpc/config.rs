@@ -12,7 +12,7 @@ pub(super) fn show(context: &ClientContext) -> Response {
         ("ClusterName", config.cluster_name.clone()),
         ("JobRequeue", "1".to_owned()),
         ("KillWait", format!("{} sec", config.kill_wait)),
-        ("MaxArraySize", crate::array::MAX_ARRAY_SIZE.to_string()),
+        ("MaxArraySize", crate::policy::array::MAX_ARRAY_SIZE.to_string()),
         ("MaxTasksPerNode", config.max_tasks_per_node.to_string()),
         ("MinJobAge", format!("{} sec", config.min_job_age)),
         ("PrivateData", private_data(config.private_data)),

@@ -12,8 +12,8 @@ mod config;
 mod usage;
 
 use crate::core::Event;
-use crate::snapshot::Ask;
-use crate::validate::Caller;
+use crate::model::snapshot::Ask;
+use crate::model::identity::Caller;
 use drover_shared::job::fields::JobFields;
 use drover_shared::proto::client::{ErrorCode, JobQuery, Request, Response};
 use drover_shared::proto::frame::{MAX_REQUEST_FRAME, MessageStream};
@@ -35,9 +35,9 @@ pub(crate) struct ClientContext {
     /// The config in force (`scontrol reconfigure` swaps it).
     pub(crate) config: crate::core::reconfigure::SharedConfig,
     /// RPC counts and latencies for `/metrics`.
-    pub(crate) metrics: Arc<crate::metrics::Registry>,
+    pub(crate) metrics: Arc<crate::core::metrics::Registry>,
     /// The job snapshot the core publishes; job queries are answered from it, off the core.
-    pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::snapshot::JobsSnapshot>>,
+    pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::model::snapshot::JobsSnapshot>>,
     /// Client connections by uid, local and remote ones alike.
     pub(crate) admission: Arc<admission::Admission>,
 }
@@ -142,7 +142,7 @@ where
         };
         let Some(request) = request else { return Ok(()) };
         let Ok(_turn) = admitted.turns.acquire().await else { return Ok(()) };
-        let (kind, began) = (crate::metrics::request_name(&request), std::time::Instant::now());
+        let (kind, began) = (crate::core::metrics::request_name(&request), std::time::Instant::now());
         match job_query(&request) {
             None => {}
             Some(Err(detail)) => {
@@ -153,11 +153,11 @@ where
                 // From the published snapshot, off the core, encoded without copying the records
                 // (and unchanged chunks' parts reused from the last query that asked the same);
                 // under `PrivateData=jobs` a user's query sees only their own jobs.
-                let visible = crate::authz::narrow_job_query(&context.config.get(), caller, &mut query);
+                let visible = crate::policy::authz::narrow_job_query(&context.config.get(), caller, &mut query);
                 let snapshot = if visible { context.jobs.borrow().clone() } else { Arc::default() };
                 let now = drover_shared::now();
                 let answer =
-                    tokio::task::spawn_blocking(move || crate::snapshot::encode_jobs(&snapshot, &query, &ask, now));
+                    tokio::task::spawn_blocking(move || crate::model::snapshot::encode_jobs(&snapshot, &query, &ask, now));
                 match answer.await {
                     Ok(Ok(payload)) => messages.send_encoded_answer(payload).await?,
                     _ => messages.send(&unavailable()).await?,

@@ -4,8 +4,8 @@
 //! keep account rows but only their own user rows.
 
 use super::ClientContext;
-use crate::authz::{Private, Who};
-use crate::validate::Caller;
+use crate::policy::authz::{Private, Who};
+use crate::model::identity::Caller;
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::usage::UsageQuery;
 
@@ -16,7 +16,7 @@ const MAX_WINDOW: i64 = 2 * 366 * 86_400;
 fn own_usage_only(context: &ClientContext, caller: Caller) -> Option<String> {
     let config = context.config.get();
     let limited = Who::of(&config, caller).limited_to_own(&config, Private::Usage);
-    limited.then(|| crate::validate::user_name(caller.uid).unwrap_or_else(|| caller.uid.to_string()))
+    limited.then(|| crate::model::identity::user_name(caller.uid).unwrap_or_else(|| caller.uid.to_string()))
 }
 
 /// `sshare`'s answer (from the core) as the caller may see it.
@@ -36,7 +36,7 @@ pub(super) async fn query(context: &ClientContext, caller: Caller, query: UsageQ
     }
     let path = context.db_path.clone();
     let config = context.config.get();
-    match tokio::task::spawn_blocking(move || crate::accounting::query::report(&path, &config, &query)).await {
+    match tokio::task::spawn_blocking(move || crate::store::accounting::query::report(&path, &config, &query)).await {
         Ok(Ok(mut report)) => {
             if let Some(me) = own_usage_only(context, caller) {
                 report.hours.retain(|row| row.user == me);
