@@ -7,7 +7,7 @@
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{AfterCommit, CommitReport, DbOp};
 use crate::policy::scheduler::{self, Start};
-use crate::model::state::{Allocation, Job, NodeAllocation, NodeLink, State};
+use crate::model::state::{Allocation, Job, NodeAllocation, State};
 use crate::model::identity::Caller;
 use crate::policy::validate;
 use drover_shared::grammar::time::TimeLimit;
@@ -30,6 +30,13 @@ pub(crate) use node_admin::restore_node_states;
 pub(crate) mod metrics;
 pub(crate) mod reconfigure;
 mod requeue;
+
+/// A connection to a node's noded.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeLink {
+    pub(crate) connection_id: u64,
+    pub(crate) tx: mpsc::UnboundedSender<CtldMessage>,
+}
 
 /// Everything the core reacts to.
 #[derive(Debug)]
@@ -180,6 +187,9 @@ const LAUNCH_GRACE: i64 = 15;
 pub(crate) struct Core {
     state: State,
     db: std::sync::mpsc::Sender<DbOp>,
+    /// The live connection of each registered node, by node name: the core's way to reach
+    /// noded. A node has one exactly when its `connection` in the state is this link's id.
+    links: HashMap<String, NodeLink>,
     waiting_submits: HashMap<JobId, oneshot::Sender<Response>>,
     schedule_needed: bool,
     ctld_socket: String,
@@ -230,6 +240,7 @@ impl Core {
         let mut core = Core {
             state,
             db,
+            links: HashMap::new(),
             waiting_submits: HashMap::new(),
             schedule_needed: true,
             ctld_socket,
@@ -418,10 +429,11 @@ impl Core {
             Event::NodeMessage { node, connection_id, message } => self.node_message(&node, connection_id, message),
             Event::NodeDisconnected { node, connection_id } => {
                 if let Some(n) = self.state.node_mut(&node)
-                    && n.link.as_ref().is_some_and(|l| l.connection_id == connection_id)
+                    && n.connection == Some(connection_id)
                 {
                     tracing::info!(node, "node connection closed");
-                    n.link = None;
+                    n.connection = None;
+                    self.links.remove(&node);
                 }
             }
             Event::Tick => self.tick(),
@@ -541,7 +553,7 @@ impl Core {
                     }
                 }
                 AfterCommit::AckJobEnd { node, job_id, run } => {
-                    if let Some(link) = self.state.node_mut(&node).and_then(|n| n.link.clone()) {
+                    if let Some(link) = self.links.get(&node).cloned() {
                         let _ = link.tx.send(CtldMessage::JobEndAck { job_id, run });
                     }
                 }
@@ -731,7 +743,7 @@ impl Core {
             self.fail_launch(job_id);
             return;
         }
-        let link = self.state.node_mut(&batch_host).and_then(|n| n.link.clone());
+        let link = self.links.get(&batch_host).cloned();
         match link.map(|l| l.tx.send(CtldMessage::Launch(Box::new(request)))) {
             Some(Ok(())) => tracing::info!(job_id, node = batch_host, "launch sent"),
             _ => {
@@ -1026,7 +1038,7 @@ impl Core {
         }
         if let Some((host, time_limit)) = notify {
             self.limits_changed.insert(job_id);
-            if let Some(link) = self.state.node_mut(&host).and_then(|n| n.link.clone()) {
+            if let Some(link) = self.links.get(&host).cloned() {
                 let _ = link.tx.send(CtldMessage::SetTimeLimit { job_id, time_limit });
             }
         }
@@ -1120,7 +1132,7 @@ impl Core {
         let batch_host = job.info.nodes.first().cloned();
         if let Some(signal) = request.signal {
             if state == JobState::Running
-                && let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone())
+                && let Some(link) = batch_host.and_then(|h| self.links.get(&h).cloned())
             {
                 let _ = link.tx.send(CtldMessage::Signal { job_id, signal, batch_only: request.batch_only });
             }
@@ -1133,7 +1145,7 @@ impl Core {
         if state == JobState::Running {
             job.cancel_requested_by = Some(caller.uid);
             let run = job.info.restarts;
-            if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
+            if let Some(link) = batch_host.and_then(|h| self.links.get(&h).cloned()) {
                 let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
             }
         }
@@ -1188,7 +1200,8 @@ impl Core {
             return;
         };
         let was_down = node.registered_once && !node.responding;
-        node.link = Some(link.clone());
+        node.connection = Some(link.connection_id);
+        self.links.insert(registration.name.clone(), link.clone());
         node.responding = true;
         node.registered_once = true;
         node.last_heartbeat = now;
@@ -1258,7 +1271,7 @@ impl Core {
     fn node_message(&mut self, node: &str, connection_id: u64, message: NodeMessage) {
         let now = now();
         let Some(n) = self.state.node_mut(node) else { return };
-        if n.link.as_ref().is_none_or(|l| l.connection_id != connection_id) {
+        if n.connection != Some(connection_id) {
             return; // a message from a connection ctld already gave up on
         }
         n.last_heartbeat = now;
@@ -1395,7 +1408,8 @@ impl Core {
             if silent {
                 tracing::warn!(node = node.config.name, "node stopped responding; marking it DOWN");
                 node.responding = false;
-                node.link = None; // closes the connection; the node must register again
+                node.connection = None;
+                self.links.remove(&node.config.name); // closes the connection; the node must register again
                 failed_nodes.push(node.config.name.clone());
             } else if never_back {
                 failed_nodes.push(node.config.name.clone());
@@ -1471,7 +1485,7 @@ impl Core {
             } else {
                 self.state.preempt_cancel_on_end.insert(victim);
             }
-            let link = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone());
+            let link = batch_host.and_then(|h| self.links.get(&h).cloned());
             match (warning, link) {
                 (Some((signal, batch_only, lead)), Some(link)) => {
                     let _ = link.tx.send(CtldMessage::Signal { job_id: victim, signal, batch_only });
@@ -1498,7 +1512,7 @@ impl Core {
                 .filter(|j| j.alloc.is_some())
                 .and_then(|j| j.info.nodes.first().cloned().map(|h| (h, j.info.restarts)));
             if let Some((link, run)) =
-                running.and_then(|(h, run)| self.state.node_mut(&h).and_then(|n| n.link.clone()).map(|l| (l, run)))
+                running.and_then(|(h, run)| self.links.get(&h).cloned().map(|l| (l, run)))
             {
                 let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait: grace });
             }
@@ -1576,17 +1590,14 @@ impl Core {
             let detail = format!("GPUs below {threshold}% utilization for {idle}s");
             tracing::warn!(job_id, ?action, detail, "idle GPUs");
             let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
-            let link_of = |state: &mut State, job_host: Option<String>| {
-                job_host.and_then(|h| state.node_mut(&h)).and_then(|n| n.link.clone())
-            };
-            let host = job.info.nodes.first().cloned();
+            let link = job.info.nodes.first().and_then(|h| self.links.get(h).cloned());
             let run = job.info.restarts;
             match action {
                 IdleAction::Warn => self.audit(0, "idle-gpu-warning", Some(job_id), detail),
                 IdleAction::Requeue if job.info.requeue => {
                     job.info.reason = "IdleGPU".into();
                     self.mark_requeue(job_id, false);
-                    if let Some(link) = link_of(&mut self.state, host) {
+                    if let Some(link) = &link {
                         let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
                     }
                     self.audit(0, "idle-gpu-requeue", Some(job_id), detail);
@@ -1594,7 +1605,7 @@ impl Core {
                 IdleAction::Requeue | IdleAction::Cancel => {
                     job.cancel_requested_by = Some(0);
                     job.info.cancelled_by = Some(0);
-                    if let Some(link) = link_of(&mut self.state, host) {
+                    if let Some(link) = &link {
                         let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
                     }
                     self.state.end_job(job_id, JobState::Cancelled, "IdleGPU", now);

@@ -102,7 +102,7 @@ impl Core {
             .map(|j| (j.info.job_id, j.info.restarts, j.info.nodes.first().cloned()))
             .collect();
         for (job_id, run, batch_host) in jobs {
-            if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
+            if let Some(link) = batch_host.and_then(|h| self.links.get(&h).cloned()) {
                 let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
             }
             self.fail_on_node(job_id, now);

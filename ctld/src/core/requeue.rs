@@ -119,7 +119,7 @@ impl Core {
             };
             let batch_host = job.info.nodes.first().cloned();
             self.requeue_on_end.insert(job_id, hold);
-            if let Some(link) = batch_host.and_then(|h| self.state.node_mut(&h)).and_then(|n| n.link.clone()) {
+            if let Some(link) = batch_host.and_then(|h| self.links.get(&h).cloned()) {
                 let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
             }
         }
@@ -250,7 +250,7 @@ impl Core {
             })
             .collect();
         let kill_wait = self.state.config.kill_wait;
-        let Some(link) = self.state.node_mut(node).and_then(|n| n.link.clone()) else { return };
+        let Some(link) = self.links.get(node).cloned() else { return };
         for run in superseded {
             tracing::info!(job_id = run.job_id, run = run.run, node, "cancelling a run ctld gave up on");
             let _ = link.tx.send(CtldMessage::Cancel { job_id: run.job_id, run: run.run, kill_wait });

@@ -272,7 +272,7 @@ impl Core {
         }
         let _ = reply.send(Response::StepCreated(Box::new(layout)));
         for (node, launch) in launches {
-            let link = self.state.node_mut(&node).and_then(|n| n.link.clone());
+            let link = self.links.get(&node).cloned();
             match link.map(|l| l.tx.send(CtldMessage::LaunchStep(Box::new(launch)))) {
                 Some(Ok(())) => tracing::info!(job_id, step_id, node, "step launch sent"),
                 _ => tracing::warn!(job_id, step_id, node, "node not connected; step tasks not sent"),
@@ -379,7 +379,7 @@ impl Core {
         kill_wait: u32,
     ) {
         for node in nodes {
-            if let Some(link) = self.state.node_mut(node).and_then(|n| n.link.clone()) {
+            if let Some(link) = self.links.get(node).cloned() {
                 let _ = link.tx.send(CtldMessage::SignalStep { job_id, step_id, signal, kill_wait });
             }
         }

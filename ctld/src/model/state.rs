@@ -6,11 +6,9 @@ use drover_shared::UnixTime;
 use drover_shared::config::{Config, NodeConfig};
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::node::{GpuDevice, NodeInfo, NodeState};
-use drover_shared::proto::node::CtldMessage;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// What a running job holds on one node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,13 +47,6 @@ pub(crate) struct Job {
     pub(crate) cancel_requested_by: Option<u32>,
 }
 
-/// A connection to a node's noded.
-#[derive(Debug, Clone)]
-pub(crate) struct NodeLink {
-    pub(crate) connection_id: u64,
-    pub(crate) tx: UnboundedSender<CtldMessage>,
-}
-
 /// One configured node and its live state.
 #[derive(Debug)]
 pub(crate) struct Node {
@@ -64,7 +55,9 @@ pub(crate) struct Node {
     pub(crate) gpus: Vec<GpuDevice>,
     pub(crate) cpus: u32,
     pub(crate) real_memory_mb: u64,
-    pub(crate) link: Option<NodeLink>,
+    /// The id of the node's live connection, if it has one (the link itself, the way to send
+    /// to it, is the core's).
+    pub(crate) connection: Option<u64>,
     pub(crate) registered_once: bool,
     pub(crate) responding: bool,
     pub(crate) last_heartbeat: UnixTime,
@@ -95,7 +88,7 @@ impl Node {
             gpus: config.gpus.clone(),
             cpus: config.cpus,
             real_memory_mb: config.real_memory_mb,
-            link: None,
+            connection: None,
             registered_once: false,
             responding: false,
             last_heartbeat: 0,
@@ -116,7 +109,7 @@ impl Node {
 
     /// Whether the scheduler may place new work here.
     pub(crate) fn usable(&self) -> bool {
-        self.responding && self.link.is_some() && self.drain_reason.is_none() && self.down_reason.is_none()
+        self.responding && self.connection.is_some() && self.drain_reason.is_none() && self.down_reason.is_none()
     }
 
     /// The node's state as Slurm names it.

@@ -6,7 +6,7 @@
 //! callgrind); `bench/pass.sh` drives it.
 
 use crate::policy::scheduler::schedule;
-use crate::model::state::{Job, NodeLink, State};
+use crate::model::state::{Job, State};
 use drover_shared::UnixTime;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
@@ -94,8 +94,7 @@ impl Bench {
     pub fn new(nodes: usize) -> Bench {
         let mut state = State::new(Arc::new(config(nodes.max(2))), 1);
         for (i, node) in state.nodes.iter_mut().enumerate() {
-            let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-            node.link = Some(NodeLink { connection_id: i as u64, tx });
+            node.connection = Some(i as u64);
             node.responding = true;
             node.registered_once = true;
         }

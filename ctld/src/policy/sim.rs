@@ -5,7 +5,7 @@
 //! backlog, delivered share vs configured share for two saturating teams, time to reclaim.
 
 use crate::policy::scheduler::schedule;
-use crate::model::state::{Job, NodeLink, State};
+use crate::model::state::{Job, State};
 use drover_shared::UnixTime;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
@@ -78,8 +78,7 @@ impl Sim {
     fn new(extra: &str, step: i64) -> Sim {
         let mut state = State::new(Arc::new(config(extra)), 1);
         for (i, node) in state.nodes.iter_mut().enumerate() {
-            let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-            node.link = Some(NodeLink { connection_id: i as u64, tx });
+            node.connection = Some(i as u64);
             node.responding = true;
             node.registered_once = true;
         }

@@ -4,7 +4,7 @@
 //! instead is a remote command-line client ([`crate::serve::remote`]).
 
 use crate::core::Event;
-use crate::model::state::NodeLink;
+use crate::core::NodeLink;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::node::{CtldMessage, NodeMessage};

@@ -3,7 +3,6 @@
 //! share ordering after decayed usage.
 
 use super::*;
-use crate::model::state::NodeLink;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
 use drover_shared::grammar::time::TimeLimit;
@@ -46,13 +45,12 @@ name = "bob"
 default_account = "nlp"
 "#;
 
-/// A state whose nodes are all up (each with a channel nobody reads).
+/// A state whose nodes are all up (each with a connection).
 fn cluster(extra: &str) -> State {
     let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &format!("{BASE}{extra}")).unwrap();
     let mut state = State::new(Arc::new(config), 1);
     for (i, node) in state.nodes.iter_mut().enumerate() {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        node.link = Some(NodeLink { connection_id: i as u64, tx });
+        node.connection = Some(i as u64);
         node.responding = true;
         node.registered_once = true;
     }
