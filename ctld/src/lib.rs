@@ -111,7 +111,10 @@ pub async fn run(
         jobs: jobs_snapshot,
         admission: serve::rpc::admission::Admission::new(),
     };
-    let remote = serve::remote::Remote { tokens: Arc::new(serve::remote::Tokens::new(key.clone())), context: client_context.clone() };
+    let remote = serve::remote::Remote {
+        tokens: Arc::new(serve::remote::Tokens::new(key.clone())),
+        context: client_context.clone(),
+    };
     let clients = tokio::spawn(serve::rpc::serve(listeners.clients, client_context));
     let nodes = tokio::spawn(serve::nodes::serve(listeners.nodes, key, events_tx.clone(), remote));
     let ticker = tokio::spawn(async move {

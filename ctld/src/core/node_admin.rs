@@ -7,10 +7,10 @@
 //! This file is a child module of `core` (declared there), so it extends [`Core`] directly.
 
 use super::Core;
+use crate::model::identity::{Caller, user_name};
+use crate::model::state::State;
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{DbOp, StoredNodeState};
-use crate::model::state::State;
-use crate::model::identity::{Caller, user_name};
 use drover_shared::hostlist;
 use drover_shared::job::JobId;
 use drover_shared::proto::client::{ErrorCode, NodeReason, NodeStateChange, NodeUpdate, Response};

@@ -8,9 +8,9 @@
 //! This file is a child module of `core` (declared there), so it extends [`Core`] directly.
 
 use super::Core;
-use crate::policy::authz::{Operation, Who};
-use crate::model::state::Node;
 use crate::model::identity::Caller;
+use crate::model::state::Node;
+use crate::policy::authz::{Operation, Who};
 use drover_shared::config::Config;
 use drover_shared::proto::client::{ErrorCode, Response};
 use std::collections::HashMap;

@@ -18,9 +18,9 @@
 //!   is killed, so it completes even if ctld restarts before the run's end arrives.
 
 use super::Core;
+use crate::model::identity::Caller;
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{AfterCommit, DbOp};
-use crate::model::identity::Caller;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};

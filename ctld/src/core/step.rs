@@ -10,9 +10,9 @@
 //! [`Request::StepDone`]: drover_shared::proto::client::Request::StepDone
 
 use super::Core;
+use crate::model::identity::Caller;
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{AfterCommit, DbOp};
-use crate::model::identity::Caller;
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::frame::MAX_FRAME;

@@ -4,8 +4,8 @@
 //! nodes, or it ends before the reservation starts.
 
 use crate::model::request::PerNodeRequest;
-use crate::policy::scheduler::place;
 use crate::model::state::{Allocation, Job, Node, NodeAllocation, State};
+use crate::policy::scheduler::place;
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::time::TimeLimit;

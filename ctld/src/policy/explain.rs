@@ -2,14 +2,14 @@
 //! its place in the queue of each partition, the limits it hits with their numbers, its team's
 //! quota, what each node lacks, reclaims under way, and the planned start of its reservation.
 
+use crate::model::request::PerNodeRequest;
+use crate::model::state::{Job, State};
+use crate::model::tres;
 use crate::policy::backfill::NodeView;
 use crate::policy::limits::Running;
 use crate::policy::priority::{self, Context};
 use crate::policy::quota::{self, Quotas};
-use crate::model::request::PerNodeRequest;
 use crate::policy::scheduler::eligible_nodes;
-use crate::model::state::{Job, State};
-use crate::model::tres;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::proto::client::{ErrorCode, Response};

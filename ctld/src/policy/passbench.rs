@@ -5,8 +5,8 @@
 //! jobs added. No sockets or database, so the figures are repeatable (and can run under
 //! callgrind); `bench/pass.sh` drives it.
 
-use crate::policy::scheduler::schedule;
 use crate::model::state::{Job, State};
+use crate::policy::scheduler::schedule;
 use drover_shared::UnixTime;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;

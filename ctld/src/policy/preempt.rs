@@ -2,10 +2,10 @@
 //! pool's nodes, least fair share first and recently started last, added until the owner's job
 //! fits, then pruned so that no victim is preempted whose resources are not needed.
 
-use crate::policy::backfill::NodeView;
 use crate::model::request::PerNodeRequest;
-use crate::policy::scheduler::place;
 use crate::model::state::{Allocation, State};
+use crate::policy::backfill::NodeView;
+use crate::policy::scheduler::place;
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::JobId;
 use std::collections::{HashMap, HashSet};

@@ -2,9 +2,9 @@
 //! summed, minus `--nice`, clamped to 1..2³²−1 (0 means held). One priority per pending job and
 //! candidate partition; the job's `Priority` is the best of them.
 
-use crate::policy::fairshare::{self, Tree};
 use crate::model::state::{Job, State};
 use crate::model::tres::{self, Tres};
+use crate::policy::fairshare::{self, Tree};
 use drover_shared::UnixTime;
 use drover_shared::config::{FairShareAlgorithm, PartitionConfig, PriorityConfig};
 use std::collections::HashMap;

@@ -5,10 +5,10 @@
 //! preempted when an owner needs its guarantee back. Every TRES is judged on its own, so a GPU
 //! guarantee holds even for a team that has no CPU guarantee.
 
-use crate::policy::backfill::NodeView;
-use crate::policy::limits::Blocked;
 use crate::model::state::{Job, State};
 use crate::model::tres::{self, Tres};
+use crate::policy::backfill::NodeView;
+use crate::policy::limits::Blocked;
 use drover_shared::config::sched::QuotaConfig;
 use drover_shared::config::{Config, PartitionConfig};
 use drover_shared::job::{JobId, JobState};

@@ -1,9 +1,9 @@
 //! Answers to `sshare` and `sprio`, built from the core's state: the association tree with its
 //! fair-share numbers, and the weighted priority factors of each pending job per partition.
 
-use crate::policy::priority::{self, Context};
 use crate::model::state::State;
 use crate::model::tres;
+use crate::policy::priority::{self, Context};
 use drover_shared::UnixTime;
 use drover_shared::config::FairShareAlgorithm;
 use drover_shared::job::JobState;

@@ -5,13 +5,13 @@
 //! job may start ahead of it only where it does not touch the reserved nodes, or ends before the
 //! reservation begins, so backfill never delays a job that holds a reservation.
 
+use crate::model::request::PerNodeRequest;
+use crate::model::state::{Allocation, Job, NodeAllocation, State};
+use crate::model::tres;
 use crate::policy::backfill::{self, NodeView, Reservation};
 use crate::policy::limits::Running;
 use crate::policy::priority;
 use crate::policy::quota::Quotas;
-use crate::model::state::{Allocation, Job, NodeAllocation, State};
-use crate::model::request::PerNodeRequest;
-use crate::model::tres;
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::{JobId, JobState};
@@ -354,14 +354,14 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut no_room: HashSet<Shape> = HashSet::new();
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
-    let dependencies = crate::policy::dependency::Lookup::for_pass(state);
+    let dependencies = super::dependency::Lookup::for_pass(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
         }
-        if let Err(reason) = crate::policy::dependency::eligibility(state, &dependencies, job, now) {
+        if let Err(reason) = super::dependency::eligibility(state, &dependencies, job, now) {
             set_reason(state, job_id, reason);
             continue;
         }
@@ -387,7 +387,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 Ok(true) if owners_waiting.contains(name) => {
                     // The idle guarantee is wanted back: no new borrower starts on it.
                     let detail = format!("jobs inside their team's guarantee wait in {name}");
-                    quota_block = Some(crate::policy::limits::Blocked { reason: "Resources".into(), detail });
+                    quota_block = Some(super::limits::Blocked { reason: "Resources".into(), detail });
                     continue;
                 }
                 Ok(borrows) => borrows,
@@ -535,7 +535,7 @@ fn reclaim(
         if !quotas.may_reclaim(&state.config, job, name, asked) {
             continue;
         }
-        let own = crate::policy::quota::quota_of(&state.config, &job.info.account, name);
+        let own = super::quota::quota_of(&state.config, &job.info.account, name);
         let pool: HashSet<&String> = partition.nodes.iter().collect();
         let candidates: Vec<JobId> = quotas
             .borrowed
@@ -543,14 +543,14 @@ fn reclaim(
             .copied()
             .filter(|v| {
                 state.jobs.get(v).is_some_and(|victim| {
-                    crate::policy::quota::quota_of(&state.config, &victim.info.account, name) != own
+                    super::quota::quota_of(&state.config, &victim.info.account, name) != own
                         && victim.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| pool.contains(&n.node)))
                 })
             })
             .collect();
         let nodes = eligible_nodes(state, job, partition);
         let Some((victims, alloc)) =
-            crate::policy::preempt::choose(state, views, &nodes, partition, request, &candidates, &context.fairshare, job_id)
+            super::preempt::choose(state, views, &nodes, partition, request, &candidates, &context.fairshare, job_id)
         else {
             continue;
         };

@@ -4,8 +4,8 @@
 //! and is requeued. The tests print what the issue asks to report: GPU utilization under
 //! backlog, delivered share vs configured share for two saturating teams, time to reclaim.
 
-use crate::policy::scheduler::schedule;
 use crate::model::state::{Job, State};
+use crate::policy::scheduler::schedule;
 use drover_shared::UnixTime;
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;

@@ -2,9 +2,9 @@
 //! its time limit and GRES can ever be met. A rejected submission changes nothing; the error carries
 //! Slurm's code and a detail for the log.
 
-use crate::policy::scheduler::could_ever_fit;
 use crate::model::identity::{Caller, user_name};
 use crate::model::state::{Job, State};
+use crate::policy::scheduler::could_ever_fit;
 use drover_shared::UnixTime;
 use drover_shared::config::{Config, PartitionConfig};
 use drover_shared::grammar::time::TimeLimit;

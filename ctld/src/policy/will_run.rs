@@ -4,10 +4,10 @@
 //! Pending jobs are not taken into account, as Slurm's own estimate does not either; nothing is
 //! stored and the job id is only previewed.
 
-use crate::policy::backfill::{NodeView, Timeline};
 use crate::model::request::PerNodeRequest;
-use crate::policy::scheduler::{eligible_nodes, place};
 use crate::model::state::{Job, State};
+use crate::policy::backfill::{NodeView, Timeline};
+use crate::policy::scheduler::{eligible_nodes, place};
 use drover_shared::UnixTime;
 use drover_shared::proto::client::{ErrorCode, Response};
 use std::collections::HashSet;

@@ -6,8 +6,8 @@
 //! with origin `host:<node>`. Refusals close the connection with the reason and are audited.
 
 use crate::core::Event;
-use crate::serve::rpc::ClientContext;
 use crate::model::identity::{Caller, Origin, intern};
+use crate::serve::rpc::ClientContext;
 use drover_shared::UnixTime;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::MessageStream;

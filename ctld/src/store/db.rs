@@ -10,6 +10,7 @@
 //! Readers (`sacct`) open their own read-only connections; WAL lets them run beside the writer.
 
 use crate::model::state::Allocation;
+use crate::model::{identity, resident, usage};
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow};
@@ -114,8 +115,8 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
         // FULL: a commit is on disk when it returns, which is what "answered only after commit" means.
         conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
         conn.execute_batch(SCHEMA).map_err(err)?;
-        conn.execute_batch(crate::store::accounting::SCHEMA).map_err(err)?;
-        conn.execute_batch(crate::store::runs::SCHEMA).map_err(err)?;
+        conn.execute_batch(super::accounting::SCHEMA).map_err(err)?;
+        conn.execute_batch(super::runs::SCHEMA).map_err(err)?;
         add_array_column(&conn).map_err(err)?;
         add_audit_columns(&conn).map_err(err)?;
     }
@@ -215,7 +216,7 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
 }
 
 /// Loads the stored usage into `usage` (decayed as of the stored clock).
-pub(crate) fn load_usage(conn: &Connection, path: &Path, usage: &mut crate::model::usage::Usage) -> Result<(), DbError> {
+pub(crate) fn load_usage(conn: &Connection, path: &Path, usage: &mut usage::Usage) -> Result<(), DbError> {
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
     let mut stmt = conn.prepare("SELECT account, user, raw_usage FROM usage").map_err(err)?;
     let rows = stmt
@@ -424,7 +425,7 @@ pub(crate) enum DbOp {
     /// A requeue under way starts (`Some(hold)`) or is done (`None`).
     RequeueIntent { job_id: JobId, hold: Option<bool> },
     /// A job run's usage record, added to the hourly rollups (once per run).
-    RecordUsage(Box<crate::store::accounting::UsageRecord>),
+    RecordUsage(Box<super::accounting::UsageRecord>),
     /// Deletes usage rows older than the retention periods (days).
     PurgeUsage { now: UnixTime, hours_days: u32, jobs_days: u32 },
     /// What a job's batch script used, as its node measured it (replaces an earlier run's).
@@ -509,7 +510,7 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
             match op {
                 DbOp::InsertJob { info, spec, fill_from } => {
                     let spec = match fill_from {
-                        Some(source) => Box::new(crate::model::resident::complete(&spec, &info, stored_spec(&tx, source)?)),
+                        Some(source) => Box::new(resident::complete(&spec, &info, stored_spec(&tx, source)?)),
                         None => spec,
                     };
                     insert.execute(params![
@@ -541,7 +542,7 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                 }
                 DbOp::Audit { time, uid, origin, action, job_id, outcome, detail } => {
                     // Names are resolved here, off the core task; a uid without a name keeps its number.
-                    let user = crate::model::identity::user_name(uid).unwrap_or_else(|| uid.to_string());
+                    let user = identity::user_name(uid).unwrap_or_else(|| uid.to_string());
                     audit.execute(params![time, uid, user, origin, action, job_id, outcome, detail])?;
                 }
                 DbOp::SaveNodeState(node) => {
@@ -606,11 +607,11 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                         params![updated],
                     )?;
                 }
-                DbOp::RecordRun(info) => crate::store::runs::write(&tx, &info)?,
-                DbOp::RequeueIntent { job_id, hold } => crate::store::runs::write_intent(&tx, job_id, hold)?,
-                DbOp::RecordUsage(record) => crate::store::accounting::write(&tx, &record)?,
+                DbOp::RecordRun(info) => super::runs::write(&tx, &info)?,
+                DbOp::RequeueIntent { job_id, hold } => super::runs::write_intent(&tx, job_id, hold)?,
+                DbOp::RecordUsage(record) => super::accounting::write(&tx, &record)?,
                 DbOp::PurgeUsage { now, hours_days, jobs_days } => {
-                    crate::store::accounting::purge(&tx, now, hours_days, jobs_days)?
+                    super::accounting::purge(&tx, now, hours_days, jobs_days)?
                 }
             }
         }
@@ -659,7 +660,7 @@ mod tests {
         let mut conn = open(&dir.path().join("state.db"), false).unwrap();
         let base = JobInfo { job_id: 7, name: "arr".into(), ..JobInfo::default() };
         let task = JobInfo { job_id: 8, array_job_id: Some(7), ..base.clone() };
-        let mut resident = crate::model::resident::resident(&whole("arr"));
+        let mut resident = resident::resident(&whole("arr"));
         resident.hold = true; // changed in memory after the submission
         let ops = vec![
             DbOp::InsertJob { info: Box::new(base.clone()), spec: Box::new(whole("arr")), fill_from: None },

@@ -68,7 +68,7 @@ pub(crate) fn query(
     let mut unfiltered = query.clone();
     let states = std::mem::take(&mut unfiltered.states);
     let latest = select(&unfiltered)?;
-    let conn = crate::store::db::open(path, true)?;
+    let conn = super::db::open(path, true)?;
     let mut rows = Vec::with_capacity(latest.len());
     for job in latest {
         rows.extend(earlier_runs(&conn, path, job.job_id)?);

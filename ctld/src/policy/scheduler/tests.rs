@@ -3,6 +3,7 @@
 //! share ordering after decayed usage.
 
 use super::*;
+use crate::policy::{dependency, explain, limits, quota, will_run};
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
 use drover_shared::grammar::time::TimeLimit;
@@ -200,13 +201,11 @@ fn submit_limits_refuse() {
     let qos = state.config.qos.iter().find(|q| q.name == "gpu").unwrap().clone();
     let one_gpu: tres::Tres = [("gres/gpu".to_owned(), 1)].into();
     let three_gpus: tres::Tres = [("gres/gpu".to_owned(), 3)].into();
-    assert!(crate::policy::limits::check_submit(&state, &qos, "alice", &three_gpus).unwrap_err().contains("MaxTRESPerJob"));
-    assert_eq!(crate::policy::limits::check_submit(&state, &qos, "alice", &one_gpu), Ok(()));
+    assert!(limits::check_submit(&state, &qos, "alice", &three_gpus).unwrap_err().contains("MaxTRESPerJob"));
+    assert_eq!(limits::check_submit(&state, &qos, "alice", &one_gpu), Ok(()));
     submit(&mut state, "alice", "q=gpu");
-    assert!(
-        crate::policy::limits::check_submit(&state, &qos, "alice", &one_gpu).unwrap_err().contains("MaxSubmitJobsPerUser=1")
-    );
-    assert_eq!(crate::policy::limits::check_submit(&state, &qos, "bob", &one_gpu), Ok(()));
+    assert!(limits::check_submit(&state, &qos, "alice", &one_gpu).unwrap_err().contains("MaxSubmitJobsPerUser=1"));
+    assert_eq!(limits::check_submit(&state, &qos, "bob", &one_gpu), Ok(()));
 }
 
 /// n1 is busy for an hour; a 2-node exclusive job waits for it and reserves both nodes from
@@ -274,7 +273,7 @@ fn borrowed_gpus_are_reclaimed_exactly() {
     let mut state = cluster(QUOTAS);
     let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
     assert_eq!(pass(&mut state, NOW), bobs);
-    let quotas = crate::policy::quota::Quotas::new(&state);
+    let quotas = quota::Quotas::new(&state);
     let mut borrowed: Vec<JobId> = quotas.borrowed.iter().copied().collect();
     borrowed.sort_unstable();
     assert_eq!(borrowed, bobs[2..].to_vec(), "the first two are inside nlp's guarantee");
@@ -331,7 +330,7 @@ fn owned_jobs_are_never_preempted() {
     assert!(pass(&mut state, NOW + 10).is_empty());
     assert!(state.preempt_requests.is_empty());
     assert_eq!(reason(&state, extra), "Resources");
-    assert!(crate::policy::quota::Quotas::new(&state).borrowed.is_empty(), "{bobs:?} {alices:?}");
+    assert!(quota::Quotas::new(&state).borrowed.is_empty(), "{bobs:?} {alices:?}");
 }
 
 /// Burst and lending limits: nlp may hold at most 3 GPUs; vision lends none of its idle guarantee.
@@ -354,7 +353,7 @@ fn burst_and_lend_limits() {
 }
 
 fn explanation(state: &State, job_id: JobId) -> String {
-    match crate::policy::explain::explain(state, job_id, NOW + 60) {
+    match explain::explain(state, job_id, NOW + 60) {
         drover_shared::proto::client::Response::Explanation { lines, .. } => lines.join("\n"),
         other => panic!("{other:?}"),
     }
@@ -391,7 +390,7 @@ fn test_only_estimates_now_or_when_running_jobs_end() {
     let probe = submit(&mut state, "alice", "c=2");
     let estimate = |state: &State, now| {
         let job = &state.jobs[&probe];
-        crate::policy::will_run::estimate(state, job, 99, now)
+        will_run::estimate(state, job, 99, now)
     };
     match estimate(&state, NOW) {
         Response::WillRun { job_id: 99, start, cpus: 2, nodes, partition } => {
@@ -404,7 +403,7 @@ fn test_only_estimates_now_or_when_running_jobs_end() {
     assert_eq!(pass(&mut state, NOW), [whole]);
     let probe = submit(&mut state, "alice", "c=2");
     let job = &state.jobs[&probe];
-    match crate::policy::will_run::estimate(&state, job, 99, NOW + 60) {
+    match will_run::estimate(&state, job, 99, NOW + 60) {
         Response::WillRun { start, nodes, .. } => assert_eq!((start, nodes.len()), (NOW + 1800, 1)),
         other => panic!("{other:?}"),
     }
@@ -436,12 +435,9 @@ fn after_with_delay_waits_minutes_after_the_start() {
     let dependent = submit(&mut state, "alice", "");
     Arc::make_mut(&mut state.jobs.get_mut(&dependent).unwrap().spec).dependency = Some(format!("after:{target}+2"));
     let job = &state.jobs[&dependent];
-    assert_eq!(
-        crate::policy::dependency::eligibility(&state, &crate::policy::dependency::Lookup::new(&state), job, NOW + 119),
-        Err("Dependency")
-    );
-    assert_eq!(crate::policy::dependency::eligibility(&state, &crate::policy::dependency::Lookup::new(&state), job, NOW + 120), Ok(()));
-    let (_, shown) = crate::policy::dependency::evaluate(&state, &crate::policy::dependency::Lookup::new(&state), job, NOW + 60);
+    assert_eq!(dependency::eligibility(&state, &dependency::Lookup::new(&state), job, NOW + 119), Err("Dependency"));
+    assert_eq!(dependency::eligibility(&state, &dependency::Lookup::new(&state), job, NOW + 120), Ok(()));
+    let (_, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), job, NOW + 60);
     assert_eq!(shown, Some(format!("after:{target}+2(unfulfilled)")));
 }
 
@@ -463,24 +459,22 @@ fn aftercorr_holds_per_task() {
     let job = state.jobs.get_mut(&b).unwrap();
     (job.info.array_job_id, job.info.array_tasks_pending) = (Some(b), vec![0, 1, 2, 3]);
     Arc::make_mut(&mut job.spec).dependency = Some(format!("aftercorr:{a}"));
-    let ready = |state: &State| crate::policy::dependency::ready_task(state, b, NOW);
+    let ready = |state: &State| dependency::ready_task(state, b, NOW);
     assert_eq!(ready(&state), Some(0));
     assert_eq!(
-        crate::policy::dependency::evaluate(&state, &crate::policy::dependency::Lookup::new(&state), &state.jobs[&b], NOW),
-        (crate::policy::dependency::Status::Satisfied, None)
+        dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW),
+        (dependency::Status::Satisfied, None)
     );
     // Without task 0, task 3 (A has none) is next; task 1 failed and task 2 waits.
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2, 3];
     assert_eq!(ready(&state), Some(3));
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2];
     assert_eq!(ready(&state), None);
-    let (status, shown) =
-        crate::policy::dependency::evaluate(&state, &crate::policy::dependency::Lookup::new(&state), &state.jobs[&b], NOW);
-    assert_eq!((status, shown), (crate::policy::dependency::Status::Waiting, Some(format!("aftercorr:{a}_*(unfulfilled)"))));
+    let (status, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (dependency::Status::Waiting, Some(format!("aftercorr:{a}_*(unfulfilled)"))));
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1];
-    let (status, shown) =
-        crate::policy::dependency::evaluate(&state, &crate::policy::dependency::Lookup::new(&state), &state.jobs[&b], NOW);
-    assert_eq!((status, shown), (crate::policy::dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
+    let (status, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
 }
 
 /// A shape that found no room is skipped for the rest of the pass, but a smaller job behind it
@@ -608,11 +602,11 @@ fn a_pass_over_long_dependency_lists_is_quick() {
         .collect();
     let independent = submit(&mut state, "bob", "");
     let first = std::time::Instant::now();
-    crate::policy::dependency::refresh(&mut state, NOW);
+    dependency::refresh(&mut state, NOW);
     let first = first.elapsed();
     // Later passes: nothing changed, so no text is rebuilt.
     let started = std::time::Instant::now();
-    crate::policy::dependency::refresh(&mut state, NOW);
+    dependency::refresh(&mut state, NOW);
     let refreshed = started.elapsed();
     assert_eq!(pass(&mut state, NOW), [independent]);
     let took = started.elapsed();

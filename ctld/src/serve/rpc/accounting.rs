@@ -3,8 +3,8 @@
 //! `PrivateData=jobs` a plain user reads only their own jobs' records and usage.
 
 use super::ClientContext;
-use crate::policy::authz::{Operation, Private, Who};
 use crate::model::identity::Caller;
+use crate::policy::authz::{Operation, Private, Who};
 use drover_shared::job::JobId;
 use drover_shared::proto::client::{AccountingQuery, ErrorCode, Response};
 
@@ -56,7 +56,8 @@ pub(super) async fn usage(context: &ClientContext, caller: Caller, job_ids: Vec<
 
 /// `sacct`'s usage fields of srun steps.
 pub(super) async fn step_usage(context: &ClientContext, caller: Caller, job_ids: Vec<JobId>) -> Response {
-    read_usage(context, caller, job_ids, crate::store::db::query_step_usage, |usage| Response::StepUsage { usage }).await
+    read_usage(context, caller, job_ids, crate::store::db::query_step_usage, |usage| Response::StepUsage { usage })
+        .await
 }
 
 /// Reads the usage of the jobs of `job_ids` the caller may see with `read`, off the async tasks.

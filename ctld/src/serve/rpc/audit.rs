@@ -3,8 +3,8 @@
 //! requests, whatever filters they send.
 
 use super::ClientContext;
-use crate::policy::authz::{Operation, Who};
 use crate::model::identity::Caller;
+use crate::policy::authz::{Operation, Who};
 use drover_shared::proto::client::{AuditQuery, ErrorCode, Response};
 
 pub(super) async fn query(context: &ClientContext, caller: Caller, mut query: AuditQuery) -> Response {

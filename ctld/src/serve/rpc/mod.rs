@@ -12,8 +12,8 @@ mod config;
 mod usage;
 
 use crate::core::Event;
-use crate::model::snapshot::Ask;
 use crate::model::identity::Caller;
+use crate::model::snapshot::Ask;
 use drover_shared::job::fields::JobFields;
 use drover_shared::proto::client::{ErrorCode, JobQuery, Request, Response};
 use drover_shared::proto::frame::{MAX_REQUEST_FRAME, MessageStream};
@@ -156,8 +156,9 @@ where
                 let visible = crate::policy::authz::narrow_job_query(&context.config.get(), caller, &mut query);
                 let snapshot = if visible { context.jobs.borrow().clone() } else { Arc::default() };
                 let now = drover_shared::now();
-                let answer =
-                    tokio::task::spawn_blocking(move || crate::model::snapshot::encode_jobs(&snapshot, &query, &ask, now));
+                let answer = tokio::task::spawn_blocking(move || {
+                    crate::model::snapshot::encode_jobs(&snapshot, &query, &ask, now)
+                });
                 match answer.await {
                     Ok(Ok(payload)) => messages.send_encoded_answer(payload).await?,
                     _ => messages.send(&unavailable()).await?,

@@ -4,8 +4,8 @@
 //! keep account rows but only their own user rows.
 
 use super::ClientContext;
-use crate::policy::authz::{Private, Who};
 use crate::model::identity::Caller;
+use crate::policy::authz::{Private, Who};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::usage::UsageQuery;
 

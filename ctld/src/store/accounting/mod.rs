@@ -11,6 +11,7 @@
 pub(crate) mod query;
 
 use crate::model::state::{Job, State};
+use crate::model::tres;
 use drover_shared::UnixTime;
 use drover_shared::config::usage::{IdleAction, IdleGpuPolicy};
 use drover_shared::proto::usage::JobUsage;
@@ -138,7 +139,7 @@ impl RunSnapshot {
 /// The snapshot of a job that holds an allocation; `borrowed` from this pass's quota split.
 pub(crate) fn snapshot(state: &State, job: &Job, borrowed: bool) -> Option<RunSnapshot> {
     let alloc = job.alloc.as_ref()?;
-    let tres = crate::model::tres::of_job(state, job);
+    let tres = tres::of_job(state, job);
     let mut gpus_by_type = BTreeMap::new();
     for share in &alloc.nodes {
         let node = state.node_index.get(&share.node).map(|&i| &state.nodes[i]);
@@ -157,7 +158,7 @@ pub(crate) fn snapshot(state: &State, job: &Job, borrowed: bool) -> Option<RunSn
         cpus: alloc.nodes.iter().map(|n| n.cpus).sum(),
         mem_mb: alloc.nodes.iter().map(|n| n.mem_mb).sum(),
         gpus_by_type,
-        billing: crate::model::tres::billing(&weights.unwrap_or_default(), &tres),
+        billing: tres::billing(&weights.unwrap_or_default(), &tres),
         borrowed,
         active_gpu_secs: 0.0,
         last_sample: None,

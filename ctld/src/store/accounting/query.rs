@@ -1,6 +1,6 @@
 //! Reads for usage reports, on a read-only connection off the core (like `sacct`).
 
-use crate::store::db::DbError;
+use crate::store::db::{self, DbError};
 use drover_shared::config::Config;
 use drover_shared::proto::usage::{HourRow, JobUsage, UsageQuery, UsageReport};
 use rusqlite::params;
@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// Hourly rows and (when asked) job records overlapping the query's window.
 pub(crate) fn report(path: &Path, config: &Config, query: &UsageQuery) -> Result<UsageReport, DbError> {
-    let conn = crate::store::db::open(path, true)?;
+    let conn = db::open(path, true)?;
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
     let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
     let mut stmt = conn
