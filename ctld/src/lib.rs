@@ -70,7 +70,7 @@ pub async fn run(
     let (db_tx, db_rx) = std::sync::mpsc::channel();
     let writer_events = events_tx.clone();
     let writer_path = db_path.clone();
-    std::thread::Builder::new()
+    let writer = std::thread::Builder::new()
         .name("db-writer".into())
         .spawn(move || {
             store::db::run_writer(conn, writer_path, db_rx, options.max_commit_batch, |report| {
@@ -132,6 +132,12 @@ pub async fn run(
     ticker.abort();
     if let Some(http) = http {
         http.abort();
+    }
+    // The core is gone and with it the writer's only sender: the writer commits what is queued
+    // and returns.
+    let joined = tokio::task::spawn_blocking(move || writer.join()).await.context("waiting for the database writer")?;
+    if joined.is_err() {
+        anyhow::bail!("the database writer thread panicked");
     }
     Ok(())
 }

@@ -159,6 +159,30 @@ impl JobState {
         JobState::Requeued,
     ];
 
+    /// The number that stands for the state in ctld's database (`jobs.state`), fixed for good: a
+    /// stored row keeps its meaning whatever order [`JobState::ALL`] takes. The codes are Slurm's
+    /// numbers (the positions the states had when they were first stored); a new state takes the
+    /// next unused code. ctld counts on codes below 3 being the states of jobs that have not
+    /// ended. The variants keep this order too: job records (postcard, stored and on the wire)
+    /// encode a state by its variant index, which the golden test holds equal to the code.
+    pub const fn code(self) -> u8 {
+        match self {
+            JobState::Pending => 0,
+            JobState::Running => 1,
+            JobState::Suspended => 2,
+            JobState::Completed => 3,
+            JobState::Cancelled => 4,
+            JobState::Failed => 5,
+            JobState::Timeout => 6,
+            JobState::NodeFail => 7,
+            JobState::Preempted => 8,
+            JobState::BootFail => 9,
+            JobState::Deadline => 10,
+            JobState::OutOfMemory => 11,
+            JobState::Requeued => 12,
+        }
+    }
+
     /// The long name (`PENDING`, `OUT_OF_MEMORY`).
     pub fn long_name(self) -> &'static str {
         match self {
@@ -463,5 +487,39 @@ impl StepLayout {
             i = j + 1;
         }
         parts.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobState;
+
+    /// Golden: the stored code of every state. A change here changes what every stored job row
+    /// means; add new states with new codes instead.
+    #[test]
+    fn job_state_codes_are_fixed() {
+        let golden = [
+            (JobState::Pending, 0),
+            (JobState::Running, 1),
+            (JobState::Suspended, 2),
+            (JobState::Completed, 3),
+            (JobState::Cancelled, 4),
+            (JobState::Failed, 5),
+            (JobState::Timeout, 6),
+            (JobState::NodeFail, 7),
+            (JobState::Preempted, 8),
+            (JobState::BootFail, 9),
+            (JobState::Deadline, 10),
+            (JobState::OutOfMemory, 11),
+            (JobState::Requeued, 12),
+        ];
+        assert_eq!(golden.len(), JobState::ALL.len(), "every state has a golden code");
+        for (state, code) in golden {
+            assert_eq!(state.code(), code, "{state:?}");
+            // Job records (stored and on the wire) encode the state by variant index: the same number.
+            assert_eq!(postcard::to_allocvec(&state).unwrap(), [code], "{state:?}");
+            // ctld's active-jobs index and load select codes below 3.
+            assert_eq!(code < 3, !state.is_terminal(), "{state:?}");
+        }
     }
 }

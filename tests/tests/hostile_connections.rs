@@ -139,10 +139,9 @@ fn cluster_with(extra: &str) -> Cluster {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_thousand_idle_connections_of_one_user_lock_out_nobody() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let before = ctld_rss_kib(&cluster);
     // 1,050 connections that finish the hello and then say nothing: more than ctld served in all.
@@ -165,10 +164,9 @@ fn a_thousand_idle_connections_of_one_user_lock_out_nobody() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn idle_connections_are_closed_after_the_idle_timeout() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = cluster_with("max_connections_per_user = 16\nclient_idle_timeout = 4");
     // Half of alice's share says hello and nothing; the other half also sends most of a frame.
     let opened = Instant::now();
@@ -193,10 +191,9 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn half_sent_frames_hold_bounded_memory() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let before = ctld_rss_kib(&cluster);
     // A frame above what any request can carry is refused as soon as its length is read.
@@ -240,10 +237,9 @@ fn half_sent_frames_hold_bounded_memory() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn busy_connections_of_one_user_do_not_starve_others() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // Jobs for the queries to read, alice's and bob's.
     for user in ["alice", "bob"] {
@@ -272,10 +268,9 @@ fn busy_connections_of_one_user_do_not_starve_others() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_burst_of_commands_beyond_the_per_user_limit_waits_for_room() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     // Two connections per user: twelve of alice's commands at once (a burst of `srun`s, say)
     // are refused for a moment and try again until there is room.
     let cluster = cluster_with("max_connections_per_user = 2");
@@ -291,4 +286,67 @@ fn a_burst_of_commands_beyond_the_per_user_limit_waits_for_room() {
         }
     });
     eprintln!("twelve squeue of alice at once, two connections allowed: {:?}", started.elapsed());
+}
+
+/// Runs the helper's `ids:N` mode as alice: one `scancel` request naming `n` job ids; returns
+/// how long ctld took to answer and the start of its answer.
+fn cancel_many_as_alice(cluster: &Cluster, n: u32) -> (u64, String) {
+    let out = Command::new("setpriv")
+        .args(["--reuid=alice", "--regid=alice", "--init-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_drover-hostile-client"))
+        .arg(cluster.socket())
+        .args(["1", &format!("ids:{n}")])
+        .output()
+        .expect("running drover-hostile-client");
+    let line = text(&out.stdout);
+    let (ms, answer) = line
+        .trim()
+        .strip_prefix("answered ms=")
+        .and_then(|rest| rest.split_once(" answer="))
+        .unwrap_or_else(|| panic!("helper said {line:?} {}", text(&out.stderr)));
+    (ms.parse().expect("milliseconds"), answer.to_owned())
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn a_request_naming_millions_of_jobs_is_refused_before_any_work() {
+    require_users();
+    let cluster = Cluster::start();
+    // Two million ids fit one 11 MiB request; each would cost the core a lookup and an audit
+    // record. Bob submits meanwhile.
+    let attack = std::thread::scope(|scope| {
+        let attack = scope.spawn(|| cancel_many_as_alice(&cluster, 2_000_000));
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..5 {
+            let started = Instant::now();
+            let out = cluster.run(
+                Some("bob"),
+                &cluster.workdir(Some("bob")),
+                "sbatch",
+                &["-H", "--wrap", "true"],
+                None,
+            );
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            assert!(started.elapsed() < Duration::from_secs(1), "bob's sbatch took {:?}", started.elapsed());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        attack.join().expect("the attack")
+    });
+    let (ms, answer) = attack;
+    assert!(answer.contains("InvalidSpec") && answer.contains("at most 10000"), "{answer}");
+    assert!(ms < 2_000, "the refusal took {ms} ms");
+    assert!(ctld_rss_kib(&cluster) < 500 * 1024);
+    // Nothing was audited for the refused ids.
+    let audit = cluster.ok("drover", &["audit", "-P", "--action", "cancel"]);
+    assert!(audit.lines().count() <= 1, "{audit}");
+
+    // The command splits a long list itself: 25,000 ids of which one is alice's job.
+    let job = cluster.submit(Some("alice"), "held.sh", "#!/bin/sh\ntrue\n", &["-H"]);
+    let mut ids: Vec<String> = (0..24_999u32).map(|i| (1_000_000 + i).to_string()).collect();
+    ids.push(job.to_string());
+    let mut args: Vec<&str> = ids.iter().map(String::as_str).collect();
+    args.insert(0, "-Q");
+    let out = cluster.run(Some("alice"), &cluster.workdir(Some("alice")), "scancel", &args, None);
+    assert!(out.status.success() || out.status.code() == Some(1), "{}", text(&out.stderr));
+    cluster.wait_state(job, "CANCELLED", Duration::from_secs(30));
 }

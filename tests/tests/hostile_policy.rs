@@ -48,10 +48,9 @@ fn queue_state(cluster: &Cluster, job_id: u32) -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_step_of_four_billion_tasks_is_refused_before_any_layout() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // The same numbers as a job: refused at submit, before anything per node or task is built.
     for shape in [["-N", TASKS], ["-n", TASKS], ["--ntasks-per-node", TASKS]] {
@@ -169,10 +168,9 @@ fn just_under_the_bound(build: impl Fn(String) -> Request) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_launch_larger_than_a_node_frame_is_refused_at_ctld() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let job_id = cluster.submit(Some("alice"), "holder.sh", "#!/bin/sh\n#SBATCH -n1 -w n1\nsleep 300\n", &[]);
     cluster.squeue_until(&job_id.to_string(), "%T", |s| s.trim() == "RUNNING");
@@ -249,10 +247,9 @@ fn sbatch(cluster: &Cluster, user: &str, args: &[&str]) -> Result<u32, String> {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn long_dependency_lists_do_not_stall_the_controller() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // How long a job of bob's takes to start on the quiet cluster, for comparison.
     let bob_starts = |name: &str| {
@@ -325,10 +322,9 @@ fn show_field(cluster: &Cluster, job_id: u32, key: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn dependency_updates_get_submit_bounds_and_no_cycles() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let a = sbatch(&cluster, "alice", &["-H", "-J", "first", "--wrap", "true"]).unwrap();
     let b = sbatch(&cluster, "alice", &["-H", "-d", &format!("afterok:{a}"), "--wrap", "true"]).unwrap();
@@ -369,10 +365,9 @@ fn dependency_updates_get_submit_bounds_and_no_cycles() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_negative_nice_needs_an_operator() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let before = cluster.ok("sacct", &["-X", "-n", "-P", "-a", "-o", "JobID"]);
     let refused = sbatch(&cluster, "alice", &["--nice=-100000", "--wrap", "true"]).unwrap_err();

@@ -3,7 +3,8 @@
 //! `#SBATCH`) and at `scontrol update`, and strings stored before that rule (written straight into
 //! ctld's SQLite database while it was down) print as `?` in `squeue`, `sacct -P`, `scontrol show
 //! job` and `sinfo -R`; a QOS outside the user's association is refused with Slurm's message; and
-//! `private_data` hides other users' jobs and usage.
+//! `private_data` hides other users' jobs and usage; a step named with an escape sequence (`srun -J`) is
+//! refused too.
 
 use drover_e2e::{CONFIG, Cluster, require_users, text};
 use drover_shared::job::JobInfo;
@@ -48,10 +49,9 @@ fn database(cluster: &Cluster) -> rusqlite::Connection {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn control_characters_are_refused_and_old_ones_print_safely() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let script = "#!/bin/sh\ntrue\n";
 
@@ -155,10 +155,9 @@ fn qos_config() -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_qos_outside_the_association_is_refused() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start_with(&qos_config());
     let script = "#!/bin/sh\ntrue\n";
     let refusal = "sbatch: error: Batch job submission failed: Invalid qos specification\n";
@@ -211,10 +210,9 @@ fn private_config() -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn private_data_hides_other_users_jobs_and_usage() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start_with(&private_config());
     // bob's finished job (usage) and his held job with a secret in its export and arguments.
     let done = sbatch(&cluster, "bob", "done.sh", "#!/bin/sh\nsleep 1\n", &[]);
@@ -278,4 +276,29 @@ fn private_data_hides_other_users_jobs_and_usage() {
     assert_eq!(bob_report(&cluster.ok("sreport", &report)), 1);
     let alice_report = text(&as_user(&cluster, "alice", "sreport", &report).stdout);
     assert_eq!(bob_report(&alice_report), 0, "{alice_report}");
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn a_step_name_with_control_characters_is_refused() {
+    require_users();
+    let cluster = Cluster::start();
+    // In alice's own job: a step named with an escape sequence (clears other users' screens
+    // when printed raw), then a plain one, which must still run.
+    let out = sbatch(
+        &cluster,
+        "alice",
+        "steps.sh",
+        "#!/bin/bash\n#SBATCH -t 5\nS=$DROVER_HOME/bin/srun\n$S -J $'x\\e[2Jy' true; echo \"escape=$?\"\n$S -J plain true; echo \"plain=$?\"\n",
+        &["-o", "steps.out"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let job_id: u32 = text(&out.stdout).trim().parse().unwrap();
+    cluster.wait_state(job_id, "COMPLETED", LONG);
+    let output = std::fs::read_to_string(cluster.workdir(Some("alice")).join("steps.out")).unwrap();
+    assert!(output.contains("step name contains a control character"), "{output}");
+    assert!(output.contains("escape=1") && output.contains("plain=0"), "{output}");
+    let steps = cluster.ok("sacct", &["-P", "-n", "-j", &job_id.to_string(), "-o", "JobName"]);
+    assert_no_controls("sacct", &steps);
+    assert!(steps.lines().any(|line| line == "plain"), "{steps}");
 }

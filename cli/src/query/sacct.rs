@@ -828,20 +828,23 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         options.cluster = cluster;
     }
     if options.columns.iter().any(|c| c.field.needs_usage()) && !jobs.is_empty() {
-        let job_ids = jobs.iter().map(|j| j.job_id).collect();
-        match crate::client::call(&Request::QueryJobUsage { job_ids })? {
-            Response::JobUsage { usage } => options.usage = usage.into_iter().map(|u| (u.job_id, u)).collect(),
-            Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
-            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-        }
-        if !options.allocations {
-            let job_ids = jobs.iter().map(|j| j.job_id).collect();
-            match crate::client::call(&Request::QueryStepUsage { job_ids })? {
-                Response::StepUsage { usage } => {
-                    options.step_usage = usage.into_iter().map(|(step, u)| ((u.job_id, step), u)).collect();
-                }
+        let job_ids: Vec<JobId> = jobs.iter().map(|j| j.job_id).collect();
+        for (_, answer) in crate::client::call_chunked(&job_ids, |job_ids| Request::QueryJobUsage { job_ids })? {
+            match answer {
+                Response::JobUsage { usage } => options.usage.extend(usage.into_iter().map(|u| (u.job_id, u))),
                 Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
                 other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+            }
+        }
+        if !options.allocations {
+            for (_, answer) in crate::client::call_chunked(&job_ids, |job_ids| Request::QueryStepUsage { job_ids })? {
+                match answer {
+                    Response::StepUsage { usage } => {
+                        options.step_usage.extend(usage.into_iter().map(|(step, u)| ((u.job_id, step), u)));
+                    }
+                    Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
+                    other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+                }
             }
         }
     }

@@ -195,12 +195,15 @@ pub(crate) fn question(job: &JobInfo, signal: Option<i32>) -> String {
 
 /// Lists the jobs, keeps those every filter selects (and the user confirms), and returns their ids.
 fn resolve_locally(request: &CancelRequest, local: &LocalFilters, interactive: bool) -> anyhow::Result<Vec<JobId>> {
-    let query = JobQuery { job_ids: request.job_ids.clone(), ..JobQuery::default() };
-    let jobs = match crate::client::call(&Request::QueryJobs(query))? {
-        Response::Jobs { jobs, .. } => jobs,
-        Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
-        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-    };
+    let mut jobs = Vec::new();
+    let query = |job_ids| Request::QueryJobs(JobQuery { job_ids, ..JobQuery::default() });
+    for (_, answer) in crate::client::call_chunked(&request.job_ids, query)? {
+        match answer {
+            Response::Jobs { jobs: some, .. } => jobs.extend(some),
+            Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        }
+    }
     let mut ids = Vec::new();
     for job in select_locally(&jobs, request, local) {
         if interactive {
@@ -314,17 +317,21 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return Ok(code);
     }
     if !tasks.is_empty() {
-        match crate::client::call(&Request::CancelTasks { request: request.clone(), tasks: tasks.clone() })? {
-            Response::Cancelled { results: answers } => {
-                results.extend(
-                    tasks.iter().zip(answers).map(|((job, task), (_, result))| (format!("{job}_{task}"), result)),
-                );
+        // The tasks' request carries the filters and signal; the plain ids go in their own requests.
+        let make = |tasks| Request::CancelTasks { request: CancelRequest { job_ids: Vec::new(), ..request.clone() }, tasks };
+        for (chunk, answer) in crate::client::call_chunked(&tasks, make)? {
+            match answer {
+                Response::Cancelled { results: answers } => {
+                    results.extend(
+                        chunk.iter().zip(answers).map(|((job, task), (_, result))| (format!("{job}_{task}"), result)),
+                    );
+                }
+                Response::Error { code, detail } => {
+                    let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+                    anyhow::bail!("{}{detail}", code.message())
+                }
+                other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
             }
-            Response::Error { code, detail } => {
-                let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
-                anyhow::bail!("{}{detail}", code.message())
-            }
-            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
         }
         if request.job_ids.is_empty() {
             let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
@@ -333,19 +340,22 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             return Ok(code);
         }
     }
-    let answer: Vec<(JobId, Result<(), ErrorCode>)> = match crate::client::call(&Request::Cancel(request.clone()))? {
-        Response::Cancelled { results } => results,
-        // A whole-request "no such job" answer for named ids is reported per id, like Slurm does.
-        Response::Error { code: ErrorCode::InvalidJobId, .. } if !request.job_ids.is_empty() => {
-            request.job_ids.iter().map(|id| (*id, Err(ErrorCode::InvalidJobId))).collect()
-        }
-        Response::Error { code, detail } => {
-            let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
-            anyhow::bail!("{}{detail}", code.message())
-        }
-        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-    };
-    results.extend(answer.into_iter().map(|(id, result)| (id.to_string(), result)));
+    let make = |job_ids| Request::Cancel(CancelRequest { job_ids, ..request.clone() });
+    for (chunk, answer) in crate::client::call_chunked(&request.job_ids, make)? {
+        let answer: Vec<(JobId, Result<(), ErrorCode>)> = match answer {
+            Response::Cancelled { results } => results,
+            // A whole-request "no such job" answer for named ids is reported per id, like Slurm does.
+            Response::Error { code: ErrorCode::InvalidJobId, .. } if !chunk.is_empty() => {
+                chunk.iter().map(|id| (*id, Err(ErrorCode::InvalidJobId))).collect()
+            }
+            Response::Error { code, detail } => {
+                let detail = if detail.is_empty() { String::new() } else { format!(": {detail}") };
+                anyhow::bail!("{}{detail}", code.message())
+            }
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        };
+        results.extend(answer.into_iter().map(|(id, result)| (id.to_string(), result)));
+    }
     let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
     let (stderr, code) = report(&results, options);
     eprint!("{stderr}");

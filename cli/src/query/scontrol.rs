@@ -530,7 +530,7 @@ fn parse_update(words: &[String]) -> anyhow::Result<(Vec<common::JobTarget>, Job
 fn update(words: &[String]) -> anyhow::Result<i32> {
     let (targets, update) = parse_update(words)?;
     let job_ids = resolve_records(&targets)?;
-    per_job_request(&Request::UpdateJob { job_ids, update })
+    per_job_request(&job_ids, |job_ids| Request::UpdateJob { job_ids, update: update.clone() })
 }
 
 /// `scontrol hold|uhold|release|requeue|requeuehold <job_list>`.
@@ -545,28 +545,31 @@ fn job_command(command: &str, words: &[String]) -> anyhow::Result<i32> {
         anyhow::bail!("no job id given to {command}");
     }
     let job_ids = resolve_records(&common::parse_job_targets(words)?)?;
-    let request = match command {
+    let make = |job_ids| match command {
         "hold" => Request::Hold { job_ids, hold: Some(false) },
         "uhold" => Request::Hold { job_ids, hold: Some(true) },
         "release" => Request::Hold { job_ids, hold: None },
         "requeuehold" => Request::RequeueHold { job_ids },
         _ => Request::Requeue { job_ids },
     };
-    per_job_request(&request)
+    per_job_request(&job_ids, make)
 }
 
-/// Sends a request that ctld answers job by job; prints each refusal and exits 1 if any.
-fn per_job_request(request: &Request) -> anyhow::Result<i32> {
-    let results = match crate::client::call(request)? {
-        Response::Cancelled { results } => results,
-        Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
-        other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-    };
+/// Sends requests that ctld answers job by job (`make` of each run of at most
+/// `MAX_LIST_ITEMS` ids); prints each refusal and exits 1 if any.
+fn per_job_request(job_ids: &[JobId], make: impl Fn(Vec<JobId>) -> Request) -> anyhow::Result<i32> {
     let mut code = 0;
-    for (job_id, result) in results {
-        if let Err(error) = result {
-            eprintln!("{} for job {job_id}", error.message());
-            code = 1;
+    for (_, answer) in crate::client::call_chunked(job_ids, make)? {
+        let results = match answer {
+            Response::Cancelled { results } => results,
+            Response::Error { code, detail } => anyhow::bail!("{}: {detail}", code.message()),
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        };
+        for (job_id, result) in results {
+            if let Err(error) = result {
+                eprintln!("{} for job {job_id}", error.message());
+                code = 1;
+            }
         }
     }
     Ok(code)

@@ -1,4 +1,5 @@
-//! `scontrol reconfigure`: ctld re-reads its config file, validates all of it with the loader,
+//! `scontrol reconfigure`: ctld re-reads its config file (on a `drover up` cluster, the admin's
+//! file its home's file includes; see `drover_shared::config`), validates all of it with the loader,
 //! and only then swaps it in (partitions, accounts, users, QOS, roles, limits, priority weights,
 //! timeouts). A file that does not load is refused with the loader's `file:line:column` error and
 //! the old config stays in force. What cannot change while ctld runs (cluster name, addresses,
@@ -60,7 +61,7 @@ impl Core {
     fn reconfigure_checked(&mut self, who: Who) -> Result<(), (ErrorCode, String)> {
         who.check(Operation::Reconfigure).map_err(|code| (code, "admin role required".to_owned()))?;
         let old = self.state.config.clone();
-        let new = Config::load(&old.path).map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
+        let new = old.reload().map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
         fixed_settings_unchanged(&old, &new).map_err(|e| (ErrorCode::InvalidConfig, e))?;
         let nodes = self.carry_nodes(&new).map_err(|e| (ErrorCode::InvalidConfig, e))?;
         let new = Arc::new(new);
@@ -140,8 +141,9 @@ fn fixed_settings_unchanged(old: &Config, new: &Config) -> Result<(), String> {
         ("controller.key_file", old.key_file != new.key_file),
         ("metrics.listen", old.metrics.listen != new.metrics.listen),
     ];
-    match fixed.iter().find(|(_, changed)| *changed) {
-        Some((key, _)) => Err(format!("{}: {key} cannot change without restarting ctld", new.path.display())),
-        None => Ok(()),
+    let changed: Vec<&str> = fixed.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key).collect();
+    if changed.is_empty() {
+        return Ok(());
     }
+    Err(format!("{}: {} cannot change without restarting ctld", new.source.display(), changed.join(", ")))
 }

@@ -163,6 +163,15 @@ impl Core {
             let _ = reply.send(refuse(code, format!("job {job_id} is not running")));
             return;
         };
+        // A step's name is shown to other users (`squeue -s`, `sacct`): the bounds and the
+        // control-character rule of a job's name.
+        let name_check = crate::policy::validate::check_string("step name", &spec.name)
+            .and_then(|()| crate::policy::validate::forbidden_text("step name", &spec.name));
+        if let Err((code, detail)) = name_check {
+            let _ = reply.send(refuse(code, detail.clone()));
+            self.audit_request(caller, "step", Some(job_id), Err(code), format!("refused: {detail}"));
+            return;
+        }
         let shares: Vec<(String, u32)> = alloc.nodes.iter().map(|n| (n.node.clone(), n.cpus)).collect();
         let job_tasks = job.info.num_tasks;
         let max_per_node = self.state.config.max_tasks_per_node;

@@ -31,70 +31,17 @@ pub(crate) enum DbError {
     /// The database is not in WAL mode and could not be switched.
     #[error("database {path}: journal mode is {mode}, WAL required")]
     NotWal { path: PathBuf, mode: String },
+    /// A newer ctld wrote the database; this one does not know its tables.
+    #[error("database {path}: schema version {found} is newer than this ctld knows ({known}); refusing to write it")]
+    NewerSchema { path: PathBuf, found: u32, known: u32 },
+    /// A migration failed; its transaction was rolled back and the database stays at the version before.
+    #[error("database {path}: migration {version} ({name}): {source}")]
+    Migration { path: PathBuf, version: u32, name: &'static str, source: rusqlite::Error },
 }
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id      INTEGER PRIMARY KEY,
-    uid         INTEGER NOT NULL,
-    state       INTEGER NOT NULL,
-    submit_time INTEGER NOT NULL,
-    start_time  INTEGER,
-    end_time    INTEGER,
-    account     TEXT NOT NULL,
-    partition   TEXT NOT NULL,
-    name        TEXT NOT NULL,
-    info        BLOB NOT NULL,
-    spec        BLOB NOT NULL,
-    alloc       BLOB
-);
-CREATE INDEX IF NOT EXISTS jobs_active ON jobs(state) WHERE state < 3;
-CREATE INDEX IF NOT EXISTS jobs_uid ON jobs(uid, submit_time);
-CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
-CREATE TABLE IF NOT EXISTS usage (
-    account   TEXT NOT NULL,
-    user      TEXT NOT NULL,
-    raw_usage REAL NOT NULL,
-    PRIMARY KEY (account, user)
-);
-CREATE TABLE IF NOT EXISTS usage_clock (
-    id      INTEGER PRIMARY KEY CHECK (id = 1),
-    updated INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS job_usage (
-    job_id      INTEGER PRIMARY KEY,
-    user_usec   INTEGER NOT NULL,
-    system_usec INTEGER NOT NULL,
-    max_rss_kib INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS step_usage (
-    job_id      INTEGER NOT NULL,
-    step_id     INTEGER NOT NULL,
-    node        TEXT NOT NULL,
-    user_usec   INTEGER NOT NULL,
-    system_usec INTEGER NOT NULL,
-    max_rss_kib INTEGER NOT NULL,
-    PRIMARY KEY (job_id, step_id, node)
-);
-CREATE TABLE IF NOT EXISTS audit (
-    id      INTEGER PRIMARY KEY,
-    time    INTEGER NOT NULL,
-    uid     INTEGER NOT NULL,
-    action  TEXT NOT NULL,
-    job_id  INTEGER,
-    detail  TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS node_state (
-    name         TEXT PRIMARY KEY,
-    drain_reason TEXT,
-    down_reason  TEXT,
-    uid          INTEGER NOT NULL,
-    time         INTEGER NOT NULL
-);
-";
-
+/// What `jobs.state` holds for `state` (its fixed code, not its place in any list).
 fn state_code(state: JobState) -> i64 {
-    JobState::ALL.iter().position(|s| *s == state).map_or(0, |p| i64::try_from(p).unwrap_or(0))
+    i64::from(state.code())
 }
 
 /// Opens a connection with the settings every connection needs.
@@ -105,7 +52,7 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
     } else {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
     };
-    let conn = Connection::open_with_flags(path, flags).map_err(err)?;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
     conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
     if !read_only {
         let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(err)?;
@@ -114,44 +61,9 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
         }
         // FULL: a commit is on disk when it returns, which is what "answered only after commit" means.
         conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
-        conn.execute_batch(SCHEMA).map_err(err)?;
-        conn.execute_batch(super::accounting::SCHEMA).map_err(err)?;
-        conn.execute_batch(super::runs::SCHEMA).map_err(err)?;
-        add_array_column(&conn).map_err(err)?;
-        add_audit_columns(&conn).map_err(err)?;
+        super::migrations::migrate(&mut conn, path)?;
     }
     Ok(conn)
-}
-
-/// Adds the `array_job_id` column (job arrays) to a database created before it existed, so that
-/// `sacct -j N` finds every task of array N.
-fn add_array_column(conn: &Connection) -> rusqlite::Result<()> {
-    let has: bool =
-        conn.query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'array_job_id'", [], |r| {
-            r.get::<_, i64>(0)
-        })? > 0;
-    if !has {
-        conn.execute_batch("ALTER TABLE jobs ADD COLUMN array_job_id INTEGER")?;
-    }
-    conn.execute_batch("CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job_id) WHERE array_job_id IS NOT NULL")
-}
-
-/// Adds who (`user`), from where (`origin`) and the `outcome` to an audit table created before
-/// they existed; old rows read as done locally with outcome `ok`.
-fn add_audit_columns(conn: &Connection) -> rusqlite::Result<()> {
-    for (column, definition) in [
-        ("user", "TEXT NOT NULL DEFAULT ''"),
-        ("origin", "TEXT NOT NULL DEFAULT 'local'"),
-        ("outcome", "TEXT NOT NULL DEFAULT 'ok'"),
-    ] {
-        let sql = format!("SELECT COUNT(*) FROM pragma_table_info('audit') WHERE name = '{column}'");
-        if conn.query_row(&sql, [], |r| r.get::<_, i64>(0))? == 0 {
-            conn.execute_batch(&format!("ALTER TABLE audit ADD COLUMN {column} {definition}"))?;
-        }
-    }
-    conn.execute_batch(
-        "CREATE INDEX IF NOT EXISTS audit_time ON audit(time); CREATE INDEX IF NOT EXISTS audit_uid ON audit(uid, time)",
-    )
 }
 
 /// A node's drain or down flag as stored, so a restarted ctld keeps it.
@@ -652,6 +564,28 @@ mod tests {
             array: Some("1-3".into()),
             ..JobSpec::default()
         }
+    }
+
+    /// What shutdown relies on: with its sender dropped, the writer commits everything queued
+    /// (in batches) and returns, so joining it loses nothing.
+    #[test]
+    fn the_writer_commits_what_is_queued_and_returns_once_its_sender_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let conn = open(&path, false).unwrap();
+        let (ops, queue) = std::sync::mpsc::channel();
+        for job_id in 1..=5 {
+            let info = Box::new(JobInfo { job_id, ..JobInfo::default() });
+            ops.send(DbOp::InsertJob { info, spec: Box::new(JobSpec::default()), fill_from: None }).unwrap();
+        }
+        drop(ops);
+        let reports = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            s.spawn(|| run_writer(conn, path.clone(), queue, 2, |r| reports.lock().unwrap().push((r.n_ops, r.error))));
+        });
+        assert_eq!(reports.into_inner().unwrap(), vec![(2, None), (2, None), (1, None)]);
+        let stored: i64 = open(&path, true).unwrap().query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
+        assert_eq!(stored, 5);
     }
 
     #[test]

@@ -4,28 +4,14 @@
 //! stood when it ended, in the same transaction as the requeue.
 //!
 //! Also the requeues under way (`requeue_intents`): a running job being killed so that it pends
-//! again, so that a ctld restart before the run's end arrives still requeues it.
+//! again, so that a ctld restart before the run's end arrives still requeues it. The two tables are
+//! migration 3 of `migrations.rs`.
 
 use crate::store::db::DbError;
 use drover_shared::job::{JobInfo, JobState};
 use drover_shared::proto::client::AccountingQuery;
 use rusqlite::{Connection, Transaction, params};
 use std::path::Path;
-
-/// The table of earlier runs, keyed by job id and run number (the restart count of that run).
-pub(crate) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS job_runs (
-    job_id   INTEGER NOT NULL,
-    run      INTEGER NOT NULL,
-    end_time INTEGER,
-    info     BLOB NOT NULL,
-    PRIMARY KEY (job_id, run)
-);
-CREATE TABLE IF NOT EXISTS requeue_intents (
-    job_id INTEGER PRIMARY KEY,
-    hold   INTEGER NOT NULL
-);
-";
 
 /// Stores one ended run (`info.restarts` is its run number); a repeat replaces it.
 pub(crate) fn write(tx: &Transaction<'_>, info: &JobInfo) -> rusqlite::Result<()> {

@@ -5,6 +5,12 @@ use crate::job::{JobId, JobInfo, JobSpec, JobState};
 use crate::node::{NodeInfo, PartitionInfo};
 use serde::{Deserialize, Serialize};
 
+/// The most items one list of a request may hold (job ids, array tasks, users, accounts…):
+/// each one costs the core a lookup and an audit record, so a longer list (an 11 MiB frame
+/// holds two million ids) would hold every other user's request for a minute. Commands split
+/// longer lists over several requests.
+pub const MAX_LIST_ITEMS: usize = 10_000;
+
 /// What a client asks of ctld.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
@@ -87,6 +93,34 @@ pub enum Request {
     /// `squeue` with a format ctld can render whole ([`crate::queue_lines::LineFormat::server_renders`]):
     /// answered with [`Response::JobLines`], each matching job's line and sort key.
     QueryJobLines { query: JobQuery, format: crate::queue_lines::LineFormat },
+}
+
+impl Request {
+    /// The length of the request's longest list, checked against [`MAX_LIST_ITEMS`].
+    pub fn longest_list(&self) -> usize {
+        let job_query = |q: &JobQuery| q.job_ids.len().max(q.users.len()).max(q.partitions.len()).max(q.states.len());
+        let cancel = |r: &CancelRequest| {
+            r.job_ids.len().max(r.users.len()).max(r.accounts.len()).max(r.partitions.len()).max(r.names.len())
+        };
+        match self {
+            Request::Cancel(request) => cancel(request),
+            Request::CancelTasks { request, tasks } => cancel(request).max(tasks.len()),
+            Request::Hold { job_ids, .. }
+            | Request::Requeue { job_ids }
+            | Request::RequeueHold { job_ids }
+            | Request::UpdateJob { job_ids, .. }
+            | Request::QueryJobUsage { job_ids }
+            | Request::QueryStepUsage { job_ids } => job_ids.len(),
+            Request::QueryJobs(query) | Request::QueryJobFields { query, .. } | Request::QueryJobLines { query, .. } => {
+                job_query(query)
+            }
+            Request::QueryAccounting(q) => {
+                q.job_ids.len().max(q.users.len()).max(q.accounts.len()).max(q.partitions.len()).max(q.states.len())
+            }
+            Request::QueryAudit(q) => q.job_ids.len().max(q.uids.len()).max(q.actions.len()),
+            _ => 0,
+        }
+    }
 }
 
 /// A node state `scontrol update NodeName=…` can set.

@@ -9,7 +9,9 @@
 //! input with `closed=N open=M` (how many of the accepted connections ctld has closed by now; not
 //! in `busy` mode, whose threads read the same connections) and
 //! each `served` line with `served=N` (answers the busy connections got so far), until its
-//! standard input ends.
+//! standard input ends. `drover-hostile-client SOCKET 1 ids:N` instead sends one `scancel` of N
+//! job ids (no such jobs: 1,000,000,000 and up) and prints `answered ms=T answer=TEXT` (the
+//! answer's first 200 characters) once ctld answers.
 
 use drover_shared::proto::client::{AccountingQuery, JobQuery, Request};
 use drover_shared::proto::frame::{MAX_ANSWER_FRAME, MAX_HANDSHAKE_FRAME, read_frame, read_message, write_message};
@@ -27,6 +29,10 @@ fn main() {
         std::process::exit(2);
     };
     let count: usize = count.parse().expect("COUNT is a number");
+    if let Some(ids) = announce.strip_prefix("ids:") {
+        cancel_many(socket, ids.parse().expect("ids:N takes a number"));
+        return;
+    }
     let busy = announce == "busy";
     let announce: u32 = if busy { 0 } else { announce.parse().expect("ANNOUNCE is a number or `busy`") };
     let (mut accepted, mut refused, mut failed, mut refusal) = (Vec::new(), 0, 0, String::new());
@@ -64,6 +70,20 @@ fn main() {
         }
         std::io::stdout().flush().expect("stdout");
     }
+}
+
+/// One `scancel` of `n` job ids that do not exist, timed until its answer.
+fn cancel_many(socket: &str, n: u32) {
+    let mut stream = greet(socket).expect("connecting").expect("accepted");
+    stream.set_read_timeout(Some(Duration::from_secs(600))).expect("timeout");
+    let job_ids = (0..n).map(|i| 1_000_000_000 + i).collect();
+    let request = Request::Cancel(drover_shared::proto::client::CancelRequest { job_ids, ..Default::default() });
+    let started = Instant::now();
+    write_message(&mut stream, &request).expect("sending the request");
+    let answer: drover_shared::proto::client::Response =
+        read_message(&mut stream, MAX_ANSWER_FRAME).expect("reading the answer");
+    let text: String = format!("{answer:?}").chars().take(200).collect();
+    println!("answered ms={} answer={text}", started.elapsed().as_millis());
 }
 
 /// Connects and says hello: the connection when accepted, the refusal's message when refused.

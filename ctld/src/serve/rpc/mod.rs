@@ -15,7 +15,7 @@ use crate::core::Event;
 use crate::model::identity::Caller;
 use crate::model::snapshot::Ask;
 use drover_shared::job::fields::JobFields;
-use drover_shared::proto::client::{ErrorCode, JobQuery, Request, Response};
+use drover_shared::proto::client::{ErrorCode, JobQuery, MAX_LIST_ITEMS, Request, Response};
 use drover_shared::proto::frame::{MAX_REQUEST_FRAME, MessageStream};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
 use std::path::PathBuf;
@@ -143,6 +143,11 @@ where
         let Some(request) = request else { return Ok(()) };
         let Ok(_turn) = admitted.turns.acquire().await else { return Ok(()) };
         let (kind, began) = (crate::core::metrics::request_name(&request), std::time::Instant::now());
+        if request.longest_list() > MAX_LIST_ITEMS {
+            let detail = format!("a request may name at most {MAX_LIST_ITEMS} jobs, users or accounts at once");
+            messages.send(&Response::Error { code: ErrorCode::InvalidSpec, detail }).await?;
+            continue;
+        }
         match job_query(&request) {
             None => {}
             Some(Err(detail)) => {

@@ -6,7 +6,7 @@
 //! same transaction as the job's end; its run time is spread over the hours it overlapped. The
 //! record is keyed by `(job_id, run)` and the rollup only grows when the record is new, so a
 //! repeated end (a node repeats ends until acknowledged) is counted once. Old rows are deleted
-//! after the `[accounting]` retention periods.
+//! after the `[accounting]` retention periods. The tables are migration 2 of `migrations.rs`.
 
 pub(crate) mod query;
 
@@ -17,46 +17,6 @@ use drover_shared::config::usage::{IdleAction, IdleGpuPolicy};
 use drover_shared::proto::usage::JobUsage;
 use rusqlite::{Transaction, params};
 use std::collections::BTreeMap;
-
-/// Tables of this module (created with the rest of the schema).
-pub(crate) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS usage_jobs (
-    job_id        INTEGER NOT NULL,
-    run           INTEGER NOT NULL,
-    user          TEXT NOT NULL,
-    account       TEXT NOT NULL,
-    partition     TEXT NOT NULL,
-    submit_time   INTEGER NOT NULL,
-    eligible_time INTEGER NOT NULL,
-    start_time    INTEGER NOT NULL,
-    end_time      INTEGER NOT NULL,
-    state         TEXT NOT NULL,
-    reason        TEXT NOT NULL,
-    cpus          INTEGER NOT NULL,
-    mem_mb        INTEGER NOT NULL,
-    gpus          INTEGER NOT NULL,
-    gpu_types     TEXT NOT NULL,
-    borrowed      INTEGER NOT NULL,
-    billing       REAL NOT NULL,
-    active_gpu_secs INTEGER,
-    PRIMARY KEY (job_id, run)
-);
-CREATE INDEX IF NOT EXISTS usage_jobs_end ON usage_jobs(end_time);
-CREATE TABLE IF NOT EXISTS usage_hourly (
-    hour              INTEGER NOT NULL,
-    user              TEXT NOT NULL,
-    account           TEXT NOT NULL,
-    partition         TEXT NOT NULL,
-    gpu_type          TEXT NOT NULL,
-    cpu_secs          INTEGER NOT NULL,
-    mem_mb_secs       INTEGER NOT NULL,
-    gpu_secs          INTEGER NOT NULL,
-    borrowed_gpu_secs INTEGER NOT NULL,
-    active_gpu_secs   INTEGER NOT NULL,
-    billing_secs      INTEGER NOT NULL,
-    PRIMARY KEY (hour, user, account, partition, gpu_type)
-);
-";
 
 /// One hour in seconds.
 pub(crate) const HOUR: i64 = 3600;
@@ -375,7 +335,7 @@ mod tests {
         assert!((snap.active_gpu_secs - 78.0).abs() < 1e-9);
 
         let mut conn = rusqlite::Connection::open_in_memory().unwrap();
-        conn.execute_batch(SCHEMA).unwrap();
+        crate::store::migrations::migrate(&mut conn, std::path::Path::new(":memory:")).unwrap();
         let tx = conn.transaction().unwrap();
         let mut r = sample(7, false, 3000, 4800); // 600 s in hour 0, 1200 s in hour 1
         r.job.active_gpu_secs = Some(1000);
@@ -394,7 +354,7 @@ mod tests {
     #[test]
     fn rollups_add_up_and_a_repeated_record_counts_once() {
         let mut conn = rusqlite::Connection::open_in_memory().unwrap();
-        conn.execute_batch(SCHEMA).unwrap();
+        crate::store::migrations::migrate(&mut conn, std::path::Path::new(":memory:")).unwrap();
         let tx = conn.transaction().unwrap();
         // Job 1: 1.5 h guaranteed from 00:30; job 2: 1 h borrowed from 01:00; job 1 again (a repeat).
         write(&tx, &sample(1, false, 1800, 7200)).unwrap();
