@@ -205,7 +205,8 @@ fn crate_paths(code: &str) -> Vec<&str> {
 }
 
 /// The imports of one ctld file that go against the direction of the layers (`rel` relative to
-/// the workspace root; files outside the layer folders, the crate roots, are not bound).
+/// the workspace root; files outside the layer folders, the crate roots, are not bound), and its
+/// `super::super::` paths (which could leave the layer without naming it).
 fn layer_violations(rel: &str, text: &str) -> Vec<String> {
     let Some((layer, allowed)) = rel
         .strip_prefix("ctld/src/")
@@ -216,6 +217,10 @@ fn layer_violations(rel: &str, text: &str) -> Vec<String> {
     };
     let mut problems = Vec::new();
     for (i, line) in text.lines().enumerate() {
+        // `super::super::` could climb out of the layer unseen: across modules, name the layer.
+        if code_of(line).contains("super::super::") {
+            problems.push(format!("{rel}:{}: `super::super::` in the {layer} layer; write `crate::<layer>::`", i + 1));
+        }
         for target in crate_paths(code_of(line)) {
             let is_layer = CTLD_LAYERS.iter().any(|(other, _)| *other == target);
             if is_layer && !allowed.contains(&target) {
@@ -263,6 +268,10 @@ use super::Core;\n";
     );
     assert!(layer_violations("ctld/src/serve/x.rs", text).is_empty());
     assert!(layer_violations("ctld/src/lib.rs", text).is_empty());
+    assert_eq!(
+        layer_violations("ctld/src/model/x.rs", "use super::super::core::Event;"),
+        ["ctld/src/model/x.rs:1: `super::super::` in the model layer; write `crate::<layer>::`"]
+    );
     assert_eq!(layer_violations("ctld/src/model/x.rs", text).len(), 3);
 }
 
