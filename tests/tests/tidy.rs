@@ -243,7 +243,10 @@ fn ctld_layers_import_only_downwards() {
         problems.extend(layer_violations(rel, text));
         for (i, line) in text.lines().enumerate() {
             if code_of(line).contains(concat!("#[", "path")) {
-                problems.push(format!("{rel}:{}: a path attribute picks the module's file; put the file where its module is", i + 1));
+                problems.push(format!(
+                    "{rel}:{}: a path attribute picks the module's file; put the file where its module is",
+                    i + 1
+                ));
             }
         }
     }
