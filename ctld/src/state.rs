@@ -193,6 +193,9 @@ pub(crate) struct State {
     pub(crate) preempting: HashMap<JobId, JobId>,
     /// Preemptions a scheduling pass decided; the core sends them to the nodes.
     pub(crate) preempt_requests: Vec<crate::preempt::Preemption>,
+    /// Reclaiming job → the resources kept for it (freed or being freed) until it starts or the
+    /// hold's deadline passes; no other job is placed on them meanwhile.
+    pub(crate) reclaim_holds: HashMap<JobId, crate::preempt::Hold>,
     /// Preempted jobs that end `PREEMPTED` instead of being requeued.
     pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
     /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
@@ -231,6 +234,7 @@ impl State {
             usage,
             preempting: HashMap::new(),
             preempt_requests: Vec::new(),
+            reclaim_holds: HashMap::new(),
             preempt_cancel_on_end: Default::default(),
             planned_starts: HashMap::new(),
             delayed_cancels: Vec::new(),

@@ -86,6 +86,10 @@ pub mod raw {
         /// Seconds an ended job stays visible to `squeue`/`scontrol` before only `sacct` has it.
         #[serde(default = "default_min_job_age")]
         pub min_job_age: u32,
+        /// Slurm's `PreemptExemptTime`: seconds a run must have run before a reclaim may
+        /// preempt it.
+        #[serde(default = "default_preempt_exempt_time")]
+        pub preempt_exempt_time: u32,
         /// Users with the admin role (as `role = "admin"` on a user).
         #[serde(default)]
         pub admins: Vec<String>,
@@ -115,6 +119,9 @@ pub mod raw {
     }
     fn default_min_job_age() -> u32 {
         300
+    }
+    fn default_preempt_exempt_time() -> u32 {
+        120
     }
     fn default_max_connections_per_user() -> u32 {
         64
@@ -398,6 +405,8 @@ pub struct Config {
     pub node_timeout: u32,
     pub kill_wait: u32,
     pub min_job_age: u32,
+    /// `[controller] preempt_exempt_time`: seconds a run is safe from reclaim after it starts.
+    pub preempt_exempt_time: u32,
     /// `[controller] max_connections_per_user` (at least 1).
     pub max_connections_per_user: u32,
     /// `[controller] client_idle_timeout`, seconds (at least 1).
@@ -979,6 +988,7 @@ impl Validator<'_> {
             node_timeout: file.controller.node_timeout.max(1),
             kill_wait: file.controller.kill_wait,
             min_job_age: file.controller.min_job_age,
+            preempt_exempt_time: file.controller.preempt_exempt_time,
             max_connections_per_user: file.controller.max_connections_per_user.max(1),
             client_idle_timeout: file.controller.client_idle_timeout.max(1),
             admins: file.controller.admins,

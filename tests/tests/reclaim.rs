@@ -316,13 +316,16 @@ fn reclaim_preempts_only_what_is_owed() {
     let (a_jobs, b_jobs) = (72 / GPUS_PER_NODE, (128 - 72) / GPUS_PER_NODE);
     let mut fill: Vec<u32> = (0..a_jobs).map(|_| cluster.submit("ta", GPUS_PER_NODE, false)).collect();
     fill.extend((0..b_jobs).map(|_| cluster.submit("tb", GPUS_PER_NODE, false)));
+    eprintln!("cluster up after {:?}", started.elapsed());
     cluster.wait_running(&fill, "the cluster to fill");
+    eprintln!("cluster full after {:?}", started.elapsed());
     // Past the minimum run time, so the fill jobs may be preempted.
     std::thread::sleep(Duration::from_secs(EXEMPT as u64 + 1));
 
     let mut phases = Vec::new();
     let mut seen = 0;
     let mut phase = |name, need: u32, cluster: &SimCluster, seen: &mut usize| {
+        eprintln!("{name}: all running after {:?}", started.elapsed());
         // Let any further (wrong) preemption show: two grace times and a few passes.
         std::thread::sleep(Duration::from_secs(u64::from(2 * GRACE) + 2));
         let all = cluster.preemptions();

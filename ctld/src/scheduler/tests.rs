@@ -20,6 +20,7 @@ default_account = "shared"
 [controller]
 address = "127.0.0.1:6817"
 state_dir = "state"
+preempt_exempt_time = 0
 [[nodes]]
 names = "n[1-2]"
 cpus = 4
