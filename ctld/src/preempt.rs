@@ -163,7 +163,11 @@ impl Planner {
             .iter()
             .enumerate()
             .map(|(q, quota)| {
-                quota.guarantee.iter().map(|(name, g)| (name.clone(), get(quotas.held(q), name) as i64 - *g as i64)).collect()
+                quota
+                    .guarantee
+                    .iter()
+                    .map(|(name, g)| (name.clone(), get(quotas.held(q), name) as i64 - *g as i64))
+                    .collect()
             })
             .collect();
         let mut freeing = vec![Tres::new(); config.quotas.len()];
@@ -365,10 +369,7 @@ impl Planner {
             // The GPUs that must be freed on this node: no set freeing fewer can work.
             let view = &self.view[i];
             let short = per_node_gpus.saturating_sub(view.gpus.len().saturating_sub(view.gpus_alloc.len()) as u64);
-            if wanted == 1
-                && by_gpus
-                && per_node.iter().any(|(cost, _, _)| cost.0 < short)
-            {
+            if wanted == 1 && by_gpus && per_node.iter().any(|(cost, _, _)| cost.0 < short) {
                 continue;
             }
             let mut best: Option<(Cost, Vec<usize>)> = None;
@@ -403,7 +404,8 @@ impl Planner {
                 let mut k = set.len();
                 while k > 0 {
                     k -= 1;
-                    let without: Vec<usize> = set.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, v)| *v).collect();
+                    let without: Vec<usize> =
+                        set.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, v)| *v).collect();
                     if fits(i, &without) {
                         set = without;
                     }

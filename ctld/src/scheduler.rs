@@ -458,8 +458,10 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
         }
         let request = PerNodeRequest::from_spec(&job.spec);
         let asked = tres::of_request(&request);
-        if let Some(taken) = holds.remove(&job_id) {
-            // Its own hold is room for it.
+        // Its own hold is room for it, which jobs of its shape did not have earlier in the pass.
+        let lifted = holds.remove(&job_id);
+        let unheld = lifted.is_some();
+        if let Some(taken) = lifted {
             crate::preempt::give_back(&mut views, &taken);
             for (i, _) in &taken {
                 free.update(*i, &views[*i]);
@@ -499,7 +501,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             // A job of the same shape found no room earlier in this pass: nodes only fill up
             // during a pass, so this one finds none either.
             let shape = Shape::of(name, job, &request);
-            if shortcuts && no_room.contains(&shape) {
+            if shortcuts && !unheld && no_room.contains(&shape) {
                 stats.shape_skips += 1;
                 continue;
             }
@@ -649,8 +651,7 @@ fn reclaim(
         }
         let Some(own) = crate::quota::quota_of(&state.config, &job.info.account, name) else { continue };
         let nodes = eligible_nodes(state, job, partition);
-        let Some((victims, alloc)) =
-            planner.plan(state, quotas, own, partition, &nodes, request, asked, job_id, now)
+        let Some((victims, alloc)) = planner.plan(state, quotas, own, partition, &nodes, request, asked, job_id, now)
         else {
             continue;
         };

@@ -252,12 +252,8 @@ struct Run {
 impl Run {
     fn parse(line: &str) -> Option<Run> {
         let f: Vec<&str> = line.split('|').collect();
-        let gpus = f
-            .get(5)?
-            .split(',')
-            .find_map(|t| t.strip_prefix("gres/gpu="))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
+        let gpus =
+            f.get(5)?.split(',').find_map(|t| t.strip_prefix("gres/gpu=")).and_then(|n| n.parse().ok()).unwrap_or(0);
         Some(Run {
             job: f.first()?.parse().ok()?,
             team: (*f.get(1)?).to_owned(),
@@ -332,9 +328,8 @@ fn reclaim_preempts_only_what_is_owed() {
         let new: Vec<(i64, u32, u32)> = all[*seen..].to_vec();
         *seen = all.len();
         let runs = cluster.runs();
-        let size = |victim: u32| {
-            runs.iter().filter(|r| r.job == victim && r.preempted()).map(|r| r.gpus).max().unwrap_or(0)
-        };
+        let size =
+            |victim: u32| runs.iter().filter(|r| r.job == victim && r.preempted()).map(|r| r.gpus).max().unwrap_or(0);
         let victims: Vec<u32> = new.iter().map(|p| p.1).collect();
         let preempted_gpus = victims.iter().map(|v| size(*v)).sum();
         // The smallest borrowed job that alone covers the need: every fill job is whole-node.
@@ -408,7 +403,9 @@ fn reclaim_preempts_only_what_is_owed() {
 
     // No run is preempted before it ran the minimum run time.
     for (at, victim, for_job) in &preemptions {
-        let run = runs.iter().find(|r| r.job == *victim && r.start.is_some_and(|s| s <= *at) && r.end.is_none_or(|e| e >= *at));
+        let run = runs
+            .iter()
+            .find(|r| r.job == *victim && r.start.is_some_and(|s| s <= *at) && r.end.is_none_or(|e| e >= *at));
         if let Some(start) = run.and_then(|r| r.start)
             && at - start < EXEMPT
         {
