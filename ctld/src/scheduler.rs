@@ -543,8 +543,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             }
         }
         if outcome.is_none() {
-            let planner = planner.get_or_insert_with(|| crate::preempt::Planner::new(state, &views, &holds, &quotas));
-            if reclaim(state, planner, &quotas, job_id, &request, &asked, &mut reservations, now) {
+            if reclaim(state, &views, &holds, &mut planner, &quotas, job_id, &request, &asked, &mut reservations, now) {
                 if let Some(hold) = state.reclaim_holds.get(&job_id) {
                     let taken = crate::preempt::take_free(&mut views, &state.node_index, &hold.alloc);
                     for (i, _) in &taken {
@@ -635,7 +634,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
 #[allow(clippy::too_many_arguments)]
 fn reclaim(
     state: &mut State,
-    planner: &mut crate::preempt::Planner,
+    views: &[NodeView],
+    holds: &HashMap<JobId, crate::preempt::Taken>,
+    planner: &mut Option<crate::preempt::Planner>,
     quotas: &Quotas,
     job_id: JobId,
     request: &PerNodeRequest,
@@ -650,6 +651,8 @@ fn reclaim(
             continue;
         }
         let Some(own) = crate::quota::quota_of(&state.config, &job.info.account, name) else { continue };
+        // Built at the pass's first reclaim: a pass without one pays nothing for it.
+        let planner = planner.get_or_insert_with(|| crate::preempt::Planner::new(state, views, holds, quotas));
         let nodes = eligible_nodes(state, job, partition);
         let Some((victims, alloc)) = planner.plan(state, quotas, own, partition, &nodes, request, asked, job_id, now)
         else {
