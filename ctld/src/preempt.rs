@@ -142,6 +142,16 @@ pub(crate) struct Planner {
     spare: Vec<BTreeMap<String, i64>>,
     /// Per quota: TRES being freed for its team's jobs (victims in their grace time).
     freeing: Vec<Tres>,
+    /// Per (quota, partition): the jobs that may be preempted for that team there, found once
+    /// per pass (those chosen since are skipped).
+    pools: HashMap<(usize, String), Pool>,
+}
+
+/// The candidates for one team's reclaims in one partition, and where they run.
+struct Pool {
+    candidates: Vec<Candidate>,
+    /// View index → the candidates on that node and the GPUs each holds there.
+    on_node: HashMap<usize, Vec<(usize, u64)>>,
 }
 
 impl Planner {
@@ -188,7 +198,7 @@ impl Planner {
         let mut holds: Vec<(&JobId, &Hold)> = state.reclaim_holds.iter().collect();
         holds.sort_unstable_by_key(|(j, _)| **j);
         let held = holds.into_iter().map(|(j, h)| (*j, take_free(&mut view, &state.node_index, &h.alloc))).collect();
-        Planner { view, held, spare, freeing }
+        Planner { view, held, spare, freeing, pools: HashMap::new() }
     }
 
     /// A job started in the pass: it takes its allocation here too.
@@ -241,15 +251,50 @@ impl Planner {
         if !owed {
             return None;
         }
-        let candidates = self.candidates(state, quotas, own, partition, now);
+        let key = (own, partition.name.clone());
+        let pool = match self.pools.remove(&key) {
+            Some(pool) => pool,
+            None => Self::pool(state, quotas, own, partition, now),
+        };
         let by_gpus = request.n_gpus() > 0;
-        let victims = self.choose(state, &candidates, nodes, partition, request, by_gpus)?;
-        let mut trial = self.view.clone();
+        let chosen = self.choose(state, &pool, nodes, partition, request, by_gpus);
+        let result = chosen.and_then(|victims| {
+            self.commit(state, &pool.candidates, victims, own, &ordered, partition, request, job_id)
+        });
+        self.pools.insert(key, pool);
+        result
+    }
+
+    /// Preempts `victims` (indexes into `candidates`) on the planner's view and places the job
+    /// on what they free.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &mut self,
+        state: &State,
+        candidates: &[Candidate],
+        victims: Vec<usize>,
+        own: usize,
+        ordered: &[usize],
+        partition: &PartitionConfig,
+        request: &PerNodeRequest,
+        job_id: JobId,
+    ) -> Option<(Vec<JobId>, Allocation)> {
+        let none = HashSet::new();
         for &k in &victims {
-            release(&mut trial, state, candidates[k].job_id);
+            release(&mut self.view, state, candidates[k].job_id);
         }
-        let alloc = place(&trial, ordered.iter().copied(), &none, partition, request)?;
-        self.view = trial;
+        let Some(alloc) = place(&self.view, ordered.iter().copied(), &none, partition, request) else {
+            // Not preempted after all: they hold their resources again.
+            for &k in &victims {
+                let alloc = state.jobs[&candidates[k].job_id].alloc.as_ref();
+                for share in alloc.into_iter().flat_map(|a| &a.nodes) {
+                    if let Some(&i) = state.node_index.get(&share.node) {
+                        self.view[i].take(share);
+                    }
+                }
+            }
+            return None;
+        };
         for &k in &victims {
             let victim = &candidates[k];
             if let Some(q) = victim.team {
@@ -263,20 +308,14 @@ impl Planner {
 
     /// The jobs that may be preempted for team `own` in `partition`: borrowed jobs of other
     /// teams on the pool's nodes, not already being preempted, that ran at least the exempt time.
-    fn candidates(
-        &self,
-        state: &State,
-        quotas: &Quotas,
-        own: usize,
-        partition: &PartitionConfig,
-        now: UnixTime,
-    ) -> Vec<Candidate> {
+    fn pool(state: &State, quotas: &Quotas, own: usize, partition: &PartitionConfig, now: UnixTime) -> Pool {
         let config = &state.config;
         let exempt = i64::from(config.preempt_exempt_time);
         let pool: HashSet<&String> = partition.nodes.iter().collect();
         let mut ids: Vec<JobId> = quotas.borrowed.iter().copied().collect();
         ids.sort_unstable();
-        ids.into_iter()
+        let candidates: Vec<Candidate> = ids
+            .into_iter()
             .filter(|v| !state.preempting.contains_key(v))
             .filter_map(|v| state.jobs.get(&v))
             .filter(|job| {
@@ -300,7 +339,17 @@ impl Planner {
                     priority: job.info.priority,
                 }
             })
-            .collect()
+            .collect();
+        let mut on_node: HashMap<usize, Vec<(usize, u64)>> = HashMap::new();
+        for (k, candidate) in candidates.iter().enumerate() {
+            let alloc = state.jobs[&candidate.job_id].alloc.as_ref();
+            for share in alloc.into_iter().flat_map(|a| &a.nodes) {
+                if let Some(&i) = state.node_index.get(&share.node) {
+                    on_node.entry(i).or_default().push((k, share.gpus.len() as u64));
+                }
+            }
+        }
+        Pool { candidates, on_node }
     }
 
     /// Whether preempting `set` leaves every victim team at or above its guarantee.
@@ -328,67 +377,65 @@ impl Planner {
     fn choose(
         &self,
         state: &State,
-        candidates: &[Candidate],
+        pool: &Pool,
         nodes: &[usize],
         partition: &PartitionConfig,
         request: &PerNodeRequest,
         by_gpus: bool,
     ) -> Option<Vec<usize>> {
         const EXHAUSTIVE: usize = 10;
-        // Per node: the candidates on it and the GPUs each holds there.
-        let mut on_node: HashMap<usize, Vec<(usize, u64)>> = HashMap::new();
-        for (k, candidate) in candidates.iter().enumerate() {
-            let alloc = state.jobs[&candidate.job_id].alloc.as_ref();
-            for share in alloc.into_iter().flat_map(|a| &a.nodes) {
-                if let Some(&i) = state.node_index.get(&share.node) {
-                    on_node.entry(i).or_default().push((k, share.gpus.len() as u64));
-                }
-            }
-        }
-        let fits = |i: usize, set: &[usize]| {
-            let mut node = self.view[i].clone();
-            let name = &self.view[i].name;
-            for &k in set {
-                let alloc = state.jobs[&candidates[k].job_id].alloc.as_ref();
-                for share in alloc.into_iter().flat_map(|a| &a.nodes).filter(|s| &s.node == name) {
-                    node.release(share);
-                }
-            }
-            request.place_on(&node, 0, partition).is_some()
-        };
+        let candidates = &pool.candidates;
         let wanted = request.n_nodes as usize;
         let per_node_gpus = u64::from(request.n_gpus());
         // Per node: the cheapest set that frees it, with its cost.
         let mut per_node: Vec<(Cost, usize, Vec<usize>)> = Vec::new();
         for (order, &i) in nodes.iter().enumerate() {
-            if fits(i, &[]) {
+            let view = &self.view[i];
+            if request.place_on(view, 0, partition).is_some() {
                 per_node.push(((0, 0, 0), order, Vec::new()));
                 continue;
             }
-            let Some(local) = on_node.get(&i) else { continue };
+            let Some(on_node) = pool.on_node.get(&i) else { continue };
+            // Candidates chosen earlier in the pass are already being preempted.
+            let local: Vec<(usize, u64)> = on_node
+                .iter()
+                .copied()
+                .filter(|(k, _)| !state.preempting.contains_key(&candidates[*k].job_id))
+                .collect();
             // The GPUs that must be freed on this node: no set freeing fewer can work.
-            let view = &self.view[i];
             let short = per_node_gpus.saturating_sub(view.gpus.len().saturating_sub(view.gpus_alloc.len()) as u64);
-            if wanted == 1 && by_gpus && per_node.iter().any(|(cost, _, _)| cost.0 < short) {
+            // A one-node job takes the cheapest node: sets preempting more GPUs than the best
+            // found so far cannot win.
+            let bound = if wanted == 1 && by_gpus {
+                per_node.iter().map(|(cost, _, _)| cost.0).min().unwrap_or(u64::MAX)
+            } else {
+                u64::MAX
+            };
+            if local.is_empty() || bound < short {
                 continue;
             }
-            let mut best: Option<(Cost, Vec<usize>)> = None;
-            let mut consider = |set: Vec<usize>| {
-                if !fits(i, &set) || !self.keeps_guarantees(candidates, &set) {
-                    return;
-                }
-                let cost = Self::cost(candidates, &set, by_gpus);
-                if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                    best = Some((cost, set));
-                }
+            let mut scratch = None;
+            let mut fits = |set: &[usize]| {
+                let scratch = scratch.get_or_insert_with(|| view.clone());
+                fits_without(scratch, view, state, candidates, set, request, partition)
             };
+            let mut best: Option<(Cost, Vec<usize>)> = None;
+            let mut sets = Vec::new();
             if local.len() <= EXHAUSTIVE {
-                for mask in 1_u32..(1 << local.len()) {
-                    let members = local.iter().enumerate().filter(|(b, _)| mask & (1 << b) != 0).map(|(_, m)| m);
-                    if members.clone().map(|(_, g)| g).sum::<u64>() < short {
+                // Sums per subset, each from the subset without its lowest member.
+                let mut here = vec![0_u64; 1 << local.len()];
+                let mut total = vec![0_u64; 1 << local.len()];
+                for mask in 1_usize..(1 << local.len()) {
+                    let low = mask.trailing_zeros() as usize;
+                    let (k, gpus) = local[low];
+                    here[mask] = here[mask & (mask - 1)] + gpus;
+                    total[mask] = total[mask & (mask - 1)] + candidates[k].gpus;
+                    if here[mask] < short || total[mask] > bound {
                         continue;
                     }
-                    consider(members.map(|(k, _)| *k).collect());
+                    sets.push(
+                        local.iter().enumerate().filter(|(b, _)| mask & (1 << b) != 0).map(|(_, m)| m.0).collect(),
+                    );
                 }
             } else {
                 let mut sorted: Vec<usize> = local.iter().map(|(k, _)| *k).collect();
@@ -396,7 +443,7 @@ impl Planner {
                 let mut set = Vec::new();
                 for k in sorted {
                     set.push(k);
-                    if fits(i, &set) && self.keeps_guarantees(candidates, &set) {
+                    if fits(&set) && self.keeps_guarantees(candidates, &set) {
                         break;
                     }
                 }
@@ -406,11 +453,20 @@ impl Planner {
                     k -= 1;
                     let without: Vec<usize> =
                         set.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, v)| *v).collect();
-                    if fits(i, &without) {
+                    if fits(&without) {
                         set = without;
                     }
                 }
-                consider(set);
+                sets.push(set);
+            }
+            for set in sets {
+                let cost = Self::cost(candidates, &set, by_gpus);
+                if best.as_ref().is_some_and(|(c, _)| cost >= *c) {
+                    continue;
+                }
+                if fits(&set) && self.keeps_guarantees(candidates, &set) {
+                    best = Some((cost, set));
+                }
             }
             if let Some((cost, set)) = best {
                 per_node.push((cost, order, set));
@@ -425,6 +481,29 @@ impl Planner {
         chosen.dedup();
         self.keeps_guarantees(candidates, &chosen).then_some(chosen)
     }
+}
+
+/// Whether the job's share fits on `node` once the candidates in `set` are gone from it
+/// (`scratch`: a copy of `node` to work on).
+fn fits_without(
+    scratch: &mut NodeView,
+    node: &NodeView,
+    state: &State,
+    candidates: &[Candidate],
+    set: &[usize],
+    request: &PerNodeRequest,
+    partition: &PartitionConfig,
+) -> bool {
+    scratch.cpus_alloc = node.cpus_alloc;
+    scratch.mem_alloc_mb = node.mem_alloc_mb;
+    scratch.gpus_alloc.clone_from(&node.gpus_alloc);
+    for &k in set {
+        let alloc = state.jobs[&candidates[k].job_id].alloc.as_ref();
+        for share in alloc.into_iter().flat_map(|a| &a.nodes).filter(|s| s.node == node.name) {
+            scratch.release(share);
+        }
+    }
+    request.place_on(scratch, 0, partition).is_some()
 }
 
 /// Takes `tres` off what a team may still lose.
