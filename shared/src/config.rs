@@ -127,6 +127,10 @@ pub mod raw {
         /// Slurm's `MaxTasksPerNode`: the most tasks one step may start on one node (default 512,
         /// at most 65533).
         pub max_tasks_per_node: Option<Spanned<u32>>,
+        /// Slurm's `PreemptExemptTime`: seconds a run must have run before a reclaim may
+        /// preempt it.
+        #[serde(default = "default_preempt_exempt_time")]
+        pub preempt_exempt_time: u32,
         /// Users with the admin role (as `role = "admin"` on a user).
         #[serde(default)]
         pub admins: Vec<String>,
@@ -156,6 +160,9 @@ pub mod raw {
     }
     fn default_min_job_age() -> u32 {
         300
+    }
+    fn default_preempt_exempt_time() -> u32 {
+        120
     }
     fn default_max_connections_per_user() -> u32 {
         64
@@ -459,6 +466,8 @@ pub struct Config {
     pub node_timeout: u32,
     pub kill_wait: u32,
     pub min_job_age: u32,
+    /// `[controller] preempt_exempt_time`: seconds a run is safe from reclaim after it starts.
+    pub preempt_exempt_time: u32,
     /// `[controller] max_connections_per_user` (at least 1).
     pub max_connections_per_user: u32,
     /// `[controller] client_idle_timeout`, seconds (at least 1).
@@ -1115,6 +1124,7 @@ impl Validator<'_> {
             node_timeout: file.controller.node_timeout.max(1),
             kill_wait: file.controller.kill_wait,
             min_job_age: file.controller.min_job_age,
+            preempt_exempt_time: file.controller.preempt_exempt_time,
             max_connections_per_user: file.controller.max_connections_per_user.max(1),
             client_idle_timeout: file.controller.client_idle_timeout.max(1),
             max_tasks_per_node: match &file.controller.max_tasks_per_node {

@@ -186,6 +186,9 @@ pub(crate) struct State {
     pub(crate) preempting: HashMap<JobId, JobId>,
     /// Preemptions a scheduling pass decided; the core sends them to the nodes.
     pub(crate) preempt_requests: Vec<Preemption>,
+    /// Reclaiming job → the resources kept for it (freed or being freed) until it starts or the
+    /// hold's deadline passes; no other job is placed on them meanwhile.
+    pub(crate) reclaim_holds: HashMap<JobId, Hold>,
     /// Preempted jobs that end `PREEMPTED` instead of being requeued.
     pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
     /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
@@ -206,6 +209,15 @@ pub(crate) struct State {
 pub(crate) struct Preemption {
     pub(crate) victim: JobId,
     pub(crate) for_job: JobId,
+}
+
+/// Resources kept for a reclaiming job: the placement planned for it on what its victims free
+/// (`policy::preempt` decides them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hold {
+    pub(crate) alloc: Allocation,
+    /// When the hold ends if the job has not started by then (unix time).
+    pub(crate) until: UnixTime,
 }
 
 /// The cost of one scheduling pass.
@@ -233,6 +245,7 @@ impl State {
             usage,
             preempting: HashMap::new(),
             preempt_requests: Vec::new(),
+            reclaim_holds: HashMap::new(),
             preempt_cancel_on_end: Default::default(),
             planned_starts: HashMap::new(),
             delayed_cancels: Vec::new(),

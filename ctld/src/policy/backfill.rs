@@ -60,7 +60,7 @@ impl NodeView {
         self.gpus_alloc.extend(&share.gpus);
     }
 
-    fn release(&mut self, share: &NodeAllocation) {
+    pub(crate) fn release(&mut self, share: &NodeAllocation) {
         self.cpus_alloc = self.cpus_alloc.saturating_sub(share.cpus);
         self.mem_alloc_mb = self.mem_alloc_mb.saturating_sub(share.mem_mb);
         self.gpus_alloc.retain(|g| !share.gpus.contains(g));

@@ -1,9 +1,10 @@
 //! Guaranteed team quotas with borrowing: an account owns a guarantee of TRES in a pool (a
 //! partition), may hold up to its burst limit there, and lends idle guarantee up to its lending
-//! limit. Running jobs are classified each pass, oldest first: a job that fits in what is left of
-//! its team's guarantee is *owned*, any other job in a pool with quotas is *borrowed* and may be
-//! preempted when an owner needs its guarantee back. Every TRES is judged on its own, so a GPU
-//! guarantee holds even for a team that has no CPU guarantee.
+//! limit. Running jobs are classified each pass per team, in start order: a job that fits in what
+//! is left of its team's guarantee is *owned*, any other job in a pool with quotas is *borrowed*
+//! and may be preempted when an owner needs its guarantee back, but only as far as its team
+//! holds more than its guarantee (see `super::preempt`). Every TRES is judged on its own, so a
+//! GPU guarantee holds even for a team that has no CPU guarantee.
 
 use crate::model::state::{Job, State};
 use crate::model::tres::{self, Tres};
@@ -75,6 +76,11 @@ impl Quotas {
             quotas.add(config, job, &job.info.partition, &asked, borrowed);
         }
         quotas
+    }
+
+    /// What the team of quota `q` holds in its pool (jobs being preempted included).
+    pub(crate) fn held(&self, q: usize) -> &Tres {
+        &self.used[q]
     }
 
     /// Whether a job asking `asked` in `partition` would borrow.

@@ -338,6 +338,17 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let still_running: Vec<JobId> =
         state.preempting.keys().copied().filter(|j| state.jobs.get(j).is_some_and(|j| j.alloc.is_some())).collect();
     state.preempting.retain(|victim, _| still_running.contains(victim));
+    // What was freed for a reclaiming job stays kept for it until it starts or its hold's
+    // deadline passes: nothing else is placed there meanwhile.
+    state.reclaim_holds.retain(|job_id, hold| {
+        hold.until >= now && state.jobs.get(job_id).is_some_and(|j| j.info.state() == JobState::Pending)
+    });
+    let mut holds: HashMap<JobId, super::preempt::Taken> = state
+        .reclaim_holds
+        .iter()
+        .map(|(job_id, hold)| (*job_id, super::preempt::take_free(&mut views, &state.node_index, &hold.alloc)))
+        .collect();
+    let mut planner: Option<super::preempt::Planner> = None;
     let mut quotas = Quotas::new(state);
     // Partitions where a job inside its team's guarantee could not start: borrowers must not
     // start there for the rest of the pass (they would take what is being reclaimed).
@@ -367,6 +378,15 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
         }
         let request = PerNodeRequest::from_spec(&job.spec);
         let asked = tres::of_request(&request);
+        // Its own hold is room for it, which jobs of its shape did not have earlier in the pass.
+        let lifted = holds.remove(&job_id);
+        let unheld = lifted.is_some();
+        if let Some(taken) = lifted {
+            super::preempt::give_back(&mut views, &taken);
+            for (i, _) in &taken {
+                free.update(*i, &views[*i]);
+            }
+        }
         if let Err(limit) = running.check(&state.config, job, &asked) {
             // A job held back by a limit does not hold back the jobs behind it (as in Slurm).
             set_reason(state, job_id, &limit.reason);
@@ -401,7 +421,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             // A job of the same shape found no room earlier in this pass: nodes only fill up
             // during a pass, so this one finds none either.
             let shape = Shape::of(name, job, &request);
-            if shortcuts && no_room.contains(&shape) {
+            if shortcuts && !unheld && no_room.contains(&shape) {
                 stats.shape_skips += 1;
                 continue;
             }
@@ -442,11 +462,19 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 }
             }
         }
-        if outcome.is_none()
-            && reclaim(state, &views, &quotas, &context, job_id, &request, &asked, &mut reservations, now)
-        {
-            set_reason(state, job_id, "Resources");
-            continue;
+        if outcome.is_none() {
+            if reclaim(state, &views, &holds, &mut planner, &quotas, job_id, &request, &asked, &mut reservations, now) {
+                if let Some(hold) = state.reclaim_holds.get(&job_id) {
+                    let taken = super::preempt::take_free(&mut views, &state.node_index, &hold.alloc);
+                    for (i, _) in &taken {
+                        free.update(*i, &views[*i]);
+                    }
+                    holds.insert(job_id, taken);
+                }
+                set_reason(state, job_id, "Resources");
+                continue;
+            }
+            state.reclaim_holds.remove(&job_id);
         }
         match outcome {
             Some((start, borrows)) => {
@@ -460,6 +488,10 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                     }
                 }
                 timeline.add(now.saturating_add(limit), &start.alloc);
+                if let Some(planner) = planner.as_mut() {
+                    planner.started(state, &start.alloc);
+                }
+                state.reclaim_holds.remove(&job_id);
                 running.add(&state.config, job, &asked);
                 quotas.add(&state.config, job, &start.partition, &asked, borrows);
                 state.hold(&start.alloc);
@@ -514,15 +546,18 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
 }
 
 /// Reclaims a guarantee for a job that cannot start: when the job asks only for what is left of
-/// its team's guarantee in a partition, borrowed jobs of other teams there are chosen as victims
-/// and the job reserves the nodes they free (start: now), so nothing else takes them. True when
-/// the job now waits for preemptions (new or already under way).
+/// its team's guarantee in a partition, the pass's reclaim planner finds room for it in what is
+/// free or being freed, or preempts the cheapest set of other teams' borrowed jobs that makes
+/// room (see `super::preempt`). The job then holds that room across passes and reserves its
+/// nodes in this one (start: now), so nothing else takes them. True when the job now waits for
+/// preemptions (new or already under way).
 #[allow(clippy::too_many_arguments)]
 fn reclaim(
     state: &mut State,
     views: &[NodeView],
+    holds: &HashMap<JobId, super::preempt::Taken>,
+    planner: &mut Option<super::preempt::Planner>,
     quotas: &Quotas,
-    context: &priority::Context,
     job_id: JobId,
     request: &PerNodeRequest,
     asked: &tres::Tres,
@@ -535,25 +570,19 @@ fn reclaim(
         if !quotas.may_reclaim(&state.config, job, name, asked) {
             continue;
         }
-        let own = super::quota::quota_of(&state.config, &job.info.account, name);
-        let pool: HashSet<&String> = partition.nodes.iter().collect();
-        let candidates: Vec<JobId> = quotas
-            .borrowed
-            .iter()
-            .copied()
-            .filter(|v| {
-                state.jobs.get(v).is_some_and(|victim| {
-                    super::quota::quota_of(&state.config, &victim.info.account, name) != own
-                        && victim.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| pool.contains(&n.node)))
-                })
-            })
-            .collect();
+        let Some(own) = super::quota::quota_of(&state.config, &job.info.account, name) else { continue };
+        // Built at the pass's first reclaim: a pass without one pays nothing for it.
+        let planner = planner.get_or_insert_with(|| super::preempt::Planner::new(state, views, holds, quotas));
         let nodes = eligible_nodes(state, job, partition);
-        let Some((victims, alloc)) =
-            super::preempt::choose(state, views, &nodes, partition, request, &candidates, &context.fairshare, job_id)
+        let Some((victims, alloc)) = planner.plan(state, quotas, own, partition, &nodes, request, asked, job_id, now)
         else {
             continue;
         };
+        // The hold lasts until the slowest victim, its own earlier ones included, is gone.
+        let earlier = state.reclaim_holds.get(&job_id).map_or(now, |h| h.until);
+        let grace = victims.iter().map(|v| super::preempt::grace_secs(state, *v)).max();
+        let until = grace.map_or(earlier, |g| earlier.max(now + g + super::preempt::HOLD_MARGIN));
+        let until = until.max(now + i64::from(state.config.kill_wait) + super::preempt::HOLD_MARGIN);
         for victim in victims {
             tracing::info!(
                 victim,
@@ -566,6 +595,7 @@ fn reclaim(
         }
         let nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
         reservations.push(Reservation { job_id, start: now, nodes });
+        state.reclaim_holds.insert(job_id, crate::model::state::Hold { alloc, until });
         return true;
     }
     false

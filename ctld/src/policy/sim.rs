@@ -24,6 +24,8 @@ cluster_name = "sim"
 [controller]
 address = "127.0.0.1:6817"
 state_dir = "state"
+# Borrowers are reclaimed one step after they start.
+preempt_exempt_time = 0
 [[nodes]]
 names = "g[01-08]"
 cpus = 64

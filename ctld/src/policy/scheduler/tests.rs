@@ -20,6 +20,7 @@ default_account = "shared"
 [controller]
 address = "127.0.0.1:6817"
 state_dir = "state"
+preempt_exempt_time = 0
 [[nodes]]
 names = "n[1-2]"
 cpus = 4
@@ -48,7 +49,11 @@ default_account = "nlp"
 
 /// A state whose nodes are all up (each with a connection).
 fn cluster(extra: &str) -> State {
-    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), &format!("{BASE}{extra}")).unwrap();
+    cluster_of(&format!("{BASE}{extra}"))
+}
+
+fn cluster_of(text: &str) -> State {
+    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), text).unwrap();
     let mut state = State::new(Arc::new(config), 1);
     for (i, node) in state.nodes.iter_mut().enumerate() {
         node.connection = Some(i as u64);
@@ -615,4 +620,208 @@ fn a_pass_over_long_dependency_lists_is_quick() {
     );
     assert_eq!(state.jobs[&dependents[0]].info.reason, "Dependency");
     assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
+/// Four nodes of 8 GPUs in `main`; vision (alice), nlp (bob) and audio (carol) with `quotas`.
+fn teams(quotas: &str) -> State {
+    let text = BASE
+        .replace(
+            "names = \"n[1-2]\"\ncpus = 4\nreal_memory = 8000\ngpus = { h100 = 2 }",
+            "names = \"g[1-4]\"\ncpus = 32\nreal_memory = 64000\ngpus = { h100 = 8 }",
+        )
+        .replace("nodes = \"n[1-2]\"", "nodes = \"g[1-4]\"");
+    let text = format!(
+        "{text}[[accounts]]\nname = \"audio\"\n[[users]]\nname = \"carol\"\ndefault_account = \"audio\"\n{quotas}"
+    );
+    cluster_of(&text)
+}
+
+fn quota(account: &str, guarantee: u32) -> String {
+    format!("[[quotas]]\naccount = \"{account}\"\npartition = \"main\"\nguarantee = \"gres/gpu={guarantee}\"\n")
+}
+
+/// The preemptions the last passes decided (taken, so the next call sees only new ones).
+fn victims(state: &mut State) -> Vec<JobId> {
+    std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect()
+}
+
+/// A preempted job's run ended: it frees its resources and pends again (requeued).
+fn requeued(state: &mut State, job_id: JobId, now: UnixTime) {
+    state.release_job(job_id, now);
+    let job = state.jobs.get_mut(&job_id).unwrap();
+    job.info.state = Some(JobState::Pending);
+    job.info.nodes.clear();
+    job.info.start_time = None;
+    job.info.restarts += 1;
+}
+
+fn gpus_of(state: &State, job_id: JobId) -> usize {
+    state.jobs[&job_id].alloc.as_ref().map_or(0, |a| a.nodes.iter().map(|n| n.gpus.len()).sum())
+}
+
+/// The cluster is full of vision's and nlp's 8-GPU jobs, half of them borrowed; audio releases
+/// eight 1-GPU jobs at once. One 8-GPU job is preempted, not eight, and once it is gone all
+/// eight start on the node it freed.
+#[test]
+fn eight_small_reclaims_at_once_preempt_one_big_job() {
+    let mut state = teams(&(quota("vision", 8) + &quota("nlp", 8) + &quota("audio", 16)));
+    let mut fill: Vec<JobId> = (0..2).map(|_| submit(&mut state, "alice", "g=8 t=600")).collect();
+    fill.extend((0..2).map(|_| submit(&mut state, "bob", "g=8 t=600")));
+    assert_eq!(pass(&mut state, NOW), fill);
+    let small: Vec<JobId> = (0..8).map(|_| submit(&mut state, "carol", "g=1 t=60")).collect();
+    assert!(pass(&mut state, NOW + 10).is_empty());
+    let preempted = victims(&mut state);
+    assert_eq!(preempted.len(), 1, "{preempted:?}");
+    assert_eq!(gpus_of(&state, preempted[0]), 8);
+    assert!([fill[1], fill[3]].contains(&preempted[0]), "only a borrowed job: {preempted:?}");
+    // While the victim dies, nothing more is preempted.
+    assert!(pass(&mut state, NOW + 11).is_empty());
+    assert!(victims(&mut state).is_empty());
+    let node = state.jobs[&preempted[0]].info.nodes.clone();
+    requeued(&mut state, preempted[0], NOW + 15);
+    let mut started = pass(&mut state, NOW + 15);
+    started.sort_unstable();
+    assert_eq!(started, small);
+    assert!(small.iter().all(|j| state.jobs[j].info.nodes == node));
+    assert!(victims(&mut state).is_empty());
+}
+
+/// The same eight jobs submitted one after another, a pass each: the first preempts one 8-GPU
+/// job, the next seven find room in what that victim frees (while it dies and after).
+#[test]
+fn small_reclaims_one_after_another_share_one_victim() {
+    let mut state = teams(&(quota("vision", 8) + &quota("nlp", 8) + &quota("audio", 16)));
+    let fill: Vec<JobId> =
+        (0..4).map(|i| submit(&mut state, if i < 2 { "alice" } else { "bob" }, "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW), fill);
+    let mut all = Vec::new();
+    let mut small = Vec::new();
+    for k in 0..8 {
+        small.push(submit(&mut state, "carol", "g=1 t=60"));
+        let now = NOW + 10 + k;
+        if k == 4 {
+            // The victim is gone halfway through.
+            requeued(&mut state, all[0], now);
+        }
+        pass(&mut state, now);
+        all.extend(victims(&mut state));
+    }
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert!(small.iter().all(|j| state.jobs[j].info.state() == JobState::Running));
+}
+
+/// vision holds 24 GPUs against a guarantee of 20: its third 8-GPU job is partly borrowed, but
+/// preempting it would leave vision 16. audio (guarantee 16) releases five 8-GPU jobs: nlp's
+/// job (no quota) is preempted for the first, and nothing for the second, though it is owed.
+#[test]
+fn reclaim_never_pushes_a_team_below_its_guarantee() {
+    let mut state = teams(&(quota("vision", 20) + &quota("audio", 16)));
+    let alices: Vec<JobId> = (0..3).map(|_| submit(&mut state, "alice", "g=8 t=600")).collect();
+    let bobs = submit(&mut state, "bob", "g=8 t=600");
+    pass(&mut state, NOW - 1000);
+    let big: Vec<JobId> = (0..5).map(|_| submit(&mut state, "carol", "g=8 t=60")).collect();
+    pass(&mut state, NOW);
+    assert_eq!(victims(&mut state), vec![bobs]);
+    for now in [NOW + 1, NOW + 2] {
+        pass(&mut state, now);
+        assert!(victims(&mut state).is_empty(), "vision's jobs {alices:?} stay");
+    }
+    requeued(&mut state, bobs, NOW + 5);
+    assert_eq!(pass(&mut state, NOW + 5), vec![big[0]]);
+    assert!(victims(&mut state).is_empty());
+    assert!(alices.iter().all(|j| state.jobs[j].info.state() == JobState::Running));
+}
+
+/// A victim in its grace time counts as freed for its team: audio (owed 16) gets one victim per
+/// 8-GPU job while the first victim still dies, and none for a third job.
+#[test]
+fn a_victim_in_its_grace_time_counts_as_freed() {
+    let mut state = teams(&quota("audio", 16));
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 10);
+    assert_eq!(victims(&mut state).len(), 1);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 11);
+    assert_eq!(victims(&mut state).len(), 1, "owed 16, 8 being freed: 8 more");
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 12);
+    assert!(victims(&mut state).is_empty(), "16 being freed: nothing more is owed");
+}
+
+/// A run younger than `preempt_exempt_time` is not preempted, and a requeued victim that
+/// started again is safe for that long too; the most recently started of the older ones goes.
+#[test]
+fn exempt_time_protects_young_runs() {
+    let mut state = teams(&quota("audio", 16));
+    Arc::make_mut(&mut state.config).preempt_exempt_time = 300;
+    let old = submit(&mut state, "bob", "g=8 t=600");
+    pass(&mut state, NOW - 1000);
+    let older = submit(&mut state, "bob", "g=8 t=600");
+    pass(&mut state, NOW - 2000);
+    let young: Vec<JobId> = (0..2).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    pass(&mut state, NOW);
+    let first = submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 10);
+    assert_eq!(victims(&mut state), vec![old], "the most recently started of those past the exempt time");
+    requeued(&mut state, old, NOW + 20);
+    assert_eq!(pass(&mut state, NOW + 20), vec![first]);
+    // nlp's requeued job runs again only when something ends; then it is young again.
+    state.release_job(first, NOW + 30);
+    state.jobs.get_mut(&first).unwrap().info.state = Some(JobState::Completed);
+    assert_eq!(pass(&mut state, NOW + 30), vec![old]);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 40);
+    assert_eq!(victims(&mut state), vec![older], "{young:?} and {old} are younger than 300 s");
+    pass(&mut state, NOW + 41);
+    assert!(victims(&mut state).is_empty());
+}
+
+/// Of the borrowed jobs on the nodes, the set that frees enough with the fewest GPUs wins (a
+/// 1-GPU job rather than an 8-GPU one), then the one that ran least.
+#[test]
+fn the_victim_set_wastes_least() {
+    let mut state = teams(&quota("audio", 16));
+    let big: Vec<JobId> = (0..3).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW - 3000), big);
+    let mut small = Vec::new();
+    for start in (0..8).map(|k| NOW - 2000 + 100 * k) {
+        let job_id = submit(&mut state, "bob", "g=1 t=600");
+        small.push(job_id);
+        assert_eq!(pass(&mut state, start), vec![job_id]);
+    }
+    submit(&mut state, "carol", "g=1 t=60");
+    pass(&mut state, NOW);
+    assert_eq!(victims(&mut state), vec![small[7]], "the 1-GPU job started last");
+    submit(&mut state, "carol", "g=2 t=60");
+    pass(&mut state, NOW + 1);
+    assert_eq!(victims(&mut state), vec![small[5], small[6]], "two 1-GPU jobs, the latest left");
+}
+
+/// What is freed for a reclaiming job is kept for it: when its victim is gone, a job of another
+/// team that may reclaim too, with a higher priority and the same shape, does not take it (it
+/// preempted its own victim), and the first job starts where its victim ran.
+#[test]
+fn freed_gpus_go_to_the_reclaimer() {
+    let mut state = teams(&(quota("vision", 8) + &quota("audio", 8)));
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW - 1000), bobs);
+    let carols = submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW);
+    let first = victims(&mut state);
+    assert_eq!(first.len(), 1);
+    let node = state.jobs[&first[0]].info.nodes.clone();
+    let alices = submit(&mut state, "alice", "g=8 t=60");
+    state.jobs.get_mut(&alices).unwrap().info.nice = -100_000;
+    pass(&mut state, NOW + 1);
+    let second = victims(&mut state);
+    assert_eq!(second.len(), 1);
+    assert_ne!(second, first);
+    requeued(&mut state, first[0], NOW + 5);
+    let started = pass(&mut state, NOW + 5);
+    assert_eq!(started, vec![carols]);
+    assert_eq!(state.jobs[&carols].info.nodes, node);
+    assert_eq!(reason(&state, alices), "Resources");
+    assert!(victims(&mut state).is_empty());
 }
