@@ -16,8 +16,8 @@ use crate::model::identity::Caller;
 use crate::model::state::{Job, State};
 use crate::policy::validate;
 use crate::store::db::{CommitReport, DbOp};
-use drover_shared::job::{JobId, JobSpec, JobState, WaitStatus};
-use drover_shared::proto::client::{CancelRequest, JobUpdate, Response};
+use drover_shared::job::{JobId, JobState};
+use drover_shared::proto::client::{ErrorCode, Request, Response};
 use drover_shared::proto::node::{NodeMessage, NodeRegistration};
 use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
@@ -44,76 +44,12 @@ pub(crate) use nodes::NodeLink;
 /// Everything the core reacts to.
 #[derive(Debug)]
 pub(crate) enum Event {
-    Submit {
+    /// A client's request that the core answers, as it came off the wire, with who sent it (the
+    /// serve layer answers job queries, accounting, audit, usage, config and pings itself and
+    /// never sends those here). The reply goes to the client's connection task.
+    Client {
         caller: Caller,
-        spec: Box<JobSpec>,
-        reply: oneshot::Sender<Response>,
-    },
-    Cancel {
-        caller: Caller,
-        request: CancelRequest,
-        reply: oneshot::Sender<Response>,
-    },
-    CancelTasks {
-        caller: Caller,
-        request: CancelRequest,
-        tasks: Vec<(JobId, u32)>,
-        reply: oneshot::Sender<Response>,
-    },
-    Hold {
-        caller: Caller,
-        job_ids: Vec<JobId>,
-        hold: Option<bool>,
-        reply: oneshot::Sender<Response>,
-    },
-    /// `scontrol requeue` (`hold: false`), `requeuehold` (`hold: true`).
-    Requeue {
-        caller: Caller,
-        job_ids: Vec<JobId>,
-        hold: bool,
-        reply: oneshot::Sender<Response>,
-    },
-    UpdateJob {
-        caller: Caller,
-        job_ids: Vec<JobId>,
-        update: JobUpdate,
-        reply: oneshot::Sender<Response>,
-    },
-    QueryNodes {
-        reply: oneshot::Sender<Response>,
-    },
-    QueryPartitions {
-        reply: oneshot::Sender<Response>,
-    },
-    QueryShares {
-        reply: oneshot::Sender<Response>,
-    },
-    QueryPriority {
-        reply: oneshot::Sender<Response>,
-    },
-    Explain {
-        job_id: JobId,
-        reply: oneshot::Sender<Response>,
-    },
-    CreateStep {
-        caller: Caller,
-        job_id: JobId,
-        spec: Box<drover_shared::job::StepSpec>,
-        reply: oneshot::Sender<Response>,
-    },
-    StepDone {
-        caller: Caller,
-        job_id: JobId,
-        step_id: u32,
-        state: JobState,
-        exit_status: WaitStatus,
-        reply: oneshot::Sender<Response>,
-    },
-    CancelStep {
-        caller: Caller,
-        job_id: JobId,
-        step_id: u32,
-        signal: Option<i32>,
+        request: Request,
         reply: oneshot::Sender<Response>,
     },
     Committed(CommitReport),
@@ -136,36 +72,10 @@ pub(crate) enum Event {
     Metrics {
         reply: oneshot::Sender<crate::core::metrics::Snapshot>,
     },
-    UpdateNode {
-        caller: Caller,
-        update: drover_shared::proto::client::NodeUpdate,
-        reply: oneshot::Sender<Response>,
-    },
-    QueryNodeReasons {
-        reply: oneshot::Sender<Response>,
-    },
-    Reconfigure {
-        caller: Caller,
-        reply: oneshot::Sender<Response>,
-    },
     /// A remote client's token was refused (audited as a refused `connect`).
     RemoteRefused {
         uid: u32,
         detail: String,
-    },
-    TestOnly {
-        caller: Caller,
-        spec: Box<JobSpec>,
-        reply: oneshot::Sender<Response>,
-    },
-    QueryNodeFeatures {
-        reply: oneshot::Sender<Response>,
-    },
-    SplitArrayTask {
-        caller: Caller,
-        array_job_id: JobId,
-        task: u32,
-        reply: oneshot::Sender<Response>,
     },
 }
 
@@ -310,47 +220,7 @@ impl Core {
 
     fn handle(&mut self, event: Event) {
         match event {
-            Event::Submit { caller, spec, reply } => self.submit(caller, *spec, reply),
-            Event::Cancel { caller, request, reply } => {
-                let response = self.cancel(caller, &request);
-                self.answer_after_commit(reply, response);
-            }
-            Event::CancelTasks { caller, request, tasks, reply } => {
-                let response = self.cancel_tasks(caller, &request, &tasks);
-                self.answer_after_commit(reply, response);
-            }
-            Event::UpdateJob { caller, job_ids, update, reply } => {
-                let response = self.update_jobs(caller, &job_ids, &update);
-                self.answer_after_commit(reply, response);
-            }
-            Event::Requeue { caller, job_ids, hold, reply } => self.requeue_jobs(caller, &job_ids, hold, reply),
-            Event::Hold { caller, job_ids, hold, reply } => {
-                let response = self.hold(caller, &job_ids, hold);
-                self.answer_after_commit(reply, response);
-            }
-            Event::QueryNodes { reply } => {
-                let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
-                let _ = reply.send(Response::Nodes { now: now(), nodes });
-            }
-            Event::QueryPartitions { reply } => {
-                let _ = reply.send(Response::Partitions { partitions: self.partitions() });
-            }
-            Event::QueryShares { reply } => {
-                let _ = reply.send(crate::policy::report::shares(&self.state, now()));
-            }
-            Event::QueryPriority { reply } => {
-                let _ = reply.send(crate::policy::report::priorities(&self.state, now()));
-            }
-            Event::Explain { job_id, reply } => {
-                let _ = reply.send(crate::policy::explain::explain(&self.state, job_id, now()));
-            }
-            Event::CreateStep { caller, job_id, spec, reply } => self.create_step(caller, job_id, spec, reply),
-            Event::StepDone { caller, job_id, step_id, state, exit_status, reply } => {
-                let _ = reply.send(self.step_done(caller, job_id, step_id, state, exit_status));
-            }
-            Event::CancelStep { caller, job_id, step_id, signal, reply } => {
-                let _ = reply.send(self.cancel_step(caller, job_id, step_id, signal));
-            }
+            Event::Client { caller, request, reply } => self.client(caller, request, reply),
             Event::Committed(report) => self.committed(report),
             Event::NodeConnected { registration, link, address } => self.node_registered(registration, link, address),
             Event::NodeMessage { node, connection_id, message } => self.node_message(&node, connection_id, message),
@@ -367,37 +237,87 @@ impl Core {
             Event::Metrics { reply } => {
                 let _ = reply.send(self.metrics_snapshot());
             }
-            Event::UpdateNode { caller, update, reply } => {
-                let _ = reply.send(self.update_node(caller, &update));
-            }
-            Event::QueryNodeReasons { reply } => {
-                let _ = reply.send(self.node_reasons());
-            }
-            Event::Reconfigure { caller, reply } => {
-                let _ = reply.send(self.reconfigure(caller));
-            }
             Event::RemoteRefused { uid, detail } => {
                 let (origin, outcome) = ("tcp".to_owned(), "Access/permission denied".to_owned());
                 self.store(DbOp::Audit { time: now(), uid, origin, action: "connect", job_id: None, outcome, detail });
             }
-            Event::TestOnly { caller, spec, reply } => {
+        }
+    }
+
+    /// Serves one client request: the one place a request meets the core. Changes are answered
+    /// after their commit (`answer_after_commit`; a submission and `scontrol requeue` wait in
+    /// their own tables); reads and step messages are answered at once.
+    fn client(&mut self, caller: Caller, request: Request, reply: oneshot::Sender<Response>) {
+        let response = match request {
+            Request::Submit(spec) => return self.submit(caller, *spec, reply),
+            Request::Requeue { job_ids } => return self.requeue_jobs(caller, &job_ids, false, reply),
+            Request::RequeueHold { job_ids } => return self.requeue_jobs(caller, &job_ids, true, reply),
+            Request::CreateStep { job_id, spec } => return self.create_step(caller, job_id, spec, reply),
+            Request::Cancel(request) => {
+                let response = self.cancel(caller, &request);
+                return self.answer_after_commit(reply, response);
+            }
+            Request::CancelTasks { request, tasks } => {
+                let response = self.cancel_tasks(caller, &request, &tasks);
+                return self.answer_after_commit(reply, response);
+            }
+            Request::UpdateJob { job_ids, update } => {
+                let response = self.update_jobs(caller, &job_ids, &update);
+                return self.answer_after_commit(reply, response);
+            }
+            Request::Hold { job_ids, hold } => {
+                let response = self.hold(caller, &job_ids, hold);
+                return self.answer_after_commit(reply, response);
+            }
+            Request::SplitArrayTask { array_job_id, task } => {
+                let response = self.split_array_task(caller, array_job_id, task);
+                return self.answer_after_commit(reply, response);
+            }
+            Request::QueryNodes => {
+                let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
+                Response::Nodes { now: now(), nodes }
+            }
+            Request::QueryPartitions => Response::Partitions { partitions: self.partitions() },
+            Request::QueryShares => crate::policy::report::shares(&self.state, now()),
+            Request::QueryPriority => crate::policy::report::priorities(&self.state, now()),
+            Request::Explain { job_id } => crate::policy::explain::explain(&self.state, job_id, now()),
+            Request::StepDone { job_id, step_id, state, exit_status } => {
+                self.step_done(caller, job_id, step_id, state, exit_status)
+            }
+            Request::CancelStep { job_id, step_id, signal } => self.cancel_step(caller, job_id, step_id, signal),
+            Request::UpdateNode(update) => self.update_node(caller, &update),
+            Request::QueryNodeReasons => self.node_reasons(),
+            Request::Reconfigure => self.reconfigure(caller),
+            Request::TestOnly(spec) => {
                 let now = now();
-                let response = match validate::validate(&self.state, caller, *spec, now) {
+                match validate::validate(&self.state, caller, *spec, now) {
                     Err((code, detail)) => Response::Error { code, detail },
                     Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
-                };
-                let _ = reply.send(response);
+                }
             }
-            Event::SplitArrayTask { caller, array_job_id, task, reply } => {
-                let response = self.split_array_task(caller, array_job_id, task);
-                self.answer_after_commit(reply, response);
-            }
-            Event::QueryNodeFeatures { reply } => {
+            Request::QueryNodeFeatures => {
                 let nodes =
                     self.state.nodes.iter().map(|n| (n.config.name.clone(), n.config.features.clone())).collect();
-                let _ = reply.send(Response::NodeFeatures { nodes });
+                Response::NodeFeatures { nodes }
             }
-        }
+            // Served off the core by the serve layer (snapshots, the database's readers, the
+            // config); one that arrives here anyway is a wiring mistake, answered, not a panic.
+            Request::QueryJobs(_)
+            | Request::QueryJobFields { .. }
+            | Request::QueryJobLines { .. }
+            | Request::QueryAccounting(_)
+            | Request::QueryUsage(_)
+            | Request::QueryJobUsage { .. }
+            | Request::QueryStepUsage { .. }
+            | Request::QueryAudit(_)
+            | Request::ShowConfig
+            | Request::Ping => {
+                let name = crate::core::metrics::request_name(&request);
+                tracing::error!(request = name, "a request served off the core reached the core");
+                Response::Error { code: ErrorCode::Internal, detail: format!("{name} is not served by the core") }
+            }
+        };
+        let _ = reply.send(response);
     }
 
     fn tick(&mut self) {

@@ -191,74 +191,39 @@ fn job_query(request: &Request) -> Option<Result<(JobQuery, Ask), String>> {
     }
 }
 
+/// Answers a request that is not a job query: accounting, audit, usage, config and pings here,
+/// off the core; everything else by the core, as one [`Event::Client`] (shares, priorities and
+/// `drover why` with this caller's view of them applied here).
 async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> Response {
-    let ask = |make: Box<dyn FnOnce(oneshot::Sender<Response>) -> Event + Send>| async {
-        let (tx, rx) = oneshot::channel();
-        if context.events.send(make(tx)).is_err() {
-            return unavailable();
-        }
-        rx.await.unwrap_or_else(|_| unavailable())
-    };
     match request {
-        Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
-        Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
         // Answered by `serve_requests` before it dispatches anything, off the core.
         Request::QueryJobs(_) | Request::QueryJobFields { .. } | Request::QueryJobLines { .. } => unavailable(),
-        Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
-        Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
-        Request::QueryShares => {
-            usage::shares(context, caller, ask(Box::new(|reply| Event::QueryShares { reply })).await)
-        }
-        Request::QueryPriority => {
-            accounting::priorities(context, caller, ask(Box::new(|reply| Event::QueryPriority { reply })).await)
-        }
-        Request::Explain { job_id } if !accounting::owns(context, caller, job_id) => {
-            Response::Error { code: ErrorCode::InvalidJobId, detail: "private job".into() }
-        }
-        Request::Explain { job_id } => ask(Box::new(move |reply| Event::Explain { job_id, reply })).await,
-        Request::CancelTasks { request, tasks } => {
-            ask(Box::new(move |reply| Event::CancelTasks { caller, request, tasks, reply })).await
-        }
-        Request::ShowConfig => config::show(context),
-        Request::UpdateJob { job_ids, update } => {
-            ask(Box::new(move |reply| Event::UpdateJob { caller, job_ids, update, reply })).await
-        }
-        Request::Requeue { job_ids } => {
-            ask(Box::new(move |reply| Event::Requeue { caller, job_ids, hold: false, reply })).await
-        }
-        Request::RequeueHold { job_ids } => {
-            ask(Box::new(move |reply| Event::Requeue { caller, job_ids, hold: true, reply })).await
-        }
-        Request::Hold { job_ids, hold } => {
-            ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await
-        }
         Request::QueryUsage(query) => usage::query(context, caller, query).await,
-        Request::CreateStep { job_id, spec } => {
-            ask(Box::new(move |reply| Event::CreateStep { caller, job_id, spec, reply })).await
-        }
-        Request::StepDone { job_id, step_id, state, exit_status } => {
-            ask(Box::new(move |reply| Event::StepDone { caller, job_id, step_id, state, exit_status, reply })).await
-        }
-        Request::CancelStep { job_id, step_id, signal } => {
-            ask(Box::new(move |reply| Event::CancelStep { caller, job_id, step_id, signal, reply })).await
-        }
-        Request::UpdateNode(update) => ask(Box::new(move |reply| Event::UpdateNode { caller, update, reply })).await,
-        Request::Reconfigure => ask(Box::new(move |reply| Event::Reconfigure { caller, reply })).await,
-        Request::QueryNodeReasons => ask(Box::new(|reply| Event::QueryNodeReasons { reply })).await,
         Request::QueryAudit(query) => audit::query(context, caller, query).await,
-        Request::TestOnly(spec) => ask(Box::new(move |reply| Event::TestOnly { caller, spec, reply })).await,
-        Request::SplitArrayTask { array_job_id, task } => {
-            ask(Box::new(move |reply| Event::SplitArrayTask { caller, array_job_id, task, reply })).await
-        }
         Request::QueryJobUsage { job_ids } => accounting::usage(context, caller, job_ids).await,
         Request::QueryStepUsage { job_ids } => accounting::step_usage(context, caller, job_ids).await,
-        Request::QueryNodeFeatures => ask(Box::new(|reply| Event::QueryNodeFeatures { reply })).await,
+        Request::ShowConfig => config::show(context),
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
         },
+        Request::Explain { job_id } if !accounting::owns(context, caller, job_id) => {
+            Response::Error { code: ErrorCode::InvalidJobId, detail: "private job".into() }
+        }
+        Request::QueryShares => usage::shares(context, caller, ask_core(context, caller, request).await),
+        Request::QueryPriority => accounting::priorities(context, caller, ask_core(context, caller, request).await),
+        request => ask_core(context, caller, request).await,
     }
+}
+
+/// Hands a request to the core and waits for its answer (after the commit, for a change).
+async fn ask_core(context: &ClientContext, caller: Caller, request: Request) -> Response {
+    let (reply, answer) = oneshot::channel();
+    if context.events.send(Event::Client { caller, request, reply }).is_err() {
+        return unavailable();
+    }
+    answer.await.unwrap_or_else(|_| unavailable())
 }
 
 fn unavailable() -> Response {
