@@ -22,7 +22,7 @@ impl Core {
         self.store(DbOp::After(AfterCommit::Answer(token)));
     }
 
-    pub(super) fn store(&self, op: DbOp) {
+    pub(super) fn store(&mut self, op: DbOp) {
         self.flush_unhurried();
         // The writer thread only stops when ctld shuts down; a send error then is harmless.
         let _ = self.db.send(op);
@@ -32,29 +32,31 @@ impl Core {
     /// stored (in order, before it), or at the next tick. For records whose loss in a crash of
     /// ctld costs only precision: the node reported start time of a job already stored running
     /// (its allocation time stays the start until then).
-    pub(super) fn store_unhurried(&self, op: DbOp) {
-        self.unhurried.borrow_mut().push(op);
+    pub(super) fn store_unhurried(&mut self, op: DbOp) {
+        self.unhurried.push(op);
     }
 
     /// Sends what [`Core::store_unhurried`] queued.
-    pub(super) fn flush_unhurried(&self) {
-        for op in self.unhurried.borrow_mut().drain(..) {
+    pub(super) fn flush_unhurried(&mut self) {
+        for op in self.unhurried.drain(..) {
             let _ = self.db.send(op);
         }
     }
 
-    pub(super) fn store_job(&self, job_id: JobId, with_alloc: bool) {
-        if let Some(job) = self.state.jobs.get(&job_id) {
-            if job.info.state().is_terminal() {
-                self.record_run(job_id, job.info.state().long_name(), job.info.end_time.unwrap_or_else(now));
-            }
-            let alloc = if with_alloc { job.alloc.clone().map(Box::new) } else { None };
-            self.store(DbOp::UpdateJob { info: Box::new(job.info.clone()), alloc });
+    pub(super) fn store_job(&mut self, job_id: JobId, with_alloc: bool) {
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
+        let ended = job.info.state().is_terminal().then(|| (job.info.state(), job.info.end_time.unwrap_or_else(now)));
+        if let Some((state, end)) = ended {
+            self.record_run(job_id, state.long_name(), end);
         }
+        let Some(job) = self.state.jobs.get(&job_id) else { return };
+        let alloc = if with_alloc { job.alloc.clone().map(Box::new) } else { None };
+        let info = Box::new(job.info.clone());
+        self.store(DbOp::UpdateJob { info, alloc });
     }
 
     /// Records something the controller did on its own (job ends, node failures, preemption).
-    pub(super) fn audit(&self, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String) {
+    pub(super) fn audit(&mut self, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String) {
         let origin = "ctld".to_owned();
         self.store(DbOp::Audit { time: now(), uid, origin, action, job_id, outcome: "ok".into(), detail });
     }
@@ -62,7 +64,7 @@ impl Core {
     /// Records a client's request with its outcome (`ok` or the refusal's message), refused ones
     /// included.
     pub(super) fn audit_request(
-        &self,
+        &mut self,
         caller: Caller,
         action: &'static str,
         job_id: Option<JobId>,

@@ -45,7 +45,7 @@ impl Core {
     }
 
     /// Stores a task just split off array base record `base` (the task's insert, the base's update).
-    pub(super) fn store_split(&self, base: JobId, task_job: JobId) {
+    pub(super) fn store_split(&mut self, base: JobId, task_job: JobId) {
         if let Some(job) = self.state.jobs.get(&task_job) {
             // The task's row gets the whole spec: the base record's launch-only fields.
             self.store(DbOp::InsertJob {
@@ -60,7 +60,7 @@ impl Core {
     /// Puts a job that never started back in the queue.
     pub(super) fn requeue(&mut self, job_id: JobId) {
         let now = now();
-        self.runs.borrow_mut().remove(&job_id);
+        self.runs.remove(&job_id);
         self.state.release_job(job_id, now);
         if let Some(job) = self.state.jobs.get_mut(&job_id) {
             let info = &mut job.info;

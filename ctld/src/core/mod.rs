@@ -120,10 +120,10 @@ pub(crate) struct Core {
     /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
     steps: step::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
-    runs: std::cell::RefCell<HashMap<JobId, crate::store::accounting::RunSnapshot>>,
+    runs: HashMap<JobId, crate::store::accounting::RunSnapshot>,
     /// Writes that need no commit of their own (a job's start time as its node reports it):
     /// queued ahead of the next op that does, or at the next tick, whichever comes first.
-    unhurried: std::cell::RefCell<Vec<DbOp>>,
+    unhurried: Vec<DbOp>,
     /// When usage older than the retention periods was last deleted.
     usage_purged_at: UnixTime,
     /// When a tick last asked for a pass (see [`PERIODIC_PASS`]).

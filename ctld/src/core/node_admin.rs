@@ -110,7 +110,7 @@ impl Core {
     }
 
     /// Queues a node's flags for storage (a node back in service deletes its row).
-    pub(crate) fn save_node_state(&self, name: &str) {
+    pub(crate) fn save_node_state(&mut self, name: &str) {
         let Some(node) = self.state.node_index.get(name).map(|&i| &self.state.nodes[i]) else { return };
         let (uid, time) = node.reason_set.unwrap_or((0, now()));
         self.store(DbOp::SaveNodeState(StoredNodeState {

@@ -201,7 +201,7 @@ impl Core {
     /// A job that cannot be started at all ends `FAILED` (`JobLaunchFailure`) and frees its nodes.
     fn fail_launch(&mut self, job_id: JobId) {
         let now = now();
-        self.runs.borrow_mut().remove(&job_id);
+        self.runs.remove(&job_id);
         self.state.release_job(job_id, now);
         self.state.end_job(job_id, JobState::Failed, "JobLaunchFailure", now);
         self.store_job(job_id, false);

@@ -52,7 +52,7 @@ impl Core {
         use drover_shared::config::usage::IdleAction;
         let mut steps = Vec::new();
         {
-            let mut runs = self.runs.borrow_mut();
+            let runs = &mut self.runs;
             for sample in samples.iter().filter(|s| s.gpus > 0) {
                 let Some(run) = runs.get_mut(&sample.job_id) else { continue };
                 run.add_sample(sample.utilization_percent_sum, now);
@@ -124,7 +124,7 @@ impl Core {
             return;
         }
         let borrowed = crate::policy::quota::Quotas::new(&self.state).borrowed;
-        let mut runs = self.runs.borrow_mut();
+        let runs = &mut self.runs;
         for job_id in job_ids {
             let Some(job) = self.state.jobs.get(job_id) else { continue };
             if let Some(snap) = crate::store::accounting::snapshot(&self.state, job, borrowed.contains(job_id)) {
@@ -134,8 +134,8 @@ impl Core {
     }
 
     /// Queues the usage record of a run that ended (once: the snapshot is taken out).
-    pub(super) fn record_run(&self, job_id: JobId, state_name: &str, end: UnixTime) {
-        let Some(snap) = self.runs.borrow_mut().remove(&job_id) else { return };
+    pub(super) fn record_run(&mut self, job_id: JobId, state_name: &str, end: UnixTime) {
+        let Some(snap) = self.runs.remove(&job_id) else { return };
         let Some(job) = self.state.jobs.get(&job_id) else { return };
         let record = crate::store::accounting::record(job, &snap, state_name, end);
         self.store(DbOp::RecordUsage(Box::new(record)));
