@@ -39,6 +39,9 @@ pub(crate) mod metrics;
 pub(crate) mod reconfigure;
 mod requeue;
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) use nodes::NodeLink;
 
 /// Everything the core reacts to.

@@ -1,0 +1,315 @@
+//! The core driven in process: no daemon, no socket, no SQLite. A [`Bench`] owns a [`Core`], the
+//! receiving end of its database channel and a fake node link; each test feeds it events the way
+//! the event loop does (handle, then publish), plays the writer by hand — acknowledging or failing
+//! exactly the operations the core queued — and checks the commit invariants the end-to-end
+//! tests check through real daemons: an answer never precedes its commit, a refused submission
+//! uses no job id, a failed commit is answered with an error and leaves no job behind, and the end
+//! of an earlier run is acknowledged after its commit and changes nothing. Each runs in
+//! milliseconds.
+
+use super::*;
+use crate::model::snapshot::{JobsSnapshot, Publisher};
+use crate::store::db::AfterCommit;
+use drover_shared::config::Config;
+use drover_shared::job::WaitStatus;
+use drover_shared::proto::client::ErrorCode;
+use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome};
+use std::path::Path;
+use tokio::sync::oneshot::error::TryRecvError;
+
+const CONFIG: &str = r#"
+cluster_name = "c"
+default_account = "shared"
+[controller]
+address = "127.0.0.1:6817"
+state_dir = "state"
+[[nodes]]
+names = "n1"
+cpus = 4
+real_memory = 8000
+[[partitions]]
+name = "main"
+nodes = "n1"
+default = true
+max_time = "1-00:00:00"
+[[accounts]]
+name = "shared"
+"#;
+
+/// root: a uid every system names, so validation finds a user without the test adding one.
+const ROOT: Caller = Caller { uid: 0, gid: 0, origin: crate::model::identity::Origin::Local };
+
+/// A core with its outlets captured.
+struct Bench {
+    core: Core,
+    /// What the core queued for the writer, not yet committed or failed by the test.
+    db: std::sync::mpsc::Receiver<DbOp>,
+    /// The snapshots queries read.
+    jobs: tokio::sync::watch::Receiver<Arc<JobsSnapshot>>,
+    /// What ctld sent to node n1, once it registered.
+    node: Option<mpsc::UnboundedReceiver<CtldMessage>>,
+    /// The full specs the fake database holds (the writer reads them back for a launch).
+    stored_specs: HashMap<JobId, Box<drover_shared::job::JobSpec>>,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let config = Config::parse(Path::new("/etc/drover/cluster.toml"), CONFIG).unwrap();
+        let state = State::new(Arc::new(config), 1);
+        let (db_tx, db) = std::sync::mpsc::channel();
+        let (publisher, jobs) = Publisher::new();
+        let core = Core::new(state, db_tx, "/nonexistent/ctld.sock".into(), publisher);
+        Bench { core, db, jobs, node: None, stored_specs: HashMap::new() }
+    }
+
+    /// One event as the event loop handles it: handled, then a snapshot published (which sends
+    /// the answers that waited for one).
+    fn event(&mut self, event: Event) {
+        self.core.handle(event);
+        self.core.publish();
+    }
+
+    /// Sends a client request; the answer arrives on the returned receiver, if and when it comes.
+    fn request(&mut self, request: Request) -> oneshot::Receiver<Response> {
+        let (reply, answer) = oneshot::channel();
+        self.event(Event::Client { caller: ROOT, request, reply });
+        answer
+    }
+
+    /// The operations queued for the writer since the last call.
+    fn queued(&mut self) -> Vec<DbOp> {
+        self.db.try_iter().collect()
+    }
+
+    /// Plays the writer: the transaction holding `ops` committed (`error: None`) or failed.
+    fn report(&mut self, ops: Vec<DbOp>, error: Option<&str>) {
+        let n_ops = ops.len();
+        let mut after = Vec::new();
+        for op in ops {
+            match op {
+                DbOp::InsertJob { info, spec, .. } if error.is_none() => {
+                    self.stored_specs.insert(info.job_id, spec);
+                }
+                DbOp::After(AfterCommit::Launch(job_id, None)) => {
+                    after.push(AfterCommit::Launch(job_id, self.stored_specs.get(&job_id).cloned()));
+                }
+                DbOp::After(action) => after.push(action),
+                _ => {}
+            }
+        }
+        self.event(Event::Committed(CommitReport { after, error: error.map(str::to_owned), n_ops }));
+    }
+
+    /// Commits everything queued so far.
+    fn commit(&mut self) {
+        let ops = self.queued();
+        self.report(ops, None);
+    }
+
+    /// Node n1 registers on connection 1, holding no jobs.
+    fn register_node(&mut self) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let registration = NodeRegistration {
+            name: "n1".into(),
+            cpus: 4,
+            real_memory_mb: 8000,
+            gpus: Vec::new(),
+            running: Vec::new(),
+            version: "test".into(),
+            boot_time: 1,
+            start_time: 1,
+        };
+        self.event(Event::NodeConnected { registration, link: NodeLink { connection_id: 1, tx }, address: "n1".into() });
+        self.node = Some(rx);
+        self.commit();
+        assert!(matches!(self.sent_to_node().as_slice(), [CtldMessage::Registered { .. }]));
+    }
+
+    /// What ctld sent to n1 since the last call.
+    fn sent_to_node(&mut self) -> Vec<CtldMessage> {
+        let node = self.node.as_mut().expect("n1 registered");
+        std::iter::from_fn(|| node.try_recv().ok()).collect()
+    }
+
+    /// Submits a job and commits it; its id.
+    fn submitted(&mut self) -> JobId {
+        let mut answer = self.request(Request::Submit(Box::new(spec())));
+        self.commit();
+        match answer.try_recv() {
+            Ok(Response::Submitted { job_id }) => job_id,
+            other => panic!("expected an id, got {other:?}"),
+        }
+    }
+
+    /// The ids the published snapshot shows.
+    fn visible(&self) -> Vec<JobId> {
+        self.jobs.borrow().jobs().map(|j| j.job_id).collect()
+    }
+}
+
+fn spec() -> drover_shared::job::JobSpec {
+    drover_shared::job::JobSpec { script: "#!/bin/sh\ntrue\n".into(), work_dir: "/".into(), ..Default::default() }
+}
+
+fn inserts(ops: &[DbOp]) -> Vec<JobId> {
+    ops.iter()
+        .filter_map(|op| match op {
+            DbOp::InsertJob { info, .. } => Some(info.job_id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `sbatch` gets its id only once the writer reports the insert committed, and the job is
+/// visible to queries by then; until that report, nothing is answered and nothing shows.
+#[test]
+fn a_submission_is_answered_only_after_its_commit() {
+    let mut bench = Bench::new();
+    let mut answer = bench.request(Request::Submit(Box::new(spec())));
+    let ops = bench.queued();
+    assert_eq!(inserts(&ops), vec![1]);
+    assert!(ops.iter().any(|op| matches!(op, DbOp::After(AfterCommit::AnswerSubmit(1)))));
+    assert_eq!(answer.try_recv(), Err(TryRecvError::Empty), "answered before the commit");
+    assert!(bench.visible().is_empty(), "an uncommitted job is visible");
+    // Other events pass and the answer still waits: only the commit report releases it.
+    bench.event(Event::Tick);
+    assert_eq!(answer.try_recv(), Err(TryRecvError::Empty), "answered before the commit");
+
+    bench.report(ops, None);
+    assert_eq!(answer.try_recv(), Ok(Response::Submitted { job_id: 1 }));
+    assert_eq!(bench.visible(), vec![1], "answered before a snapshot showing the job");
+}
+
+/// A change (here `scancel`) is answered after its commit too, not when the core decides it.
+#[test]
+fn a_cancel_is_answered_only_after_its_commit() {
+    let mut bench = Bench::new();
+    let job_id = bench.submitted();
+    let request = drover_shared::proto::client::CancelRequest { job_ids: vec![job_id], ..Default::default() };
+    let mut answer = bench.request(Request::Cancel(request));
+    let ops = bench.queued();
+    assert!(ops.iter().any(|op| matches!(op, DbOp::UpdateJob { info, .. } if info.job_id == job_id)));
+    assert_eq!(answer.try_recv(), Err(TryRecvError::Empty), "answered before the commit");
+    bench.report(ops, None);
+    assert!(answer.try_recv().is_ok_and(|r| !matches!(r, Response::Error { .. })));
+}
+
+/// A refused submission is answered at once, queues no job and uses no id: the next accepted
+/// one gets the id the refused one would have had.
+#[test]
+fn a_refused_submission_uses_no_job_id() {
+    let mut bench = Bench::new();
+    let first = bench.submitted();
+    let refused = drover_shared::job::JobSpec { partitions: vec!["nosuch".into()], ..spec() };
+    let mut answer = bench.request(Request::Submit(Box::new(refused)));
+    assert!(matches!(answer.try_recv(), Ok(Response::Error { code: ErrorCode::InvalidPartition, .. })));
+    let ops = bench.queued();
+    assert!(inserts(&ops).is_empty(), "a refused submission queued a job");
+    assert!(!ops.iter().any(|op| matches!(op, DbOp::After(AfterCommit::AnswerSubmit(_)))));
+    assert!(ops.iter().any(|op| matches!(op, DbOp::Audit { action: "submit", job_id: None, .. })), "refusal not audited");
+    assert_eq!(bench.core.state.jobs.len(), 1);
+    bench.report(ops, None);
+    assert_eq!(bench.submitted(), first + 1);
+}
+
+/// When the transaction holding a submission fails, the client gets an error, the job is
+/// forgotten (never shown, never scheduled) and nothing of it reaches the database.
+#[test]
+fn a_failed_commit_answers_an_error_and_keeps_nothing() {
+    let mut bench = Bench::new();
+    let mut answer = bench.request(Request::Submit(Box::new(spec())));
+    let ops = bench.queued();
+    assert_eq!(inserts(&ops), vec![1]);
+    bench.report(ops, Some("disk I/O error"));
+    match answer.try_recv() {
+        Ok(Response::Error { code: ErrorCode::StorageUnavailable, detail }) => assert_eq!(detail, "disk I/O error"),
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+    assert!(bench.core.state.jobs.is_empty(), "the failed job is still in memory");
+    assert!(bench.visible().is_empty(), "the failed job is visible");
+    assert!(bench.stored_specs.is_empty());
+    // A pass has nothing to place: no allocation, no launch queued for the lost job.
+    bench.core.schedule();
+    assert!(!bench.queued().iter().any(|op| matches!(op, DbOp::After(AfterCommit::Launch(..)))));
+}
+
+/// A change whose commit fails is answered with the error, not with the outcome it would have had.
+#[test]
+fn a_failed_commit_of_a_change_answers_an_error() {
+    let mut bench = Bench::new();
+    let job_id = bench.submitted();
+    let mut answer = bench.request(Request::Hold { job_ids: vec![job_id], hold: Some(true) });
+    let ops = bench.queued();
+    bench.report(ops, Some("database is locked"));
+    assert!(matches!(answer.try_recv(), Ok(Response::Error { code: ErrorCode::StorageUnavailable, .. })));
+}
+
+/// A job is launched only after its allocation is committed.
+#[test]
+fn a_launch_waits_for_its_allocation_commit() {
+    let mut bench = Bench::new();
+    bench.register_node();
+    let job_id = bench.submitted();
+    bench.core.schedule();
+    assert_eq!(bench.core.state.jobs[&job_id].info.state(), JobState::Running);
+    assert!(bench.sent_to_node().is_empty(), "launched before the allocation's commit");
+    bench.commit();
+    assert!(matches!(bench.sent_to_node().as_slice(), [CtldMessage::Launch(l)] if l.job_id == job_id));
+}
+
+/// The end of an earlier run of a job (requeued since) is acknowledged — after a commit, so the
+/// node forgets it only then — and changes nothing: the current run keeps running and nothing of
+/// the job is stored. The current run's end, by contrast, ends the job.
+#[test]
+fn an_old_runs_end_is_acknowledged_and_ignored() {
+    let mut bench = Bench::new();
+    bench.register_node();
+    let job_id = bench.submitted();
+    bench.core.schedule();
+    bench.commit();
+    assert!(matches!(bench.sent_to_node().as_slice(), [CtldMessage::Launch(_)]));
+    // The job now runs its second run (run 1), as after a requeue and a new start.
+    bench.core.state.jobs.get_mut(&job_id).unwrap().info.restarts = 1;
+    let end = |run| JobEnd {
+        job_id,
+        run,
+        outcome: JobOutcome::Exited,
+        exit_status: WaitStatus::exited(0),
+        start_time: Some(10),
+        end_time: 20,
+    };
+    let message = |run| Event::NodeMessage {
+        node: "n1".into(),
+        connection_id: 1,
+        message: drover_shared::proto::node::NodeMessage::JobEnded(end(run)),
+    };
+
+    bench.event(message(0));
+    let ops = bench.queued();
+    assert!(
+        matches!(ops.as_slice(), [DbOp::After(AfterCommit::AckJobEnd { job_id: j, run: 0, .. })] if *j == job_id),
+        "an old run's end queued {ops:?}"
+    );
+    assert!(bench.sent_to_node().is_empty(), "acknowledged before the commit");
+    assert_eq!(bench.core.state.jobs[&job_id].info.state(), JobState::Running);
+    bench.report(ops, None);
+    assert!(matches!(bench.sent_to_node().as_slice(), [CtldMessage::JobEndAck { job_id: j, run: 0 }] if *j == job_id));
+    assert_eq!(bench.core.state.jobs[&job_id].info.state(), JobState::Running);
+
+    bench.event(message(1));
+    let ops = bench.queued();
+    assert!(ops.iter().any(|op| matches!(op, DbOp::UpdateJob { info, .. } if info.job_id == job_id)));
+    assert_eq!(bench.core.state.jobs[&job_id].info.state(), JobState::Completed);
+    assert!(bench.sent_to_node().is_empty(), "acknowledged before the commit");
+    bench.report(ops, None);
+    assert!(matches!(bench.sent_to_node().as_slice(), [CtldMessage::JobEndAck { job_id: j, run: 1 }] if *j == job_id));
+}
+
+/// Requests the serve layer answers itself are refused by the core, not served from its state.
+#[test]
+fn requests_served_off_the_core_are_refused_there() {
+    let mut bench = Bench::new();
+    let mut answer = bench.request(Request::ShowConfig);
+    assert!(matches!(answer.try_recv(), Ok(Response::Error { code: ErrorCode::Internal, .. })));
+    assert!(bench.queued().is_empty());
+}
