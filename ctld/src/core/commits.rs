@@ -116,7 +116,7 @@ impl Core {
                 AfterCommit::AnswerSubmit(job_id) => {
                     if let Some(job) = self.state.jobs.get_mut(&job_id) {
                         job.committed = true;
-                        crate::model::snapshot::touch(job_id);
+                        self.state.jobs.touch(job_id);
                         self.schedule_needed = true;
                     }
                     if let Some(reply) = self.waiting_submits.remove(&job_id) {

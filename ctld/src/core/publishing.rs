@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 impl Core {
     /// Publishes a snapshot if jobs changed, then sends the answers that waited for it.
     pub(super) fn publish(&mut self) {
-        self.publisher.publish(&self.state);
+        self.publisher.publish(&mut self.state);
         for (reply, response) in self.deferred.drain(..) {
             let _ = reply.send(response);
         }

@@ -4,7 +4,9 @@
 //! pass the core rebuilds only the chunks that hold a changed job and publishes the snapshot
 //! through a `watch` channel. `squeue` and `scontrol show job` filter and encode a snapshot on
 //! their connection's task, so they never wait behind a scheduling pass and a pass never waits
-//! behind them. The dirty set is global: a process has one [`Publisher`] (ctld's core).
+//! behind them. The changed job ids are filed by the job table itself
+//! ([`crate::model::state::Jobs`]), which the publisher asks for them: plain state of the core,
+//! so any number of cores (tests run many at once) publish independently.
 
 use crate::model::state::State;
 use drover_shared::UnixTime;
@@ -24,41 +26,28 @@ use std::sync::Mutex;
 /// Jobs per snapshot chunk: a publish rebuilds only the chunks whose jobs changed.
 const CHUNK: u32 = 1024;
 
-/// Ids of the jobs changed since the last publish (any mutable access counts, so it may
-/// overcount; it never misses a change made through [`Shared`] or [`touch`]).
-static DIRTY: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
-
-/// Records that a job's record, or whether it is visible, changed.
-pub(crate) fn touch(job_id: JobId) {
-    if let Ok(mut dirty) = DIRTY.lock() {
-        dirty.insert(job_id);
-    }
-}
-
-/// What a shared value is filed under in the dirty set.
-pub(crate) trait Keyed {
-    fn key(&self) -> JobId;
-}
-
-impl Keyed for JobInfo {
-    fn key(&self) -> JobId {
-        self.job_id
-    }
-}
-
 /// A value shared copy-on-write with published snapshots: reading is free; the first write
-/// after a snapshot took it copies it, and every write marks it changed.
+/// after a snapshot took it copies it, and every write marks it changed (a flag the job table
+/// reads back, see [`crate::model::state::Jobs`]).
 #[derive(Debug, Default)]
-pub(crate) struct Shared<T>(Arc<T>);
+pub(crate) struct Shared<T> {
+    value: Arc<T>,
+    changed: bool,
+}
 
 impl<T> Shared<T> {
     pub(crate) fn new(value: T) -> Shared<T> {
-        Shared(Arc::new(value))
+        Shared { value: Arc::new(value), changed: true }
     }
 
     /// Another reference to the current value.
     pub(crate) fn share(&self) -> Arc<T> {
-        Arc::clone(&self.0)
+        Arc::clone(&self.value)
+    }
+
+    /// Whether it was written since the last call (or since it was made), and forgets that.
+    pub(crate) fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 }
 
@@ -71,14 +60,14 @@ impl<T> From<T> for Shared<T> {
 impl<T> Deref for Shared<T> {
     type Target = T;
     fn deref(&self) -> &T {
-        &self.0
+        &self.value
     }
 }
 
-impl<T: Clone + Keyed> DerefMut for Shared<T> {
+impl<T: Clone> DerefMut for Shared<T> {
     fn deref_mut(&mut self) -> &mut T {
-        touch(self.0.key());
-        Arc::make_mut(&mut self.0)
+        self.changed = true;
+        Arc::make_mut(&mut self.value)
     }
 }
 
@@ -200,8 +189,8 @@ impl Publisher {
 
     /// Publishes a new snapshot if any job changed since the last one, rebuilding only the
     /// chunks that hold a changed job.
-    pub(crate) fn publish(&mut self, state: &State) {
-        let dirty = DIRTY.lock().map(|mut d| std::mem::take(&mut *d)).unwrap_or_default();
+    pub(crate) fn publish(&mut self, state: &mut State) {
+        let dirty = state.jobs.take_changed();
         let chunks: BTreeSet<u32> = if self.built {
             dirty.iter().map(|id| id / CHUNK).collect()
         } else {
@@ -299,7 +288,7 @@ mod tests {
         let running = &mut state.jobs.get_mut(&ids[1]).unwrap().info;
         running.state = Some(JobState::Running);
         running.start_time = Some(100);
-        publisher.publish(&state);
+        publisher.publish(&mut state);
         let column =
             |field| LineColumn { prefix: String::new(), field, width: Some(10), right: true, suffix: " ".into() };
         let format = Arc::new(LineFormat {
@@ -337,9 +326,12 @@ mod tests {
     #[test]
     fn writes_copy_and_count() {
         let mut info = Shared::new(JobInfo { job_id: 4_000_000_007, ..JobInfo::default() });
+        assert!(info.take_changed(), "a new record counts as changed");
         let taken = info.share();
+        assert!(!info.take_changed());
         info.reason = "Resources".into();
-        assert!(DIRTY.lock().unwrap().contains(&4_000_000_007));
+        assert!(info.take_changed());
+        assert!(!info.take_changed());
         assert_eq!(taken.reason, "");
         assert_eq!(info.reason, "Resources");
         assert!(!Arc::ptr_eq(&taken, &info.share()));
@@ -365,7 +357,6 @@ mod tests {
             cancel_requested_by: None,
         };
         state.jobs.insert(job_id, job);
-        touch(job_id);
     }
 
     fn visible(rx: &tokio::sync::watch::Receiver<Arc<JobsSnapshot>>) -> Vec<(JobId, String)> {
@@ -383,16 +374,15 @@ mod tests {
             add(&mut state, id, true);
         }
         add(&mut state, 3_000_000_003, false);
-        publisher.publish(&state);
+        publisher.publish(&mut state);
         let first = rx.borrow().clone();
         assert_eq!(visible(&rx).iter().map(|(id, _)| *id).collect::<Vec<_>>(), ids);
 
         state.jobs.get_mut(&ids[2]).unwrap().info.reason = "Resources".into();
         state.jobs.get_mut(&3_000_000_003).unwrap().committed = true;
-        touch(3_000_000_003);
+        state.jobs.touch(3_000_000_003);
         state.jobs.remove(&ids[0]);
-        touch(ids[0]);
-        publisher.publish(&state);
+        publisher.publish(&mut state);
         assert_eq!(
             visible(&rx),
             vec![(ids[1], "None".to_owned()), (3_000_000_003, "None".to_owned()), (ids[2], "Resources".to_owned())]
@@ -402,7 +392,11 @@ mod tests {
 
         // Nothing changed: the published snapshot stays the same object.
         let before = rx.borrow().clone();
-        publisher.publish(&state);
+        publisher.publish(&mut state);
+        assert!(Arc::ptr_eq(&before, &rx.borrow()));
+        // Lent out mutably but not written (as a pass looks at every pending job): still the same.
+        assert_eq!(state.jobs.get_mut(&ids[1]).unwrap().info.reason, "None");
+        publisher.publish(&mut state);
         assert!(Arc::ptr_eq(&before, &rx.borrow()));
     }
 }

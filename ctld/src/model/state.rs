@@ -168,11 +168,98 @@ impl Node {
     }
 }
 
+/// The jobs by id, and which of them changed since the publisher last asked
+/// ([`Jobs::take_changed`]): the job snapshots rebuild only the chunks that hold those.
+///
+/// Reading goes through `Deref` to the map. Every way to change a job goes through a method here
+/// (there is no `DerefMut`), so none escapes the record: an insert or a removal files the id as
+/// changed; `get_mut` files it as possibly changed, and the publisher keeps it only if its
+/// record's copy-on-write flag says it was written ([`crate::model::snapshot::Shared`]) — a pass
+/// that looks at every pending job through `get_mut` and changes a few rebuilds only theirs. A
+/// change that is not to the record (a job becoming committed, and so visible) is filed with
+/// [`Jobs::touch`].
+#[derive(Debug, Default)]
+pub(crate) struct Jobs {
+    map: BTreeMap<JobId, Job>,
+    /// Inserted, removed or touched since the last publish.
+    changed: std::collections::BTreeSet<JobId>,
+    /// Handed out mutably since the last publish: changed if their record's flag says so.
+    lent: std::collections::BTreeSet<JobId>,
+}
+
+impl std::ops::Deref for Jobs {
+    type Target = BTreeMap<JobId, Job>;
+    fn deref(&self) -> &BTreeMap<JobId, Job> {
+        &self.map
+    }
+}
+
+impl<'a> IntoIterator for &'a Jobs {
+    type Item = (&'a JobId, &'a Job);
+    type IntoIter = std::collections::btree_map::Iter<'a, JobId, Job>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
+    }
+}
+
+impl Jobs {
+    pub(crate) fn get_mut(&mut self, job_id: &JobId) -> Option<&mut Job> {
+        let job = self.map.get_mut(job_id)?;
+        self.lent.insert(*job_id);
+        Some(job)
+    }
+
+    pub(crate) fn insert(&mut self, job_id: JobId, mut job: Job) -> Option<Job> {
+        job.info.take_changed(); // filed as changed here, whatever its record says
+        self.changed.insert(job_id);
+        self.map.insert(job_id, job)
+    }
+
+    pub(crate) fn remove(&mut self, job_id: &JobId) -> Option<Job> {
+        let removed = self.map.remove(job_id);
+        if removed.is_some() {
+            self.changed.insert(*job_id);
+        }
+        removed
+    }
+
+    #[cfg(test)]
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &mut Job) -> bool) {
+        let changed = &mut self.changed;
+        self.map.retain(|job_id, job| {
+            let kept = keep(job_id, job);
+            if !kept {
+                changed.insert(*job_id);
+            }
+            kept
+        });
+    }
+
+    /// Files a change to job `job_id` that its record does not show (whether it is visible).
+    pub(crate) fn touch(&mut self, job_id: JobId) {
+        self.changed.insert(job_id);
+    }
+
+    /// The ids of the jobs changed since the last call (inserted, removed, touched or with a
+    /// written record), and forgets them.
+    pub(crate) fn take_changed(&mut self) -> std::collections::BTreeSet<JobId> {
+        let mut changed = std::mem::take(&mut self.changed);
+        for job_id in std::mem::take(&mut self.lent) {
+            if let Some(job) = self.map.get_mut(&job_id)
+                && job.info.take_changed()
+            {
+                changed.insert(job_id);
+            }
+        }
+        changed
+    }
+}
+
 /// The whole in-memory state.
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) config: Arc<Config>,
-    pub(crate) jobs: BTreeMap<JobId, Job>,
+    pub(crate) jobs: Jobs,
     /// The jobs' resident specs, shared between jobs submitted with the same options.
     pub(crate) specs: crate::model::resident::SpecPool,
     pub(crate) nodes: Vec<Node>,
@@ -236,7 +323,7 @@ impl State {
         let usage = crate::model::usage::Usage::seeded(&config);
         State {
             config,
-            jobs: BTreeMap::new(),
+            jobs: Jobs::default(),
             specs: Default::default(),
             nodes,
             node_index,
@@ -305,7 +392,6 @@ impl State {
                 Some(_) => {
                     removed = true;
                     self.jobs.remove(&job_id);
-                    crate::model::snapshot::touch(job_id);
                 }
                 None => {}
             }

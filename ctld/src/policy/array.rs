@@ -69,7 +69,6 @@ pub(crate) fn claim(state: &mut State, job_id: JobId, task: Option<u32>) -> Opti
     info.job_id = new_id;
     info.array_task_id = Some(index);
     info.array_tasks_pending = Vec::new();
-    crate::model::snapshot::touch(new_id);
     let task_job = Job {
         info: info.into(),
         spec: job.spec.clone(),
