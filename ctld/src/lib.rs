@@ -82,7 +82,11 @@ pub async fn run(
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(core::metrics::Registry::default());
     let (publisher, jobs_snapshot) = model::snapshot::Publisher::new();
-    let core = core::Core::new(state, db_tx, socket, publisher).with_metrics(registry.clone()).with_requeues(requeues);
+    let hosts = Arc::new(model::identity::HostNames::default());
+    let core = core::Core::new(state, db_tx, socket, publisher)
+        .with_metrics(registry.clone())
+        .with_requeues(requeues)
+        .with_host_names(hosts.clone());
     let shared_config = core.shared_config();
     let http = match &config.metrics.listen {
         Some(listen) => {
@@ -112,7 +116,7 @@ pub async fn run(
         admission: serve::rpc::admission::Admission::new(),
     };
     let remote = serve::remote::Remote {
-        tokens: Arc::new(serve::remote::Tokens::new(key.clone())),
+        tokens: Arc::new(serve::remote::Tokens::new(key.clone(), hosts)),
         context: client_context.clone(),
     };
     let clients = tokio::spawn(serve::rpc::serve(listeners.clients, client_context));

@@ -3,7 +3,7 @@
 //! next), job rows, audit records, answers that wait for their commit, and the commit reports
 //! that release launches, answers and node acknowledgements.
 
-use super::{Core, commit_token};
+use super::Core;
 use crate::model::identity::Caller;
 use crate::store::db::{AfterCommit, CommitReport, DbOp};
 use drover_shared::job::JobId;
@@ -17,7 +17,7 @@ impl Core {
     /// cancel, hold, release or update survives a crash of ctld. If the commit fails, the
     /// client is told so.
     pub(super) fn answer_after_commit(&mut self, reply: oneshot::Sender<Response>, response: Response) {
-        let token = commit_token();
+        let token = self.commit_token();
         self.answers_waiting.insert(token, (reply, response));
         self.store(DbOp::After(AfterCommit::Answer(token)));
     }
@@ -75,7 +75,7 @@ impl Core {
             Ok(()) => "ok".to_owned(),
             Err(code) => code.message().to_owned(),
         };
-        let origin = caller.origin();
+        let origin = caller.origin(&self.hosts);
         self.store(DbOp::Audit { time: now(), uid: caller.uid, origin, action, job_id, outcome, detail });
     }
 

@@ -54,7 +54,9 @@ struct Inner {
     http_requests: BTreeMap<(&'static str, u16), u64>,
 }
 
-/// Counters shared by the client socket, the core and the HTTP server.
+/// Counters shared by the client socket, the core and the HTTP server. Shared (`Arc`, one std
+/// mutex) because every client connection task records its own request's latency as it answers,
+/// off the core; the lock is held only to add a sample or to render the text.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     inner: Mutex<Inner>,

@@ -88,12 +88,6 @@ pub(crate) enum Event {
 /// bring a pass at once, so a quiet deep queue (100,000 held jobs) is not walked every second.
 const PERIODIC_PASS: UnixTime = 10;
 
-/// A new token naming a request that waits for its commit (`AfterCommit::Requeue`, `Answer`).
-fn commit_token() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
 const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Seconds a launched job may be missing from its node's reports before it counts as lost.
@@ -115,6 +109,8 @@ pub(crate) struct Core {
     requeue_on_end: HashMap<JobId, bool>,
     /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
     requeue_waiting: HashMap<u64, requeue::Waiting>,
+    /// The last token given to a request waiting for its commit (`commit_token`).
+    last_token: u64,
     /// Answers waiting for the commit of what their request changed (`answer_after_commit`).
     answers_waiting: HashMap<u64, (oneshot::Sender<Response>, Response)>,
     /// Running jobs whose time limit `scontrol update` changed: sent again to the batch host when
@@ -131,6 +127,8 @@ pub(crate) struct Core {
     usage_purged_at: UnixTime,
     /// When a tick last asked for a pass (see [`PERIODIC_PASS`]).
     periodic_pass_at: UnixTime,
+    /// The names of remote clients' hosts, which the serve layer interns (see `HostNames`).
+    hosts: Arc<crate::model::identity::HostNames>,
     /// Counters `/metrics` serves (scheduler pass times are recorded here).
     metrics: Arc<crate::core::metrics::Registry>,
     /// Account → GPU-seconds allocated since ctld started, and when it was last advanced.
@@ -163,6 +161,7 @@ impl Core {
             started_at: now(),
             requeue_on_end: HashMap::new(),
             requeue_waiting: HashMap::new(),
+            last_token: 0,
             answers_waiting: HashMap::new(),
             limits_changed: Default::default(),
             steps: Default::default(),
@@ -170,6 +169,7 @@ impl Core {
             unhurried: Default::default(),
             usage_purged_at: 0,
             periodic_pass_at: 0,
+            hosts: Arc::default(),
             metrics: Arc::default(),
             gpu_seconds: Default::default(),
             gpu_seconds_at: now(),
@@ -181,6 +181,12 @@ impl Core {
             core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
         core.snapshot_runs(&running);
         core
+    }
+
+    /// A new token naming a request that waits for its commit (`AfterCommit::Requeue`, `Answer`).
+    fn commit_token(&mut self) -> u64 {
+        self.last_token += 1;
+        self.last_token
     }
 
     /// Runs until the event channel closes or `shutdown` resolves.

@@ -20,6 +20,12 @@ impl Core {
         self.deferred.push((reply, response));
     }
 
+    /// Names remote clients' hosts in audit records from the table the serve layer interns them in.
+    pub(crate) fn with_host_names(mut self, hosts: Arc<crate::model::identity::HostNames>) -> Core {
+        self.hosts = hosts;
+        self
+    }
+
     /// Serves `/metrics` from this core's registry.
     pub(crate) fn with_metrics(mut self, registry: Arc<crate::core::metrics::Registry>) -> Core {
         self.metrics = registry;

@@ -95,7 +95,7 @@ impl Core {
             self.answer_after_publish(reply, Response::Cancelled { results });
             return;
         }
-        let token = super::commit_token();
+        let token = self.commit_token();
         self.requeue_waiting.insert(token, Waiting { reply, results, accepted, hold });
         self.store(DbOp::After(AfterCommit::Requeue(token)));
     }

@@ -99,6 +99,10 @@ struct Chunk {
     jobs: Vec<Arc<JobInfo>>,
     /// Whether a job here has started and not ended (its elapsed time moves with the clock).
     clock_moves: bool,
+    /// The last query's encoding. Shared, not owned by one task: the chunk is read by every
+    /// query holding the snapshot, each on its own blocking thread, and whichever encodes last
+    /// leaves its bytes here for the pollers that follow. The lock is held only to copy the
+    /// cached parts out or to store new ones, never while encoding.
     encoded: Mutex<Option<Encoded>>,
 }
 

@@ -21,6 +21,9 @@ const MAX_NODE_CONNECTIONS: usize = 16_384;
 /// Time allowed for hello, proof and registration.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The id of the next node connection. Process-wide: node links are accepted on many tasks and
+/// the core tells a node's live connection from an older one only by this id, so ids are never
+/// reused; an atomic counter is state of its own, not shared data, and hides no decision.
 static CONNECTION_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Accepts node connections until the listener fails.

@@ -6,7 +6,7 @@
 //! with origin `host:<node>`. Refusals close the connection with the reason and are audited.
 
 use crate::core::Event;
-use crate::model::identity::{Caller, Origin, intern};
+use crate::model::identity::{Caller, HostNames, Origin};
 use crate::serve::rpc::ClientContext;
 use drover_shared::UnixTime;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
@@ -41,11 +41,13 @@ pub(crate) enum TokenRefusal {
 pub(crate) struct Tokens {
     pub(crate) key: Arc<ClusterKey>,
     used: Mutex<HashMap<Vec<u8>, UnixTime>>,
+    /// The names of the hosts accepted tokens came from, shared with the core (see [`HostNames`]).
+    hosts: Arc<HostNames>,
 }
 
 impl Tokens {
-    pub(crate) fn new(key: Arc<ClusterKey>) -> Tokens {
-        Tokens { key, used: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(key: Arc<ClusterKey>, hosts: Arc<HostNames>) -> Tokens {
+        Tokens { key, used: Mutex::new(HashMap::new()), hosts }
     }
 
     /// Accepts a token once: the caller it stands for, or why not.
@@ -72,7 +74,7 @@ impl Tokens {
         if used.insert(token.nonce.clone(), token.expires).is_some() {
             return Err(TokenRefusal::Replayed);
         }
-        Ok(Caller { uid: token.uid, gid: token.gid, origin: Origin::Host(intern(&token.host)) })
+        Ok(Caller { uid: token.uid, gid: token.gid, origin: Origin::Host(self.hosts.intern(&token.host)) })
     }
 }
 
@@ -143,12 +145,12 @@ mod tests {
     #[test]
     fn expired_replayed_wrong_key_and_unknown_hosts_are_refused() {
         let (good, bad) = (key(1), key(2));
-        let tokens = Tokens::new(good.clone());
+        let tokens = Tokens::new(good.clone(), Arc::default());
         let nodes = |host: &str| host == "n1";
         let now = 1_000_000;
         let token = ClientToken::issue(&good, 1000, 100, "n1", now, 60).unwrap();
         let caller = tokens.accept(&token, now + 5, nodes).unwrap();
-        assert_eq!((caller.uid, caller.gid, caller.origin()), (1000, 100, "host:n1".to_owned()));
+        assert_eq!((caller.uid, caller.gid, caller.origin(&tokens.hosts)), (1000, 100, "host:n1".to_owned()));
         assert_eq!(tokens.accept(&token, now + 6, nodes), Err(TokenRefusal::Replayed));
         let late = ClientToken::issue(&good, 1000, 100, "n1", now, 60).unwrap();
         assert_eq!(tokens.accept(&late, now + 61, nodes), Err(TokenRefusal::Expired));
