@@ -10,7 +10,8 @@
 //! preemptions), `usage.rs` (fair-share and GPU usage, run records), `commits.rs` (what goes to
 //! the writer and what its reports release), `publishing.rs` (job snapshots, metrics),
 //! `step.rs` (job steps), `node_admin.rs` (drain/down/resume), `reconfigure.rs` and
-//! `requeue.rs`. The core may use policy, store and model, never serve.
+//! `requeue.rs`. The core may use policy, store and model, never serve. `tests.rs` drives a core
+//! in process (a captured writer channel, a fake node link) to check its commit invariants.
 
 use crate::model::identity::Caller;
 use crate::model::state::{Job, State};

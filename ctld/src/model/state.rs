@@ -224,7 +224,9 @@ impl Jobs {
     }
 
     #[cfg(test)]
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &mut Job) -> bool) {
+    /// Keeps the jobs `keep` approves of; it sees each job read-only, so it cannot change one
+    /// behind the table's back.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &Job) -> bool) {
         let changed = &mut self.changed;
         self.map.retain(|job_id, job| {
             let kept = keep(job_id, job);

@@ -1,9 +1,10 @@
 //! The client side of ctld: a Unix socket whose peers are identified by `SO_PEERCRED`. Each
 //! connection is admitted by its uid ([`admission`]: connections per user, memory for unfinished
 //! requests, requests served at once), says hello, then sends requests one at a time until it
-//! closes or stays silent for `controller.client_idle_timeout`; each request is translated into a
-//! core [`Event`] (or, for accounting, a read on its own database connection) by the handler file
-//! for that operation.
+//! closes or stays silent for `controller.client_idle_timeout`. Job queries are answered from the
+//! published snapshot; accounting, usage, audit, config and pings by their handler files, off the
+//! core (the database readers on their own connections); every other request goes to the core as
+//! it came, in one [`Event::Client`], and its answer comes back on a oneshot channel.
 
 mod accounting;
 pub(crate) mod admission;
