@@ -119,7 +119,11 @@ impl Bench {
             boot_time: 1,
             start_time: 1,
         };
-        self.event(Event::NodeConnected { registration, link: NodeLink { connection_id: 1, tx }, address: "n1".into() });
+        self.event(Event::NodeConnected {
+            registration,
+            link: NodeLink { connection_id: 1, tx },
+            address: "n1".into(),
+        });
         self.node = Some(rx);
         self.commit();
         assert!(matches!(self.sent_to_node().as_slice(), [CtldMessage::Registered { .. }]));
@@ -206,7 +210,10 @@ fn a_refused_submission_uses_no_job_id() {
     let ops = bench.queued();
     assert!(inserts(&ops).is_empty(), "a refused submission queued a job");
     assert!(!ops.iter().any(|op| matches!(op, DbOp::After(AfterCommit::AnswerSubmit(_)))));
-    assert!(ops.iter().any(|op| matches!(op, DbOp::Audit { action: "submit", job_id: None, .. })), "refusal not audited");
+    assert!(
+        ops.iter().any(|op| matches!(op, DbOp::Audit { action: "submit", job_id: None, .. })),
+        "refusal not audited"
+    );
     assert_eq!(bench.core.state.jobs.len(), 1);
     bench.report(ops, None);
     assert_eq!(bench.submitted(), first + 1);
