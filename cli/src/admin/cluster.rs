@@ -1,5 +1,5 @@
-//! A complete cluster on one host, for newcomers, tests and benchmarks: one ctld and two noded on
-//! 127.0.0.1, all state in one directory:
+//! A complete cluster on one host, for newcomers, tests and benchmarks: one ctld and one noded per
+//! node the config declares, on 127.0.0.1, all state in one directory:
 //!
 //! ```text
 //! DIR/cluster.toml   the config, derived once from the admin's file (state dir, key, port filled in)
@@ -27,8 +27,6 @@ const APPLETS: [&str; 12] = [
     "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport",
     "sacctmgr",
 ];
-/// Number of noded processes `up` starts.
-const N_NODES: usize = 2;
 
 struct Layout {
     home: PathBuf,
@@ -197,7 +195,7 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let names: Vec<String> = config.nodes.iter().take(N_NODES).map(|n| n.name.clone()).collect();
+    let names: Vec<String> = config.nodes.iter().map(|n| n.name.clone()).collect();
     for name in &names {
         let daemon = format!("noded-{name}");
         match running(&layout.pid_file(&daemon), "drover-noded") {
@@ -295,7 +293,7 @@ pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
         }
     };
     report("ctld".into(), "drover-ctld");
-    for node in config.nodes.iter().take(N_NODES) {
+    for node in &config.nodes {
         report(format!("noded-{}", node.name), "drover-noded");
     }
     Ok(if all { 0 } else { 3 })
