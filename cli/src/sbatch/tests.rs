@@ -1143,7 +1143,7 @@ fn help_version_and_usage_answer_without_a_script() {
         other => format!("{other:?}"),
     };
     assert!(shown.starts_with("Usage: sbatch [-a indexes] [-A name]"), "{shown}");
-    assert!(shown.trim_end().ends_with("script [args...]"), "{shown}");
+    assert!(shown.trim_end().ends_with("executable [args...]"), "{shown}");
 }
 
 // ---------------------------------------------------------------------------------------------
