@@ -319,7 +319,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
     if !tasks.is_empty() {
         // The tasks' request carries the filters and signal; the plain ids go in their own requests.
-        let make = |tasks| Request::CancelTasks { request: CancelRequest { job_ids: Vec::new(), ..request.clone() }, tasks };
+        let make =
+            |tasks| Request::CancelTasks { request: CancelRequest { job_ids: Vec::new(), ..request.clone() }, tasks };
         for (chunk, answer) in crate::client::call_chunked(&tasks, make)? {
             match answer {
                 Response::Cancelled { results: answers } => {
