@@ -31,6 +31,8 @@ pub(crate) struct StepOptions {
     pub(crate) chdir: Option<String>,
     pub(crate) export: Option<String>,
     pub(crate) verbose: bool,
+    /// How many `-v`: srun prints its options' dump from one on, as Slurm's does.
+    pub(crate) verbosity: u8,
     /// `--pty`: task 0 on a pseudo-terminal, srun's terminal in raw mode.
     pub(crate) pty: bool,
     /// `-o`, `-e`: step output patterns ([`super::output`]).
@@ -72,6 +74,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     step.overlap = low.overlap.unwrap_or(false);
     step.overcommit = low.overcommit.unwrap_or(false);
     options.verbose = low.verbose.is_some_and(|n| n > 0);
+    options.verbosity = low.verbose.unwrap_or(0);
     options.pty = low.pty.unwrap_or(false);
     spec.exclusive = low.exclusive.unwrap_or(false);
     step.ntasks = low.ntasks;
