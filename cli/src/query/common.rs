@@ -29,11 +29,30 @@ pub(crate) fn parse_args<P: Parser>(command: &str, args: Vec<OsString>) -> Resul
             let _ = error.print();
             return 0;
         }
+        if let Some(message) = unknown_option(&error) {
+            eprintln!("{command}: {message}\nTry \"{command} --help\" for more information");
+            return 1;
+        }
         let rendered = error.render().to_string();
         let what = rendered.lines().next().unwrap_or_default();
         let what = what.strip_prefix("error: ").unwrap_or(what);
         eprintln!("{command}: error: {what}\nTry \"{command} --help\" for more information");
         1
+    })
+}
+
+/// An option the command does not know, in getopt's words, as Slurm's commands say it
+/// (`unrecognized option '--frob'`, `invalid option -- 'Z'`); `None` for other errors.
+fn unknown_option(error: &clap::Error) -> Option<String> {
+    if error.kind() != clap::error::ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(clap::error::ContextValue::String(arg)) = error.get(clap::error::ContextKind::InvalidArg) else {
+        return None;
+    };
+    Some(match arg.strip_prefix('-') {
+        Some(short) if !short.starts_with('-') && short.chars().count() == 1 => format!("invalid option -- '{short}'"),
+        _ => format!("unrecognized option '{arg}'"),
     })
 }
 
@@ -448,6 +467,14 @@ mod tests {
         assert_eq!(usage_or_version::<Demo>("demo", &args(&["--", "--usage"])), None);
         assert_eq!(parse_args::<Demo>("demo", args(&["--usage"])).err(), Some(0));
         assert!(parse_args::<Demo>("demo", args(&["-a", "5"])).is_ok_and(|d| d.all && d.ids == ["5"]));
+        let unknown = |items: &[&str]| {
+            let argv = std::iter::once("demo").chain(items.iter().copied());
+            Demo::try_parse_from(argv).err().and_then(|error| unknown_option(&error))
+        };
+        assert_eq!(unknown(&["--frob"]).as_deref(), Some("unrecognized option '--frob'"));
+        assert_eq!(unknown(&["--frob=3"]).as_deref(), Some("unrecognized option '--frob'"));
+        assert_eq!(unknown(&["-aZ"]).as_deref(), Some("invalid option -- 'Z'"));
+        assert_eq!(unknown(&["--accounts"]), None, "a missing value is another error");
     }
 
     fn strings(items: &[&str]) -> Vec<String> {
