@@ -19,9 +19,10 @@
 #      and one line per failure or error.
 #
 # Usage: tests/slurm-suite/run.sh [--groups sbatch,squeue,...] [--min-pass N | --min-pass-file F]
-#                                 [--file-timeout SECONDS] [--results DIR] [FILE...]
+#                                 [--file-timeout SECONDS] [--budget SECONDS] [--results DIR] [FILE...]
 #   --groups       run only tests/commands/<group>/ of these groups (default: every test file)
 #   --min-pass     exit 1 when fewer than N tests pass (CI's regression check)
+#   --budget       start no test file after this many seconds; the files left count as errors
 #   FILE...        run only these test files (paths relative to testsuite/python)
 # Exit status: 0 when the suite ran (and met --min-pass); 1 on a regression; 2 when the suite
 # could not run at all (no source, no venv, no cluster): it never passes silently.
@@ -34,6 +35,7 @@ SLURM_VERSION=22.05.8
 GROUPS_ARG=""
 MIN_PASS=""
 FILE_TIMEOUT=${SLURM_SUITE_FILE_TIMEOUT:-120}
+BUDGET=${SLURM_SUITE_BUDGET:-}
 RESULTS=""
 FILES=()
 
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
         --min-pass) MIN_PASS=$2; shift 2 ;;
         --min-pass-file) MIN_PASS=$(grep -o '^[0-9]\+' "$2" | head -n1) || die "no count in $2"; shift 2 ;;
         --file-timeout) FILE_TIMEOUT=$2; shift 2 ;;
+        --budget) BUDGET=$2; shift 2 ;;
         --results) RESULTS=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option $1 (see --help)" ;;
@@ -231,6 +234,11 @@ start=$SECONDS
 n=0
 for f in "${FILES[@]}"; do
     n=$((n + 1))
+    if [ -n "$BUDGET" ] && [ $((SECONDS - start)) -ge "$BUDGET" ]; then
+        # Out of time: the files left count as errors (tally.py), never as passes.
+        echo "$f" >>"$RESULTS/not-run"
+        continue
+    fi
     name=$(echo "${f#tests/}" | tr '/' '_')
     name=${name%.py}
     empty_queue

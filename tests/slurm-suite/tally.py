@@ -3,8 +3,8 @@
 Reads the JUnit XML pytest wrote for each test file (RESULTS/junit/<file>.xml) and prints: the
 counts (passed, failed, errored, skipped, total), the skip reasons with their counts, and one
 line per failed or errored test with the first line of its message. A file that left no XML
-(it timed out, or pytest could not start) counts as one errored test, so nothing that did not
-run is reported as passing.
+(it timed out, was not run for lack of time, or pytest could not start) counts as one errored
+test, so nothing that did not run is reported as passing.
 
 Usage: tally.py RESULTS FILE...   (FILE: the test files run, relative to testsuite/python)
 """
@@ -25,10 +25,12 @@ def first_line(text):
 
 def main():
     results, files = sys.argv[1], sys.argv[2:]
-    timed_out = set()
-    path = os.path.join(results, "timed-out")
-    if os.path.exists(path):
-        timed_out = set(open(path).read().split())
+    def listed(name):
+        path = os.path.join(results, name)
+        return set(open(path).read().split()) if os.path.exists(path) else set()
+
+    timed_out = listed("timed-out")
+    not_run = listed("not-run")
     counts = collections.Counter()
     skips = collections.Counter()
     problems = []
@@ -36,9 +38,14 @@ def main():
         name = f[len("tests/"):] if f.startswith("tests/") else f
         name = name.replace("/", "_")[: -len(".py")]
         xml = os.path.join(results, "junit", name + ".xml")
-        if f in timed_out or not os.path.exists(xml):
+        if f in timed_out or f in not_run or not os.path.exists(xml):
             counts["errored"] += 1
-            why = "file timed out" if f in timed_out else "no result (pytest did not finish)"
+            if f in not_run:
+                why = "not run: the run's time budget was spent"
+            elif f in timed_out:
+                why = "file timed out"
+            else:
+                why = "no result (pytest did not finish)"
             problems.append(f"ERROR  {f}: {why}")
             continue
         for case in ET.parse(xml).getroot().iter("testcase"):
