@@ -2,9 +2,14 @@
 //! answer. Blocking I/O: every command makes one or two round trips and exits, so a runtime would
 //! cost more start-up time than it saves.
 //!
-//! On a host without ctld's socket (a compute node), with `DROVER_TOKEN_SOCKET` pointing at the
-//! local noded's token socket, the client fetches a short-lived signed token there and presents it
-//! to ctld's TCP port (`DROVER_CONTROLLER`, else the config's `controller.address`).
+//! The config (and through it ctld's socket) is found without any variable: `DROVER_CONF` if set;
+//! else, for a command run through a cluster home's `bin/` link (`<home>/bin/sbatch`, named by
+//! path or found on `PATH`), that home's `cluster.toml`; else `/etc/drover/cluster.toml`.
+//!
+//! On a host without ctld's socket (a compute node), the client fetches a short-lived signed
+//! token from the local noded's token socket (`DROVER_TOKEN_SOCKET`, else the config's
+//! `token_socket`) and presents it to ctld's TCP port (`DROVER_CONTROLLER`, else the config's
+//! `controller.address`).
 
 use anyhow::{Context, bail};
 use drover_shared::auth::{NONCE_LEN, random_bytes};
@@ -28,13 +33,40 @@ const REFUSED_RETRY: Duration = Duration::from_secs(3);
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
 
-pub(crate) fn config() -> anyhow::Result<drover_shared::config::Config> {
-    let conf = std::env::var_os("DROVER_CONF").map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
-    Ok(drover_shared::config::Config::load(&conf)?)
+/// The config file of an installed system.
+const SYSTEM_CONF: &str = "/etc/drover/cluster.toml";
+
+/// The config file commands read (see the module documentation).
+pub(crate) fn config_path() -> PathBuf {
+    if let Some(conf) = std::env::var_os("DROVER_CONF") {
+        return PathBuf::from(conf);
+    }
+    invoked_home().map_or_else(|| PathBuf::from(SYSTEM_CONF), |home| home.join("cluster.toml"))
 }
 
-/// Where ctld's client socket is: `DROVER_SOCKET`, else the config named by `DROVER_CONF`
-/// (default `/etc/drover/cluster.toml`).
+/// The cluster home whose `bin/` holds the link this command was run through, if any: the
+/// directory above `bin/` when it has a `cluster.toml`. The link's own path counts, not the
+/// binary it points to.
+fn invoked_home() -> Option<PathBuf> {
+    let argv0 = PathBuf::from(std::env::args_os().next()?);
+    let invoked = if argv0.components().count() > 1 {
+        argv0
+    } else {
+        // Found on PATH, as the shell found it: the first directory that has it.
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path).map(|dir| dir.join(&argv0)).find(|candidate| candidate.is_file())?
+    };
+    let invoked = std::path::absolute(invoked).ok()?;
+    let bin = invoked.parent()?;
+    let home = bin.parent()?;
+    (bin.file_name()? == "bin" && home.join("cluster.toml").is_file()).then(|| home.to_owned())
+}
+
+pub(crate) fn config() -> anyhow::Result<drover_shared::config::Config> {
+    Ok(drover_shared::config::Config::load(&config_path())?)
+}
+
+/// Where ctld's client socket is: `DROVER_SOCKET`, else the config's (see [`config_path`]).
 pub(crate) fn socket_path() -> anyhow::Result<PathBuf> {
     if let Some(socket) = std::env::var_os("DROVER_SOCKET") {
         return Ok(PathBuf::from(socket));
@@ -50,15 +82,23 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    /// Connects and performs the handshake: on ctld's Unix socket, else (with
-    /// `DROVER_TOKEN_SOCKET` set and no local socket) on its TCP port with a token.
+    /// Connects and performs the handshake: on ctld's Unix socket, else (where this host has
+    /// no such socket but a noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's
+    /// `token_socket`) on its TCP port with a token.
     pub(crate) fn connect() -> anyhow::Result<Client> {
-        match std::env::var_os("DROVER_TOKEN_SOCKET").map(PathBuf::from) {
-            None => Client::connect_at(&socket_path()?),
-            Some(tokens) => match socket_path() {
-                Ok(path) if path.exists() => Client::connect_at(&path),
-                _ => Client::connect_remote(&tokens),
-            },
+        let local = socket_path();
+        if let Ok(path) = &local
+            && path.exists()
+        {
+            return Client::connect_at(path);
+        }
+        let tokens = match std::env::var_os("DROVER_TOKEN_SOCKET") {
+            Some(tokens) => Some(PathBuf::from(tokens)),
+            None => config().ok().map(|config| config.token_socket).filter(|tokens| tokens.exists()),
+        };
+        match tokens {
+            Some(tokens) => Client::connect_remote(&tokens),
+            None => Client::connect_at(&local?),
         }
     }
 

@@ -104,7 +104,7 @@ mod tests {
     fn messages_carry_no_rust_os_error_suffix_and_no_repeated_cause() {
         let io = std::io::Error::from_raw_os_error(2);
         let error =
-            anyhow::Error::new(drover_shared::config::ConfigError::Io { path: "/etc/x.toml".into(), source: io });
+            anyhow::Error::new(drover_shared::config::ConfigError::Io { path: "/etc/x.toml".into(), error: io });
         assert_eq!(user_message(&error), "/etc/x.toml: No such file or directory");
         let error = anyhow::Error::new(std::io::Error::from_raw_os_error(13)).context("opening /tmp/out");
         assert_eq!(user_message(&error), "opening /tmp/out: Permission denied");

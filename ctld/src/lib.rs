@@ -4,40 +4,16 @@
 
 #![forbid(unsafe_code)]
 
-mod accounting;
-mod array;
-mod authz;
-mod backfill;
+// The layers, from the top; each imports only the layers below it (`tests/tests/tidy.rs` checks
+// the direction): serve → core → {policy, store} → model.
 mod core;
-mod db;
-mod dependency;
-mod explain;
-mod fairshare;
-mod http;
-mod limits;
-mod metrics;
-mod migrations;
-mod nodes;
+mod model;
+mod policy;
+mod serve;
+mod store;
+
 #[doc(hidden)]
-pub mod passbench;
-mod preempt;
-mod priority;
-mod quota;
-mod remote;
-mod report;
-mod resident;
-mod rpc;
-mod runs;
-mod scheduler;
-#[cfg(test)]
-mod sim;
-mod snapshot;
-mod state;
-mod status_page;
-mod tres;
-mod usage;
-mod validate;
-mod will_run;
+pub use policy::passbench;
 
 use anyhow::Context;
 use drover_shared::auth::ClusterKey;
@@ -81,14 +57,14 @@ pub async fn run(
     let config = Arc::new(config);
     let key = Arc::new(ClusterKey::load(&config.key_file)?);
     let db_path = config.state_dir.join("drover.db");
-    let conn = db::open(&db_path, false)?;
-    let (stored, next_job_id) = db::load_active(&conn, &db_path)?;
+    let conn = store::db::open(&db_path, false)?;
+    let (stored, next_job_id) = store::db::load_active(&conn, &db_path)?;
     tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
-    let mut state = state::State::new(config.clone(), next_job_id);
-    db::load_usage(&conn, &db_path, &mut state.usage)?;
-    let requeues = runs::load_intents(&conn, &db_path)?;
+    let mut state = model::state::State::new(config.clone(), next_job_id);
+    store::db::load_usage(&conn, &db_path, &mut state.usage)?;
+    let requeues = store::runs::load_intents(&conn, &db_path)?;
     core::restore(&mut state, stored);
-    core::restore_node_states(&mut state, db::load_node_states(&conn, &db_path)?);
+    core::restore_node_states(&mut state, store::db::load_node_states(&conn, &db_path)?);
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let (db_tx, db_rx) = std::sync::mpsc::channel();
@@ -97,15 +73,15 @@ pub async fn run(
     let writer = std::thread::Builder::new()
         .name("db-writer".into())
         .spawn(move || {
-            db::run_writer(conn, writer_path, db_rx, options.max_commit_batch, |report| {
+            store::db::run_writer(conn, writer_path, db_rx, options.max_commit_batch, |report| {
                 let _ = writer_events.send(core::Event::Committed(report));
             });
         })
         .context("starting the database writer thread")?;
 
     let socket = config.client_socket().to_string_lossy().into_owned();
-    let registry = Arc::new(metrics::Registry::default());
-    let (publisher, jobs_snapshot) = snapshot::Publisher::new();
+    let registry = Arc::new(core::metrics::Registry::default());
+    let (publisher, jobs_snapshot) = model::snapshot::Publisher::new();
     let core = core::Core::new(state, db_tx, socket, publisher).with_metrics(registry.clone()).with_requeues(requeues);
     let shared_config = core.shared_config();
     let http = match &config.metrics.listen {
@@ -117,27 +93,30 @@ pub async fn run(
             std::fs::write(&addr_file, format!("{bound}\n"))
                 .with_context(|| format!("writing {}", addr_file.display()))?;
             tracing::info!(%bound, "serving /metrics and the status page");
-            let context = http::HttpContext {
+            let context = serve::http::HttpContext {
                 events: events_tx.clone(),
                 metrics: registry.clone(),
                 db_path: db_path.clone(),
                 config: shared_config.clone(),
             };
-            Some(tokio::spawn(http::serve(listener, context)))
+            Some(tokio::spawn(serve::http::serve(listener, context)))
         }
         None => None,
     };
-    let client_context = rpc::ClientContext {
+    let client_context = serve::rpc::ClientContext {
         events: events_tx.clone(),
         db_path,
         config: shared_config,
         metrics: registry,
         jobs: jobs_snapshot,
-        admission: rpc::admission::Admission::new(),
+        admission: serve::rpc::admission::Admission::new(),
     };
-    let remote = remote::Remote { tokens: Arc::new(remote::Tokens::new(key.clone())), context: client_context.clone() };
-    let clients = tokio::spawn(rpc::serve(listeners.clients, client_context));
-    let nodes = tokio::spawn(nodes::serve(listeners.nodes, key, events_tx.clone(), remote));
+    let remote = serve::remote::Remote {
+        tokens: Arc::new(serve::remote::Tokens::new(key.clone())),
+        context: client_context.clone(),
+    };
+    let clients = tokio::spawn(serve::rpc::serve(listeners.clients, client_context));
+    let nodes = tokio::spawn(serve::nodes::serve(listeners.nodes, key, events_tx.clone(), remote));
     let ticker = tokio::spawn(async move {
         let mut interval = tokio::time::interval(TICK);
         loop {

@@ -2,7 +2,9 @@
 //! (fake GPU nodes `c 195:N` and a fake MIG capability node: ENXIO when allowed, because no driver
 //! is loaded, EPERM when denied), the memory limit and its OOM kill, `pids.max`, `--signal`
 //! before the time limit, and that a job's cgroups are gone once it ended. Runs as root (as CI
-//! does) on whatever cgroup layout the host has; skips with a message when not root.
+//! does) on whatever cgroup layout the host has: a plain `cargo test` lists these tests as
+//! ignored, `.ci/run` runs them (`--include-ignored`), and each fails where it cannot run its
+//! check (not root, or no memory or pids controller).
 
 use drover_noded::bpf::CharDevice;
 use drover_noded::cgroup::NodeCgroups;
@@ -19,12 +21,8 @@ const NOBODY: u32 = 65534;
 const DROVER_NODED: &str = env!("CARGO_BIN_EXE_drover-noded");
 const NVIDIA_MAJOR: u32 = 195;
 
-fn root() -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    if !root {
-        eprintln!("SKIPPED: kernel isolation tests need root");
-    }
-    root
+fn root() {
+    assert!(nix::unistd::geteuid().is_root(), "the kernel isolation tests need root (.ci/run runs them)");
 }
 
 /// A scratch node with its own cgroup scope, and one job directory.
@@ -197,10 +195,9 @@ fn probe_script(names: &[&str]) -> String {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn device_filter_allows_only_the_allocated_gpu_and_its_mig_capabilities() {
-    if !root() {
-        return;
-    }
+    root();
     let fixture = Fixture::new(9101);
     let dev = fixture.work_dir.join("dev");
     std::fs::create_dir(&dev).unwrap();
@@ -250,15 +247,11 @@ fn device_filter_allows_only_the_allocated_gpu_and_its_mig_capabilities() {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn memory_over_the_limit_is_oom_killed_and_reported() {
-    if !root() {
-        return;
-    }
+    root();
     let fixture = Fixture::new(9102);
-    if fixture.cgroups.memory.is_none() {
-        eprintln!("SKIPPED: no memory controller on this host");
-        return;
-    }
+    assert!(fixture.cgroups.memory.is_some(), "no memory controller on this host");
     // `tail` keeps the whole newline-free stream in memory: far past 64 MB.
     let launch = fixture.launch("#!/bin/sh\necho before\nhead -c 512M /dev/zero | tail\necho after\n");
     let limits = drover_noded::cgroup::JobLimits { memory_bytes: Some(64 << 20), ..Default::default() };
@@ -270,15 +263,11 @@ fn memory_over_the_limit_is_oom_killed_and_reported() {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn a_fork_bomb_is_contained_by_pids_max() {
-    if !root() {
-        return;
-    }
+    root();
     let fixture = Fixture::new(9103);
-    if fixture.cgroups.pids.is_none() {
-        eprintln!("SKIPPED: no pids controller on this host");
-        return;
-    }
+    assert!(fixture.cgroups.pids.is_some(), "no pids controller on this host");
     // A subshell wants 200 sleepers; 16 processes are allowed, so its forks start failing.
     let script = "#!/bin/sh\n(for i in $(seq 200); do sleep 600 & done) 2>/dev/null\ntouch ready\nwhile [ ! -e go ]; do sleep 0.05; done\n";
     let launch = fixture.launch(script);
@@ -303,10 +292,9 @@ fn a_fork_bomb_is_contained_by_pids_max() {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn signal_option_warns_before_the_time_limit() {
-    if !root() {
-        return;
-    }
+    root();
     let fixture = Fixture::new(9104);
     let mut launch = fixture.launch(
         "#!/bin/sh\ntrap 'echo warned; date +%s.%N > warned' USR1\necho running\nwhile :; do sleep 0.1; done\n",

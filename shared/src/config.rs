@@ -4,6 +4,12 @@
 //!
 //! The TOML structs ([`raw`]) are kept apart from the validated [`Config`] so that the rest of the
 //! code never sees an unresolved reference (a partition naming a node that does not exist, say).
+//!
+//! A cluster home's file (`drover up` writes `<home>/cluster.toml`) is not a copy of the admin's
+//! file but a short one that `include`s it and sets only what belongs to that home: ctld's
+//! address, state directory and key file, and the user who runs the cluster as an admin. Every
+//! load reads the admin's file afresh (relative paths in it resolve against its own directory),
+//! so an edit there is what the next `scontrol reconfigure` applies.
 
 use crate::grammar::time::{TimeLimit, parse_time_limit};
 use crate::hostlist;
@@ -21,11 +27,20 @@ pub const DEFAULT_JOB_PIDS_MAX: u32 = 4096;
 #[derive(Debug, Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {}", io_message(error))]
+    Io { path: PathBuf, error: std::io::Error },
     /// A syntax, type or validation error at a place in the file.
     #[error("{path}:{line}:{column}: {key}: {message}")]
     Invalid { path: PathBuf, line: usize, column: usize, key: String, message: String },
+}
+
+/// An I/O error as a person reads it: the system's words without Rust's `(os error N)`.
+fn io_message(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
 }
 
 /// Raw TOML shapes, deserialized with `deny_unknown_fields`.
@@ -59,12 +74,35 @@ pub mod raw {
         pub quotas: Vec<super::sched::RawQuota>,
         /// SPANK plugin stack file, relative to the config file; default `plugstack.conf` beside it.
         pub plugstack: Option<String>,
+        /// Where commands on a node find its noded's token socket (`<noded --state-dir>/token.sock`).
+        pub token_socket: Option<String>,
         /// Prometheus endpoint and status page.
         #[serde(default)]
         pub metrics: super::usage::RawMetrics,
         /// Usage rollup retention and GPU-hour prices.
         #[serde(default)]
         pub accounting: super::usage::RawAccounting,
+    }
+
+    /// A cluster home's file: the admin's file it includes and the home's own settings.
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct HomeFile {
+        /// The admin's config file, relative to this one.
+        pub include: String,
+        pub controller: HomeController,
+    }
+
+    /// `[controller]` of a cluster home's file.
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct HomeController {
+        pub address: String,
+        pub state_dir: String,
+        pub key_file: String,
+        /// Users added to the admin's `controller.admins` (the user who runs the cluster).
+        #[serde(default)]
+        pub admins: Vec<String>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -89,6 +127,10 @@ pub mod raw {
         /// Slurm's `MaxTasksPerNode`: the most tasks one step may start on one node (default 512,
         /// at most 65533).
         pub max_tasks_per_node: Option<Spanned<u32>>,
+        /// Slurm's `PreemptExemptTime`: seconds a run must have run before a reclaim may
+        /// preempt it.
+        #[serde(default = "default_preempt_exempt_time")]
+        pub preempt_exempt_time: u32,
         /// Users with the admin role (as `role = "admin"` on a user).
         #[serde(default)]
         pub admins: Vec<String>,
@@ -118,6 +160,9 @@ pub mod raw {
     }
     fn default_min_job_age() -> u32 {
         300
+    }
+    fn default_preempt_exempt_time() -> u32 {
+        120
     }
     fn default_max_connections_per_user() -> u32 {
         64
@@ -392,11 +437,28 @@ pub struct QosConfig {
 /// Slurm's default `MaxTasksPerNode`.
 pub const DEFAULT_MAX_TASKS_PER_NODE: u32 = 512;
 
+/// What a cluster home's file sets over the admin's file it includes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeSettings {
+    pub address: String,
+    pub state_dir: PathBuf,
+    pub key_file: PathBuf,
+    pub admins: Vec<String>,
+}
+
+/// Where commands on a node look for noded's token socket when the config does not say:
+/// `token.sock` in noded's default state directory.
+pub const DEFAULT_TOKEN_SOCKET: &str = "/var/spool/drover/token.sock";
+
 /// The validated cluster configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The file it was loaded from.
+    /// The file it was loaded from (a cluster home's file, or the admin's file itself).
     pub path: PathBuf,
+    /// The admin's file the settings come from: `path`, or the file a home's file includes.
+    pub source: PathBuf,
+    /// What the cluster home's file set over `source`; `None` when `path` is the admin's file.
+    pub home: Option<HomeSettings>,
     pub cluster_name: String,
     pub controller_address: String,
     pub state_dir: PathBuf,
@@ -404,6 +466,8 @@ pub struct Config {
     pub node_timeout: u32,
     pub kill_wait: u32,
     pub min_job_age: u32,
+    /// `[controller] preempt_exempt_time`: seconds a run is safe from reclaim after it starts.
+    pub preempt_exempt_time: u32,
     /// `[controller] max_connections_per_user` (at least 1).
     pub max_connections_per_user: u32,
     /// `[controller] client_idle_timeout`, seconds (at least 1).
@@ -429,6 +493,8 @@ pub struct Config {
     pub quotas: Vec<sched::QuotaConfig>,
     /// The SPANK plugin stack file (`plugstack.conf`); a missing file is an empty stack.
     pub plugstack: PathBuf,
+    /// noded's token socket on this host, for commands where ctld's socket is not.
+    pub token_socket: PathBuf,
     /// `[metrics]`: the HTTP listener for Prometheus text and the status page.
     pub metrics: usage::MetricsConfig,
     /// `[accounting]`: usage retention and GPU-hour prices.
@@ -436,25 +502,69 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads and validates a config file.
+    /// Reads and validates a config file: the admin's file, or a cluster home's file and the
+    /// admin's file it includes.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_owned(), source })?;
-        Config::parse(path, &text)
+        let text = read(path)?;
+        if !is_home_file(&text) {
+            return Config::parse(path, &text);
+        }
+        let home: raw::HomeFile = deserialize(path, &text)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let source = dir.join(&home.include);
+        let source_text = read(&source)?;
+        if is_home_file(&source_text) {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                line: 1,
+                column: 1,
+                key: "include".into(),
+                message: format!("{} is itself a cluster home's file; include the admin's file", source.display()),
+            });
+        }
+        let mut config = Config::parse(&source, &source_text)?;
+        let controller = home.controller;
+        let settings = HomeSettings {
+            address: controller.address,
+            state_dir: dir.join(controller.state_dir),
+            key_file: dir.join(controller.key_file),
+            admins: controller.admins,
+        };
+        config.apply_home(path, settings);
+        Ok(config)
+    }
+
+    /// Reads the configuration again, as `scontrol reconfigure` does: [`Config::load`] of the
+    /// same file. A cluster home's file that is gone (deleted by hand) is not needed: the admin's
+    /// file is read and the home's settings are the ones in force.
+    pub fn reload(&self) -> Result<Config, ConfigError> {
+        match &self.home {
+            Some(home) if !self.path.exists() => {
+                let mut config = Config::load(&self.source)?;
+                config.apply_home(&self.path, home.clone());
+                Ok(config)
+            }
+            _ => Config::load(&self.path),
+        }
+    }
+
+    /// Puts a cluster home's settings over the admin's file's.
+    fn apply_home(&mut self, path: &Path, home: HomeSettings) {
+        self.path = path.to_owned();
+        self.controller_address = home.address.clone();
+        self.state_dir = home.state_dir.clone();
+        self.key_file = home.key_file.clone();
+        for admin in &home.admins {
+            if !self.admins.contains(admin) {
+                self.admins.push(admin.clone());
+            }
+        }
+        self.home = Some(home);
     }
 
     /// Parses and validates config text; `path` locates relative paths and errors.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let locate = |span: Option<std::ops::Range<usize>>, key: String, message: String| {
-            let (line, column) = line_column(text, span.map_or(0, |s| s.start));
-            ConfigError::Invalid { path: path.to_owned(), line, column, key, message }
-        };
-        let deserializer =
-            toml::Deserializer::parse(text).map_err(|e| locate(e.span(), "(syntax)".into(), e.message().to_owned()))?;
-        let file: raw::File = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            let key = e.path().to_string();
-            let inner = e.into_inner();
-            locate(inner.span(), key, inner.message().to_owned())
-        })?;
+        let file: raw::File = deserialize(path, text)?;
         Validator { path, text }.validate(file)
     }
 
@@ -523,6 +633,30 @@ impl Config {
     pub fn node(&self, name: &str) -> Option<&NodeConfig> {
         self.nodes.iter().find(|n| n.name == name)
     }
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_owned(), error })
+}
+
+/// Whether config text is a cluster home's file (it has a top-level `include`).
+fn is_home_file(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|table| table.contains_key("include"))
+}
+
+/// Deserializes TOML text; errors name `path`, line, column and key.
+fn deserialize<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
+    let locate = |span: Option<std::ops::Range<usize>>, key: String, message: String| {
+        let (line, column) = line_column(text, span.map_or(0, |s| s.start));
+        ConfigError::Invalid { path: path.to_owned(), line, column, key, message }
+    };
+    let deserializer =
+        toml::Deserializer::parse(text).map_err(|e| locate(e.span(), "(syntax)".into(), e.message().to_owned()))?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        locate(inner.span(), key, inner.message().to_owned())
+    })
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
@@ -979,14 +1113,18 @@ impl Validator<'_> {
             .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
         Ok(Config {
             path: self.path.to_owned(),
+            source: self.path.to_owned(),
+            home: None,
             cluster_name,
             controller_address: address.get_ref().clone(),
             state_dir: self.relative(&file.controller.state_dir),
             key_file: self.relative(&file.controller.key_file),
             plugstack: self.relative(file.plugstack.as_deref().unwrap_or("plugstack.conf")),
+            token_socket: self.relative(file.token_socket.as_deref().unwrap_or(DEFAULT_TOKEN_SOCKET)),
             node_timeout: file.controller.node_timeout.max(1),
             kill_wait: file.controller.kill_wait,
             min_job_age: file.controller.min_job_age,
+            preempt_exempt_time: file.controller.preempt_exempt_time,
             max_connections_per_user: file.controller.max_connections_per_user.max(1),
             client_idle_timeout: file.controller.client_idle_timeout.max(1),
             max_tasks_per_node: match &file.controller.max_tasks_per_node {

@@ -113,8 +113,7 @@ fn expand_ranges(expr: &str, ranges: &str) -> Result<Vec<String>, HostlistError>
     let mut numbers = Vec::new();
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-        let digits =
-            |s: &str| !s.is_empty() && s.len() <= MAX_RANGE_DIGITS && s.bytes().all(|b| b.is_ascii_digit());
+        let digits = |s: &str| !s.is_empty() && s.len() <= MAX_RANGE_DIGITS && s.bytes().all(|b| b.is_ascii_digit());
         if !digits(lo) || !digits(hi) {
             return Err(bad(range));
         }
@@ -144,7 +143,9 @@ fn split_host(host: &str) -> (&str, Option<(u64, usize)>) {
     let digits_at = host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     let digits = &host[digits_at..];
     match digits.parse::<u64>() {
-        Ok(n) if !digits.is_empty() && digits.len() <= MAX_RANGE_DIGITS => (&host[..digits_at], Some((n, digits.len()))),
+        Ok(n) if !digits.is_empty() && digits.len() <= MAX_RANGE_DIGITS => {
+            (&host[..digits_at], Some((n, digits.len())))
+        }
         _ => (host, None),
     }
 }

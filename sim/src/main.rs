@@ -2,7 +2,8 @@
 //!
 //! - `nodes`: one process stands in for many nodes of the config (each its own authenticated TCP
 //!   connection, registration and heartbeats); launched jobs "run" for their simulated duration
-//!   (`--comment sim:SECONDS`, else their time limit) divided by `--warp`, then end `0:0`.
+//!   (`--comment sim:SECONDS`, else their time limit) divided by `--warp`, then end `0:0`; a
+//!   cancelled job ends at once, or with `--ignore-term` after its grace time (the kill wait).
 //! - `submit`: many clients submitting held or runnable jobs over the client socket as fast as ctld
 //!   acknowledges them (`--sbatch-like ENV_BYTES`: each with what `sbatch job.sh` sends from a
 //!   login shell, environment and script included); prints the acknowledged rate.
@@ -39,6 +40,11 @@ enum Command {
         /// Seconds between heartbeats of each node.
         #[arg(long, default_value_t = 10)]
         heartbeat: u64,
+        /// Simulated jobs ignore SIGTERM: a cancelled job ends only when its grace time (the
+        /// cancel's kill wait, in real seconds) is over, as a job that does not stop on SIGTERM
+        /// would. By default a cancelled job ends at once.
+        #[arg(long)]
+        ignore_term: bool,
     },
     /// Submit COUNT jobs from CLIENTS concurrent connections.
     Submit {
@@ -81,8 +87,8 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         match Args::parse().command {
-            Command::Nodes { config, controller, count, warp, heartbeat } => {
-                nodes::run(&config, controller, count, warp, heartbeat).await
+            Command::Nodes { config, controller, count, warp, heartbeat, ignore_term } => {
+                nodes::run(&config, controller, count, warp, heartbeat, ignore_term).await
             }
             Command::Submit { socket, count, clients, hold, gpus, seconds, sbatch_like } => {
                 nodes::submit(&socket, count, clients, hold, gpus, seconds, sbatch_like).await

@@ -31,6 +31,7 @@ pub(crate) async fn run(
     count: usize,
     warp: f64,
     heartbeat: u64,
+    ignore_term: bool,
 ) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
     let key = Arc::new(ClusterKey::load(&config.key_file)?);
@@ -43,7 +44,8 @@ pub(crate) async fn run(
         let (key, controller, counters) = (key.clone(), controller.clone(), counters.clone());
         tokio::spawn(async move {
             loop {
-                if let Err(e) = one_node(&node, &key, &controller, warp, heartbeat, &counters).await {
+                let timing = Timing { warp, heartbeat, ignore_term };
+                if let Err(e) = one_node(&node, &key, &controller, timing, &counters).await {
                     tracing::warn!(node = node.name, error = %e, "simulated node disconnected");
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -65,14 +67,25 @@ pub(crate) async fn run(
     }
 }
 
+/// How a simulated node's jobs pass time.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    /// Simulated seconds per real second.
+    warp: f64,
+    /// Seconds between heartbeats.
+    heartbeat: u64,
+    /// Whether a cancelled job runs on until its kill wait is over.
+    ignore_term: bool,
+}
+
 async fn one_node(
     node: &drover_shared::config::NodeConfig,
     key: &ClusterKey,
     controller: &str,
-    warp: f64,
-    heartbeat: u64,
+    timing: Timing,
     counters: &Counters,
 ) -> anyhow::Result<()> {
+    let Timing { warp, heartbeat, ignore_term } = timing;
     let stream = TcpStream::connect(controller).await.with_context(|| format!("connecting to {controller}"))?;
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
@@ -91,6 +104,7 @@ async fn one_node(
     messages.send(&NodeMessage::Register(registration)).await?;
     counters.registered.fetch_add(1, Ordering::Relaxed);
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<JobRun>();
+    let (cancelled_tx, mut cancelled_rx) = mpsc::unbounded_channel::<JobRun>();
     let mut running: HashSet<JobRun> = HashSet::new();
     let mut beat = tokio::time::interval(Duration::from_secs(heartbeat.max(1)));
     loop {
@@ -112,9 +126,16 @@ async fn one_node(
                             let _ = tx.send(run);
                         });
                     }
-                    Some(CtldMessage::Cancel { job_id, run, .. }) => {
+                    Some(CtldMessage::Cancel { job_id, run, kill_wait }) => {
                         let run = JobRun { job_id, run };
-                        if running.remove(&run) {
+                        if ignore_term && running.contains(&run) {
+                            // SIGKILL comes when the grace is over; the job ends then.
+                            let tx = cancelled_tx.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(Duration::from_secs(u64::from(kill_wait))).await;
+                                let _ = tx.send(run);
+                            });
+                        } else if running.remove(&run) {
                             end(&mut messages, run, JobOutcome::Cancelled, counters).await?;
                         }
                     }
@@ -124,6 +145,11 @@ async fn one_node(
             Some(run) = ended_rx.recv() => {
                 if running.remove(&run) {
                     end(&mut messages, run, JobOutcome::Exited, counters).await?;
+                }
+            }
+            Some(run) = cancelled_rx.recv() => {
+                if running.remove(&run) {
+                    end(&mut messages, run, JobOutcome::Cancelled, counters).await?;
                 }
             }
             _ = beat.tick() => {

@@ -2,9 +2,11 @@
 //! `drover up` in a scratch directory, runs the Slurm commands through their multicall names (as
 //! root or as a real unprivileged user via `setpriv`), and tears everything down on drop.
 //!
-//! Tests that need the unprivileged users `alice` and `bob` (created by `.ci/run`) call
-//! [`require_users`]; they skip with a message where the users are missing, unless
-//! `DROVER_TEST_REQUIRE_USERS=1` (set by CI) makes that a failure.
+//! Tests that need root, the unprivileged users `alice` and `bob` (created by `.ci/run`) or other
+//! tools CI installs are marked `#[ignore = "…"]`, so a plain `cargo test` lists them as ignored
+//! rather than passing them; `.ci/run` runs them with `--include-ignored`. Such a test starts with
+//! [`require_users`] or [`require_root`], which fail it where the requirement is missing: a test
+//! that ran reports `ok` only after its checks ran.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -31,17 +33,18 @@ pub fn bin_dir() -> &'static Path {
     })
 }
 
-/// Whether the unprivileged test users exist and we can switch to them.
-pub fn require_users() -> bool {
-    let have = nix::unistd::geteuid().is_root()
-        && ["alice", "bob"].iter().all(|u| nix::unistd::User::from_name(u).ok().flatten().is_some());
-    if !have {
-        if std::env::var("DROVER_TEST_REQUIRE_USERS").is_ok_and(|v| v == "1") {
-            panic!("this test needs root and the users alice and bob (created by .ci/run)");
-        }
-        eprintln!("SKIPPED: needs root and the users alice and bob (run .ci/run, or create them)");
-    }
-    have
+/// Fails the test unless it runs as root and the unprivileged test users exist (tests that call
+/// this are `#[ignore]`d by default; `.ci/run` creates the users and runs them).
+pub fn require_users() {
+    require_root("this test switches to the users alice and bob");
+    let missing: Vec<&str> =
+        ["alice", "bob"].into_iter().filter(|u| nix::unistd::User::from_name(u).ok().flatten().is_none()).collect();
+    assert!(missing.is_empty(), "this test needs the users alice and bob (.ci/run creates them); missing: {missing:?}");
+}
+
+/// Fails the test unless it runs as root; `why` says what needs root.
+pub fn require_root(why: &str) {
+    assert!(nix::unistd::geteuid().is_root(), "{why}: it needs root (run it through .ci/run, or as root)");
 }
 
 /// The test cluster's config: two nodes with two GPUs each, a partition per team and a shared one.
@@ -140,7 +143,7 @@ impl Cluster {
         let dir = tempfile::Builder::new().prefix("drover-e2e-").tempdir_in("/tmp").expect("scratch dir");
         set_mode(dir.path(), 0o755);
         let source = dir.path().join("source.toml");
-        // The derived config gets a free port from `drover up`; `127.0.0.1:0` only has to parse.
+        // The home's file gets a free port from `drover up`; `127.0.0.1:0` only has to parse.
         std::fs::write(&source, config.replace("127.0.0.1:0", "127.0.0.1:1")).expect("writing config");
         let mounts = prepare(&dir.path().join("home"));
         let cluster = Cluster { dir, mounts };
@@ -167,6 +170,17 @@ impl Cluster {
     /// The cluster's home (`DROVER_HOME`).
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
+    }
+
+    /// The admin's config file the cluster was started from (`drover up --config`); the home's
+    /// own `cluster.toml` includes it. Edit it, then `scontrol reconfigure`.
+    pub fn config_file(&self) -> PathBuf {
+        self.dir.path().join("source.toml")
+    }
+
+    /// The scratch directory the cluster's home and its config file are in.
+    pub fn scratch(&self) -> &Path {
+        self.dir.path()
     }
 
     /// Runs `drover <verb> --home <home>` (up, down, status).

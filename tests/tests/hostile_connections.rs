@@ -139,10 +139,9 @@ fn cluster_with(extra: &str) -> Cluster {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_thousand_idle_connections_of_one_user_lock_out_nobody() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let before = ctld_rss_kib(&cluster);
     // 1,050 connections that finish the hello and then say nothing: more than ctld served in all.
@@ -165,10 +164,9 @@ fn a_thousand_idle_connections_of_one_user_lock_out_nobody() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn idle_connections_are_closed_after_the_idle_timeout() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = cluster_with("max_connections_per_user = 16\nclient_idle_timeout = 4");
     // Half of alice's share says hello and nothing; the other half also sends most of a frame.
     let opened = Instant::now();
@@ -193,10 +191,9 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn half_sent_frames_hold_bounded_memory() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let before = ctld_rss_kib(&cluster);
     // A frame above what any request can carry is refused as soon as its length is read.
@@ -240,10 +237,9 @@ fn half_sent_frames_hold_bounded_memory() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn busy_connections_of_one_user_do_not_starve_others() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // Jobs for the queries to read, alice's and bob's.
     for user in ["alice", "bob"] {
@@ -272,10 +268,9 @@ fn busy_connections_of_one_user_do_not_starve_others() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_burst_of_commands_beyond_the_per_user_limit_waits_for_room() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     // Two connections per user: twelve of alice's commands at once (a burst of `srun`s, say)
     // are refused for a moment and try again until there is room.
     let cluster = cluster_with("max_connections_per_user = 2");
@@ -313,10 +308,9 @@ fn cancel_many_as_alice(cluster: &Cluster, n: u32) -> (u64, String) {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_request_naming_millions_of_jobs_is_refused_before_any_work() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // Two million ids fit one 11 MiB request; each would cost the core a lookup and an audit
     // record. Bob submits meanwhile.
@@ -325,13 +319,8 @@ fn a_request_naming_millions_of_jobs_is_refused_before_any_work() {
         std::thread::sleep(Duration::from_millis(300));
         for _ in 0..5 {
             let started = Instant::now();
-            let out = cluster.run(
-                Some("bob"),
-                &cluster.workdir(Some("bob")),
-                "sbatch",
-                &["-H", "--wrap", "true"],
-                None,
-            );
+            let out =
+                cluster.run(Some("bob"), &cluster.workdir(Some("bob")), "sbatch", &["-H", "--wrap", "true"], None);
             assert!(out.status.success(), "{}", text(&out.stderr));
             assert!(started.elapsed() < Duration::from_secs(1), "bob's sbatch took {:?}", started.elapsed());
             std::thread::sleep(Duration::from_millis(200));

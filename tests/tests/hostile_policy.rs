@@ -7,7 +7,7 @@
 
 use drover_e2e::{Cluster, require_users, text};
 use drover_shared::job::{JobSpec, StepSpec};
-use drover_shared::proto::client::{ErrorCode, Request, Response};
+use drover_shared::proto::client::{Request, Response};
 use drover_shared::proto::frame::{MAX_ANSWER_FRAME, MAX_FRAME, encode, read_message};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
 use std::process::{Command, Output};
@@ -48,10 +48,9 @@ fn queue_state(cluster: &Cluster, job_id: u32) -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_step_of_four_billion_tasks_is_refused_before_any_layout() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // The same numbers as a job: refused at submit, before anything per node or task is built.
     for shape in [["-N", TASKS], ["-n", TASKS], ["--ntasks-per-node", TASKS]] {
@@ -113,8 +112,9 @@ fn a_step_of_four_billion_tasks_is_refused_before_any_layout() {
 }
 
 /// Sends `frames` (a hello, then one request) on ctld's socket as `user` with python3 and
-/// returns ctld's two answers, in order.
-fn raw_exchange(cluster: &Cluster, user: &str, hello: &[u8], request: &[u8]) -> (HelloReply, Response) {
+/// returns ctld's answers, in order: the request's is `None` when ctld closed the connection
+/// instead (a request longer than a client's frame bound).
+fn raw_exchange(cluster: &Cluster, user: &str, hello: &[u8], request: &[u8]) -> (HelloReply, Option<Response>) {
     let dir = cluster.workdir(Some(user));
     let (hello_path, request_path) = (dir.join("hello.bin"), dir.join("request.bin"));
     std::fs::write(&hello_path, hello).unwrap();
@@ -138,7 +138,10 @@ fn raw_exchange(cluster: &Cluster, user: &str, hello: &[u8], request: &[u8]) -> 
         \x20   sys.stdout.buffer.write(head + body)\n\
         s.sendall(open(sys.argv[2], 'rb').read())\n\
         frame()\n\
-        s.sendall(open(sys.argv[3], 'rb').read())\n\
+        try:\n\
+        \x20   s.sendall(open(sys.argv[3], 'rb').read())\n\
+        except (BrokenPipeError, ConnectionResetError):\n\
+        \x20   sys.exit('closed')\n\
         frame()\n";
     let out = Command::new("setpriv")
         .args([&format!("--reuid={user}"), &format!("--regid={user}"), "--init-groups", "--"])
@@ -149,10 +152,12 @@ fn raw_exchange(cluster: &Cluster, user: &str, hello: &[u8], request: &[u8]) -> 
         .current_dir(&dir)
         .output()
         .expect("running python3");
-    assert!(out.status.success(), "the raw client failed: {}\n{}", text(&out.stderr), cluster.logs());
+    let stderr = text(&out.stderr);
+    assert!(out.status.success() || stderr.trim() == "closed", "the raw client failed: {stderr}\n{}", cluster.logs());
     let mut answers = std::io::Cursor::new(out.stdout);
     let reply: HelloReply = read_message(&mut answers, MAX_ANSWER_FRAME).expect("hello reply");
-    let response: Response = read_message(&mut answers, MAX_ANSWER_FRAME).expect("response");
+    let response: Option<Response> =
+        out.status.success().then(|| read_message(&mut answers, MAX_ANSWER_FRAME).expect("response"));
     (reply, response)
 }
 
@@ -169,10 +174,9 @@ fn just_under_the_bound(build: impl Fn(String) -> Request) -> Vec<u8> {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_launch_larger_than_a_node_frame_is_refused_at_ctld() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let job_id = cluster.submit(Some("alice"), "holder.sh", "#!/bin/sh\n#SBATCH -n1 -w n1\nsleep 300\n", &[]);
     cluster.squeue_until(&job_id.to_string(), "%T", |s| s.trim() == "RUNNING");
@@ -194,14 +198,12 @@ fn a_launch_larger_than_a_node_frame_is_refused_at_ctld() {
             ..StepSpec::default()
         }),
     });
+    // ctld reads a client's request only up to its bound (11 MiB, below the node frame), so it
+    // closes the connection on the frame's length; the launch-size checks at step creation and at
+    // submit stay as a second line (unit tests in ctld).
     let (reply, response) = raw_exchange(&cluster, "alice", &hello, &step);
     assert!(matches!(reply, HelloReply::Accept { .. }), "{reply:?}");
-    match &response {
-        Response::Error { code: ErrorCode::InvalidSpec, detail } => {
-            assert!(detail.contains("launch message") && detail.contains(&MAX_FRAME.to_string()), "{detail}")
-        }
-        other => panic!("the oversized step was not refused: {:?}", std::mem::discriminant(other)),
-    }
+    assert!(response.is_none(), "the oversized step was answered: {response:?}");
 
     // A job whose launch would exceed it: refused at submit, nothing queued.
     let submit = just_under_the_bound(|value| {
@@ -214,12 +216,7 @@ fn a_launch_larger_than_a_node_frame_is_refused_at_ctld() {
         }))
     });
     let (_, response) = raw_exchange(&cluster, "alice", &hello, &submit);
-    match &response {
-        Response::Error { code: ErrorCode::InvalidSpec, detail } => {
-            assert!(detail.contains("launch message"), "{detail}")
-        }
-        other => panic!("the oversized job was not refused: {:?}", std::mem::discriminant(other)),
-    }
+    assert!(response.is_none(), "the oversized job was answered: {response:?}");
     assert_eq!(cluster.ok("squeue", &["-h", "-n", "huge-launch"]).trim(), "", "no job was queued");
 
     // Neither reached a node: no node connection dropped, the job runs on, steps still work.
@@ -249,10 +246,9 @@ fn sbatch(cluster: &Cluster, user: &str, args: &[&str]) -> Result<u32, String> {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn long_dependency_lists_do_not_stall_the_controller() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // How long a job of bob's takes to start on the quiet cluster, for comparison.
     let bob_starts = |name: &str| {
@@ -325,10 +321,9 @@ fn show_field(cluster: &Cluster, job_id: u32, key: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn dependency_updates_get_submit_bounds_and_no_cycles() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let a = sbatch(&cluster, "alice", &["-H", "-J", "first", "--wrap", "true"]).unwrap();
     let b = sbatch(&cluster, "alice", &["-H", "-d", &format!("afterok:{a}"), "--wrap", "true"]).unwrap();
@@ -369,10 +364,9 @@ fn dependency_updates_get_submit_bounds_and_no_cycles() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_negative_nice_needs_an_operator() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let before = cluster.ok("sacct", &["-X", "-n", "-P", "-a", "-o", "JobID"]);
     let refused = sbatch(&cluster, "alice", &["--nice=-100000", "--wrap", "true"]).unwrap_err();

@@ -82,10 +82,9 @@ fn wait_no_cgroups(recorded: &str, step: &str) {
 /// `job_<id>/step_0` in every hierarchy the job has (the runner shielded from the OOM killer, the
 /// tasks not); `scancel` of the job ends the runner, every task and the cgroups.
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn the_step_runner_lives_and_dies_in_the_jobs_cgroup() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let script = "#!/bin/sh\n#SBATCH -N 2\n#SBATCH -n 8\n#SBATCH -t 5\n#SBATCH -o out-%j.txt\n\
         $DROVER_HOME/bin/srun --overlap -n 8 sleep 3001\n";
@@ -145,17 +144,13 @@ fn the_step_runner_lives_and_dies_in_the_jobs_cgroup() {
 /// inside the job's pids limit, so no more than 24 of the job's processes ever run (the rest
 /// fail to start and srun says so), and cancelling the job ends them all.
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_step_cannot_start_more_processes_than_the_jobs_pids_limit() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let config = CONFIG.replace("cpus = 4\n", "cpus = 64\njob_pids_max = 24\n");
     assert_ne!(config, CONFIG, "the harness config changed its cpus line");
     let cluster = Cluster::start_with(&config);
-    if !cluster.logs().contains("pids v") {
-        eprintln!("SKIPPED: this host enforces no pids limit");
-        return;
-    }
+    assert!(cluster.logs().contains("pids v"), "this host enforces no pids limit:\n{}", cluster.logs());
     let script = "#!/bin/sh\n#SBATCH -N 1\n#SBATCH -n 40\n#SBATCH -t 5\n#SBATCH -o out-%j.txt\n\
         $DROVER_HOME/bin/srun --overlap -n 40 sleep 3002\n";
     let job_id = cluster.submit(Some("alice"), "pids.sh", script, &[]);
@@ -201,10 +196,9 @@ fn descriptors(listing: &str) -> Vec<u32> {
 /// test's: neither a batch script's shell nor a step's tasks (on either node) have anything open
 /// but stdin, stdout and stderr.
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn jobs_and_steps_inherit_no_descriptors_from_the_daemons() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let leak = tempfile::Builder::new().prefix("drover-leaked-fd-").tempfile_in("/tmp").unwrap();
     std::fs::set_permissions(leak.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
     // Without O_CLOEXEC: `drover up`, and the daemons it starts, inherit it.
@@ -236,10 +230,9 @@ fn jobs_and_steps_inherit_no_descriptors_from_the_daemons() {
 /// `drover up`'s logs name users, jobs and paths: they and their directory are the owner's only
 /// (no bit for others, none to write for the group), and bob cannot read them.
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn drover_up_logs_are_not_world_readable() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let log_dir = cluster.home().join("log");
     let mode = std::fs::metadata(&log_dir).unwrap().mode() & 0o7777;
@@ -306,10 +299,9 @@ fn listening(pid: i32) -> Vec<(std::net::Ipv4Addr, u16)> {
 /// times: idle, with garbage, with a false token; the step still runs and prints all its output
 /// with exit code 0. A connection that never proves the token is closed within seconds.
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn another_user_cannot_disturb_a_steps_io_port() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let workdir = cluster.workdir(Some("alice"));
     let script = "#!/bin/sh\n#SBATCH -N 2\n#SBATCH -n 2\n#SBATCH -t 5\n#SBATCH -o out-%j.txt\n\

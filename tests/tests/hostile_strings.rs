@@ -49,10 +49,9 @@ fn database(cluster: &Cluster) -> rusqlite::Connection {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn control_characters_are_refused_and_old_ones_print_safely() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let script = "#!/bin/sh\ntrue\n";
 
@@ -156,10 +155,9 @@ fn qos_config() -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_qos_outside_the_association_is_refused() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start_with(&qos_config());
     let script = "#!/bin/sh\ntrue\n";
     let refusal = "sbatch: error: Batch job submission failed: Invalid qos specification\n";
@@ -212,10 +210,9 @@ fn private_config() -> String {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn private_data_hides_other_users_jobs_and_usage() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start_with(&private_config());
     // bob's finished job (usage) and his held job with a secret in its export and arguments.
     let done = sbatch(&cluster, "bob", "done.sh", "#!/bin/sh\nsleep 1\n", &[]);
@@ -282,10 +279,9 @@ fn private_data_hides_other_users_jobs_and_usage() {
 }
 
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn a_step_name_with_control_characters_is_refused() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     // In alice's own job: a step named with an escape sequence (clears other users' screens
     // when printed raw), then a plain one, which must still run.

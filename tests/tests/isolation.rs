@@ -6,7 +6,7 @@
 //! memory ends `OUT_OF_MEMORY 0:125` and the node goes on running jobs; no job process or cgroup
 //! is left behind, even when the job's supervisor is killed; the prolog and epilog run around
 //! each job, and a failing prolog or health check drains the node with its reason (sinfo's
-//! `%E`). Needs root (as CI runs); skips with a message otherwise.
+//! `%E`). Needs root: ignored by a plain `cargo test`, run by `.ci/run`.
 
 use drover_e2e::{CONFIG, Cluster, text};
 use std::os::unix::fs::PermissionsExt;
@@ -15,12 +15,8 @@ use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
 
-fn root() -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    if !root {
-        eprintln!("SKIPPED: isolation tests need root");
-    }
-    root
+fn root() {
+    drover_e2e::require_root("the isolation tests make cgroups and device nodes");
 }
 
 /// Four fake GPU nodes in a scratch directory, and the test config declaring them.
@@ -79,10 +75,9 @@ fn job_cgroups_left(recorded: &str) -> Vec<PathBuf> {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn a_job_opens_only_its_gpu_even_after_noded_restarts() {
-    if !root() {
-        return;
-    }
+    root();
     let (dev, config) = fake_gpus();
     let cluster = Cluster::start_with(&config);
     let dev = dev.path().display().to_string();
@@ -124,10 +119,9 @@ fn a_job_opens_only_its_gpu_even_after_noded_restarts() {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn a_job_over_its_memory_ends_out_of_memory_and_the_node_stays_up() {
-    if !root() {
-        return;
-    }
+    root();
     let cluster = Cluster::start();
     // `tail` keeps a newline-free stream in memory, far past the 50 MB asked for.
     let job_id = cluster.submit(
@@ -147,10 +141,9 @@ fn a_job_over_its_memory_ends_out_of_memory_and_the_node_stays_up() {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn prolog_epilog_and_health_check_drain_the_node_on_failure() {
-    if !root() {
-        return;
-    }
+    root();
     let admin = tempfile::Builder::new().prefix("drover-admin-").tempdir_in("/tmp").unwrap();
     let dir = admin.path().display().to_string();
     let script = |name: &str, body: &str| {
@@ -222,10 +215,9 @@ fn wait_reason(cluster: &Cluster, reason: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn a_job_whose_supervisor_is_killed_leaves_no_process_or_cgroup() {
-    if !root() {
-        return;
-    }
+    root();
     let cluster = Cluster::start();
     let script = "#!/bin/sh\n#SBATCH -t 5\ncat /proc/self/cgroup > cgroup.$SLURM_JOB_ID\n\
         sleep 600 &\necho $! > sleeper.$SLURM_JOB_ID\nwait\n";

@@ -78,10 +78,9 @@ fn present(cluster: &Cluster, token: ClientToken, session: &[u8]) -> Result<Stri
 /// alice submits from "her compute node" through a token; the job is hers, bob cannot cancel it
 /// from there either, and the audit log says where the requests came from.
 #[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
 fn remote_clients_act_as_the_user_their_noded_vouches_for() {
-    if !require_users() {
-        return;
-    }
+    require_users();
     let cluster = Cluster::start();
     let _ = bin_dir();
     let out = remote(&cluster, "alice", "sbatch", &["--parsable", "--begin=now+3600", "--wrap", "true"]);

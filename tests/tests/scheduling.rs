@@ -125,7 +125,9 @@ fn usage_is_charged_shown_and_survives_a_crash() {
 fn a_guarantee_is_reclaimed_from_a_borrower() {
     let quotas = "\n[[quotas]]\naccount = \"vision\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\n\
         [[quotas]]\naccount = \"nlp\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\n";
-    let cluster = Cluster::start_with(&format!("{CONFIG}{quotas}"));
+    // The borrowers are reclaimed as soon as they run: no minimum run time.
+    let config = CONFIG.replace("kill_wait = 2\n", "kill_wait = 2\npreempt_exempt_time = 0\n");
+    let cluster = Cluster::start_with(&format!("{config}{quotas}"));
     let sleeper = "#!/bin/sh\nsleep 300\n";
     let flood: Vec<u32> = (0..4)
         .map(|i| cluster.submit(None, &format!("nlp{i}.sh"), sleeper, &["-A", "nlp", "--gres=gpu:1", "-t", "10"]))

@@ -10,12 +10,9 @@ use std::process::Command;
 use std::time::Duration;
 
 #[test]
+#[ignore = "needs root; .ci/run runs it"]
 fn full_disk_refuses_new_work_and_recovers() {
-    if !nix::unistd::geteuid().is_root() {
-        assert!(std::env::var("DROVER_TEST_REQUIRE_USERS").is_err(), "CI runs this test as root");
-        eprintln!("SKIPPED: mounting a tmpfs needs root");
-        return;
-    }
+    drover_e2e::require_root("mounting a tmpfs");
     let cluster = Cluster::start_prepared(CONFIG, |home| {
         let state = home.join("ctld");
         std::fs::create_dir_all(&state).unwrap();

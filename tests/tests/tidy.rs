@@ -2,7 +2,8 @@
 //! trailing whitespace or an `unsafe` block without a `// SAFETY:` comment just above it.
 //! `unsafe` stays where it is allowed: ctld, shared and sim forbid it at every crate root, noded
 //! denies it at its crate roots and allows it only in `noded/src/sys/`. And every test that
-//! `docs/security.md` names as proof exists.
+//! `docs/security.md` names as proof exists. ctld's layers import only downwards (serve → core →
+//! {policy, store} → model), and no source picks its module file with `#[path]`.
 
 use std::path::{Path, PathBuf};
 
@@ -156,6 +157,125 @@ fn unsafe_stays_where_it_is_allowed() {
         }
     }
     assert!(problems.is_empty(), "unsafe code out of place:\n{}", problems.join("\n"));
+}
+
+/// ctld's layers, each with the layers its files may name as `crate::<layer>`: itself and the
+/// ones below it (serve → core → {policy, store} → model; policy and store never each other).
+const CTLD_LAYERS: [(&str, &[&str]); 5] = [
+    ("model", &["model"]),
+    ("store", &["store", "model"]),
+    ("policy", &["policy", "model"]),
+    ("core", &["core", "policy", "store", "model"]),
+    ("serve", &["serve", "core", "policy", "store", "model"]),
+];
+
+/// The first path segment of every `crate::` path in `code`: `crate::model::state` gives
+/// `model`, and a group `crate::{core::Event, store}` gives `core` and `store`.
+fn crate_paths(code: &str) -> Vec<&str> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].chars().next_back().is_some_and(is_ident) {
+            continue;
+        }
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let mut start = 0;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        found.push(group[start..i].trim());
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        found.push(group[start..i].trim());
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push(rest);
+        }
+    }
+    found.into_iter().map(|path| path.split(|c: char| !is_ident(c)).next().unwrap_or_default()).collect()
+}
+
+/// The imports of one ctld file that go against the direction of the layers (`rel` relative to
+/// the workspace root; files outside the layer folders, the crate roots, are not bound), and its
+/// `super::super::` paths (which could leave the layer without naming it).
+fn layer_violations(rel: &str, text: &str) -> Vec<String> {
+    let Some((layer, allowed)) = rel
+        .strip_prefix("ctld/src/")
+        .and_then(|in_src| in_src.split_once('/'))
+        .and_then(|(top, _)| CTLD_LAYERS.iter().find(|(layer, _)| *layer == top))
+    else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        // `super::super::` could climb out of the layer unseen: across modules, name the layer.
+        if code_of(line).contains("super::super::") {
+            problems.push(format!("{rel}:{}: `super::super::` in the {layer} layer; write `crate::<layer>::`", i + 1));
+        }
+        for target in crate_paths(code_of(line)) {
+            let is_layer = CTLD_LAYERS.iter().any(|(other, _)| *other == target);
+            if is_layer && !allowed.contains(&target) {
+                problems.push(format!("{rel}:{}: the {layer} layer imports `crate::{target}`", i + 1));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn ctld_layers_import_only_downwards() {
+    let files = workspace_sources();
+    let mut problems = Vec::new();
+    let mut n_layered = 0;
+    for (rel, text) in &files {
+        if CTLD_LAYERS.iter().any(|(layer, _)| rel.starts_with(&format!("ctld/src/{layer}/"))) {
+            n_layered += 1;
+        }
+        problems.extend(layer_violations(rel, text));
+        for (i, line) in text.lines().enumerate() {
+            if code_of(line).contains(concat!("#[", "path")) {
+                problems.push(format!(
+                    "{rel}:{}: a path attribute picks the module's file; put the file where its module is",
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(n_layered > 30, "found only {n_layered} files in ctld's layer folders");
+    assert!(problems.is_empty(), "ctld's layers out of order:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn layer_imports_are_read_as_written() {
+    let text = "\
+use crate::model::state::State;\n\
+use crate::{core::Event, store};\n\
+let x = crate::policy::scheduler::schedule(state); // crate::serve in a comment\n\
+use super::Core;\n";
+    assert_eq!(crate_paths("use crate::{core::{Event, Core}, store::db};"), ["core", "store"]);
+    assert_eq!(
+        layer_violations("ctld/src/policy/x.rs", text),
+        [
+            "ctld/src/policy/x.rs:2: the policy layer imports `crate::core`",
+            "ctld/src/policy/x.rs:2: the policy layer imports `crate::store`",
+        ]
+    );
+    assert!(layer_violations("ctld/src/serve/x.rs", text).is_empty());
+    assert!(layer_violations("ctld/src/lib.rs", text).is_empty());
+    assert_eq!(
+        layer_violations("ctld/src/model/x.rs", "use super::super::core::Event;"),
+        ["ctld/src/model/x.rs:1: `super::super::` in the model layer; write `crate::<layer>::`"]
+    );
+    assert_eq!(layer_violations("ctld/src/model/x.rs", text).len(), 3);
 }
 
 /// One reference to code in `docs/security.md`: a file, or a function in it.

@@ -2,15 +2,18 @@
 //! node the config declares, on 127.0.0.1, all state in one directory:
 //!
 //! ```text
-//! DIR/cluster.toml   the config, derived once from the admin's file (state dir, key, port filled in)
+//! DIR/cluster.toml   the home's file: includes the admin's file, adds ctld's port, state dir, key
 //! DIR/cluster.key    the cluster key (0600)
 //! DIR/ctld/          ctld's database and client socket
 //! DIR/noded-<name>/  each node's job directories
-//! DIR/run/*.pid      pids of what `up` started;  DIR/log/*.log  their logs (owner only)
+//! DIR/run/*.pid      pids of what `up` started (ctld.port its node port);  DIR/log/*.log  their logs
 //! DIR/bin/           sbatch, squeue, … as links to this binary;  DIR/env  the file to source
 //! ```
 //!
-//! `up` starts only what is not running, so it is also the restart command.
+//! `up` starts only what is not running, so it is also the restart command. It writes the home's
+//! file on every run (keeping the port of the running cluster) and, when ctld already runs, asks
+//! it to reconfigure: the admin's file is the only source, and `up` or `scontrol reconfigure`
+//! applies its edits. Commands run through `DIR/bin/` find the cluster from their own path.
 
 use super::ClusterArgs;
 use crate::client;
@@ -42,6 +45,9 @@ impl Layout {
     fn log_file(&self, daemon: &str) -> PathBuf {
         self.home.join("log").join(format!("{daemon}.log"))
     }
+    fn port_file(&self) -> PathBuf {
+        self.home.join("run").join("ctld.port")
+    }
     fn node_dir(&self, node: &str) -> PathBuf {
         self.home.join(format!("noded-{node}"))
     }
@@ -57,24 +63,68 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// Writes the derived config once: the admin's file with state dir, key file and a free port.
-fn derive_config(layout: &Layout, source: &Path) -> anyhow::Result<()> {
-    let target = layout.config();
-    if target.exists() {
-        return Ok(());
+/// The admin's file, absolute: `--config`, else `DROVER_CONF` (unless it names this home's own
+/// file), else the file this home's file already includes, else `etc/cluster.toml`. A cluster
+/// home's file given instead stands for the admin's file it includes. Validated.
+fn admin_file(args: &ClusterArgs, layout: &Layout) -> anyhow::Result<PathBuf> {
+    let given = args
+        .config
+        .clone()
+        .or_else(|| std::env::var_os("DROVER_CONF").map(PathBuf::from).filter(|p| *p != layout.config()))
+        .or_else(|| home_file_value(layout, &["include"]).map(|include| layout.home.join(include)))
+        .unwrap_or_else(|| PathBuf::from("etc/cluster.toml"));
+    let given = std::path::absolute(&given).with_context(|| format!("resolving {}", given.display()))?;
+    Ok(Config::load(&given)?.source)
+}
+
+/// A string in the home's current file (`["controller", "address"]`), whatever its format
+/// (older `drover up`s wrote a whole copy of the admin's file).
+fn home_file_value(layout: &Layout, keys: &[&str]) -> Option<String> {
+    let table: toml::Table = toml::from_str(&std::fs::read_to_string(layout.config()).ok()?).ok()?;
+    let (last, tables) = keys.split_last()?;
+    let mut table = &table;
+    for key in tables {
+        table = table.get(*key)?.as_table()?;
     }
-    Config::load(source)?; // validate the source before deriving from it
-    let text = std::fs::read_to_string(source).with_context(|| format!("reading {}", source.display()))?;
-    let mut table: toml::Table = toml::from_str(&text).with_context(|| format!("parsing {}", source.display()))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let controller = table.entry("controller").or_insert_with(|| toml::Value::Table(toml::Table::new()));
-    let toml::Value::Table(controller) = controller else { bail!("[controller] must be a table") };
-    controller.insert("address".into(), format!("127.0.0.1:{port}").into());
-    controller.insert("state_dir".into(), layout.home.join("ctld").to_string_lossy().into_owned().into());
-    controller.insert("key_file".into(), layout.home.join("cluster.key").to_string_lossy().into_owned().into());
-    let header = format!("# Derived by `drover up` from {}; edit that file, then delete this one.\n", source.display());
-    std::fs::write(&target, header + &toml::to_string(&table)?)
-        .with_context(|| format!("writing {}", target.display()))?;
+    table.get(*last)?.as_str().map(str::to_owned)
+}
+
+/// Writes the home's file: an `include` of the admin's file and what belongs to this home. The
+/// port stays the running cluster's: the one in the current file, else the one ctld reported
+/// (`run/ctld.port`) while it runs, else a free one.
+fn write_home_file(layout: &Layout, source: &Path, ctld_running: bool) -> anyhow::Result<()> {
+    let address = home_file_value(layout, &["controller", "address"]).or_else(|| {
+        let port = std::fs::read_to_string(layout.port_file()).ok().filter(|_| ctld_running)?;
+        Some(format!("127.0.0.1:{}", port.trim()))
+    });
+    let address = match address {
+        Some(address) => address,
+        None => format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()),
+    };
+    let path = |p: PathBuf| toml::Value::String(p.to_string_lossy().into_owned());
+    let mut controller = toml::Table::new();
+    controller.insert("address".into(), address.into());
+    controller.insert("state_dir".into(), path(layout.home.join("ctld")));
+    controller.insert("key_file".into(), path(layout.home.join("cluster.key")));
+    // The user who runs the cluster administers it (root always does).
+    let me = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().map(|u| u.name);
+    if let Some(me) = me.filter(|_| !nix::unistd::geteuid().is_root()) {
+        controller.insert("admins".into(), vec![me].into());
+    }
+    let mut table = toml::Table::new();
+    table.insert("include".into(), path(source.to_owned()));
+    table.insert("controller".into(), controller.into());
+    let text = format!(
+        "# Written by `drover up` for the cluster in {home}. Its configuration is the file included\n\
+         # below: edit that one, then run `scontrol reconfigure` (or `drover up`). This file adds only\n\
+         # what belongs to this cluster's home; `drover up` rewrites it.\n{body}",
+        home = layout.home.display(),
+        body = toml::to_string(&table)?
+    );
+    let target = layout.config();
+    let partial = layout.home.join("cluster.toml.new");
+    std::fs::write(&partial, text).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &target).with_context(|| format!("writing {}", target.display()))?;
     Ok(())
 }
 
@@ -150,6 +200,8 @@ fn ping(socket: &Path) -> bool {
 /// Starts whatever part of the cluster is not running.
 pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     let layout = Layout { home: args.home.clone() };
+    // Before anything is created: a file that does not load leaves no home behind.
+    let source = admin_file(args, &layout)?;
     for dir in ["run", "log", "ctld"] {
         std::fs::create_dir_all(layout.home.join(dir))
             .with_context(|| format!("creating {}", layout.home.join(dir).display()))?;
@@ -160,12 +212,8 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
     }
     std::fs::set_permissions(layout.home.join("log"), std::fs::Permissions::from_mode(0o700))?;
-    let source = args
-        .config
-        .clone()
-        .or_else(|| std::env::var_os("DROVER_CONF").map(PathBuf::from).filter(|p| *p != layout.config()))
-        .unwrap_or_else(|| PathBuf::from("etc/cluster.toml"));
-    derive_config(&layout, &source)?;
+    let ctld_running = running(&layout.pid_file("ctld"), "drover-ctld");
+    write_home_file(&layout, &source, ctld_running.is_some())?;
     let config = Config::load(&layout.config())?;
     if !config.key_file.exists() {
         drover_shared::auth::ClusterKey::generate(&config.key_file)?;
@@ -176,13 +224,21 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     let ctld = sibling("drover-ctld")?;
     let noded = sibling("drover-noded")?;
     let conf = layout.config().to_string_lossy().into_owned();
-    let ctld_pid = match running(&layout.pid_file("ctld"), "drover-ctld") {
+    if !nix::unistd::geteuid().is_root() {
+        println!(
+            "not running as root: jobs will run without cgroups (no memory, CPU, process or GPU device limits), \
+             and only as this user; run `drover up` as root for both"
+        );
+    }
+    let ctld_pid = match ctld_running {
         Some(pid) => {
             println!("ctld already running (pid {pid})");
             pid
         }
         None => {
-            let pid = start(&layout, "ctld", &ctld, &["--config".into(), conf.clone()])?;
+            let port_file = layout.port_file().to_string_lossy().into_owned();
+            let pid =
+                start(&layout, "ctld", &ctld, &["--config".into(), conf.clone(), "--port-file".into(), port_file])?;
             println!("started ctld (pid {pid})");
             pid
         }
@@ -194,6 +250,9 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
             bail!("ctld did not come up; see {}", layout.log_file("ctld").display());
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+    if ctld_running.is_some() {
+        reconfigure(&socket, &source)?;
     }
     let names: Vec<String> = config.nodes.iter().map(|n| n.name.clone()).collect();
     for name in &names {
@@ -219,6 +278,22 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     wait_for_nodes(&layout, &socket, &names)?;
     println!("cluster `{}` is up; run:  source {}", config.cluster_name, layout.home.join("env").display());
     Ok(0)
+}
+
+/// Has the running ctld apply the admin's file (what `scontrol reconfigure` does).
+fn reconfigure(socket: &Path, source: &Path) -> anyhow::Result<()> {
+    match client::call_at(socket, &Request::Reconfigure)? {
+        Response::Done => {
+            println!("ctld reconfigured from {}", source.display());
+            Ok(())
+        }
+        Response::Error { detail, .. } => {
+            bail!(
+                "the running cluster keeps its configuration: {detail}\n(restart it with `drover down` and `drover up`)"
+            )
+        }
+        _ => bail!("unexpected answer from the controller to reconfigure"),
+    }
 }
 
 fn wait_for_nodes(layout: &Layout, socket: &Path, names: &[String]) -> anyhow::Result<()> {
@@ -280,10 +355,12 @@ fn stop(pid: i32) {
 /// Says what runs.
 pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
     let layout = Layout { home: args.home.clone() };
-    let Ok(config) = Config::load(&layout.config()) else {
+    if !layout.config().exists() {
         println!("no cluster in {}", layout.home.display());
         return Ok(1);
-    };
+    }
+    // The admin's file may have been edited into one that does not load: say so, not "no cluster".
+    let config = Config::load(&layout.config())?;
     let mut all = true;
     let mut report = |daemon: String, binary: &str| match running(&layout.pid_file(&daemon), binary) {
         Some(pid) => println!("{daemon}: running (pid {pid})"),

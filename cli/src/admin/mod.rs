@@ -24,8 +24,9 @@ Local cluster:
   status  [--home DIR]                  say what runs
   keygen  [FILE]                        create a cluster key (default: the config's key_file)
 
-DIR defaults to $DROVER_HOME, else ./.drover; FILE to $DROVER_CONF, else etc/cluster.toml.
-After `up`, `source DIR/env` puts sbatch, squeue, … first on PATH for this cluster.";
+DIR defaults to $DROVER_HOME, else ./.drover; FILE to $DROVER_CONF, else the file DIR's cluster.toml
+includes, else etc/cluster.toml. Edit FILE, then `drover up` or `scontrol reconfigure` applies it.
+After `up`, `source DIR/env` puts sbatch, squeue, … first on PATH; DIR/bin/sbatch (…) work without.";
 
 /// Options shared by the cluster verbs.
 pub(crate) struct ClusterArgs {
@@ -78,11 +79,7 @@ pub(crate) fn run(verb: &str, args: Vec<OsString>) -> anyhow::Result<i32> {
 fn keygen(args: Vec<OsString>) -> anyhow::Result<i32> {
     let path = match args.first() {
         Some(path) => PathBuf::from(path),
-        None => {
-            let conf = std::env::var_os("DROVER_CONF")
-                .map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
-            drover_shared::config::Config::load(&conf)?.key_file
-        }
+        None => drover_shared::config::Config::load(&crate::client::config_path())?.key_file,
     };
     drover_shared::auth::ClusterKey::generate(&path)?;
     println!("wrote cluster key {} (mode 0600)", path.display());

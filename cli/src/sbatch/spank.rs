@@ -1,6 +1,6 @@
 //! SPANK plugins in sbatch (Slurm's allocator context): the plugin stack named by the cluster
-//! config's `plugstack` (`DROVER_PLUGSTACK` overrides; the config is `DROVER_CONF`, else
-//! `/etc/drover/cluster.toml`) is loaded, `init` runs, and the options plugins register become
+//! config's `plugstack` (`DROVER_PLUGSTACK` overrides; the config is the one every command finds,
+//! see `crate::client`) is loaded, `init` runs, and the options plugins register become
 //! command-line options: `--<name>[=value]` (or `--<name> value` for a required value) anywhere
 //! before the script name, listed by `--help` under "Options provided by plugins:". Their values
 //! are also read from `SLURM_SPANK__SLURM_SPANK_OPTION_<plugin>_<option>` first, as Slurm does.
@@ -23,8 +23,7 @@ fn plugstack_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("DROVER_PLUGSTACK") {
         return Some(PathBuf::from(path));
     }
-    let conf = std::env::var_os("DROVER_CONF").map_or_else(|| PathBuf::from("/etc/drover/cluster.toml"), PathBuf::from);
-    drover_shared::config::Config::load(&conf).ok().map(|config| config.plugstack)
+    drover_shared::config::Config::load(&crate::client::config_path()).ok().map(|config| config.plugstack)
 }
 
 impl Allocator {

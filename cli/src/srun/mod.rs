@@ -15,7 +15,8 @@
 //! ctld is found through `DROVER_SOCKET`, else through the `DROVER_SOCKET` in the environment of
 //! the nearest ancestor process of the same user that has it (the batch shell, when a workflow
 //! manager stripped srun's environment down to `SLURM_JOB_ID`), else through the configuration
-//! (`DROVER_CONF`, default `/etc/drover/cluster.toml`).
+//! (found as every command finds it: `DROVER_CONF`, the cluster home of the `bin/` link srun was
+//! run through, else `/etc/drover/cluster.toml`; see `crate::client`).
 
 pub(crate) mod options;
 mod output;

@@ -9,8 +9,8 @@
 //! `SPANK_<NAME>` — a prefix no loader or shell reads — and only when `<NAME>` is a plain
 //! identifier.
 
-use drover_shared::hostlist;
 use crate::prolog::ADMIN_PATH;
+use drover_shared::hostlist;
 use drover_shared::proto::node::LaunchRequest;
 
 /// The prolog's or epilog's environment for `launch`; `context` is `prolog_slurmd` or

@@ -209,3 +209,66 @@ fn max_tasks_per_node_defaults_to_slurms_and_is_bounded() {
     );
     assert!(check(&set("65534")).contains("must be between 1 and 65533"));
 }
+
+/// A cluster home's file includes the admin's file: paths in the admin's file resolve beside it,
+/// the home sets address, state directory, key file and an extra admin; the admin's file may not
+/// itself be a home's file; with the home's file deleted, a reload keeps the home's settings.
+#[test]
+fn a_home_file_includes_the_admins_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let admin_file = etc.join("cluster.toml");
+    let nodes = "cpus = 2\nprolog = \"p.sh\"\nepilog = \"e/e.sh\"\nhealth_check_program = \"/opt/h\"";
+    std::fs::write(&admin_file, BASE.replace("cpus = 2", nodes)).unwrap();
+    let home_file = home.join("cluster.toml");
+    let home_text = format!(
+        "include = \"{}\"\n[controller]\naddress = \"127.0.0.1:4000\"\nstate_dir = \"ctld\"\nkey_file = \"k\"\nadmins = [\"ann\"]\n",
+        admin_file.display()
+    );
+    std::fs::write(&home_file, &home_text).unwrap();
+    let config = Config::load(&home_file).unwrap();
+    assert_eq!((config.path.as_path(), config.source.as_path()), (home_file.as_path(), admin_file.as_path()));
+    assert_eq!(config.controller_address, "127.0.0.1:4000");
+    assert_eq!((config.state_dir.clone(), config.key_file.clone()), (home.join("ctld"), home.join("k")));
+    assert_eq!(config.plugstack, etc.join("plugstack.conf"));
+    let node = &config.nodes[0];
+    assert_eq!(node.prolog.as_deref(), Some(etc.join("p.sh").as_path()));
+    assert_eq!(node.epilog.as_deref(), Some(etc.join("e/e.sh").as_path()));
+    assert_eq!(node.health_check_program.as_deref(), Some(Path::new("/opt/h")));
+    assert_eq!(config.role_of("ann"), Role::Admin);
+
+    // An edit of the admin's file is what the next load (reconfigure) sees, also without the
+    // home's file.
+    std::fs::write(&admin_file, BASE.replace("cluster_name = \"c\"", "cluster_name = \"d\"")).unwrap();
+    std::fs::remove_file(&home_file).unwrap();
+    let reloaded = config.reload().unwrap();
+    assert_eq!((reloaded.cluster_name.as_str(), reloaded.controller_address.as_str()), ("d", "127.0.0.1:4000"));
+    assert_eq!((reloaded.state_dir.clone(), reloaded.path.clone()), (home.join("ctld"), home_file.clone()));
+    assert_eq!(reloaded.role_of("ann"), Role::Admin);
+
+    // Errors: a home's file including one, and a missing file (no Rust error codes shown).
+    std::fs::write(&home_file, &home_text).unwrap();
+    let nested = dir.path().join("nested.toml");
+    std::fs::write(
+        &nested,
+        format!(
+            "include = \"{}\"\n[controller]\naddress = \"a\"\nstate_dir = \"s\"\nkey_file = \"k\"\n",
+            home_file.display()
+        ),
+    )
+    .unwrap();
+    let error = Config::load(&nested).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        format!(
+            "{}:1:1: include: {} is itself a cluster home's file; include the admin's file",
+            nested.display(),
+            home_file.display()
+        )
+    );
+    let error = Config::load(&dir.path().join("missing.toml")).unwrap_err().to_string();
+    assert_eq!(error, format!("{}: No such file or directory", dir.path().join("missing.toml").display()));
+}

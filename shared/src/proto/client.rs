@@ -111,9 +111,9 @@ impl Request {
             | Request::UpdateJob { job_ids, .. }
             | Request::QueryJobUsage { job_ids }
             | Request::QueryStepUsage { job_ids } => job_ids.len(),
-            Request::QueryJobs(query) | Request::QueryJobFields { query, .. } | Request::QueryJobLines { query, .. } => {
-                job_query(query)
-            }
+            Request::QueryJobs(query)
+            | Request::QueryJobFields { query, .. }
+            | Request::QueryJobLines { query, .. } => job_query(query),
             Request::QueryAccounting(q) => {
                 q.job_ids.len().max(q.users.len()).max(q.accounts.len()).max(q.partitions.len()).max(q.states.len())
             }

@@ -1,0 +1,156 @@
+//! What the core hands the database writer and what it does when the writer reports back: the
+//! operations it queues (those that need a commit of their own and those that can wait for the
+//! next), job rows, audit records, answers that wait for their commit, and the commit reports
+//! that release launches, answers and node acknowledgements.
+
+use super::{Core, commit_token};
+use crate::model::identity::Caller;
+use crate::store::db::{AfterCommit, CommitReport, DbOp};
+use drover_shared::job::JobId;
+use drover_shared::now;
+use drover_shared::proto::client::{ErrorCode, Response};
+use drover_shared::proto::node::CtldMessage;
+use tokio::sync::oneshot;
+
+impl Core {
+    /// Answers once what the request changed is committed (and then published): an answered
+    /// cancel, hold, release or update survives a crash of ctld. If the commit fails, the
+    /// client is told so.
+    pub(super) fn answer_after_commit(&mut self, reply: oneshot::Sender<Response>, response: Response) {
+        let token = commit_token();
+        self.answers_waiting.insert(token, (reply, response));
+        self.store(DbOp::After(AfterCommit::Answer(token)));
+    }
+
+    pub(super) fn store(&self, op: DbOp) {
+        self.flush_unhurried();
+        // The writer thread only stops when ctld shuts down; a send error then is harmless.
+        let _ = self.db.send(op);
+    }
+
+    /// Queues `op` without waking the writer for it: it is committed with the next op that is
+    /// stored (in order, before it), or at the next tick. For records whose loss in a crash of
+    /// ctld costs only precision: the node reported start time of a job already stored running
+    /// (its allocation time stays the start until then).
+    pub(super) fn store_unhurried(&self, op: DbOp) {
+        self.unhurried.borrow_mut().push(op);
+    }
+
+    /// Sends what [`Core::store_unhurried`] queued.
+    pub(super) fn flush_unhurried(&self) {
+        for op in self.unhurried.borrow_mut().drain(..) {
+            let _ = self.db.send(op);
+        }
+    }
+
+    pub(super) fn store_job(&self, job_id: JobId, with_alloc: bool) {
+        if let Some(job) = self.state.jobs.get(&job_id) {
+            if job.info.state().is_terminal() {
+                self.record_run(job_id, job.info.state().long_name(), job.info.end_time.unwrap_or_else(now));
+            }
+            let alloc = if with_alloc { job.alloc.clone().map(Box::new) } else { None };
+            self.store(DbOp::UpdateJob { info: Box::new(job.info.clone()), alloc });
+        }
+    }
+
+    /// Records something the controller did on its own (job ends, node failures, preemption).
+    pub(super) fn audit(&self, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String) {
+        let origin = "ctld".to_owned();
+        self.store(DbOp::Audit { time: now(), uid, origin, action, job_id, outcome: "ok".into(), detail });
+    }
+
+    /// Records a client's request with its outcome (`ok` or the refusal's message), refused ones
+    /// included.
+    pub(super) fn audit_request(
+        &self,
+        caller: Caller,
+        action: &'static str,
+        job_id: Option<JobId>,
+        outcome: Result<(), ErrorCode>,
+        detail: String,
+    ) {
+        let outcome = match outcome {
+            Ok(()) => "ok".to_owned(),
+            Err(code) => code.message().to_owned(),
+        };
+        let origin = caller.origin();
+        self.store(DbOp::Audit { time: now(), uid: caller.uid, origin, action, job_id, outcome, detail });
+    }
+
+    pub(super) fn committed(&mut self, report: CommitReport) {
+        tracing::trace!(n_ops = report.n_ops, failed = report.error.is_some(), "commit reported");
+        if let Some(error) = &report.error {
+            // Nothing in the batch is stored: refuse the submissions it carried and forget them,
+            // put jobs whose allocation was not stored back in the queue, and leave job ends
+            // unacknowledged (the node repeats them, and each repeat stores the end again).
+            for action in report.after {
+                match action {
+                    AfterCommit::AnswerSubmit(job_id) => {
+                        self.state.jobs.remove(&job_id);
+                        if let Some(reply) = self.waiting_submits.remove(&job_id) {
+                            let _ = reply
+                                .send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
+                        }
+                    }
+                    AfterCommit::Launch(job_id, _) => {
+                        tracing::warn!(job_id, "allocation not stored; the job goes back to the queue");
+                        self.requeue(job_id);
+                    }
+                    AfterCommit::AckJobEnd { .. } => {}
+                    AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, Some(error)),
+                    AfterCommit::Requeue(token) => self.requeue_committed(token, Some(error)),
+                    AfterCommit::Answer(token) => {
+                        if let Some((reply, _)) = self.answers_waiting.remove(&token) {
+                            let _ = reply
+                                .send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        for action in report.after {
+            match action {
+                AfterCommit::AnswerSubmit(job_id) => {
+                    if let Some(job) = self.state.jobs.get_mut(&job_id) {
+                        job.committed = true;
+                        crate::model::snapshot::touch(job_id);
+                        self.schedule_needed = true;
+                    }
+                    if let Some(reply) = self.waiting_submits.remove(&job_id) {
+                        self.answer_after_publish(reply, Response::Submitted { job_id });
+                    }
+                }
+                AfterCommit::Launch(job_id, stored) => self.launch(job_id, stored),
+                AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, None),
+                AfterCommit::Requeue(token) => self.requeue_committed(token, None),
+                AfterCommit::Answer(token) => {
+                    if let Some((reply, response)) = self.answers_waiting.remove(&token) {
+                        self.answer_after_publish(reply, response);
+                    }
+                }
+                AfterCommit::AckJobEnd { node, job_id, run } => {
+                    if let Some(link) = self.links.get(&node).cloned() {
+                        let _ = link.tx.send(CtldMessage::JobEndAck { job_id, run });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The most of a request's text an audit record keeps.
+const MAX_AUDIT_DETAIL: usize = 1024;
+
+/// `text` cut to [`MAX_AUDIT_DETAIL`] bytes (at a character boundary), marked `…` when cut.
+pub(super) fn bounded(mut text: String) -> String {
+    if text.len() > MAX_AUDIT_DETAIL {
+        let mut end = MAX_AUDIT_DETAIL;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}

@@ -1,0 +1,496 @@
+//! The core: one task that owns [`State`] and consumes one closed enum of [`Event`]s — client
+//! requests, node messages, commit reports and timer ticks. Every state change goes through here,
+//! so there are no locks on the cluster state; durable changes are queued to the database writer,
+//! and anything that must not happen before they are on disk (answering `sbatch`, launching a job,
+//! acknowledging a job's end to its node) waits for the writer's [`CommitReport`].
+//!
+//! The event loop and the dispatch of events are here; the rest of the core is split along its
+//! seams, each file an `impl Core` block: `jobs.rs` (client requests on jobs, job ends),
+//! `nodes.rs` (node links, registration, node messages), `scheduling.rs` (passes, launches,
+//! preemptions), `usage.rs` (fair-share and GPU usage, run records), `commits.rs` (what goes to
+//! the writer and what its reports release), `publishing.rs` (job snapshots, metrics),
+//! `step.rs` (job steps), `node_admin.rs` (drain/down/resume), `reconfigure.rs` and
+//! `requeue.rs`. The core may use policy, store and model, never serve.
+
+use crate::model::identity::Caller;
+use crate::model::state::{Job, State};
+use crate::policy::validate;
+use crate::store::db::{CommitReport, DbOp};
+use drover_shared::job::{JobId, JobSpec, JobState, WaitStatus};
+use drover_shared::proto::client::{CancelRequest, JobUpdate, Response};
+use drover_shared::proto::node::{NodeMessage, NodeRegistration};
+use drover_shared::{UnixTime, now};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+mod commits;
+mod jobs;
+mod nodes;
+mod publishing;
+mod scheduling;
+mod step;
+mod usage;
+
+mod node_admin;
+pub(crate) use node_admin::restore_node_states;
+
+pub(crate) mod metrics;
+pub(crate) mod reconfigure;
+mod requeue;
+
+pub(crate) use nodes::NodeLink;
+
+/// Everything the core reacts to.
+#[derive(Debug)]
+pub(crate) enum Event {
+    Submit {
+        caller: Caller,
+        spec: Box<JobSpec>,
+        reply: oneshot::Sender<Response>,
+    },
+    Cancel {
+        caller: Caller,
+        request: CancelRequest,
+        reply: oneshot::Sender<Response>,
+    },
+    CancelTasks {
+        caller: Caller,
+        request: CancelRequest,
+        tasks: Vec<(JobId, u32)>,
+        reply: oneshot::Sender<Response>,
+    },
+    Hold {
+        caller: Caller,
+        job_ids: Vec<JobId>,
+        hold: Option<bool>,
+        reply: oneshot::Sender<Response>,
+    },
+    /// `scontrol requeue` (`hold: false`), `requeuehold` (`hold: true`).
+    Requeue {
+        caller: Caller,
+        job_ids: Vec<JobId>,
+        hold: bool,
+        reply: oneshot::Sender<Response>,
+    },
+    UpdateJob {
+        caller: Caller,
+        job_ids: Vec<JobId>,
+        update: JobUpdate,
+        reply: oneshot::Sender<Response>,
+    },
+    QueryNodes {
+        reply: oneshot::Sender<Response>,
+    },
+    QueryPartitions {
+        reply: oneshot::Sender<Response>,
+    },
+    QueryShares {
+        reply: oneshot::Sender<Response>,
+    },
+    QueryPriority {
+        reply: oneshot::Sender<Response>,
+    },
+    Explain {
+        job_id: JobId,
+        reply: oneshot::Sender<Response>,
+    },
+    CreateStep {
+        caller: Caller,
+        job_id: JobId,
+        spec: Box<drover_shared::job::StepSpec>,
+        reply: oneshot::Sender<Response>,
+    },
+    StepDone {
+        caller: Caller,
+        job_id: JobId,
+        step_id: u32,
+        state: JobState,
+        exit_status: WaitStatus,
+        reply: oneshot::Sender<Response>,
+    },
+    CancelStep {
+        caller: Caller,
+        job_id: JobId,
+        step_id: u32,
+        signal: Option<i32>,
+        reply: oneshot::Sender<Response>,
+    },
+    Committed(CommitReport),
+    NodeConnected {
+        registration: NodeRegistration,
+        link: NodeLink,
+        address: String,
+    },
+    NodeMessage {
+        node: String,
+        connection_id: u64,
+        message: NodeMessage,
+    },
+    NodeDisconnected {
+        node: String,
+        connection_id: u64,
+    },
+    Tick,
+    /// `/metrics` and the status page: a snapshot of the cluster.
+    Metrics {
+        reply: oneshot::Sender<crate::core::metrics::Snapshot>,
+    },
+    UpdateNode {
+        caller: Caller,
+        update: drover_shared::proto::client::NodeUpdate,
+        reply: oneshot::Sender<Response>,
+    },
+    QueryNodeReasons {
+        reply: oneshot::Sender<Response>,
+    },
+    Reconfigure {
+        caller: Caller,
+        reply: oneshot::Sender<Response>,
+    },
+    /// A remote client's token was refused (audited as a refused `connect`).
+    RemoteRefused {
+        uid: u32,
+        detail: String,
+    },
+    TestOnly {
+        caller: Caller,
+        spec: Box<JobSpec>,
+        reply: oneshot::Sender<Response>,
+    },
+    QueryNodeFeatures {
+        reply: oneshot::Sender<Response>,
+    },
+    SplitArrayTask {
+        caller: Caller,
+        array_job_id: JobId,
+        task: u32,
+        reply: oneshot::Sender<Response>,
+    },
+}
+
+/// Longest wait between an event and the scheduling pass it asks for.
+/// Seconds between the passes ticks ask for when nothing else did (Slurm's `sched_interval`
+/// plays this part): events (submissions, ends, node changes, updates) and arriving begin times
+/// bring a pass at once, so a quiet deep queue (100,000 held jobs) is not walked every second.
+const PERIODIC_PASS: UnixTime = 10;
+
+/// A new token naming a request that waits for its commit (`AfterCommit::Requeue`, `Answer`).
+fn commit_token() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Seconds a launched job may be missing from its node's reports before it counts as lost.
+const LAUNCH_GRACE: i64 = 15;
+
+/// The core's state and its outlets.
+pub(crate) struct Core {
+    state: State,
+    db: std::sync::mpsc::Sender<DbOp>,
+    /// The live connection of each registered node, by node name: the core's way to reach
+    /// noded. A node has one exactly when its `connection` in the state is this link's id.
+    links: HashMap<String, NodeLink>,
+    waiting_submits: HashMap<JobId, oneshot::Sender<Response>>,
+    schedule_needed: bool,
+    ctld_socket: String,
+    started_at: UnixTime,
+    /// Running jobs being killed to be requeued: when their run's end comes, they pend again
+    /// (held when the value is true: `requeuehold`; see `requeue.rs`).
+    requeue_on_end: HashMap<JobId, bool>,
+    /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
+    requeue_waiting: HashMap<u64, requeue::Waiting>,
+    /// Answers waiting for the commit of what their request changed (`answer_after_commit`).
+    answers_waiting: HashMap<u64, (oneshot::Sender<Response>, Response)>,
+    /// Running jobs whose time limit `scontrol update` changed: sent again to the batch host when
+    /// it registers, in case the change was sent while it was not connected.
+    limits_changed: std::collections::HashSet<JobId>,
+    /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
+    steps: step::Steps,
+    /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
+    runs: std::cell::RefCell<HashMap<JobId, crate::store::accounting::RunSnapshot>>,
+    /// Writes that need no commit of their own (a job's start time as its node reports it):
+    /// queued ahead of the next op that does, or at the next tick, whichever comes first.
+    unhurried: std::cell::RefCell<Vec<DbOp>>,
+    /// When usage older than the retention periods was last deleted.
+    usage_purged_at: UnixTime,
+    /// When a tick last asked for a pass (see [`PERIODIC_PASS`]).
+    periodic_pass_at: UnixTime,
+    /// Counters `/metrics` serves (scheduler pass times are recorded here).
+    metrics: Arc<crate::core::metrics::Registry>,
+    /// Account → GPU-seconds allocated since ctld started, and when it was last advanced.
+    gpu_seconds: std::collections::BTreeMap<String, u64>,
+    gpu_seconds_at: UnixTime,
+    /// The config the client and HTTP handlers read; swapped by `scontrol reconfigure`.
+    shared_config: reconfigure::SharedConfig,
+    /// Publishes job snapshots for queries.
+    publisher: crate::model::snapshot::Publisher,
+    /// Answers to changes, sent once a snapshot that shows the change is published, so a client
+    /// that queries after its `sbatch`/`scancel`/… returned sees its change.
+    deferred: Vec<(oneshot::Sender<Response>, Response)>,
+}
+
+impl Core {
+    pub(crate) fn new(
+        state: State,
+        db: std::sync::mpsc::Sender<DbOp>,
+        ctld_socket: String,
+        publisher: crate::model::snapshot::Publisher,
+    ) -> Core {
+        let shared_config = reconfigure::SharedConfig::new(state.config.clone());
+        let mut core = Core {
+            state,
+            db,
+            links: HashMap::new(),
+            waiting_submits: HashMap::new(),
+            schedule_needed: true,
+            ctld_socket,
+            started_at: now(),
+            requeue_on_end: HashMap::new(),
+            requeue_waiting: HashMap::new(),
+            answers_waiting: HashMap::new(),
+            limits_changed: Default::default(),
+            steps: Default::default(),
+            runs: Default::default(),
+            unhurried: Default::default(),
+            usage_purged_at: 0,
+            periodic_pass_at: 0,
+            metrics: Arc::default(),
+            gpu_seconds: Default::default(),
+            gpu_seconds_at: now(),
+            shared_config,
+            publisher,
+            deferred: Vec::new(),
+        };
+        let running: Vec<JobId> =
+            core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
+        core.snapshot_runs(&running);
+        core
+    }
+
+    /// Runs until the event channel closes or `shutdown` resolves.
+    pub(crate) async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, shutdown: impl std::future::Future) {
+        tokio::pin!(shutdown);
+        // Passes are spaced by twice the cost of the last one (at most MAX_PASS_INTERVAL), so
+        // scheduling never takes more than about a third of the core's time: on a small cluster a
+        // pass follows every event at once; on a large, full one a stream of submissions shares
+        // passes instead of waiting behind one pass per commit (Slurm's `sched_min_interval`).
+        let mut last_pass = tokio::time::Instant::now();
+        let mut interval = std::time::Duration::ZERO;
+        loop {
+            let deferred_pass = tokio::time::sleep_until(last_pass + interval);
+            tokio::select! {
+                event = events.recv() => {
+                    let Some(event) = event else { break };
+                    self.handle(event);
+                    // Drain what else is queued so one scheduling pass serves a burst of events.
+                    while let Ok(event) = events.try_recv() {
+                        self.handle(event);
+                    }
+                    self.publish();
+                }
+                () = deferred_pass, if self.schedule_needed => {}
+                _ = &mut shutdown => break,
+            }
+            if self.schedule_needed && last_pass.elapsed() >= interval {
+                self.schedule_needed = false;
+                last_pass = tokio::time::Instant::now();
+                self.schedule();
+                let cost = last_pass.elapsed();
+                interval = (cost * 2).min(MAX_PASS_INTERVAL);
+                self.metrics.scheduler_pass(cost);
+                self.metrics.scheduler_backfill(self.state.last_pass.backfill);
+                self.publish();
+            }
+        }
+        self.flush_unhurried();
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Submit { caller, spec, reply } => self.submit(caller, *spec, reply),
+            Event::Cancel { caller, request, reply } => {
+                let response = self.cancel(caller, &request);
+                self.answer_after_commit(reply, response);
+            }
+            Event::CancelTasks { caller, request, tasks, reply } => {
+                let response = self.cancel_tasks(caller, &request, &tasks);
+                self.answer_after_commit(reply, response);
+            }
+            Event::UpdateJob { caller, job_ids, update, reply } => {
+                let response = self.update_jobs(caller, &job_ids, &update);
+                self.answer_after_commit(reply, response);
+            }
+            Event::Requeue { caller, job_ids, hold, reply } => self.requeue_jobs(caller, &job_ids, hold, reply),
+            Event::Hold { caller, job_ids, hold, reply } => {
+                let response = self.hold(caller, &job_ids, hold);
+                self.answer_after_commit(reply, response);
+            }
+            Event::QueryNodes { reply } => {
+                let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
+                let _ = reply.send(Response::Nodes { now: now(), nodes });
+            }
+            Event::QueryPartitions { reply } => {
+                let _ = reply.send(Response::Partitions { partitions: self.partitions() });
+            }
+            Event::QueryShares { reply } => {
+                let _ = reply.send(crate::policy::report::shares(&self.state, now()));
+            }
+            Event::QueryPriority { reply } => {
+                let _ = reply.send(crate::policy::report::priorities(&self.state, now()));
+            }
+            Event::Explain { job_id, reply } => {
+                let _ = reply.send(crate::policy::explain::explain(&self.state, job_id, now()));
+            }
+            Event::CreateStep { caller, job_id, spec, reply } => self.create_step(caller, job_id, spec, reply),
+            Event::StepDone { caller, job_id, step_id, state, exit_status, reply } => {
+                let _ = reply.send(self.step_done(caller, job_id, step_id, state, exit_status));
+            }
+            Event::CancelStep { caller, job_id, step_id, signal, reply } => {
+                let _ = reply.send(self.cancel_step(caller, job_id, step_id, signal));
+            }
+            Event::Committed(report) => self.committed(report),
+            Event::NodeConnected { registration, link, address } => self.node_registered(registration, link, address),
+            Event::NodeMessage { node, connection_id, message } => self.node_message(&node, connection_id, message),
+            Event::NodeDisconnected { node, connection_id } => {
+                if let Some(n) = self.state.node_mut(&node)
+                    && n.connection == Some(connection_id)
+                {
+                    tracing::info!(node, "node connection closed");
+                    n.connection = None;
+                    self.links.remove(&node);
+                }
+            }
+            Event::Tick => self.tick(),
+            Event::Metrics { reply } => {
+                let _ = reply.send(self.metrics_snapshot());
+            }
+            Event::UpdateNode { caller, update, reply } => {
+                let _ = reply.send(self.update_node(caller, &update));
+            }
+            Event::QueryNodeReasons { reply } => {
+                let _ = reply.send(self.node_reasons());
+            }
+            Event::Reconfigure { caller, reply } => {
+                let _ = reply.send(self.reconfigure(caller));
+            }
+            Event::RemoteRefused { uid, detail } => {
+                let (origin, outcome) = ("tcp".to_owned(), "Access/permission denied".to_owned());
+                self.store(DbOp::Audit { time: now(), uid, origin, action: "connect", job_id: None, outcome, detail });
+            }
+            Event::TestOnly { caller, spec, reply } => {
+                let now = now();
+                let response = match validate::validate(&self.state, caller, *spec, now) {
+                    Err((code, detail)) => Response::Error { code, detail },
+                    Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
+                };
+                let _ = reply.send(response);
+            }
+            Event::SplitArrayTask { caller, array_job_id, task, reply } => {
+                let response = self.split_array_task(caller, array_job_id, task);
+                self.answer_after_commit(reply, response);
+            }
+            Event::QueryNodeFeatures { reply } => {
+                let nodes =
+                    self.state.nodes.iter().map(|n| (n.config.name.clone(), n.config.features.clone())).collect();
+                let _ = reply.send(Response::NodeFeatures { nodes });
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        self.flush_unhurried();
+        let now = now();
+        let timeout = i64::from(self.state.config.node_timeout);
+        let mut failed_nodes = Vec::new();
+        for node in &mut self.state.nodes {
+            let silent = node.responding && now - node.last_heartbeat > timeout;
+            let never_back = !node.responding && now - self.started_at > timeout;
+            if silent {
+                tracing::warn!(node = node.config.name, "node stopped responding; marking it DOWN");
+                node.responding = false;
+                node.connection = None;
+                self.links.remove(&node.config.name); // closes the connection; the node must register again
+                failed_nodes.push(node.config.name.clone());
+            } else if never_back {
+                failed_nodes.push(node.config.name.clone());
+            }
+        }
+        // One walk over the jobs for all failed nodes (nodes that never came back are listed
+        // every tick: one walk per node made a tick cost nodes x jobs).
+        if !failed_nodes.is_empty() {
+            let failed: std::collections::HashSet<&str> = failed_nodes.iter().map(String::as_str).collect();
+            let jobs: Vec<JobId> = self
+                .state
+                .jobs
+                .values()
+                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| failed.contains(n.node.as_str()))))
+                .map(|j| j.info.job_id)
+                .collect();
+            for job_id in jobs {
+                self.fail_on_node(job_id, now);
+            }
+        }
+        self.lost_jobs();
+        self.state.purge(now);
+        // One walk for what the clock brings to pending jobs: deadlines to check, and begin times
+        // that arrived since the last periodic pass (they need a pass even without other events).
+        let since = self.periodic_pass_at;
+        let (mut deadlines, mut begins) = (false, false);
+        for job in self.state.jobs.values().filter(|j| j.info.state() == JobState::Pending) {
+            deadlines |= job.spec.deadline.is_some();
+            begins |= job.spec.begin_time.is_some_and(|t| t <= now && t > since - 1);
+            if deadlines && begins {
+                break;
+            }
+        }
+        if deadlines {
+            self.expire_deadlines(now);
+        }
+        self.charge_usage(now, false);
+        self.advance_gpu_seconds(now);
+        if now - self.usage_purged_at >= crate::store::accounting::HOUR {
+            self.usage_purged_at = now;
+            let a = &self.state.config.accounting;
+            self.store(DbOp::PurgeUsage { now, hours_days: a.retention_hours_days, jobs_days: a.retention_jobs_days });
+        }
+        // Preemption warnings whose lead time is over are due whether or not a pass runs.
+        self.preempt();
+        // Arrived begin times need a pass; so, now and then, does everything else that moves
+        // with the clock (priority age, fair-share decay).
+        if begins || now - since >= PERIODIC_PASS {
+            self.periodic_pass_at = now;
+            self.schedule_needed = true;
+        }
+    }
+}
+
+/// Rebuilds the in-memory jobs from the database after a restart.
+pub(crate) fn restore(state: &mut State, stored: Vec<crate::store::db::StoredJob>) {
+    let now = now();
+    for crate::store::db::StoredJob { info, spec, alloc } in stored {
+        let candidates: Vec<String> = if info.state() == JobState::Pending {
+            info.partition.split(',').map(str::to_owned).collect()
+        } else {
+            vec![info.partition.clone()]
+        };
+        let running = info.state() == JobState::Running;
+        let job_id = info.job_id;
+        let job = Job {
+            info: info.into(),
+            spec: state.specs.resident(&spec),
+            candidates,
+            alloc: if running { alloc } else { None },
+            committed: true,
+            launched_at: running.then_some(now),
+            cancel_requested_by: None,
+        };
+        if let Some(alloc) = &job.alloc {
+            let alloc = alloc.clone();
+            state.hold(&alloc);
+        }
+        state.jobs.insert(job_id, job);
+    }
+}

@@ -1,0 +1,65 @@
+//! What the core publishes: the job snapshots queries read (after each batch of events), the
+//! answers that wait for the snapshot that shows their change, and the numbers `/metrics` serves.
+
+use super::Core;
+use drover_shared::job::JobState;
+use drover_shared::proto::client::Response;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+impl Core {
+    /// Publishes a snapshot if jobs changed, then sends the answers that waited for it.
+    pub(super) fn publish(&mut self) {
+        self.publisher.publish(&self.state);
+        for (reply, response) in self.deferred.drain(..) {
+            let _ = reply.send(response);
+        }
+    }
+
+    pub(super) fn answer_after_publish(&mut self, reply: oneshot::Sender<Response>, response: Response) {
+        self.deferred.push((reply, response));
+    }
+
+    /// Serves `/metrics` from this core's registry.
+    pub(crate) fn with_metrics(mut self, registry: Arc<crate::core::metrics::Registry>) -> Core {
+        self.metrics = registry;
+        self
+    }
+
+    pub(super) fn metrics_snapshot(&self) -> crate::core::metrics::Snapshot {
+        let mut snap = crate::core::metrics::Snapshot {
+            start_time: self.started_at,
+            gpu_seconds: self.gpu_seconds.clone(),
+            ..Default::default()
+        };
+        let borrowed = crate::policy::quota::Quotas::new(&self.state).borrowed;
+        for job in self.state.jobs.values().filter(|j| j.committed) {
+            let state = job.info.state();
+            *snap.jobs.entry((state.long_name().to_owned(), job.info.partition.clone())).or_default() += 1;
+            if state == JobState::Pending {
+                snap.backlog += 1;
+                *snap.pending_reasons.entry((job.info.reason.clone(), job.info.partition.clone())).or_default() += 1;
+                *snap.pending_by_account.entry(job.info.account.clone()).or_default() += 1;
+            }
+            if job.alloc.is_some() && state == JobState::Running {
+                let key = (job.info.account.clone(), job.info.partition.clone());
+                let gpus = u64::from(job.info.gpus_allocated);
+                *snap.gpus_allocated.entry(key.clone()).or_default() += gpus;
+                if borrowed.contains(&job.info.job_id) {
+                    *snap.gpus_borrowed.entry(key).or_default() += gpus;
+                }
+            }
+        }
+        for node in &self.state.nodes {
+            snap.nodes.push((
+                node.config.name.clone(),
+                node.state().long_name().to_owned(),
+                node.drain_reason.is_some(),
+            ));
+            snap.gpus_total += node.gpus.len() as u64;
+            snap.cpus_total += u64::from(node.cpus);
+            snap.cpus_allocated += u64::from(node.cpus_alloc);
+        }
+        snap
+    }
+}

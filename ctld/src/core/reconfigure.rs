@@ -1,0 +1,149 @@
+//! `scontrol reconfigure`: ctld re-reads its config file (on a `drover up` cluster, the admin's
+//! file its home's file includes; see `drover_shared::config`), validates all of it with the loader,
+//! and only then swaps it in (partitions, accounts, users, QOS, roles, limits, priority weights,
+//! timeouts). A file that does not load is refused with the loader's `file:line:column` error and
+//! the old config stays in force. What cannot change while ctld runs (cluster name, addresses,
+//! state directory, key file, metrics listener) and node changes that would pull resources out
+//! from under running jobs are refused the same way. Admins only.
+//!
+//! This file is a child module of `core` (declared there), so it extends [`Core`] directly.
+
+use super::Core;
+use crate::model::identity::Caller;
+use crate::model::state::Node;
+use crate::policy::authz::{Operation, Who};
+use drover_shared::config::Config;
+use drover_shared::proto::client::{ErrorCode, Response};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// The config in force, shared between the core (which swaps it on reconfigure) and the client
+/// and HTTP handlers (which read it per request).
+#[derive(Debug, Clone)]
+pub(crate) struct SharedConfig(Arc<RwLock<Arc<Config>>>);
+
+impl SharedConfig {
+    pub(crate) fn new(config: Arc<Config>) -> SharedConfig {
+        SharedConfig(Arc::new(RwLock::new(config)))
+    }
+
+    /// The config in force now.
+    pub(crate) fn get(&self) -> Arc<Config> {
+        // A poisoned lock only means a reader panicked; the value is still a whole config.
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set(&self, config: Arc<Config>) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+    }
+}
+
+impl Core {
+    /// Re-reads, validates and applies the config file; audits the request with its outcome.
+    pub(crate) fn reconfigure(&mut self, caller: Caller) -> Response {
+        let path = self.state.config.path.clone();
+        let result = self.reconfigure_checked(Who::of(&self.state.config, caller));
+        let outcome = result.as_ref().map(|_| ()).map_err(|(code, _)| *code);
+        let detail = match &result {
+            Ok(()) => format!("file={}", path.display()),
+            Err((_, detail)) => format!("file={} {detail}", path.display()),
+        };
+        self.audit_request(caller, "reconfigure", None, outcome, detail);
+        match result {
+            Ok(()) => Response::Done,
+            Err((code, detail)) => {
+                tracing::warn!(uid = caller.uid, %code, detail, "reconfigure refused; the old config stays");
+                Response::Error { code, detail }
+            }
+        }
+    }
+
+    fn reconfigure_checked(&mut self, who: Who) -> Result<(), (ErrorCode, String)> {
+        who.check(Operation::Reconfigure).map_err(|code| (code, "admin role required".to_owned()))?;
+        let old = self.state.config.clone();
+        let new = old.reload().map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
+        fixed_settings_unchanged(&old, &new).map_err(|e| (ErrorCode::InvalidConfig, e))?;
+        let nodes = self.carry_nodes(&new).map_err(|e| (ErrorCode::InvalidConfig, e))?;
+        let new = Arc::new(new);
+        for user in &new.users {
+            for account in &user.accounts {
+                self.state.usage.touch(account, &user.name);
+            }
+        }
+        self.state.node_index = nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
+        self.state.nodes = nodes;
+        self.state.config = new.clone();
+        self.shared_config.set(new);
+        self.schedule_needed = true;
+        tracing::info!(path = %old.path.display(), "config reloaded");
+        Ok(())
+    }
+
+    /// The node table under `new`: nodes kept with their live state, new nodes added (they join
+    /// when their noded registers). Removing or shrinking a node that holds jobs is refused.
+    fn carry_nodes(&mut self, new: &Config) -> Result<Vec<Node>, String> {
+        let mut old: HashMap<String, Node> =
+            std::mem::take(&mut self.state.nodes).into_iter().map(|n| (n.config.name.clone(), n)).collect();
+        let busy = |n: &Node| n.cpus_alloc > 0 || n.mem_alloc_mb > 0 || !n.gpus_alloc.is_empty();
+        let refusal = new.nodes.iter().find_map(|c| {
+            let n = old.get(c.name.as_str())?;
+            let shrinks = c.cpus < n.cpus_alloc || c.real_memory_mb < n.mem_alloc_mb || c.gpus != n.config.gpus;
+            (busy(n) && shrinks).then(|| format!("node {} holds jobs that its new definition cannot", c.name))
+        });
+        let refusal = refusal.or_else(|| {
+            old.values()
+                .find(|n| busy(n) && new.node(&n.config.name).is_none())
+                .map(|n| format!("node {} holds jobs and is no longer configured", n.config.name))
+        });
+        if let Some(refusal) = refusal {
+            // Put the table back untouched, in its order.
+            let order: Vec<String> = self.state.config.nodes.iter().map(|c| c.name.clone()).collect();
+            self.state.nodes = order.iter().filter_map(|name| old.remove(name)).collect();
+            return Err(refusal);
+        }
+        Ok(new
+            .nodes
+            .iter()
+            .map(|c| match old.remove(&c.name) {
+                Some(mut node) => {
+                    if node.config != *c {
+                        // A registered node keeps what it reported, within the new bounds.
+                        node.cpus = if node.registered_once { node.cpus.min(c.cpus) } else { c.cpus };
+                        node.real_memory_mb = if node.registered_once {
+                            node.real_memory_mb.min(c.real_memory_mb)
+                        } else {
+                            c.real_memory_mb
+                        };
+                        if !node.registered_once {
+                            node.gpus = c.gpus.clone();
+                        }
+                        node.config = c.clone();
+                    }
+                    node
+                }
+                None => Node::new(c),
+            })
+            .collect())
+    }
+
+    /// The config clients and the HTTP endpoint read.
+    pub(crate) fn shared_config(&self) -> SharedConfig {
+        self.shared_config.clone()
+    }
+}
+
+/// Settings bound at startup: changing them needs a restart, so a file that changes them is refused.
+fn fixed_settings_unchanged(old: &Config, new: &Config) -> Result<(), String> {
+    let fixed = [
+        ("cluster_name", old.cluster_name != new.cluster_name),
+        ("controller.address", old.controller_address != new.controller_address),
+        ("controller.state_dir", old.state_dir != new.state_dir),
+        ("controller.key_file", old.key_file != new.key_file),
+        ("metrics.listen", old.metrics.listen != new.metrics.listen),
+    ];
+    let changed: Vec<&str> = fixed.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key).collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(format!("{}: {} cannot change without restarting ctld", new.source.display(), changed.join(", ")))
+}

@@ -1,0 +1,317 @@
+//! ctld's in-memory cluster state: every job that has not aged out, every configured node with
+//! what is allocated on it, and the next job id. Only the core task touches it; the database is
+//! its durable copy.
+
+use drover_shared::UnixTime;
+use drover_shared::config::{Config, NodeConfig};
+use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
+use drover_shared::node::{GpuDevice, NodeInfo, NodeState};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// What a running job holds on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct NodeAllocation {
+    pub(crate) node: String,
+    pub(crate) cpus: u32,
+    pub(crate) mem_mb: u64,
+    pub(crate) gpus: Vec<u32>,
+    pub(crate) tasks: u32,
+}
+
+/// Everything a job holds, node-table order; stored with the job so a restarted ctld knows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Allocation {
+    pub(crate) nodes: Vec<NodeAllocation>,
+}
+
+/// One job in memory.
+#[derive(Debug)]
+pub(crate) struct Job {
+    /// Copy-on-write, so query snapshots can share it (see `snapshot.rs`).
+    pub(crate) info: crate::model::snapshot::Shared<JobInfo>,
+    /// The resident half of the spec (`resident.rs`), usually shared with other jobs; change it
+    /// through `State::specs`. The batch script, environment and other launch-only fields are in
+    /// the job's database row.
+    pub(crate) spec: Arc<JobSpec>,
+    /// Partitions the job may run in, in the order to try them.
+    pub(crate) candidates: Vec<String>,
+    /// Set while the job's resources are held on its nodes (from start until the node reports its end).
+    pub(crate) alloc: Option<Allocation>,
+    /// False until the submission is durable; uncommitted jobs are invisible and never scheduled.
+    pub(crate) committed: bool,
+    /// When the launch was sent, to tell a lost job from one still starting.
+    pub(crate) launched_at: Option<UnixTime>,
+    /// The uid that asked for the cancel, while the node is still killing the job.
+    pub(crate) cancel_requested_by: Option<u32>,
+}
+
+/// One configured node and its live state.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) config: NodeConfig,
+    /// GPUs the node reported (NVML or config); the config's until it registers.
+    pub(crate) gpus: Vec<GpuDevice>,
+    pub(crate) cpus: u32,
+    pub(crate) real_memory_mb: u64,
+    /// The id of the node's live connection, if it has one (the link itself, the way to send
+    /// to it, is the core's).
+    pub(crate) connection: Option<u64>,
+    pub(crate) registered_once: bool,
+    pub(crate) responding: bool,
+    pub(crate) last_heartbeat: UnixTime,
+    pub(crate) cpus_alloc: u32,
+    pub(crate) mem_alloc_mb: u64,
+    pub(crate) gpus_alloc: Vec<u32>,
+    pub(crate) address: String,
+    pub(crate) boot_time: Option<UnixTime>,
+    pub(crate) start_time: Option<UnixTime>,
+    pub(crate) last_busy_time: Option<UnixTime>,
+    pub(crate) version: String,
+    /// Why the node is drained (`scontrol update State=DRAIN`, or its prolog, epilog or health
+    /// check failed); no new work then, running jobs finish.
+    pub(crate) drain_reason: Option<String>,
+    /// Why an operator set the node `DOWN`; no work at all then.
+    pub(crate) down_reason: Option<String>,
+    /// Who set the reason (uid) and when.
+    pub(crate) reason_set: Option<(u32, UnixTime)>,
+    /// The runs the node said it holds in its last registration or heartbeat, and when, until
+    /// the next tick compares them with the jobs ctld runs there.
+    pub(crate) held_report: Option<(UnixTime, Vec<drover_shared::proto::node::JobRun>)>,
+}
+
+impl Node {
+    pub(crate) fn new(config: &NodeConfig) -> Node {
+        Node {
+            config: config.clone(),
+            gpus: config.gpus.clone(),
+            cpus: config.cpus,
+            real_memory_mb: config.real_memory_mb,
+            connection: None,
+            registered_once: false,
+            responding: false,
+            last_heartbeat: 0,
+            cpus_alloc: 0,
+            mem_alloc_mb: 0,
+            gpus_alloc: Vec::new(),
+            address: String::new(),
+            boot_time: None,
+            start_time: None,
+            last_busy_time: None,
+            version: String::new(),
+            drain_reason: None,
+            down_reason: None,
+            reason_set: None,
+            held_report: None,
+        }
+    }
+
+    /// Whether the scheduler may place new work here.
+    pub(crate) fn usable(&self) -> bool {
+        self.responding && self.connection.is_some() && self.drain_reason.is_none() && self.down_reason.is_none()
+    }
+
+    /// The node's state as Slurm names it.
+    pub(crate) fn state(&self) -> NodeState {
+        if self.down_reason.is_some() {
+            NodeState::Down
+        } else if !self.registered_once {
+            NodeState::Unknown
+        } else if !self.responding {
+            NodeState::Down
+        } else if self.cpus_alloc == 0 && self.gpus_alloc.is_empty() {
+            NodeState::Idle
+        } else if self.cpus_alloc >= self.cpus {
+            NodeState::Allocated
+        } else {
+            NodeState::Mixed
+        }
+    }
+
+    pub(crate) fn info(&self, partitions: Vec<String>) -> NodeInfo {
+        NodeInfo {
+            name: self.config.name.clone(),
+            state: self.state(),
+            not_responding: !self.registered_once || !self.responding,
+            drain: self.drain_reason.is_some(),
+            reason: self.down_reason.clone().or_else(|| self.drain_reason.clone()),
+            cpus: self.cpus,
+            cpus_alloc: self.cpus_alloc,
+            real_memory_mb: self.real_memory_mb,
+            mem_alloc_mb: self.mem_alloc_mb,
+            gpus: self.gpus.clone(),
+            gpus_alloc: self.gpus_alloc.clone(),
+            partitions,
+            address: self.address.clone(),
+            boot_time: self.boot_time,
+            noded_start_time: self.start_time,
+            last_busy_time: self.last_busy_time,
+            version: self.version.clone(),
+        }
+    }
+
+    /// Takes an allocation's share of this node.
+    pub(crate) fn take(&mut self, share: &NodeAllocation) {
+        self.cpus_alloc += share.cpus;
+        self.mem_alloc_mb += share.mem_mb;
+        self.gpus_alloc.extend(&share.gpus);
+        self.gpus_alloc.sort_unstable();
+    }
+
+    /// Gives an allocation's share back.
+    pub(crate) fn release(&mut self, share: &NodeAllocation, now: UnixTime) {
+        self.cpus_alloc = self.cpus_alloc.saturating_sub(share.cpus);
+        self.mem_alloc_mb = self.mem_alloc_mb.saturating_sub(share.mem_mb);
+        self.gpus_alloc.retain(|g| !share.gpus.contains(g));
+        self.last_busy_time = Some(now);
+    }
+}
+
+/// The whole in-memory state.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) config: Arc<Config>,
+    pub(crate) jobs: BTreeMap<JobId, Job>,
+    /// The jobs' resident specs, shared between jobs submitted with the same options.
+    pub(crate) specs: crate::model::resident::SpecPool,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) node_index: HashMap<String, usize>,
+    pub(crate) next_job_id: JobId,
+    /// When each ended job may be dropped from memory.
+    pub(crate) expiry: BTreeMap<UnixTime, Vec<JobId>>,
+    /// Decayed usage per user association, for fair share.
+    pub(crate) usage: crate::model::usage::Usage,
+    /// Running jobs being preempted → the job they make room for.
+    pub(crate) preempting: HashMap<JobId, JobId>,
+    /// Preemptions a scheduling pass decided; the core sends them to the nodes.
+    pub(crate) preempt_requests: Vec<Preemption>,
+    /// Reclaiming job → the resources kept for it (freed or being freed) until it starts or the
+    /// hold's deadline passes; no other job is placed on them meanwhile.
+    pub(crate) reclaim_holds: HashMap<JobId, Hold>,
+    /// Preempted jobs that end `PREEMPTED` instead of being requeued.
+    pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
+    /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
+    pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
+    /// Planned starts of the blocked jobs that got a backfill reservation in the last pass.
+    pub(crate) planned_starts: HashMap<JobId, UnixTime>,
+    /// What the last scheduling pass cost (for `/metrics` and the pass benchmark).
+    pub(crate) last_pass: PassStats,
+    /// Whether a pass may skip work it can prove useless (the shape cache, the free-node index,
+    /// gated backfill planning). Off only in the test that proves both ways decide the same.
+    pub(crate) pass_shortcuts: bool,
+    /// Pending dependent jobs' parsed dependencies and the statuses behind their shown text.
+    pub(crate) dependencies: crate::model::dependency::Cache,
+}
+
+/// A running job to preempt and the job it makes room for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Preemption {
+    pub(crate) victim: JobId,
+    pub(crate) for_job: JobId,
+}
+
+/// Resources kept for a reclaiming job: the placement planned for it on what its victims free
+/// (`policy::preempt` decides them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hold {
+    pub(crate) alloc: Allocation,
+    /// When the hold ends if the job has not started by then (unix time).
+    pub(crate) until: UnixTime,
+}
+
+/// The cost of one scheduling pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PassStats {
+    /// Time spent planning backfill reservations (part of the pass).
+    pub(crate) backfill: std::time::Duration,
+    /// Jobs whose placement was skipped because a job of the same shape found no room earlier in the pass.
+    pub(crate) shape_skips: usize,
+}
+
+impl State {
+    pub(crate) fn new(config: Arc<Config>, next_job_id: JobId) -> State {
+        let nodes: Vec<Node> = config.nodes.iter().map(Node::new).collect();
+        let node_index = nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
+        let usage = crate::model::usage::Usage::seeded(&config);
+        State {
+            config,
+            jobs: BTreeMap::new(),
+            specs: Default::default(),
+            nodes,
+            node_index,
+            next_job_id: next_job_id.max(1),
+            expiry: BTreeMap::new(),
+            usage,
+            preempting: HashMap::new(),
+            preempt_requests: Vec::new(),
+            reclaim_holds: HashMap::new(),
+            preempt_cancel_on_end: Default::default(),
+            planned_starts: HashMap::new(),
+            delayed_cancels: Vec::new(),
+            last_pass: PassStats::default(),
+            pass_shortcuts: true,
+            dependencies: Default::default(),
+        }
+    }
+
+    pub(crate) fn node_mut(&mut self, name: &str) -> Option<&mut Node> {
+        self.node_index.get(name).map(|&i| &mut self.nodes[i])
+    }
+
+    /// Partitions a node belongs to, config order.
+    pub(crate) fn partitions_of(&self, node: &str) -> Vec<String> {
+        self.config.partitions.iter().filter(|p| p.nodes.iter().any(|n| n == node)).map(|p| p.name.clone()).collect()
+    }
+
+    /// Reserves an allocation on its nodes.
+    pub(crate) fn hold(&mut self, alloc: &Allocation) {
+        for share in &alloc.nodes {
+            if let Some(node) = self.node_mut(&share.node) {
+                node.take(share);
+            }
+        }
+    }
+
+    /// Releases a job's allocation, if it still holds one.
+    pub(crate) fn release_job(&mut self, job_id: JobId, now: UnixTime) {
+        let Some(alloc) = self.jobs.get_mut(&job_id).and_then(|j| j.alloc.take()) else { return };
+        for share in &alloc.nodes {
+            if let Some(node) = self.node_mut(&share.node) {
+                node.release(share, now);
+            }
+        }
+    }
+
+    /// Marks a job ended at `now` and schedules its removal from memory.
+    pub(crate) fn end_job(&mut self, job_id: JobId, state: JobState, reason: &str, now: UnixTime) {
+        let min_job_age = i64::from(self.config.min_job_age);
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.info.state = Some(state);
+            job.info.reason = reason.to_owned();
+            job.info.end_time = Some(now);
+            self.expiry.entry(now + min_job_age).or_default().push(job_id);
+        }
+    }
+
+    /// Drops ended jobs older than `min_job_age` that no longer hold resources.
+    pub(crate) fn purge(&mut self, now: UnixTime) {
+        let later = self.expiry.split_off(&(now + 1));
+        let due = std::mem::replace(&mut self.expiry, later);
+        let mut removed = false;
+        for job_id in due.into_values().flatten() {
+            match self.jobs.get(&job_id) {
+                Some(job) if job.alloc.is_some() => self.expiry.entry(now + 60).or_default().push(job_id),
+                Some(_) => {
+                    removed = true;
+                    self.jobs.remove(&job_id);
+                    crate::model::snapshot::touch(job_id);
+                }
+                None => {}
+            }
+        }
+        if removed {
+            self.specs.prune();
+        }
+    }
+}

@@ -1,0 +1,613 @@
+//! The scheduling pass: pending jobs in (partition tier, multifactor priority, submit time, job
+//! id) order, checked against QOS and association limits, placed gang-wise on the first nodes of a
+//! partition that have the CPUs, memory and GPUs (by count and type) free. A job that cannot start
+//! gets a backfill reservation (its earliest start, from the time limits of what runs); a later
+//! job may start ahead of it only where it does not touch the reserved nodes, or ends before the
+//! reservation begins, so backfill never delays a job that holds a reservation.
+
+use crate::model::request::PerNodeRequest;
+use crate::model::state::{Allocation, Job, NodeAllocation, State};
+use crate::model::tres;
+use crate::policy::backfill::{self, NodeView, Reservation};
+use crate::policy::limits::Running;
+use crate::policy::priority;
+use crate::policy::quota::Quotas;
+use drover_shared::UnixTime;
+use drover_shared::config::PartitionConfig;
+use drover_shared::job::{JobId, JobState};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+impl PerNodeRequest {
+    /// Whether a node of this shape could ever hold the `i`-th share (ignoring what runs there).
+    pub(crate) fn fits_config(&self, node: &NodeView, i: usize, partition: &PartitionConfig) -> bool {
+        let cpus = self.cpus(i);
+        cpus <= node.cpus
+            && self.mem_mb(cpus, node.real_memory_mb, partition.default_mem_per_cpu) <= node.real_memory_mb
+            && self.pick_gpus(node, &[]).is_some()
+    }
+
+    /// Chooses GPU indices on a node, skipping `busy` ones; `None` if not enough are free.
+    fn pick_gpus(&self, node: &NodeView, busy: &[u32]) -> Option<Vec<u32>> {
+        // Most tries fail on a busy cluster: count before allocating anything.
+        for (gpu_type, count) in &self.gpus {
+            let free = node
+                .gpus
+                .iter()
+                .filter(|g| {
+                    !busy.contains(&g.index) && gpu_type.as_ref().is_none_or(|t| t.eq_ignore_ascii_case(&g.gpu_type))
+                })
+                .count();
+            if free < *count as usize {
+                return None;
+            }
+        }
+        let mut picked = Vec::new();
+        for (gpu_type, count) in &self.gpus {
+            let free = node.gpus.iter().filter(|g| {
+                !busy.contains(&g.index)
+                    && !picked.contains(&g.index)
+                    && gpu_type.as_ref().is_none_or(|t| t.eq_ignore_ascii_case(&g.gpu_type))
+            });
+            let chosen: Vec<u32> = free.take(*count as usize).map(|g| g.index).collect();
+            if chosen.len() < *count as usize {
+                return None;
+            }
+            picked.extend(chosen);
+        }
+        picked.sort_unstable();
+        Some(picked)
+    }
+
+    /// The share of the `i`-th node if it has room now.
+    pub(crate) fn place_on(&self, node: &NodeView, i: usize, partition: &PartitionConfig) -> Option<NodeAllocation> {
+        if !node.usable() {
+            return None;
+        }
+        if self.exclusive && (node.cpus_alloc > 0 || !node.gpus_alloc.is_empty()) {
+            return None;
+        }
+        let cpus = if self.exclusive { node.cpus } else { self.cpus(i) };
+        let mem_mb = self.mem_mb(cpus, node.real_memory_mb, partition.default_mem_per_cpu);
+        if node.cpus_alloc + cpus > node.cpus || node.mem_alloc_mb + mem_mb > node.real_memory_mb {
+            return None;
+        }
+        let gpus = if self.exclusive && self.gpus.is_empty() {
+            node.gpus.iter().map(|g| g.index).filter(|g| !node.gpus_alloc.contains(g)).collect()
+        } else {
+            self.pick_gpus(node, &node.gpus_alloc)?
+        };
+        Some(NodeAllocation { node: node.name.clone(), cpus, mem_mb, gpus, tasks: self.tasks[i] })
+    }
+}
+
+/// The nodes a job may use in a partition (indexes into `views`): the partition's, minus `-x`,
+/// restricted by `-w` and to the nodes whose features satisfy `--constraint`.
+pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConfig) -> Vec<usize> {
+    let parse = |list: &Option<String>| {
+        list.as_deref()
+            .and_then(|l| drover_shared::hostlist::expand(l).ok())
+            .map(|v| v.into_iter().collect::<HashSet<_>>())
+    };
+    let exclude = parse(&job.spec.exclude).unwrap_or_default();
+    let required = parse(&job.spec.nodelist);
+    // Checked at submit; a constraint that no longer parses restricts nothing.
+    let constraint =
+        job.spec.constraint.as_deref().and_then(|text| drover_shared::grammar::constraint::parse_constraint(text).ok());
+    partition
+        .nodes
+        .iter()
+        .filter(|n| !exclude.contains(*n))
+        .filter(|n| required.as_ref().is_none_or(|r| r.contains(*n)))
+        .filter_map(|n| state.node_index.get(n).copied())
+        .filter(|&i| constraint.as_ref().is_none_or(|c| c.matches(&state.nodes[i].config.features)))
+        .collect()
+}
+
+/// Tries to place a job on `views` (first fit over `nodes`, indexes into `views`), skipping nodes
+/// in `avoid`.
+pub(crate) fn place(
+    views: &[NodeView],
+    nodes: impl IntoIterator<Item = usize>,
+    avoid: &HashSet<String>,
+    partition: &PartitionConfig,
+    request: &PerNodeRequest,
+) -> Option<Allocation> {
+    let mut shares = Vec::new();
+    for i in nodes {
+        let node = &views[i];
+        if avoid.contains(&node.name) {
+            continue;
+        }
+        if let Some(share) = request.place_on(node, shares.len(), partition) {
+            shares.push(share);
+            if shares.len() == request.n_nodes as usize {
+                return Some(Allocation { nodes: shares });
+            }
+        }
+    }
+    None
+}
+
+/// Whether a job could run in the partition at all, on an empty cluster.
+pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConfig) -> bool {
+    let request = PerNodeRequest::from_spec(&job.spec);
+    // Stops at the first nodes that fit: a submission's check costs O(n_nodes) on a
+    // homogeneous partition instead of a walk over all of its nodes.
+    let wanted = request.n_nodes as usize;
+    let fitting = eligible_nodes(state, job, partition)
+        .into_iter()
+        .enumerate()
+        .filter(|(k, i)| {
+            request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition)
+        })
+        .take(wanted)
+        .count();
+    fitting >= wanted
+}
+
+/// Everything that decides whether a job fits on a partition's nodes: two jobs of one shape
+/// either both fit or both do not, on the same capacity.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Shape {
+    partition: String,
+    request: PerNodeRequest,
+    nodelist: Option<String>,
+    exclude: Option<String>,
+    constraint: Option<String>,
+}
+
+impl Shape {
+    pub(crate) fn of(partition: &str, job: &Job, request: &PerNodeRequest) -> Shape {
+        Shape {
+            partition: partition.to_owned(),
+            request: request.clone(),
+            nodelist: job.spec.nodelist.clone(),
+            exclude: job.spec.exclude.clone(),
+            constraint: job.spec.constraint.clone(),
+        }
+    }
+}
+
+/// Per partition, the nodes (in partition order) that are up and have a CPU free, those that
+/// also have a GPU free, and those with a GPU of each type free, kept current as the pass places jobs, so a fit search skips full nodes.
+pub(crate) struct FreeIndex {
+    partitions: HashMap<String, PartitionFree>,
+    empty: BTreeSet<usize>,
+    /// View index → (partition, position in that partition's order).
+    positions: Vec<Vec<(String, usize)>>,
+}
+
+struct PartitionFree {
+    /// View indexes in partition order.
+    order: Vec<usize>,
+    cpu: BTreeSet<usize>,
+    gpu: BTreeSet<usize>,
+    /// Lower-case GPU type → positions with a GPU of that type free.
+    gpu_type: HashMap<String, BTreeSet<usize>>,
+}
+
+impl FreeIndex {
+    pub(crate) fn new(state: &State, views: &[NodeView]) -> FreeIndex {
+        let mut index =
+            FreeIndex { partitions: HashMap::new(), empty: BTreeSet::new(), positions: vec![Vec::new(); views.len()] };
+        for partition in &state.config.partitions {
+            let order: Vec<usize> = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect();
+            for (position, &i) in order.iter().enumerate() {
+                index.positions[i].push((partition.name.clone(), position));
+            }
+            let free = PartitionFree { order, cpu: BTreeSet::new(), gpu: BTreeSet::new(), gpu_type: HashMap::new() };
+            index.partitions.insert(partition.name.clone(), free);
+        }
+        for (i, view) in views.iter().enumerate() {
+            index.update(i, view);
+        }
+        index
+    }
+
+    /// Records what is free on the node at view index `i` now.
+    pub(crate) fn update(&mut self, i: usize, view: &NodeView) {
+        let cpu_free = view.usable() && view.cpus_alloc < view.cpus;
+        let gpu_free = cpu_free && view.gpus_alloc.len() < view.gpus.len();
+        let mut types: Vec<(String, bool)> = Vec::new();
+        for gpu in &view.gpus {
+            let name = gpu.gpu_type.to_ascii_lowercase();
+            let free = cpu_free && !view.gpus_alloc.contains(&gpu.index);
+            match types.iter_mut().find(|(t, _)| *t == name) {
+                Some((_, any)) => *any |= free,
+                None => types.push((name, free)),
+            }
+        }
+        for (name, position) in &self.positions[i] {
+            let Some(free) = self.partitions.get_mut(name) else { continue };
+            for (gpu_type, any) in &types {
+                let set = free.gpu_type.entry(gpu_type.clone()).or_default();
+                if *any {
+                    set.insert(*position);
+                } else {
+                    set.remove(position);
+                }
+            }
+            if cpu_free {
+                free.cpu.insert(*position);
+            } else {
+                free.cpu.remove(position);
+            }
+            if gpu_free {
+                free.gpu.insert(*position);
+            } else {
+                free.gpu.remove(position);
+            }
+        }
+    }
+
+    /// The nodes (view indexes, partition order) worth trying for a job that may use the whole
+    /// partition: those with a CPU free, and a GPU free if it asks for GPUs. `None` when the job
+    /// names or excludes nodes or has a `--constraint` (the caller then filters the partition
+    /// itself, with [`eligible_nodes`]).
+    pub(crate) fn candidates<'a>(
+        &'a self,
+        partition: &str,
+        job: &Job,
+        request: &PerNodeRequest,
+    ) -> Option<impl Iterator<Item = usize> + Clone + 'a> {
+        if job.spec.nodelist.is_some() || job.spec.exclude.is_some() || job.spec.constraint.is_some() {
+            return None;
+        }
+        let free = self.partitions.get(partition)?;
+        // One typed GPU request: only nodes with a GPU of that type free.
+        let typed = match request.gpus.as_slice() {
+            [(Some(gpu_type), count)] if *count > 0 => Some(gpu_type.to_ascii_lowercase()),
+            _ => None,
+        };
+        let set = match typed {
+            Some(gpu_type) => free.gpu_type.get(&gpu_type).unwrap_or(&self.empty),
+            None if request.n_gpus() > 0 => &free.gpu,
+            None => &free.cpu,
+        };
+        Some(set.iter().map(|&position| free.order[position]))
+    }
+}
+
+/// A job the pass decided to start.
+#[derive(Debug)]
+pub(crate) struct Start {
+    pub(crate) job_id: JobId,
+    pub(crate) partition: String,
+    pub(crate) alloc: Allocation,
+}
+
+/// Recomputes the priority of every pending job that is not held: the best over its partitions.
+pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, now: UnixTime) {
+    let mut updates = Vec::new();
+    for job in state.jobs.values().filter(|j| j.committed && j.info.state() == JobState::Pending) {
+        if job.spec.hold || job.info.priority == 0 {
+            continue;
+        }
+        let best = job
+            .candidates
+            .iter()
+            .filter_map(|name| state.config.partitions.iter().find(|p| &p.name == name))
+            .map(|p| priority::priority(&context.config, &context.factors(state, job, p, now), job.info.nice))
+            .max()
+            .unwrap_or(1);
+        if best != job.info.priority {
+            updates.push((job.info.job_id, best));
+        }
+    }
+    for (job_id, value) in updates {
+        if let Some(job) = state.jobs.get_mut(&job_id) {
+            job.info.priority = value;
+        }
+    }
+}
+
+/// One scheduling pass. Returns the jobs to start; priorities and pending reasons are updated in
+/// place.
+pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
+    let context = priority::Context::new(state);
+    update_priorities(state, &context, now);
+    let tier = |job: &Job| {
+        job.candidates
+            .iter()
+            .filter_map(|n| state.config.partitions.iter().find(|p| &p.name == n))
+            .map(|p| p.priority_tier)
+            .max()
+    };
+    // Preemptors first (jobs that ask only for what is left of their team's guarantee), as in
+    // Slurm's order; then partition tier, priority, submit time, job id.
+    let initial_quotas = Quotas::new(state);
+    let preemptor = |job: &Job| {
+        !state.config.quotas.is_empty() && {
+            let asked = tres::of_request(&PerNodeRequest::from_spec(&job.spec));
+            job.candidates.iter().any(|name| initial_quotas.may_reclaim(&state.config, job, name, &asked))
+        }
+    };
+    let mut order: Vec<(bool, u32, u32, UnixTime, JobId)> = state
+        .jobs
+        .values()
+        // Held jobs (and those at priority 0) never start: leave them out before ranking, so a
+        // deep held queue costs a pass one walk, not a rank per job.
+        .filter(|j| j.committed && j.info.state() == JobState::Pending && !j.spec.hold && j.info.priority != 0)
+        .map(|j| (preemptor(j), tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id))
+        .collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
+
+    let mut views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
+    let mut running = Running::new(state);
+    // Victims that ended no longer need tracking.
+    let still_running: Vec<JobId> =
+        state.preempting.keys().copied().filter(|j| state.jobs.get(j).is_some_and(|j| j.alloc.is_some())).collect();
+    state.preempting.retain(|victim, _| still_running.contains(victim));
+    // What was freed for a reclaiming job stays kept for it until it starts or its hold's
+    // deadline passes: nothing else is placed there meanwhile.
+    state.reclaim_holds.retain(|job_id, hold| {
+        hold.until >= now && state.jobs.get(job_id).is_some_and(|j| j.info.state() == JobState::Pending)
+    });
+    let mut holds: HashMap<JobId, super::preempt::Taken> = state
+        .reclaim_holds
+        .iter()
+        .map(|(job_id, hold)| (*job_id, super::preempt::take_free(&mut views, &state.node_index, &hold.alloc)))
+        .collect();
+    let mut planner: Option<super::preempt::Planner> = None;
+    let mut quotas = Quotas::new(state);
+    // Partitions where a job inside its team's guarantee could not start: borrowers must not
+    // start there for the rest of the pass (they would take what is being reclaimed).
+    let mut owners_waiting: HashSet<String> = HashSet::new();
+    let mut timeline = backfill::Timeline::new(state, now);
+    let mut reservations: Vec<Reservation> = Vec::new();
+    let max_reservations = state.config.priority.backfill_reservations as usize;
+    let mut blocked: HashSet<String> = HashSet::new();
+    let mut starts = Vec::new();
+    let mut stats = crate::model::state::PassStats::default();
+    let shortcuts = state.pass_shortcuts;
+    timeline.gated = shortcuts;
+    let mut free = FreeIndex::new(state, &views);
+    let mut no_room: HashSet<Shape> = HashSet::new();
+    let mut never_fits: HashSet<Shape> = HashSet::new();
+    // Jobs change state only after the pass (its starts), so one lookup serves every job.
+    let dependencies = super::dependency::Lookup::for_pass(state);
+    for (_, _, _, _, job_id) in order {
+        let job = &state.jobs[&job_id];
+        if job.spec.begin_time.is_some_and(|t| t > now) {
+            set_reason(state, job_id, "BeginTime");
+            continue;
+        }
+        if let Err(reason) = super::dependency::eligibility(state, &dependencies, job, now) {
+            set_reason(state, job_id, reason);
+            continue;
+        }
+        let request = PerNodeRequest::from_spec(&job.spec);
+        let asked = tres::of_request(&request);
+        // Its own hold is room for it, which jobs of its shape did not have earlier in the pass.
+        let lifted = holds.remove(&job_id);
+        let unheld = lifted.is_some();
+        if let Some(taken) = lifted {
+            super::preempt::give_back(&mut views, &taken);
+            for (i, _) in &taken {
+                free.update(*i, &views[*i]);
+            }
+        }
+        if let Err(limit) = running.check(&state.config, job, &asked) {
+            // A job held back by a limit does not hold back the jobs behind it (as in Slurm).
+            set_reason(state, job_id, &limit.reason);
+            continue;
+        }
+        let mut outcome = None;
+        let mut node_limited = false;
+        let mut first_in_line = false;
+        let mut quota_block = None;
+        let mut open_partitions = 0;
+        for name in &job.candidates {
+            let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+            if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
+                node_limited = true;
+                continue;
+            }
+            let borrows = match quotas.check(state, &views, job, partition, &asked) {
+                Ok(true) if owners_waiting.contains(name) => {
+                    // The idle guarantee is wanted back: no new borrower starts on it.
+                    let detail = format!("jobs inside their team's guarantee wait in {name}");
+                    quota_block = Some(super::limits::Blocked { reason: "Resources".into(), detail });
+                    continue;
+                }
+                Ok(borrows) => borrows,
+                Err(limit) => {
+                    quota_block = Some(limit);
+                    continue;
+                }
+            };
+            open_partitions += 1;
+            first_in_line |= !blocked.contains(name);
+            // A job of the same shape found no room earlier in this pass: nodes only fill up
+            // during a pass, so this one finds none either.
+            let shape = Shape::of(name, job, &request);
+            if shortcuts && !unheld && no_room.contains(&shape) {
+                stats.shape_skips += 1;
+                continue;
+            }
+            let limit = backfill::time_limit_secs(job, partition);
+            let placed = match free.candidates(name, job, &request).filter(|_| shortcuts) {
+                Some(candidates) => {
+                    backfill::place_around(&views, candidates, partition, &request, &reservations, now, limit)
+                }
+                None => {
+                    let nodes = eligible_nodes(state, job, partition);
+                    let nodes = nodes.iter().copied();
+                    backfill::place_around(&views, nodes, partition, &request, &reservations, now, limit)
+                }
+            };
+            match placed {
+                backfill::Placement::Placed(alloc) => {
+                    outcome = Some((Start { job_id, partition: name.clone(), alloc }, borrows));
+                    break;
+                }
+                backfill::Placement::NoRoom => {
+                    no_room.insert(shape);
+                }
+                backfill::Placement::WouldDelay => {}
+            }
+        }
+        if outcome.is_none()
+            && open_partitions == 0
+            && let Some(limit) = quota_block
+        {
+            set_reason(state, job_id, &limit.reason);
+            continue;
+        }
+        if outcome.is_none() {
+            let job = &state.jobs[&job_id];
+            for name in &job.candidates {
+                if quotas.may_reclaim(&state.config, job, name, &asked) {
+                    owners_waiting.insert(name.clone());
+                }
+            }
+        }
+        if outcome.is_none() {
+            if reclaim(state, &views, &holds, &mut planner, &quotas, job_id, &request, &asked, &mut reservations, now) {
+                if let Some(hold) = state.reclaim_holds.get(&job_id) {
+                    let taken = super::preempt::take_free(&mut views, &state.node_index, &hold.alloc);
+                    for (i, _) in &taken {
+                        free.update(*i, &views[*i]);
+                    }
+                    holds.insert(job_id, taken);
+                }
+                set_reason(state, job_id, "Resources");
+                continue;
+            }
+            state.reclaim_holds.remove(&job_id);
+        }
+        match outcome {
+            Some((start, borrows)) => {
+                let job = &state.jobs[&job_id];
+                let partition = state.config.partitions.iter().find(|p| p.name == start.partition);
+                let limit = partition.map_or(backfill::UNLIMITED, |p| backfill::time_limit_secs(job, p));
+                for share in &start.alloc.nodes {
+                    if let Some(&i) = state.node_index.get(&share.node) {
+                        views[i].take(share);
+                        free.update(i, &views[i]);
+                    }
+                }
+                timeline.add(now.saturating_add(limit), &start.alloc);
+                if let Some(planner) = planner.as_mut() {
+                    planner.started(state, &start.alloc);
+                }
+                state.reclaim_holds.remove(&job_id);
+                running.add(&state.config, job, &asked);
+                quotas.add(&state.config, job, &start.partition, &asked, borrows);
+                state.hold(&start.alloc);
+                starts.push(start);
+            }
+            None => {
+                let reason = if node_limited && !first_in_line {
+                    "PartitionNodeLimit"
+                } else if first_in_line {
+                    "Resources"
+                } else {
+                    "Priority"
+                };
+                if reservations.len() < max_reservations {
+                    let began = std::time::Instant::now();
+                    let job = &state.jobs[&job_id];
+                    let reservation = job.candidates.iter().find_map(|name| {
+                        let partition = state.config.partitions.iter().find(|p| &p.name == name)?;
+                        // A shape that never fits (as running jobs end) in this pass never will
+                        // later in it: capacity only shrinks and reservations only grow.
+                        let shape = Shape::of(name, job, &request);
+                        if shortcuts && never_fits.contains(&shape) {
+                            return None;
+                        }
+                        let nodes = eligible_nodes(state, job, partition);
+                        let found = timeline.earliest(
+                            &views,
+                            &state.node_index,
+                            &nodes,
+                            partition,
+                            &request,
+                            &reservations,
+                            job_id,
+                        );
+                        if found.is_none() {
+                            never_fits.insert(shape);
+                        }
+                        found
+                    });
+                    reservations.extend(reservation);
+                    stats.backfill += began.elapsed();
+                }
+                let candidates = state.jobs[&job_id].candidates.clone();
+                blocked.extend(candidates);
+                set_reason(state, job_id, reason);
+            }
+        }
+    }
+    state.planned_starts = reservations.iter().map(|r| (r.job_id, r.start)).collect();
+    state.last_pass = stats;
+    starts
+}
+
+/// Reclaims a guarantee for a job that cannot start: when the job asks only for what is left of
+/// its team's guarantee in a partition, the pass's reclaim planner finds room for it in what is
+/// free or being freed, or preempts the cheapest set of other teams' borrowed jobs that makes
+/// room (see `super::preempt`). The job then holds that room across passes and reserves its
+/// nodes in this one (start: now), so nothing else takes them. True when the job now waits for
+/// preemptions (new or already under way).
+#[allow(clippy::too_many_arguments)]
+fn reclaim(
+    state: &mut State,
+    views: &[NodeView],
+    holds: &HashMap<JobId, super::preempt::Taken>,
+    planner: &mut Option<super::preempt::Planner>,
+    quotas: &Quotas,
+    job_id: JobId,
+    request: &PerNodeRequest,
+    asked: &tres::Tres,
+    reservations: &mut Vec<Reservation>,
+    now: UnixTime,
+) -> bool {
+    let job = &state.jobs[&job_id];
+    for name in &job.candidates {
+        let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+        if !quotas.may_reclaim(&state.config, job, name, asked) {
+            continue;
+        }
+        let Some(own) = super::quota::quota_of(&state.config, &job.info.account, name) else { continue };
+        // Built at the pass's first reclaim: a pass without one pays nothing for it.
+        let planner = planner.get_or_insert_with(|| super::preempt::Planner::new(state, views, holds, quotas));
+        let nodes = eligible_nodes(state, job, partition);
+        let Some((victims, alloc)) = planner.plan(state, quotas, own, partition, &nodes, request, asked, job_id, now)
+        else {
+            continue;
+        };
+        // The hold lasts until the slowest victim, its own earlier ones included, is gone.
+        let earlier = state.reclaim_holds.get(&job_id).map_or(now, |h| h.until);
+        let grace = victims.iter().map(|v| super::preempt::grace_secs(state, *v)).max();
+        let until = grace.map_or(earlier, |g| earlier.max(now + g + super::preempt::HOLD_MARGIN));
+        let until = until.max(now + i64::from(state.config.kill_wait) + super::preempt::HOLD_MARGIN);
+        for victim in victims {
+            tracing::info!(
+                victim,
+                for_job = job_id,
+                partition = name,
+                "preempting a borrowed job to reclaim a guarantee"
+            );
+            state.preempting.insert(victim, job_id);
+            state.preempt_requests.push(crate::model::state::Preemption { victim, for_job: job_id });
+        }
+        let nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
+        reservations.push(Reservation { job_id, start: now, nodes });
+        state.reclaim_holds.insert(job_id, crate::model::state::Hold { alloc, until });
+        return true;
+    }
+    false
+}
+
+fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
+    if let Some(job) = state.jobs.get_mut(&job_id)
+        && job.info.reason != reason
+    {
+        job.info.reason = reason.to_owned();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,827 @@
+//! The scheduling pass over an in-memory cluster (no daemons): request shapes, QOS and
+//! association limits with Slurm's reasons, backfill that never delays a reservation, and fair
+//! share ordering after decayed usage.
+
+use super::*;
+use crate::policy::{dependency, explain, limits, quota, will_run};
+use drover_shared::config::Config;
+use drover_shared::grammar::gres::parse_gres;
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::job::{JobInfo, JobSpec};
+use drover_shared::proto::client::Response;
+use std::path::Path;
+use std::sync::Arc;
+
+const NOW: UnixTime = 1_700_000_000;
+
+const BASE: &str = r#"
+cluster_name = "c"
+default_account = "shared"
+[controller]
+address = "127.0.0.1:6817"
+state_dir = "state"
+preempt_exempt_time = 0
+[[nodes]]
+names = "n[1-2]"
+cpus = 4
+real_memory = 8000
+gpus = { h100 = 2 }
+[[partitions]]
+name = "main"
+nodes = "n[1-2]"
+default = true
+max_time = "1-00:00:00"
+[[accounts]]
+name = "vision"
+shares = 60
+[[accounts]]
+name = "nlp"
+shares = 40
+[[accounts]]
+name = "shared"
+[[users]]
+name = "alice"
+default_account = "vision"
+[[users]]
+name = "bob"
+default_account = "nlp"
+"#;
+
+/// A state whose nodes are all up (each with a connection).
+fn cluster(extra: &str) -> State {
+    cluster_of(&format!("{BASE}{extra}"))
+}
+
+fn cluster_of(text: &str) -> State {
+    let config = Config::parse(Path::new("/etc/drover/cluster.toml"), text).unwrap();
+    let mut state = State::new(Arc::new(config), 1);
+    for (i, node) in state.nodes.iter_mut().enumerate() {
+        node.connection = Some(i as u64);
+        node.responding = true;
+        node.registered_once = true;
+    }
+    state
+}
+
+/// Adds a committed pending job; `args` is a small sbatch-like list: `c=2 g=1 N=2 t=30 q=gpu x w=n1 e=n2`.
+fn submit(state: &mut State, user: &str, args: &str) -> JobId {
+    let mut spec = JobSpec { script: "#!/bin/sh\n".into(), work_dir: "/".into(), ..JobSpec::default() };
+    let mut qos = "normal".to_owned();
+    for arg in args.split_whitespace() {
+        let (key, value) = arg.split_once('=').unwrap_or((arg, ""));
+        match key {
+            "c" => spec.cpus_per_task = Some(value.parse().unwrap()),
+            "g" => spec.gres_per_node = parse_gres(&format!("gpu:{value}")).unwrap(),
+            "N" => spec.nodes_min = Some(value.parse().unwrap()),
+            "t" => spec.time_limit = Some(TimeLimit::Minutes(value.parse().unwrap())),
+            "q" => qos = value.to_owned(),
+            "x" => spec.exclusive = true,
+            "w" => spec.nodelist = Some(value.to_owned()),
+            "e" => spec.exclude = Some(value.to_owned()),
+            other => panic!("unknown test arg {other}"),
+        }
+    }
+    let job_id = state.next_job_id;
+    state.next_job_id += 1;
+    let account =
+        state.config.users.iter().find(|u| u.name == user).map_or("shared".into(), |u| u.default_account.clone());
+    state.usage.touch(&account, user);
+    let info = JobInfo {
+        job_id,
+        user: user.into(),
+        account,
+        qos,
+        partition: "main".into(),
+        state: Some(JobState::Pending),
+        reason: "None".into(),
+        priority: 1,
+        submit_time: NOW - 100 + i64::from(job_id),
+        eligible_time: Some(NOW - 100 + i64::from(job_id)),
+        time_limit: spec.time_limit,
+        ..JobInfo::default()
+    };
+    let job = Job {
+        info: info.into(),
+        spec: Arc::new(spec),
+        candidates: vec!["main".into()],
+        alloc: None,
+        committed: true,
+        launched_at: None,
+        cancel_requested_by: None,
+    };
+    state.jobs.insert(job_id, job);
+    job_id
+}
+
+/// One pass, applied the way the core applies it; returns the started job ids.
+fn pass(state: &mut State, now: UnixTime) -> Vec<JobId> {
+    let starts = schedule(state, now);
+    let mut started = Vec::new();
+    for start in starts {
+        let job = state.jobs.get_mut(&start.job_id).unwrap();
+        job.info.state = Some(JobState::Running);
+        job.info.start_time = Some(now);
+        job.info.time_limit = job.info.time_limit.or(Some(TimeLimit::Minutes(24 * 60)));
+        job.info.nodes = start.alloc.nodes.iter().map(|n| n.node.clone()).collect();
+        job.alloc = Some(start.alloc);
+        started.push(start.job_id);
+    }
+    started
+}
+
+fn reason(state: &State, job_id: JobId) -> &str {
+    &state.jobs[&job_id].info.reason
+}
+
+#[test]
+fn per_node_request_distributes_tasks_and_gpus() {
+    let spec = JobSpec { nodes_min: Some(2), ntasks: Some(5), cpus_per_task: Some(2), ..JobSpec::default() };
+    let r = PerNodeRequest::from_spec(&spec);
+    assert_eq!(r.tasks, vec![3, 2]);
+    assert_eq!((r.cpus(0), r.cpus(1)), (6, 4));
+    let spec = JobSpec { gres_per_node: parse_gres("gpu:h100:2").unwrap(), ..JobSpec::default() };
+    assert_eq!(PerNodeRequest::from_spec(&spec).gpus, vec![(Some("h100".into()), 2)]);
+}
+
+/// Data-driven: each case is a QOS/account config, jobs to submit in order, and the expected
+/// outcome per job (`R` started, otherwise the pending reason).
+#[test]
+fn limits_give_slurms_reasons() {
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case] = &[
+        (
+            "[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu=2\"\n",
+            &[("alice", "g=2 q=gpu"), ("bob", "g=1 q=gpu"), ("bob", "g=1")],
+            // The limited job does not hold back the one behind it.
+            &["R", "QOSGrpGRES", "R"],
+        ),
+        (
+            "[[qos]]\nname = \"gpu\"\ngrp_tres = \"cpu=2\"\n",
+            &[("alice", "c=2 q=gpu"), ("bob", "q=gpu")],
+            &["R", "QOSGrpCpuLimit"],
+        ),
+        ("[[qos]]\nname = \"gpu\"\ngrp_jobs = 1\n", &[("alice", "q=gpu"), ("bob", "q=gpu")], &["R", "QOSGrpJobsLimit"]),
+        (
+            "[[qos]]\nname = \"gpu\"\nmax_tres_per_user = \"gres/gpu=1\"\n",
+            &[("alice", "g=1 q=gpu"), ("alice", "g=1 q=gpu"), ("bob", "g=1 q=gpu")],
+            &["R", "QOSMaxGRESPerUser", "R"],
+        ),
+        (
+            "[[qos]]\nname = \"gpu\"\nmax_jobs_per_user = 1\n",
+            &[("alice", "q=gpu"), ("alice", "q=gpu"), ("bob", "q=gpu")],
+            &["R", "QOSMaxJobsPerUserLimit", "R"],
+        ),
+        (
+            "[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu:h100=1\"\n",
+            &[("alice", "g=h100:1 q=gpu"), ("bob", "g=h100:1 q=gpu")],
+            &["R", "QOSGrpGRES"],
+        ),
+    ];
+    for (extra, jobs, expected) in cases {
+        let mut state = cluster(extra);
+        let ids: Vec<JobId> = jobs.iter().map(|(user, args)| submit(&mut state, user, args)).collect();
+        let started = pass(&mut state, NOW);
+        let got: Vec<&str> =
+            ids.iter().map(|id| if started.contains(id) { "R" } else { reason(&state, *id) }).collect();
+        assert_eq!(&got, expected, "{extra}");
+    }
+}
+
+#[test]
+fn account_limits_cover_the_subtree() {
+    let extra = "[[accounts]]\nname = \"team\"\ngrp_tres = \"gres/gpu=2\"\ngrp_jobs = 5\n[[accounts]]\nname = \"sub\"\nparent = \"team\"\n\
+        [[users]]\nname = \"carol\"\ndefault_account = \"sub\"\n";
+    let mut state = cluster(extra);
+    let a = submit(&mut state, "carol", "g=2");
+    let b = submit(&mut state, "carol", "g=1");
+    let started = pass(&mut state, NOW);
+    assert_eq!(started, vec![a]);
+    assert_eq!(reason(&state, b), "AssocGrpGRES");
+}
+
+#[test]
+fn submit_limits_refuse() {
+    let mut state =
+        cluster("[[qos]]\nname = \"gpu\"\nmax_submit_jobs_per_user = 1\nmax_tres_per_job = \"gres/gpu=2\"\n");
+    let qos = state.config.qos.iter().find(|q| q.name == "gpu").unwrap().clone();
+    let one_gpu: tres::Tres = [("gres/gpu".to_owned(), 1)].into();
+    let three_gpus: tres::Tres = [("gres/gpu".to_owned(), 3)].into();
+    assert!(limits::check_submit(&state, &qos, "alice", &three_gpus).unwrap_err().contains("MaxTRESPerJob"));
+    assert_eq!(limits::check_submit(&state, &qos, "alice", &one_gpu), Ok(()));
+    submit(&mut state, "alice", "q=gpu");
+    assert!(limits::check_submit(&state, &qos, "alice", &one_gpu).unwrap_err().contains("MaxSubmitJobsPerUser=1"));
+    assert_eq!(limits::check_submit(&state, &qos, "bob", &one_gpu), Ok(()));
+}
+
+/// n1 is busy for an hour; a 2-node exclusive job waits for it and reserves both nodes from
+/// then. A 30-minute job fits on n2 and ends before the reservation: it backfills. A 2-hour job
+/// would still run when the big job should start: it waits (Priority).
+#[test]
+fn backfill_never_delays_the_reserved_job() {
+    let mut state = cluster("");
+    let running = submit(&mut state, "alice", "c=4 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![running]);
+    let big = submit(&mut state, "bob", "N=2 x t=60");
+    let long = submit(&mut state, "alice", "c=1 t=120");
+    let short = submit(&mut state, "alice", "c=1 t=30");
+    // Make sure the big job comes first whatever the factors say.
+    state.jobs.get_mut(&big).unwrap().info.nice = -100_000;
+    let started = pass(&mut state, NOW + 60);
+    assert_eq!(started, vec![short]);
+    assert_eq!(reason(&state, big), "Resources");
+    assert_eq!(reason(&state, long), "Priority");
+    // Without backfill reservations (depth 0) the long job would have been started.
+    let mut state = cluster("[priority]\nbackfill_reservations = 0\n");
+    let running = submit(&mut state, "alice", "c=4 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![running]);
+    let big = submit(&mut state, "bob", "N=2 x t=60");
+    state.jobs.get_mut(&big).unwrap().info.nice = -100_000;
+    let long = submit(&mut state, "alice", "c=1 t=120");
+    assert_eq!(pass(&mut state, NOW + 60), vec![long]);
+}
+
+/// After alice's account used a lot, bob's job (submitted later, same shape) goes first.
+#[test]
+fn fair_share_orders_after_decayed_usage() {
+    let mut state = cluster("[priority]\nweight_age = 0\nweight_job_size = 0\n");
+    state.usage.touch("vision", "alice");
+    state.usage.touch("nlp", "bob");
+    state.usage.by_assoc.insert(("vision".into(), "alice".into()), 36_000.0);
+    state.usage.by_assoc.insert(("nlp".into(), "bob".into()), 3_600.0);
+    let blocker = submit(&mut state, "alice", "c=4 N=2 x");
+    assert_eq!(pass(&mut state, NOW), vec![blocker]);
+    let first = submit(&mut state, "alice", "c=1");
+    let second = submit(&mut state, "bob", "c=1");
+    pass(&mut state, NOW);
+    // Fair Tree: vision LF = 0.6/(36000/39600) = 0.66, nlp LF = 0.4/(3600/39600) = 4.4, so nlp's
+    // users rank first: two user associations (alice, bob) → bob 2/2 = 1.0, alice 1/2.
+    let p = |id: JobId| state.jobs[&id].info.priority;
+    assert!(p(second) > p(first), "bob {} alice {}", p(second), p(first));
+    assert_eq!(reason(&state, second), "Resources");
+    assert_eq!(reason(&state, first), "Priority");
+}
+
+const QUOTAS: &str = "[[quotas]]\naccount = \"vision\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\n\
+    [[quotas]]\naccount = \"nlp\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\nburst = \"gres/gpu=4\"\n";
+
+/// Marks a job ended and frees what it held (what the core does when the node reports it).
+fn end(state: &mut State, job_id: JobId) {
+    state.release_job(job_id, NOW);
+    state.jobs.get_mut(&job_id).unwrap().info.state = Some(JobState::Cancelled);
+}
+
+/// bob (nlp) fills the idle GPUs of vision; alice (vision) submits inside her guarantee: exactly
+/// one borrowed job is preempted (the oldest of the least fair-share ones), and once it ended
+/// alice's job starts. Nothing else takes the freed GPU meanwhile.
+#[test]
+fn borrowed_gpus_are_reclaimed_exactly() {
+    let mut state = cluster(QUOTAS);
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs);
+    let quotas = quota::Quotas::new(&state);
+    let mut borrowed: Vec<JobId> = quotas.borrowed.iter().copied().collect();
+    borrowed.sort_unstable();
+    assert_eq!(borrowed, bobs[2..].to_vec(), "the first two are inside nlp's guarantee");
+
+    let alice = submit(&mut state, "alice", "g=1 t=60");
+    let other = submit(&mut state, "bob", "g=1 t=5");
+    assert_eq!(pass(&mut state, NOW + 10), Vec::<JobId>::new());
+    let victims: Vec<JobId> = std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect();
+    assert_eq!(victims, vec![bobs[2]]);
+    assert_eq!(reason(&state, alice), "Resources");
+    // A second pass while the victim is still dying preempts nothing more.
+    assert_eq!(pass(&mut state, NOW + 11), Vec::<JobId>::new());
+    assert!(state.preempt_requests.is_empty());
+    // The victim comes back requeued, older (so higher priority) than alice's job: it must not
+    // take the reclaimed GPU back, or the two would preempt each other forever.
+    state.release_job(bobs[2], NOW + 20);
+    let victim = state.jobs.get_mut(&bobs[2]).unwrap();
+    victim.info.state = Some(JobState::Pending);
+    victim.info.nodes.clear();
+    assert_eq!(pass(&mut state, NOW + 20), vec![alice]);
+    assert_eq!(reason(&state, bobs[2]), "Resources");
+    assert_ne!(reason(&state, other), "None");
+    assert!(state.preempt_requests.is_empty());
+}
+
+/// vision has a GPU guarantee and no CPU guarantee; nlp has no quota, so all its jobs borrow.
+/// Alice's 2-GPU job reclaims both GPUs of one node: two victims on the same node, no more.
+#[test]
+fn gpu_guarantee_is_reclaimed_without_a_cpu_guarantee() {
+    let mut state = cluster("[[quotas]]\naccount = \"vision\"\npartition = \"main\"\nguarantee = \"gres/gpu=2\"\n");
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs);
+    let alice = submit(&mut state, "alice", "g=2 t=60");
+    pass(&mut state, NOW + 10);
+    let victims: Vec<JobId> = std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect();
+    assert_eq!(victims.len(), 2, "{victims:?}");
+    let nodes: HashSet<String> = victims.iter().map(|v| state.jobs[v].info.nodes[0].clone()).collect();
+    assert_eq!(nodes.len(), 1, "both victims free the same node");
+    for victim in victims {
+        end(&mut state, victim);
+    }
+    assert_eq!(pass(&mut state, NOW + 20), vec![alice]);
+}
+
+/// Jobs inside their team's guarantee are never preempted; a job beyond its own guarantee
+/// does not reclaim.
+#[test]
+fn owned_jobs_are_never_preempted() {
+    let mut state = cluster(QUOTAS);
+    let bobs: Vec<JobId> = (0..2).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    let alices: Vec<JobId> = (0..2).map(|_| submit(&mut state, "alice", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW).len(), 4);
+    let extra = submit(&mut state, "alice", "g=1 t=60");
+    assert!(pass(&mut state, NOW + 10).is_empty());
+    assert!(state.preempt_requests.is_empty());
+    assert_eq!(reason(&state, extra), "Resources");
+    assert!(quota::Quotas::new(&state).borrowed.is_empty(), "{bobs:?} {alices:?}");
+}
+
+/// Burst and lending limits: nlp may hold at most 3 GPUs; vision lends none of its idle guarantee.
+#[test]
+fn burst_and_lend_limits() {
+    let config = QUOTAS.replace("burst = \"gres/gpu=4\"", "burst = \"gres/gpu=3\"");
+    let mut state = cluster(&config);
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs[..3].to_vec());
+    assert_eq!(reason(&state, bobs[3]), "QuotaBurstLimit");
+
+    let config = QUOTAS.replace(
+        "guarantee = \"gres/gpu=2\"\n[[quotas]]",
+        "guarantee = \"gres/gpu=2\"\nlend = \"gres/gpu=0\"\n[[quotas]]",
+    );
+    let mut state = cluster(&config);
+    let bobs: Vec<JobId> = (0..3).map(|_| submit(&mut state, "bob", "g=1 t=60")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs[..2].to_vec());
+    assert_eq!(reason(&state, bobs[2]), "QuotaLendLimit");
+}
+
+fn explanation(state: &State, job_id: JobId) -> String {
+    match explain::explain(state, job_id, NOW + 60) {
+        drover_shared::proto::client::Response::Explanation { lines, .. } => lines.join("\n"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `drover why` names the limit with its numbers, what each node lacks, and the planned start.
+#[test]
+fn explanations_name_every_blocker() {
+    let mut state = cluster("[[qos]]\nname = \"gpu\"\ngrp_tres = \"gres/gpu=2\"\n");
+    let first = submit(&mut state, "alice", "g=2 q=gpu t=60");
+    let limited = submit(&mut state, "bob", "g=1 q=gpu");
+    pass(&mut state, NOW);
+    let text = explanation(&state, limited);
+    assert!(text.starts_with(&format!("job {limited} is PENDING, Reason=QOSGrpGRES\n")), "{text}");
+    assert!(text.contains("QOSGrpGRES: QOS gpu GrpTRES gres/gpu=2: 2 in use, job asks 1"), "{text}");
+    assert!(text.contains("  node n1: GPUs 0 free, job needs 1"), "{text}");
+    assert!(!text.contains("node n2"), "n2 has room:\n{text}");
+    let text = explanation(&state, first);
+    assert_eq!(text, format!("job {first} is RUNNING, Reason=None"));
+
+    let mut state = cluster("");
+    let running = submit(&mut state, "alice", "c=4 N=2 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![running]);
+    let big = submit(&mut state, "bob", "N=2 x t=60");
+    pass(&mut state, NOW + 60);
+    let text = explanation(&state, big);
+    assert!(text.contains("estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"), "{text}");
+    assert!(text.contains("  node n1: CPUs 0 free of 4, job needs 4"), "{text}");
+}
+
+#[test]
+fn test_only_estimates_now_or_when_running_jobs_end() {
+    let mut state = cluster("");
+    let probe = submit(&mut state, "alice", "c=2");
+    let estimate = |state: &State, now| {
+        let job = &state.jobs[&probe];
+        will_run::estimate(state, job, 99, now)
+    };
+    match estimate(&state, NOW) {
+        Response::WillRun { job_id: 99, start, cpus: 2, nodes, partition } => {
+            assert_eq!((start, nodes, partition.as_str()), (NOW, vec!["n1".to_owned()], "main"));
+        }
+        other => panic!("{other:?}"),
+    }
+    state.jobs.remove(&probe);
+    let whole = submit(&mut state, "bob", "x N=2 t=30");
+    assert_eq!(pass(&mut state, NOW), [whole]);
+    let probe = submit(&mut state, "alice", "c=2");
+    let job = &state.jobs[&probe];
+    match will_run::estimate(&state, job, 99, NOW + 60) {
+        Response::WillRun { start, nodes, .. } => assert_eq!((start, nodes.len()), (NOW + 1800, 1)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn constraints_restrict_eligible_nodes() {
+    let mut state = cluster("");
+    state.nodes[0].config.features = vec!["ib".into(), "a100".into()];
+    state.nodes[1].config.features = vec!["eth".into()];
+    let job = submit(&mut state, "alice", "");
+    let partition = state.config.partitions[0].clone();
+    let eligible = |state: &mut State, constraint: &str| {
+        Arc::make_mut(&mut state.jobs.get_mut(&job).unwrap().spec).constraint = Some(constraint.into());
+        eligible_nodes(state, &state.jobs[&job], &partition)
+    };
+    assert_eq!(eligible(&mut state, "ib"), [0]);
+    assert_eq!(eligible(&mut state, "eth|a100"), [0, 1]);
+    assert_eq!(eligible(&mut state, "(ib|eth)&a100"), [0]);
+    assert!(eligible(&mut state, "ib&eth").is_empty());
+    assert!(!could_ever_fit(&state, &state.jobs[&job], &partition));
+}
+
+#[test]
+fn after_with_delay_waits_minutes_after_the_start() {
+    let mut state = cluster("");
+    let target = submit(&mut state, "alice", "t=60");
+    assert_eq!(pass(&mut state, NOW), [target]);
+    let dependent = submit(&mut state, "alice", "");
+    Arc::make_mut(&mut state.jobs.get_mut(&dependent).unwrap().spec).dependency = Some(format!("after:{target}+2"));
+    let job = &state.jobs[&dependent];
+    assert_eq!(dependency::eligibility(&state, &dependency::Lookup::new(&state), job, NOW + 119), Err("Dependency"));
+    assert_eq!(dependency::eligibility(&state, &dependency::Lookup::new(&state), job, NOW + 120), Ok(()));
+    let (_, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), job, NOW + 60);
+    assert_eq!(shown, Some(format!("after:{target}+2(unfulfilled)")));
+}
+
+#[test]
+fn aftercorr_holds_per_task() {
+    let mut state = cluster("");
+    // Array A (id 1): task 0 completed, task 1 failed, task 2 still pending in its base record.
+    let a = submit(&mut state, "alice", "");
+    let done = submit(&mut state, "alice", "");
+    let failed = submit(&mut state, "alice", "");
+    for (id, task, job_state) in [(done, 0, JobState::Completed), (failed, 1, JobState::Failed)] {
+        let info = &mut state.jobs.get_mut(&id).unwrap().info;
+        (info.array_job_id, info.array_task_id, info.state) = (Some(a), Some(task), Some(job_state));
+    }
+    let info = &mut state.jobs.get_mut(&a).unwrap().info;
+    (info.array_job_id, info.array_tasks_pending) = (Some(a), vec![2]);
+    // Array B: tasks 0-3 pending, each waiting for its counterpart in A.
+    let b = submit(&mut state, "alice", "");
+    let job = state.jobs.get_mut(&b).unwrap();
+    (job.info.array_job_id, job.info.array_tasks_pending) = (Some(b), vec![0, 1, 2, 3]);
+    Arc::make_mut(&mut job.spec).dependency = Some(format!("aftercorr:{a}"));
+    let ready = |state: &State| dependency::ready_task(state, b, NOW);
+    assert_eq!(ready(&state), Some(0));
+    assert_eq!(
+        dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW),
+        (dependency::Status::Satisfied, None)
+    );
+    // Without task 0, task 3 (A has none) is next; task 1 failed and task 2 waits.
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2, 3];
+    assert_eq!(ready(&state), Some(3));
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2];
+    assert_eq!(ready(&state), None);
+    let (status, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (dependency::Status::Waiting, Some(format!("aftercorr:{a}_*(unfulfilled)"))));
+    state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1];
+    let (status, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW);
+    assert_eq!((status, shown), (dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
+}
+
+/// A shape that found no room is skipped for the rest of the pass, but a smaller job behind it
+/// still starts, and a same-shaped job gets the reason it would have got anyway.
+#[test]
+fn a_failed_shape_skips_only_its_own_shape() {
+    let mut state = cluster("");
+    let small = submit(&mut state, "alice", "c=1 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![small]);
+    let big = submit(&mut state, "alice", "c=4 N=2 t=60");
+    let big_again = submit(&mut state, "alice", "c=4 N=2 t=60");
+    let smaller = submit(&mut state, "alice", "c=2 t=30");
+    let started = pass(&mut state, NOW);
+    assert_eq!(started, vec![smaller]);
+    assert_eq!(state.last_pass.shape_skips, 1, "the second two-node job is not placed again");
+    assert_eq!(reason(&state, big), "Resources");
+    assert_eq!(reason(&state, big_again), "Priority");
+}
+
+/// A shape key includes the node list: a job limited to a full node fails, and the same request
+/// without the limit (or excluding the full node) is still tried and starts.
+#[test]
+fn a_different_node_list_is_still_tried() {
+    let mut state = cluster("");
+    let first = submit(&mut state, "alice", "c=4 t=60 w=n1");
+    let only_n1 = submit(&mut state, "alice", "c=2 t=60 w=n1");
+    let anywhere = submit(&mut state, "alice", "c=2 t=60");
+    let not_n2 = submit(&mut state, "alice", "c=2 t=60 e=n2");
+    let not_n1 = submit(&mut state, "alice", "c=2 t=60 e=n1");
+    let started = pass(&mut state, NOW);
+    assert_eq!(started, vec![first, anywhere, not_n1]);
+    assert_eq!(state.jobs[&anywhere].info.nodes, vec!["n2".to_owned()]);
+    assert_eq!(reason(&state, only_n1), "Resources");
+    assert_eq!(reason(&state, not_n2), "Priority");
+}
+
+/// Many passes over a random workload (sizes, GPU types, exclusive jobs, node lists, time
+/// limits; jobs ending between passes) decide exactly the same with the pass's shortcuts (shape
+/// cache, free-node index, gated backfill planning) as without them: starts, allocations,
+/// pending reasons and backfill reservations.
+#[test]
+fn shortcuts_decide_the_same_as_a_full_scan() {
+    let nodes = "[[nodes]]\nnames = \"m[1-6]\"\ncpus = 8\nreal_memory = 16000\ngpus = { a100 = 4 }\n\
+        [[nodes]]\nnames = \"c[1-2]\"\ncpus = 8\nreal_memory = 16000\n\
+        [[partitions]]\nname = \"mixed\"\nnodes = \"n[1-2],m[1-3],c[1-2],m[4-6]\"\nmax_time = \"1-00:00:00\"\n";
+    let run = |shortcuts: bool| {
+        let mut state = cluster(nodes);
+        state.pass_shortcuts = shortcuts;
+        let mut seed = 11_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let mut log = Vec::new();
+        let mut now = NOW;
+        for round in 0..40 {
+            for _ in 0..6 {
+                let mut args = format!("c={} t={}", 1 + next(4), 10 * (1 + next(12)));
+                match next(8) {
+                    0 => args.push_str(" g=1"),
+                    1 => args.push_str(" g=a100:2"),
+                    5 => args.push_str(" g=a100:1"),
+                    2 => args.push_str(" g=h100:1"),
+                    3 => args.push_str(" N=2"),
+                    4 => args.push_str(" x"),
+                    _ => {}
+                }
+                match next(6) {
+                    0 => args.push_str(" w=n1"),
+                    1 => args.push_str(" e=m[1-3]"),
+                    _ => {}
+                }
+                let user = if next(2) == 0 { "alice" } else { "bob" };
+                let job_id = submit(&mut state, user, &args);
+                if next(3) > 0 {
+                    state.jobs.get_mut(&job_id).unwrap().candidates = vec!["mixed".into(), "main".into()];
+                }
+            }
+            let started = pass(&mut state, now);
+            let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
+            allocations.sort_by_key(|(j, _)| *j);
+            let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
+            let mut planned: Vec<_> = state.planned_starts.iter().map(|(j, t)| (*j, *t)).collect();
+            planned.sort_unstable();
+            log.push((round, allocations, reasons, planned));
+            now += 600;
+            let running: Vec<JobId> =
+                state.jobs.values().filter(|j| j.info.state() == JobState::Running).map(|j| j.info.job_id).collect();
+            for job_id in running {
+                if next(3) == 0 {
+                    end(&mut state, job_id);
+                }
+            }
+        }
+        (log, state.last_pass.shape_skips)
+    };
+    let (fast, _) = run(true);
+    let (full, skips) = run(false);
+    assert_eq!(skips, 0);
+    assert!(fast.iter().map(|r| r.1.len()).sum::<usize>() > 50, "the workload starts jobs");
+    for (a, b) in fast.iter().zip(&full) {
+        assert_eq!(a, b, "round {} differs", a.0);
+    }
+}
+
+/// 300 jobs naming 1,000 distinct held jobs each (the most a dependency may name): showing
+/// where each stands and a pass over them take time in proportion to the 300,000 items, not
+/// items × jobs (which took minutes).
+#[test]
+fn a_pass_over_long_dependency_lists_is_quick() {
+    let mut state = cluster("");
+    let targets: Vec<JobId> = (0..1000).map(|_| submit(&mut state, "alice", "")).collect();
+    for target in &targets {
+        Arc::make_mut(&mut state.jobs.get_mut(target).unwrap().spec).hold = true;
+        state.jobs.get_mut(target).unwrap().info.priority = 0;
+    }
+    let list: Vec<String> = targets.iter().map(JobId::to_string).collect();
+    let dependency = format!("afterok:{}", list.join(":"));
+    let dependents: Vec<JobId> = (0..300)
+        .map(|_| {
+            let job = submit(&mut state, "alice", "");
+            Arc::make_mut(&mut state.jobs.get_mut(&job).unwrap().spec).dependency = Some(dependency.clone());
+            job
+        })
+        .collect();
+    let independent = submit(&mut state, "bob", "");
+    let first = std::time::Instant::now();
+    dependency::refresh(&mut state, NOW);
+    let first = first.elapsed();
+    // Later passes: nothing changed, so no text is rebuilt.
+    let started = std::time::Instant::now();
+    dependency::refresh(&mut state, NOW);
+    let refreshed = started.elapsed();
+    assert_eq!(pass(&mut state, NOW), [independent]);
+    let took = started.elapsed();
+    eprintln!(
+        "300 × 1000 dependencies: first refresh {first:?}; then refresh {refreshed:?}, refresh and pass {took:?}"
+    );
+    assert_eq!(state.jobs[&dependents[0]].info.reason, "Dependency");
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
+/// Four nodes of 8 GPUs in `main`; vision (alice), nlp (bob) and audio (carol) with `quotas`.
+fn teams(quotas: &str) -> State {
+    let text = BASE
+        .replace(
+            "names = \"n[1-2]\"\ncpus = 4\nreal_memory = 8000\ngpus = { h100 = 2 }",
+            "names = \"g[1-4]\"\ncpus = 32\nreal_memory = 64000\ngpus = { h100 = 8 }",
+        )
+        .replace("nodes = \"n[1-2]\"", "nodes = \"g[1-4]\"");
+    let text = format!(
+        "{text}[[accounts]]\nname = \"audio\"\n[[users]]\nname = \"carol\"\ndefault_account = \"audio\"\n{quotas}"
+    );
+    cluster_of(&text)
+}
+
+fn quota(account: &str, guarantee: u32) -> String {
+    format!("[[quotas]]\naccount = \"{account}\"\npartition = \"main\"\nguarantee = \"gres/gpu={guarantee}\"\n")
+}
+
+/// The preemptions the last passes decided (taken, so the next call sees only new ones).
+fn victims(state: &mut State) -> Vec<JobId> {
+    std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect()
+}
+
+/// A preempted job's run ended: it frees its resources and pends again (requeued).
+fn requeued(state: &mut State, job_id: JobId, now: UnixTime) {
+    state.release_job(job_id, now);
+    let job = state.jobs.get_mut(&job_id).unwrap();
+    job.info.state = Some(JobState::Pending);
+    job.info.nodes.clear();
+    job.info.start_time = None;
+    job.info.restarts += 1;
+}
+
+fn gpus_of(state: &State, job_id: JobId) -> usize {
+    state.jobs[&job_id].alloc.as_ref().map_or(0, |a| a.nodes.iter().map(|n| n.gpus.len()).sum())
+}
+
+/// The cluster is full of vision's and nlp's 8-GPU jobs, half of them borrowed; audio releases
+/// eight 1-GPU jobs at once. One 8-GPU job is preempted, not eight, and once it is gone all
+/// eight start on the node it freed.
+#[test]
+fn eight_small_reclaims_at_once_preempt_one_big_job() {
+    let mut state = teams(&(quota("vision", 8) + &quota("nlp", 8) + &quota("audio", 16)));
+    let mut fill: Vec<JobId> = (0..2).map(|_| submit(&mut state, "alice", "g=8 t=600")).collect();
+    fill.extend((0..2).map(|_| submit(&mut state, "bob", "g=8 t=600")));
+    assert_eq!(pass(&mut state, NOW), fill);
+    let small: Vec<JobId> = (0..8).map(|_| submit(&mut state, "carol", "g=1 t=60")).collect();
+    assert!(pass(&mut state, NOW + 10).is_empty());
+    let preempted = victims(&mut state);
+    assert_eq!(preempted.len(), 1, "{preempted:?}");
+    assert_eq!(gpus_of(&state, preempted[0]), 8);
+    assert!([fill[1], fill[3]].contains(&preempted[0]), "only a borrowed job: {preempted:?}");
+    // While the victim dies, nothing more is preempted.
+    assert!(pass(&mut state, NOW + 11).is_empty());
+    assert!(victims(&mut state).is_empty());
+    let node = state.jobs[&preempted[0]].info.nodes.clone();
+    requeued(&mut state, preempted[0], NOW + 15);
+    let mut started = pass(&mut state, NOW + 15);
+    started.sort_unstable();
+    assert_eq!(started, small);
+    assert!(small.iter().all(|j| state.jobs[j].info.nodes == node));
+    assert!(victims(&mut state).is_empty());
+}
+
+/// The same eight jobs submitted one after another, a pass each: the first preempts one 8-GPU
+/// job, the next seven find room in what that victim frees (while it dies and after).
+#[test]
+fn small_reclaims_one_after_another_share_one_victim() {
+    let mut state = teams(&(quota("vision", 8) + &quota("nlp", 8) + &quota("audio", 16)));
+    let fill: Vec<JobId> =
+        (0..4).map(|i| submit(&mut state, if i < 2 { "alice" } else { "bob" }, "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW), fill);
+    let mut all = Vec::new();
+    let mut small = Vec::new();
+    for k in 0..8 {
+        small.push(submit(&mut state, "carol", "g=1 t=60"));
+        let now = NOW + 10 + k;
+        if k == 4 {
+            // The victim is gone halfway through.
+            requeued(&mut state, all[0], now);
+        }
+        pass(&mut state, now);
+        all.extend(victims(&mut state));
+    }
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert!(small.iter().all(|j| state.jobs[j].info.state() == JobState::Running));
+}
+
+/// vision holds 24 GPUs against a guarantee of 20: its third 8-GPU job is partly borrowed, but
+/// preempting it would leave vision 16. audio (guarantee 16) releases five 8-GPU jobs: nlp's
+/// job (no quota) is preempted for the first, and nothing for the second, though it is owed.
+#[test]
+fn reclaim_never_pushes_a_team_below_its_guarantee() {
+    let mut state = teams(&(quota("vision", 20) + &quota("audio", 16)));
+    let alices: Vec<JobId> = (0..3).map(|_| submit(&mut state, "alice", "g=8 t=600")).collect();
+    let bobs = submit(&mut state, "bob", "g=8 t=600");
+    pass(&mut state, NOW - 1000);
+    let big: Vec<JobId> = (0..5).map(|_| submit(&mut state, "carol", "g=8 t=60")).collect();
+    pass(&mut state, NOW);
+    assert_eq!(victims(&mut state), vec![bobs]);
+    for now in [NOW + 1, NOW + 2] {
+        pass(&mut state, now);
+        assert!(victims(&mut state).is_empty(), "vision's jobs {alices:?} stay");
+    }
+    requeued(&mut state, bobs, NOW + 5);
+    assert_eq!(pass(&mut state, NOW + 5), vec![big[0]]);
+    assert!(victims(&mut state).is_empty());
+    assert!(alices.iter().all(|j| state.jobs[j].info.state() == JobState::Running));
+}
+
+/// A victim in its grace time counts as freed for its team: audio (owed 16) gets one victim per
+/// 8-GPU job while the first victim still dies, and none for a third job.
+#[test]
+fn a_victim_in_its_grace_time_counts_as_freed() {
+    let mut state = teams(&quota("audio", 16));
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW), bobs);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 10);
+    assert_eq!(victims(&mut state).len(), 1);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 11);
+    assert_eq!(victims(&mut state).len(), 1, "owed 16, 8 being freed: 8 more");
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 12);
+    assert!(victims(&mut state).is_empty(), "16 being freed: nothing more is owed");
+}
+
+/// A run younger than `preempt_exempt_time` is not preempted, and a requeued victim that
+/// started again is safe for that long too; the most recently started of the older ones goes.
+#[test]
+fn exempt_time_protects_young_runs() {
+    let mut state = teams(&quota("audio", 16));
+    Arc::make_mut(&mut state.config).preempt_exempt_time = 300;
+    let old = submit(&mut state, "bob", "g=8 t=600");
+    pass(&mut state, NOW - 1000);
+    let older = submit(&mut state, "bob", "g=8 t=600");
+    pass(&mut state, NOW - 2000);
+    let young: Vec<JobId> = (0..2).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    pass(&mut state, NOW);
+    let first = submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 10);
+    assert_eq!(victims(&mut state), vec![old], "the most recently started of those past the exempt time");
+    requeued(&mut state, old, NOW + 20);
+    assert_eq!(pass(&mut state, NOW + 20), vec![first]);
+    // nlp's requeued job runs again only when something ends; then it is young again.
+    state.release_job(first, NOW + 30);
+    state.jobs.get_mut(&first).unwrap().info.state = Some(JobState::Completed);
+    assert_eq!(pass(&mut state, NOW + 30), vec![old]);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 40);
+    assert_eq!(victims(&mut state), vec![older], "{young:?} and {old} are younger than 300 s");
+    pass(&mut state, NOW + 41);
+    assert!(victims(&mut state).is_empty());
+}
+
+/// Of the borrowed jobs on the nodes, the set that frees enough with the fewest GPUs wins (a
+/// 1-GPU job rather than an 8-GPU one), then the one that ran least.
+#[test]
+fn the_victim_set_wastes_least() {
+    let mut state = teams(&quota("audio", 16));
+    let big: Vec<JobId> = (0..3).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW - 3000), big);
+    let mut small = Vec::new();
+    for start in (0..8).map(|k| NOW - 2000 + 100 * k) {
+        let job_id = submit(&mut state, "bob", "g=1 t=600");
+        small.push(job_id);
+        assert_eq!(pass(&mut state, start), vec![job_id]);
+    }
+    submit(&mut state, "carol", "g=1 t=60");
+    pass(&mut state, NOW);
+    assert_eq!(victims(&mut state), vec![small[7]], "the 1-GPU job started last");
+    submit(&mut state, "carol", "g=2 t=60");
+    pass(&mut state, NOW + 1);
+    assert_eq!(victims(&mut state), vec![small[5], small[6]], "two 1-GPU jobs, the latest left");
+}
+
+/// What is freed for a reclaiming job is kept for it: when its victim is gone, a job of another
+/// team that may reclaim too, with a higher priority and the same shape, does not take it (it
+/// preempted its own victim), and the first job starts where its victim ran.
+#[test]
+fn freed_gpus_go_to_the_reclaimer() {
+    let mut state = teams(&(quota("vision", 8) + &quota("audio", 8)));
+    let bobs: Vec<JobId> = (0..4).map(|_| submit(&mut state, "bob", "g=8 t=600")).collect();
+    assert_eq!(pass(&mut state, NOW - 1000), bobs);
+    let carols = submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW);
+    let first = victims(&mut state);
+    assert_eq!(first.len(), 1);
+    let node = state.jobs[&first[0]].info.nodes.clone();
+    let alices = submit(&mut state, "alice", "g=8 t=60");
+    state.jobs.get_mut(&alices).unwrap().info.nice = -100_000;
+    pass(&mut state, NOW + 1);
+    let second = victims(&mut state);
+    assert_eq!(second.len(), 1);
+    assert_ne!(second, first);
+    requeued(&mut state, first[0], NOW + 5);
+    let started = pass(&mut state, NOW + 5);
+    assert_eq!(started, vec![carols]);
+    assert_eq!(state.jobs[&carols].info.nodes, node);
+    assert_eq!(reason(&state, alices), "Resources");
+    assert!(victims(&mut state).is_empty());
+}

@@ -1,0 +1,361 @@
+//! Submit-time checks: who the caller is, which account, partitions and QOS the job gets, whether
+//! its time limit and GRES can ever be met. A rejected submission changes nothing; the error carries
+//! Slurm's code and a detail for the log.
+
+use crate::model::identity::{Caller, user_name};
+use crate::model::state::{Job, State};
+use crate::policy::scheduler::could_ever_fit;
+use drover_shared::UnixTime;
+use drover_shared::config::{Config, PartitionConfig};
+use drover_shared::grammar::time::TimeLimit;
+use drover_shared::job::{JobInfo, JobSpec, JobState, StepInfo};
+use drover_shared::proto::client::ErrorCode;
+use std::sync::Arc;
+
+/// A refused submission.
+pub(crate) type Rejection = (ErrorCode, String);
+
+/// Largest script accepted (Slurm's default `max_script_size` is 4 MB).
+const MAX_SCRIPT: usize = 4 * 1024 * 1024;
+/// Largest exported environment, in entries.
+const MAX_ENV_ENTRIES: usize = 10_000;
+/// Longest name, comment or path accepted.
+const MAX_STRING: usize = 4096;
+/// Slurm's bound on `--nice`: ±(2³¹ − 3).
+pub(crate) const MAX_NICE: i64 = 2_147_483_645;
+
+/// `--nice`, at submit and on update: within ±[`MAX_NICE`], and below 0 only for operators and
+/// admins (`privileged`), as in Slurm.
+pub(crate) fn check_nice(nice: i32, privileged: bool) -> Result<(), Rejection> {
+    if i64::from(nice).abs() > MAX_NICE {
+        return Err((ErrorCode::InvalidSpec, format!("nice {nice} is outside -{MAX_NICE}..{MAX_NICE}")));
+    }
+    if nice < 0 && !privileged {
+        return Err((ErrorCode::AccessDenied, format!("only operators and admins may set a negative nice ({nice})")));
+    }
+    Ok(())
+}
+
+/// A job name or comment set by `scontrol update`: the bound a submission's has.
+pub(crate) fn check_string(what: &str, value: &str) -> Result<(), Rejection> {
+    if value.len() > MAX_STRING {
+        return Err((ErrorCode::InvalidSpec, format!("{what} exceeds its size limit of {MAX_STRING} bytes")));
+    }
+    Ok(())
+}
+
+fn group_name(gid: u32) -> String {
+    nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+        .ok()
+        .flatten()
+        .map_or_else(|| gid.to_string(), |g| g.name)
+}
+
+/// Whether `account` or one of its ancestors is in `allowed` (empty = everyone).
+fn account_allowed(config: &Config, account: &str, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let mut current = Some(account.to_owned());
+    while let Some(name) = current {
+        if allowed.contains(&name) {
+            return true;
+        }
+        current = config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
+    }
+    false
+}
+
+fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
+    let too_big = |what: &str| (ErrorCode::InvalidSpec, format!("{what} exceeds its size limit"));
+    if spec.script.len() > MAX_SCRIPT {
+        return Err(too_big("batch script"));
+    }
+    if spec.script.is_empty() {
+        return Err((ErrorCode::InvalidSpec, "empty batch script".into()));
+    }
+    if spec.environment.len() > MAX_ENV_ENTRIES {
+        return Err(too_big("environment"));
+    }
+    let strings =
+        [Some(&spec.name), Some(&spec.work_dir), spec.comment.as_ref(), spec.stdout.as_ref(), spec.stderr.as_ref()];
+    if strings.into_iter().flatten().any(|s| s.len() > MAX_STRING) {
+        return Err(too_big("a string field"));
+    }
+    if !spec.work_dir.starts_with('/') {
+        return Err((ErrorCode::InvalidSpec, "working directory must be an absolute path".into()));
+    }
+    check_text(spec)
+}
+
+/// Refuses control characters (and bidirectional overrides) in the strings a submitter sets that
+/// others see or that name things: a newline or escape sequence in a job name would forge rows in
+/// other users' `squeue` and `sacct -P` and reach their terminals. The script, its arguments and
+/// the environment (`--export` values included) are the job's own data and may hold anything
+/// (listings print control characters as `?`).
+fn check_text(spec: &JobSpec) -> Result<(), Rejection> {
+    let one = |what: &str, value: &str| forbidden_text(what, value);
+    one("job name", &spec.name)?;
+    for (what, value) in [
+        ("comment", &spec.comment),
+        ("account", &spec.account),
+        ("QOS", &spec.qos),
+        ("wckey", &spec.wckey),
+        ("mail user", &spec.mail_user),
+        ("mail type", &spec.mail_type),
+        ("dependency", &spec.dependency),
+        ("constraint", &spec.constraint),
+        ("node list", &spec.nodelist),
+        ("excluded node list", &spec.exclude),
+        ("signal", &spec.signal),
+        ("array", &spec.array),
+        ("output file", &spec.stdout),
+        ("error file", &spec.stderr),
+        ("input file", &spec.stdin),
+        ("command", &spec.command),
+    ] {
+        if let Some(value) = value {
+            one(what, value)?;
+        }
+    }
+    one("working directory", &spec.work_dir)?;
+    spec.partitions.iter().try_for_each(|p| one("partition", p))
+}
+
+/// The same rule for the strings `scontrol update job` sets.
+pub(crate) fn check_update_text(update: &drover_shared::proto::client::JobUpdate) -> Result<(), Rejection> {
+    let fields = [("job name", &update.name), ("comment", &update.comment), ("dependency", &update.dependency)];
+    fields.into_iter().try_for_each(|(what, value)| value.as_deref().map_or(Ok(()), |v| forbidden_text(what, v)))
+}
+
+/// `Err` naming `what` when `value` holds a character [`drover_shared::text::forbidden`] refuses.
+pub(crate) fn forbidden_text(what: &str, value: &str) -> Result<(), Rejection> {
+    match drover_shared::text::forbidden(value) {
+        None => Ok(()),
+        Some(c) => Err((
+            ErrorCode::InvalidSpec,
+            format!("{what} contains a control character (U+{:04X}), which is not allowed", u32::from(c)),
+        )),
+    }
+}
+
+/// A job whose launch message could not reach its node: the spec (script, environment, options)
+/// plus what the launch adds, at most every node's name and counts, must fit a node frame. A
+/// launch that did not fit would drop the node's connection (and, requeued, drop it again).
+fn check_launch_size(config: &Config, spec: &JobSpec) -> Result<(), Rejection> {
+    let nodes: usize = config.nodes.iter().map(|n| n.name.len() + 32).sum();
+    let size = postcard::experimental::serialized_size(spec).unwrap_or(usize::MAX).saturating_add(64 * 1024 + nodes);
+    if size > drover_shared::proto::frame::MAX_FRAME {
+        let max = drover_shared::proto::frame::MAX_FRAME;
+        let detail = format!("the job's launch message (script, environment and options) would exceed {max} bytes");
+        return Err((ErrorCode::InvalidSpec, detail));
+    }
+    Ok(())
+}
+
+/// Validates a submission and builds the job record it becomes (without a job id yet).
+pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Rejection> {
+    let config = &state.config;
+    check_sizes(&spec)?;
+    check_launch_size(config, &spec)?;
+    // The per-node shape is built node by node: never for more nodes than the cluster has.
+    if let Some(nodes) = spec.nodes_min.filter(|n| usize::try_from(*n).map_or(true, |n| n > config.nodes.len())) {
+        let detail = format!("{nodes} nodes asked, the cluster has {}", config.nodes.len());
+        return Err((ErrorCode::NodeConfigUnavailable, detail));
+    }
+    let user = user_name(caller.uid).ok_or((ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
+    let admin = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::ChargeAnyAccount);
+    let user_config = config.users.iter().find(|u| u.name == user);
+
+    let account = match (&spec.account, user_config) {
+        (Some(a), _) => a.clone(),
+        (None, Some(u)) => u.default_account.clone(),
+        (None, None) => config
+            .default_account
+            .clone()
+            .ok_or((ErrorCode::InvalidAccount, format!("user {user} has no association")))?,
+    };
+    let account_known = config.accounts.iter().any(|a| a.name == account);
+    let may_charge = admin
+        || user_config.map_or(config.default_account.as_deref() == Some(&account), |u| u.accounts.contains(&account));
+    if !account_known || !may_charge {
+        return Err((ErrorCode::InvalidAccount, format!("user {user} may not charge account {account}")));
+    }
+
+    let names: Vec<String> = if spec.partitions.is_empty() {
+        vec![config.default_partition().name.clone()]
+    } else {
+        spec.partitions.clone()
+    };
+    let mut partitions: Vec<&PartitionConfig> = Vec::new();
+    for name in &names {
+        let p =
+            config.partitions.iter().find(|p| &p.name == name).ok_or((ErrorCode::InvalidPartition, name.clone()))?;
+        partitions.push(p);
+    }
+    partitions.retain(|p| account_allowed(config, &account, &p.allow_accounts));
+    if partitions.is_empty() {
+        return Err((
+            ErrorCode::InvalidAccount,
+            format!("account {account} may not use partition {}", names.join(",")),
+        ));
+    }
+
+    let qos_name = spec.qos.clone().unwrap_or_else(|| config.default_qos(Some(&user), &account).to_owned());
+    let qos = config.qos.iter().find(|q| q.name == qos_name).ok_or((ErrorCode::InvalidQos, qos_name.clone()))?;
+    if let Some(allowed) = config.allowed_qos(Some(&user), &account)
+        && !allowed.contains(&qos_name)
+    {
+        return Err((
+            ErrorCode::InvalidQos,
+            format!("QOS {qos_name} is not in the association of {user} and {account}"),
+        ));
+    }
+    partitions.retain(|p| p.allow_qos.is_empty() || p.allow_qos.contains(&qos_name));
+    if partitions.is_empty() {
+        return Err((ErrorCode::InvalidQos, format!("QOS {qos_name} is not allowed in partition {}", names.join(","))));
+    }
+
+    if let Some(TimeLimit::Minutes(minutes)) = spec.time_limit {
+        let over = |limit: TimeLimit| matches!(limit, TimeLimit::Minutes(max) if minutes > max);
+        partitions.retain(|p| !over(p.max_time));
+        if partitions.is_empty() || qos.max_wall.is_some_and(over) {
+            return Err((ErrorCode::InvalidTimeLimit, format!("{minutes} minutes exceeds the limit")));
+        }
+    }
+
+    if let Some(g) = spec.gres_per_node.iter().chain(&spec.gpus).chain(&spec.gpus_per_task).find(|g| g.name != "gpu") {
+        return Err((ErrorCode::InvalidGres, format!("unknown generic resource `{}`", g.name)));
+    }
+
+    if let Some(text) = &spec.array {
+        crate::policy::array::parse(text)?;
+    }
+    if let Some(text) = &spec.dependency {
+        crate::policy::dependency::validate(state, text)?;
+    }
+    if let Some(text) = &spec.constraint {
+        let constraint = drover_shared::grammar::constraint::parse_constraint(text)
+            .map_err(|e| (ErrorCode::InvalidFeature, e.to_string()))?;
+        let known = |feature: &str| state.nodes.iter().any(|n| n.config.features.iter().any(|f| f == feature));
+        if let Some(unknown) = constraint.features().into_iter().find(|f| !known(f)) {
+            return Err((ErrorCode::InvalidFeature, format!("no node has feature `{unknown}`")));
+        }
+        let matching = matches!(constraint, drover_shared::grammar::constraint::Constraint::Matching(_));
+        if matching && spec.nodes_min.unwrap_or(1) > 1 {
+            let detail = "a matching OR ([a|b]) over several nodes is not supported yet".to_owned();
+            return Err((ErrorCode::InvalidFeature, detail));
+        }
+    }
+    if spec.deadline.is_some_and(|deadline| deadline <= now) {
+        return Err((ErrorCode::InvalidTimeValue, "the deadline has passed".into()));
+    }
+    let privileged = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::JobPrivileged);
+    check_nice(spec.nice, privileged)?;
+
+    let spec = Arc::new(spec);
+    let mut job = Job {
+        info: JobInfo::default().into(),
+        spec: spec.clone(),
+        candidates: partitions.iter().map(|p| p.name.clone()).collect(),
+        alloc: None,
+        committed: false,
+        launched_at: None,
+        cancel_requested_by: None,
+    };
+    let candidates: Vec<&PartitionConfig> = partitions.clone();
+    if !candidates.iter().any(|p| could_ever_fit(state, &job, p)) {
+        return Err((ErrorCode::NodeConfigUnavailable, "no node of the partition can ever hold the job".into()));
+    }
+
+    let request = crate::model::request::PerNodeRequest::from_spec(&spec);
+    crate::policy::limits::check_submit(state, qos, &user, &crate::model::tres::of_request(&request))
+        .map_err(|detail| (ErrorCode::AccountingPolicy, detail))?;
+    // The multifactor priority is computed by the scheduling pass that follows the commit; 0
+    // means held.
+    let priority = if spec.hold { 0 } else { initial_priority(qos.priority, 1, spec.nice) };
+    job.info = JobInfo {
+        job_id: 0,
+        name: spec.name.clone(),
+        user,
+        uid: caller.uid,
+        group: group_name(caller.gid),
+        gid: caller.gid,
+        account,
+        qos: qos_name,
+        partition: job.candidates.join(","),
+        state: Some(JobState::Pending),
+        reason: if spec.hold { "JobHeldUser".into() } else { "None".into() },
+        priority,
+        nice: spec.nice,
+        submit_time: now,
+        eligible_time: Some(spec.begin_time.unwrap_or(now).max(now)),
+        time_limit: spec.time_limit,
+        num_nodes: request.n_nodes,
+        num_cpus: request.tasks.iter().sum::<u32>().saturating_mul(request.cpus_per_task),
+        num_tasks: request.tasks.iter().sum(),
+        cpus_per_task: request.cpus_per_task,
+        mem: spec.mem,
+        tres_per_node: spec.gres_per_node.iter().map(|g| format!("gres:{g}")).collect::<Vec<_>>().join(","),
+        work_dir: spec.work_dir.clone(),
+        command: spec.command.clone(),
+        stdout: spec.stdout.clone().unwrap_or_default(),
+        stderr: spec.stderr.clone().or_else(|| spec.stdout.clone()).unwrap_or_default(),
+        stdin: spec.stdin.clone().unwrap_or_else(|| "/dev/null".into()),
+        comment: spec.comment.clone(),
+        requeue: spec.requeue.unwrap_or(true),
+        dependency: spec.dependency.clone(),
+        submit_host: spec.submit_host.clone(),
+        submit_line: spec.submit_line.clone(),
+        exclusive: spec.exclusive,
+        nodelist_requested: spec.nodelist.clone(),
+        exclude: spec.exclude.clone(),
+        constraint: spec.constraint.clone(),
+        ..JobInfo::default()
+    }
+    .into();
+    Ok(job)
+}
+
+/// The placeholder priority of a job that becomes eligible (submit, release): never 0, which
+/// means held. The scheduling pass replaces it with the multifactor value (`priority.rs`) before
+/// it orders the queue, so the arguments only break ties until then.
+pub(crate) fn initial_priority(qos_priority: u32, partition_factor: u32, nice: i32) -> u32 {
+    let base = 1i64 + i64::from(qos_priority.min(1000)) + i64::from(partition_factor.min(1000)) - i64::from(nice);
+    u32::try_from(base.clamp(1, i64::from(u32::MAX - 1))).unwrap_or(1)
+}
+
+/// The batch step record of a job that just started.
+pub(crate) fn batch_step(info: &JobInfo, now: UnixTime) -> StepInfo {
+    StepInfo {
+        step_id: drover_shared::job::StepId::Batch,
+        name: "batch".into(),
+        state: JobState::Running,
+        exit_status: Default::default(),
+        start_time: Some(now),
+        end_time: None,
+        num_cpus: info.cpus_per_node.first().copied().unwrap_or(info.num_cpus),
+        num_tasks: 1,
+        nodes: info.nodes.first().cloned().into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's request is at most 11 MiB, so no launch built from one exceeds the node frame
+    /// today; the check still refuses a spec whose launch would, whatever the client bound.
+    #[test]
+    fn a_job_whose_launch_would_not_fit_a_node_frame_is_refused() {
+        let text = "cluster_name = \"c\"\n[controller]\naddress = \"127.0.0.1:1\"\nstate_dir = \"s\"\n\
+                    [[nodes]]\nnames = \"n[1-2]\"\ncpus = 2\nreal_memory = 100\n[[partitions]]\nname = \"p\"\nnodes = \"n[1-2]\"\ndefault = true\n";
+        let config = Config::parse(std::path::Path::new("/tmp/c.toml"), text).unwrap();
+        let mut spec = JobSpec { script: b"#!/bin/sh\ntrue\n".to_vec(), ..JobSpec::default() };
+        assert_eq!(check_launch_size(&config, &spec), Ok(()));
+        spec.environment = vec![("BIG".into(), "x".repeat(drover_shared::proto::frame::MAX_FRAME))];
+        let (code, detail) = check_launch_size(&config, &spec).unwrap_err();
+        assert_eq!(code, ErrorCode::InvalidSpec);
+        assert!(detail.contains("launch message"), "{detail}");
+    }
+}

@@ -1,0 +1,125 @@
+//! The node side of ctld: a TCP listener for noded connections. A node proves it holds the cluster
+//! key (HMAC challenge-response, both ways), registers, and then the connection carries node
+//! messages in and ctld messages out until either side closes it. A hello carrying a client token
+//! instead is a remote command-line client ([`crate::serve::remote`]).
+
+use crate::core::Event;
+use crate::core::NodeLink;
+use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
+use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
+use drover_shared::proto::node::{CtldMessage, NodeMessage};
+use drover_shared::proto::seal::{End, SessionKeys};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, NodeProof, Role, version_supported};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+
+/// Most node connections at once (authenticated or not).
+const MAX_NODE_CONNECTIONS: usize = 16_384;
+/// Time allowed for hello, proof and registration.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+static CONNECTION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Accepts node connections until the listener fails.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    key: Arc<ClusterKey>,
+    events: mpsc::UnboundedSender<Event>,
+    remote: crate::serve::remote::Remote,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_NODE_CONNECTIONS));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let key = key.clone();
+                let events = events.clone();
+                let remote = remote.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = handle(stream, peer.to_string(), key, events, remote).await {
+                        tracing::info!(peer = %peer, error = %e, "node connection ended");
+                    }
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept on node port failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn handle(
+    stream: TcpStream,
+    peer: String,
+    key: Arc<ClusterKey>,
+    events: mpsc::UnboundedSender<Event>,
+    remote: crate::serve::remote::Remote,
+) -> anyhow::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut messages = MessageStream::new(stream);
+    let Some(hello) = tokio::time::timeout(HANDSHAKE_TIMEOUT, messages.recv::<Hello>()).await?? else {
+        anyhow::bail!("closed before hello")
+    };
+    if let Role::RemoteClient { token } = hello.role {
+        if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
+            messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
+            return Ok(());
+        }
+        return crate::serve::remote::serve(messages, token, &hello.nonce, &peer, &remote).await;
+    }
+    let (name, registration) =
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;
+    let connection_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let link = NodeLink { connection_id, tx };
+    events.send(Event::NodeConnected { registration, link, address: peer })?;
+    let result = async {
+        loop {
+            tokio::select! {
+                incoming = messages.recv::<NodeMessage>() => {
+                    let Some(message) = incoming? else { return Ok(()) };
+                    events.send(Event::NodeMessage { node: name.clone(), connection_id, message })?;
+                }
+                outgoing = rx.recv() => {
+                    // `None`: the core dropped this link (node declared down); close the connection.
+                    let Some(message): Option<CtldMessage> = outgoing else { return Ok(()) };
+                    messages.send(&message).await?;
+                }
+            }
+        }
+    }
+    .await;
+    let _ = events.send(Event::NodeDisconnected { node: name, connection_id });
+    result
+}
+
+async fn authenticate(
+    messages: &mut MessageStream<TcpStream>,
+    hello: Hello,
+    key: &ClusterKey,
+) -> anyhow::Result<(String, drover_shared::proto::node::NodeRegistration)> {
+    let Role::Node { name } = hello.role.clone() else { anyhow::bail!("not a node") };
+    if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
+        messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
+        anyhow::bail!("bad hello from {name}");
+    }
+    let version = hello.protocol_version;
+    let server_nonce = random_bytes::<NONCE_LEN>()?.to_vec();
+    let proof = key.prove("ctld", &name, &hello.nonce, &server_nonce, version);
+    messages.send(&HelloReply::Accept { protocol_version: version, nonce: server_nonce.clone(), proof }).await?;
+    let Some(node_proof) = messages.recv::<NodeProof>().await? else { anyhow::bail!("closed before proof") };
+    if !key.verify("node", &name, &hello.nonce, &server_nonce, version, &node_proof.proof) {
+        anyhow::bail!("node {name} failed authentication");
+    }
+    messages.seal(SessionKeys::derive(key, End::Ctld, &name, &hello.nonce, &server_nonce, version));
+    messages.set_max_frame(MAX_FRAME);
+    match messages.recv::<NodeMessage>().await? {
+        Some(NodeMessage::Register(registration)) if registration.name == name => Ok((name, registration)),
+        _ => anyhow::bail!("node {name} did not register"),
+    }
+}

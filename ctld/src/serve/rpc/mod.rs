@@ -1,0 +1,266 @@
+//! The client side of ctld: a Unix socket whose peers are identified by `SO_PEERCRED`. Each
+//! connection is admitted by its uid ([`admission`]: connections per user, memory for unfinished
+//! requests, requests served at once), says hello, then sends requests one at a time until it
+//! closes or stays silent for `controller.client_idle_timeout`; each request is translated into a
+//! core [`Event`] (or, for accounting, a read on its own database connection) by the handler file
+//! for that operation.
+
+mod accounting;
+pub(crate) mod admission;
+mod audit;
+mod config;
+mod usage;
+
+use crate::core::Event;
+use crate::model::identity::Caller;
+use crate::model::snapshot::Ask;
+use drover_shared::job::fields::JobFields;
+use drover_shared::proto::client::{ErrorCode, JobQuery, MAX_LIST_ITEMS, Request, Response};
+use drover_shared::proto::frame::{MAX_REQUEST_FRAME, MessageStream};
+use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// A client that has not finished its hello by then is dropped (slow-loris bound).
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a client handler needs.
+#[derive(Clone)]
+pub(crate) struct ClientContext {
+    pub(crate) events: mpsc::UnboundedSender<Event>,
+    pub(crate) db_path: PathBuf,
+    /// The config in force (`scontrol reconfigure` swaps it).
+    pub(crate) config: crate::core::reconfigure::SharedConfig,
+    /// RPC counts and latencies for `/metrics`.
+    pub(crate) metrics: Arc<crate::core::metrics::Registry>,
+    /// The job snapshot the core publishes; job queries are answered from it, off the core.
+    pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::model::snapshot::JobsSnapshot>>,
+    /// Client connections by uid, local and remote ones alike.
+    pub(crate) admission: Arc<admission::Admission>,
+}
+
+/// Accepts client connections until the listener fails. Accepting never waits for room: a
+/// connection beyond its user's share is refused at once with the reason, so that one user
+/// holding many connections cannot leave everyone else's waiting in the kernel's accept queue.
+pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let context = context.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = handle(stream, context).await {
+                        tracing::debug!(error = %e, "client connection ended");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept on client socket failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()> {
+    let cred = stream.peer_cred()?;
+    let caller = Caller::local(cred.uid(), cred.gid());
+    let admitted = match admit(&context, caller) {
+        Ok(admitted) => admitted,
+        Err(refusal) => {
+            refuse(stream, &refusal).await;
+            return Ok(());
+        }
+    };
+    let mut messages = MessageStream::new(stream);
+    let hello: Option<Hello> = tokio::time::timeout(HELLO_TIMEOUT, messages.recv()).await??;
+    let Some(hello) = hello else { return Ok(()) };
+    if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.role != Role::Client {
+        let message = format!("unsupported hello (protocol version {})", hello.protocol_version);
+        messages.send(&HelloReply::Reject { message }).await?;
+        return Ok(());
+    }
+    messages
+        .send(&HelloReply::Accept { protocol_version: PROTOCOL_VERSION, nonce: Vec::new(), proof: Vec::new() })
+        .await?;
+    serve_requests(messages, caller, admitted, &context).await
+}
+
+/// Counts a client connection in under its uid's limits (see [`admission`]), or says why not.
+pub(crate) fn admit(context: &ClientContext, caller: Caller) -> Result<admission::Admitted, admission::Refusal> {
+    let config = context.config.get();
+    let privileged = admission::privileged(&config, caller.uid);
+    let admitted = context.admission.admit(caller.uid, privileged, config.max_connections_per_user as usize);
+    if let Err(refusal) = &admitted {
+        tracing::debug!(uid = caller.uid, %refusal, "client connection refused");
+    }
+    admitted
+}
+
+/// Refuses a connection before its hello: the refusal is the first frame the client reads. What
+/// the client already sent is read without waiting (a socket closed with unread bytes would
+/// reset), then the connection is closed; nothing of it outlives this call.
+async fn refuse(stream: UnixStream, refusal: &admission::Refusal) {
+    let mut messages = MessageStream::new(stream);
+    let reject = HelloReply::Reject { message: refusal.to_string() };
+    let _ = tokio::time::timeout(Duration::from_millis(100), messages.send(&reject)).await;
+    let mut stream = messages.into_stream();
+    let _ = stream.try_read(&mut [0u8; 4096]);
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+}
+
+/// Answers an accepted client's requests, one at a time, until it closes or idles out; the
+/// caller's identity was established by the hello (`SO_PEERCRED` or a token).
+///
+/// A request must arrive whole within `controller.client_idle_timeout` of the hello or of the
+/// previous answer, or the connection is closed (a request still arriving then included: that is
+/// how long an unfinished frame can hold memory). Reading a request grows its buffer only as its
+/// bytes arrive, drawing on the uid's memory pools beyond a small free buffer, and holds what it
+/// drew until the next read starts, so the decoded request is covered while it waits and is
+/// served; serving it takes one of the uid's turns, held until the answer is written.
+pub(crate) async fn serve_requests<S>(
+    mut messages: MessageStream<S>,
+    caller: Caller,
+    admitted: admission::Admitted,
+    context: &ClientContext,
+) -> anyhow::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    messages.set_max_frame(MAX_REQUEST_FRAME);
+    messages.set_read_budget(admitted.budget.clone());
+    loop {
+        let idle = Duration::from_secs(u64::from(context.config.get().client_idle_timeout));
+        let request: Option<Request> = match tokio::time::timeout(idle, messages.recv()).await {
+            Err(_) => {
+                tracing::debug!(uid = caller.uid, "idle client connection closed");
+                return Ok(());
+            }
+            Ok(r) => r?,
+        };
+        let Some(request) = request else { return Ok(()) };
+        let Ok(_turn) = admitted.turns.acquire().await else { return Ok(()) };
+        let (kind, began) = (crate::core::metrics::request_name(&request), std::time::Instant::now());
+        if request.longest_list() > MAX_LIST_ITEMS {
+            let detail = format!("a request may name at most {MAX_LIST_ITEMS} jobs, users or accounts at once");
+            messages.send(&Response::Error { code: ErrorCode::InvalidSpec, detail }).await?;
+            continue;
+        }
+        match job_query(&request) {
+            None => {}
+            Some(Err(detail)) => {
+                messages.send(&Response::Error { code: ErrorCode::InvalidSpec, detail }).await?;
+                continue;
+            }
+            Some(Ok((mut query, ask))) => {
+                // From the published snapshot, off the core, encoded without copying the records
+                // (and unchanged chunks' parts reused from the last query that asked the same);
+                // under `PrivateData=jobs` a user's query sees only their own jobs.
+                let visible = crate::policy::authz::narrow_job_query(&context.config.get(), caller, &mut query);
+                let snapshot = if visible { context.jobs.borrow().clone() } else { Arc::default() };
+                let now = drover_shared::now();
+                let answer = tokio::task::spawn_blocking(move || {
+                    crate::model::snapshot::encode_jobs(&snapshot, &query, &ask, now)
+                });
+                match answer.await {
+                    Ok(Ok(payload)) => messages.send_encoded_answer(payload).await?,
+                    _ => messages.send(&unavailable()).await?,
+                }
+                context.metrics.rpc(kind, began.elapsed());
+                continue;
+            }
+        }
+        let response = dispatch(request, caller, context).await;
+        context.metrics.rpc(kind, began.elapsed());
+        messages.send_answer(&response).await?;
+    }
+}
+
+/// A job query's filters and what it wants of each job; `None` for any other request, `Err` (why)
+/// for a line format ctld refuses to render.
+fn job_query(request: &Request) -> Option<Result<(JobQuery, Ask), String>> {
+    match request {
+        Request::QueryJobs(query) => Some(Ok((query.clone(), Ask::Records(JobFields::ALL)))),
+        Request::QueryJobFields { query, fields } => Some(Ok((query.clone(), Ask::Records(*fields)))),
+        Request::QueryJobLines { query, format } => {
+            Some(format.check().map(|()| (query.clone(), Ask::Lines(Arc::new(format.clone()), None))))
+        }
+        _ => None,
+    }
+}
+
+async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> Response {
+    let ask = |make: Box<dyn FnOnce(oneshot::Sender<Response>) -> Event + Send>| async {
+        let (tx, rx) = oneshot::channel();
+        if context.events.send(make(tx)).is_err() {
+            return unavailable();
+        }
+        rx.await.unwrap_or_else(|_| unavailable())
+    };
+    match request {
+        Request::Submit(spec) => ask(Box::new(move |reply| Event::Submit { caller, spec, reply })).await,
+        Request::Cancel(request) => ask(Box::new(move |reply| Event::Cancel { caller, request, reply })).await,
+        // Answered by `serve_requests` before it dispatches anything, off the core.
+        Request::QueryJobs(_) | Request::QueryJobFields { .. } | Request::QueryJobLines { .. } => unavailable(),
+        Request::QueryNodes => ask(Box::new(|reply| Event::QueryNodes { reply })).await,
+        Request::QueryPartitions => ask(Box::new(|reply| Event::QueryPartitions { reply })).await,
+        Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
+        Request::QueryShares => {
+            usage::shares(context, caller, ask(Box::new(|reply| Event::QueryShares { reply })).await)
+        }
+        Request::QueryPriority => {
+            accounting::priorities(context, caller, ask(Box::new(|reply| Event::QueryPriority { reply })).await)
+        }
+        Request::Explain { job_id } if !accounting::owns(context, caller, job_id) => {
+            Response::Error { code: ErrorCode::InvalidJobId, detail: "private job".into() }
+        }
+        Request::Explain { job_id } => ask(Box::new(move |reply| Event::Explain { job_id, reply })).await,
+        Request::CancelTasks { request, tasks } => {
+            ask(Box::new(move |reply| Event::CancelTasks { caller, request, tasks, reply })).await
+        }
+        Request::ShowConfig => config::show(context),
+        Request::UpdateJob { job_ids, update } => {
+            ask(Box::new(move |reply| Event::UpdateJob { caller, job_ids, update, reply })).await
+        }
+        Request::Requeue { job_ids } => {
+            ask(Box::new(move |reply| Event::Requeue { caller, job_ids, hold: false, reply })).await
+        }
+        Request::RequeueHold { job_ids } => {
+            ask(Box::new(move |reply| Event::Requeue { caller, job_ids, hold: true, reply })).await
+        }
+        Request::Hold { job_ids, hold } => {
+            ask(Box::new(move |reply| Event::Hold { caller, job_ids, hold, reply })).await
+        }
+        Request::QueryUsage(query) => usage::query(context, caller, query).await,
+        Request::CreateStep { job_id, spec } => {
+            ask(Box::new(move |reply| Event::CreateStep { caller, job_id, spec, reply })).await
+        }
+        Request::StepDone { job_id, step_id, state, exit_status } => {
+            ask(Box::new(move |reply| Event::StepDone { caller, job_id, step_id, state, exit_status, reply })).await
+        }
+        Request::CancelStep { job_id, step_id, signal } => {
+            ask(Box::new(move |reply| Event::CancelStep { caller, job_id, step_id, signal, reply })).await
+        }
+        Request::UpdateNode(update) => ask(Box::new(move |reply| Event::UpdateNode { caller, update, reply })).await,
+        Request::Reconfigure => ask(Box::new(move |reply| Event::Reconfigure { caller, reply })).await,
+        Request::QueryNodeReasons => ask(Box::new(|reply| Event::QueryNodeReasons { reply })).await,
+        Request::QueryAudit(query) => audit::query(context, caller, query).await,
+        Request::TestOnly(spec) => ask(Box::new(move |reply| Event::TestOnly { caller, spec, reply })).await,
+        Request::SplitArrayTask { array_job_id, task } => {
+            ask(Box::new(move |reply| Event::SplitArrayTask { caller, array_job_id, task, reply })).await
+        }
+        Request::QueryJobUsage { job_ids } => accounting::usage(context, caller, job_ids).await,
+        Request::QueryStepUsage { job_ids } => accounting::step_usage(context, caller, job_ids).await,
+        Request::QueryNodeFeatures => ask(Box::new(|reply| Event::QueryNodeFeatures { reply })).await,
+        Request::Ping => Response::Pong {
+            cluster: context.config.get().cluster_name.clone(),
+            controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
+        },
+    }
+}
+
+fn unavailable() -> Response {
+    Response::Error { code: ErrorCode::Internal, detail: "controller is shutting down".into() }
+}

@@ -1,0 +1,610 @@
+//! The state database: SQLite in WAL mode, owned by one writer thread.
+//!
+//! Why a dedicated thread: `rusqlite::Connection` is not `Sync`, and a commit is a blocking fsync
+//! that must never stall the async core. The core sends [`DbOp`]s over a std channel (unbounded:
+//! the core must never block on the writer; back-pressure comes from clients waiting for their
+//! commit), the writer drains everything queued into **one transaction**, commits, and only then
+//! reports the batch's [`AfterCommit`] actions back to the core. Under load many submissions share
+//! one fsync, so durability does not cost throughput.
+//!
+//! Readers (`sacct`) open their own read-only connections; WAL lets them run beside the writer.
+
+use crate::model::state::Allocation;
+use crate::model::{identity, resident, usage};
+use drover_shared::UnixTime;
+use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
+use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow};
+use rusqlite::types::Type;
+use rusqlite::{Connection, OpenFlags, params};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Database failures.
+#[derive(Debug, Error)]
+pub(crate) enum DbError {
+    /// SQLite refused an operation.
+    #[error("database {path}: {source}")]
+    Sqlite { path: PathBuf, source: rusqlite::Error },
+    /// A stored record could not be decoded.
+    #[error("database {path}: corrupt record for job {job_id}: {source}")]
+    Corrupt { path: PathBuf, job_id: i64, source: postcard::Error },
+    /// The database is not in WAL mode and could not be switched.
+    #[error("database {path}: journal mode is {mode}, WAL required")]
+    NotWal { path: PathBuf, mode: String },
+    /// A newer ctld wrote the database; this one does not know its tables.
+    #[error("database {path}: schema version {found} is newer than this ctld knows ({known}); refusing to write it")]
+    NewerSchema { path: PathBuf, found: u32, known: u32 },
+    /// A migration failed; its transaction was rolled back and the database stays at the version before.
+    #[error("database {path}: migration {version} ({name}): {source}")]
+    Migration { path: PathBuf, version: u32, name: &'static str, source: rusqlite::Error },
+}
+
+/// What `jobs.state` holds for `state` (its fixed code, not its place in any list).
+fn state_code(state: JobState) -> i64 {
+    i64::from(state.code())
+}
+
+/// Opens a connection with the settings every connection needs.
+pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
+    if !read_only {
+        let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(DbError::NotWal { path: path.to_owned(), mode });
+        }
+        // FULL: a commit is on disk when it returns, which is what "answered only after commit" means.
+        conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
+        super::migrations::migrate(&mut conn, path)?;
+    }
+    Ok(conn)
+}
+
+/// A node's drain or down flag as stored, so a restarted ctld keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredNodeState {
+    pub(crate) name: String,
+    pub(crate) drain_reason: Option<String>,
+    pub(crate) down_reason: Option<String>,
+    pub(crate) uid: u32,
+    pub(crate) time: UnixTime,
+}
+
+/// Loads every stored node flag.
+pub(crate) fn load_node_states(conn: &Connection, path: &Path) -> Result<Vec<StoredNodeState>, DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt =
+        conn.prepare("SELECT name, drain_reason, down_reason, uid, time FROM node_state ORDER BY name").map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(StoredNodeState {
+                name: r.get(0)?,
+                drain_reason: r.get(1)?,
+                down_reason: r.get(2)?,
+                uid: r.get(3)?,
+                time: r.get(4)?,
+            })
+        })
+        .map_err(err)?;
+    rows.collect::<Result<_, _>>().map_err(err)
+}
+
+/// One job as stored: what it is, what it asked for, what it holds.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredJob {
+    pub(crate) info: JobInfo,
+    pub(crate) spec: JobSpec,
+    pub(crate) alloc: Option<Allocation>,
+}
+
+/// Loads every job that has not ended, and the next job id to hand out.
+pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJob>, JobId), DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let next: i64 = conn.query_row("SELECT COALESCE(MAX(job_id), 0) + 1 FROM jobs", [], |r| r.get(0)).map_err(err)?;
+    let mut stmt =
+        conn.prepare("SELECT job_id, info, spec, alloc FROM jobs WHERE state < 3 ORDER BY job_id").map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, Option<Vec<u8>>>(3)?))
+        })
+        .map_err(err)?;
+    let mut jobs = Vec::new();
+    for row in rows {
+        let (job_id, info, spec, alloc) = row.map_err(err)?;
+        let corrupt = |source| DbError::Corrupt { path: path.to_owned(), job_id, source };
+        jobs.push(StoredJob {
+            info: postcard::from_bytes(&info).map_err(corrupt)?,
+            spec: postcard::from_bytes(&spec).map_err(corrupt)?,
+            alloc: alloc.map(|a| postcard::from_bytes(&a)).transpose().map_err(corrupt)?,
+        });
+    }
+    Ok((jobs, JobId::try_from(next).unwrap_or(JobId::MAX)))
+}
+
+/// Loads the stored usage into `usage` (decayed as of the stored clock).
+pub(crate) fn load_usage(conn: &Connection, path: &Path, usage: &mut usage::Usage) -> Result<(), DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn.prepare("SELECT account, user, raw_usage FROM usage").map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, f64>(2)?)))
+        .map_err(err)?;
+    for row in rows {
+        let (account, user, value) = row.map_err(err)?;
+        usage.by_assoc.insert((account, user), value);
+    }
+    let updated: Option<i64> = conn.query_row("SELECT updated FROM usage_clock WHERE id = 1", [], |r| r.get(0)).ok();
+    if let Some(updated) = updated {
+        usage.updated = updated;
+        usage.saved = updated;
+    }
+    Ok(())
+}
+
+/// The stored usage of `job_ids` (jobs without one are left out), on a read-only connection.
+pub(crate) fn query_job_usage(
+    path: &Path,
+    job_ids: &[JobId],
+) -> Result<Vec<drover_shared::proto::node::JobUsage>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn
+        .prepare_cached("SELECT user_usec, system_usec, max_rss_kib FROM job_usage WHERE job_id = ?1")
+        .map_err(err)?;
+    let mut found = Vec::new();
+    for &job_id in job_ids {
+        let row = stmt.query_row([job_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+        match row {
+            Ok((user, system, rss)) => {
+                let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
+                found.push(drover_shared::proto::node::JobUsage {
+                    job_id,
+                    user_usec: as_u64(user),
+                    system_usec: as_u64(system),
+                    max_rss_kib: as_u64(rss),
+                });
+            }
+            Err(rusqlite::Error::QueryReturnedNoRows) => {}
+            Err(source) => return Err(err(source)),
+        }
+    }
+    Ok(found)
+}
+
+/// The stored usage of the srun steps of `job_ids`, each step's nodes added up (CPU times
+/// summed, the largest RSS): `(step id, usage)`.
+pub(crate) fn query_step_usage(
+    path: &Path,
+    job_ids: &[JobId],
+) -> Result<Vec<(u32, drover_shared::proto::node::JobUsage)>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT step_id, SUM(user_usec), SUM(system_usec), MAX(max_rss_kib) FROM step_usage
+             WHERE job_id = ?1 GROUP BY step_id ORDER BY step_id",
+        )
+        .map_err(err)?;
+    let mut found = Vec::new();
+    for &job_id in job_ids {
+        let rows = stmt
+            .query_map([job_id], |r| {
+                Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            })
+            .map_err(err)?;
+        for row in rows {
+            let (step_id, user, system, rss) = row.map_err(err)?;
+            let as_u64 = |v: i64| u64::try_from(v).unwrap_or(0);
+            let usage = drover_shared::proto::node::JobUsage {
+                job_id,
+                user_usec: as_u64(user),
+                system_usec: as_u64(system),
+                max_rss_kib: as_u64(rss),
+            };
+            found.push((step_id, usage));
+        }
+    }
+    Ok(found)
+}
+
+/// Runs an accounting query on a read-only connection.
+pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<Vec<JobInfo>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut sql = String::from("SELECT job_id, info FROM jobs WHERE 1=1");
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    if !query.job_ids.is_empty() {
+        // An array's id also selects every task of the array.
+        let marks = vec!["?"; query.job_ids.len()].join(",");
+        sql.push_str(&format!(" AND (job_id IN ({marks}) OR array_job_id IN ({marks}))"));
+        values.extend(query.job_ids.iter().map(|j| i64::from(*j).into()));
+        values.extend(query.job_ids.iter().map(|j| i64::from(*j).into()));
+    }
+    let mut in_list = |sql: &mut String, column: &str, items: Vec<rusqlite::types::Value>| {
+        if items.is_empty() {
+            return;
+        }
+        sql.push_str(&format!(" AND {column} IN ({})", vec!["?"; items.len()].join(",")));
+        values.extend(items);
+    };
+    in_list(&mut sql, "uid", query.users.iter().map(|u| i64::from(*u).into()).collect());
+    in_list(&mut sql, "account", query.accounts.iter().map(|a| a.clone().into()).collect());
+    in_list(&mut sql, "partition", query.partitions.iter().map(|p| p.clone().into()).collect());
+    in_list(&mut sql, "state", query.states.iter().map(|s| state_code(*s).into()).collect());
+    // A job belongs to the window if it was submitted before the window ended and had not ended
+    // before it started.
+    if let Some(end) = query.window_end {
+        sql.push_str(" AND submit_time <= ?");
+        values.push(end.into());
+    }
+    if let Some(start) = query.window_start {
+        sql.push_str(" AND (end_time IS NULL OR end_time >= ?)");
+        values.push(start.into());
+    }
+    sql.push_str(" ORDER BY job_id");
+    let mut stmt = conn.prepare(&sql).map_err(err)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))
+        .map_err(err)?;
+    let mut jobs = Vec::new();
+    for row in rows {
+        let (job_id, info) = row.map_err(err)?;
+        jobs.push(postcard::from_bytes(&info).map_err(|source| DbError::Corrupt {
+            path: path.to_owned(),
+            job_id,
+            source,
+        })?);
+    }
+    Ok(jobs)
+}
+
+/// Runs an audit query on a read-only connection; `None` in `uids` means every user.
+pub(crate) fn query_audit(path: &Path, query: &AuditQuery) -> Result<Vec<AuditRow>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut sql =
+        String::from("SELECT id, time, uid, user, origin, action, job_id, outcome, detail FROM audit WHERE 1=1");
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let mut in_list = |sql: &mut String, column: &str, items: Vec<rusqlite::types::Value>| {
+        if !items.is_empty() {
+            sql.push_str(&format!(" AND {column} IN ({})", vec!["?"; items.len()].join(",")));
+            values.extend(items);
+        }
+    };
+    in_list(&mut sql, "uid", query.uids.iter().map(|u| i64::from(*u).into()).collect());
+    in_list(&mut sql, "action", query.actions.iter().map(|a| a.clone().into()).collect());
+    in_list(&mut sql, "job_id", query.job_ids.iter().map(|j| i64::from(*j).into()).collect());
+    if let Some(since) = query.since {
+        sql.push_str(" AND time >= ?");
+        values.push(since.into());
+    }
+    if let Some(until) = query.until {
+        sql.push_str(" AND time <= ?");
+        values.push(until.into());
+    }
+    sql.push_str(" ORDER BY id");
+    let mut stmt = conn.prepare(&sql).map_err(err)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| {
+            Ok(AuditRow {
+                id: r.get::<_, i64>(0)?.try_into().unwrap_or(0),
+                time: r.get(1)?,
+                uid: r.get(2)?,
+                user: r.get(3)?,
+                origin: r.get(4)?,
+                action: r.get(5)?,
+                job_id: r.get(6)?,
+                outcome: r.get(7)?,
+                detail: r.get(8)?,
+            })
+        })
+        .map_err(err)?;
+    rows.collect::<Result<_, _>>().map_err(err)
+}
+
+/// A change to store.
+#[derive(Debug)]
+pub(crate) enum DbOp {
+    /// A new job; its spec is stored once, whole. With `fill_from`, `spec` is a resident spec
+    /// (`resident.rs`, an array task split off its base record) and the writer completes it with
+    /// the launch-only fields stored with job `fill_from`.
+    InsertJob { info: Box<JobInfo>, spec: Box<JobSpec>, fill_from: Option<JobId> },
+    /// The job's record changed (start, end, cancel); `alloc` replaces the stored allocation.
+    UpdateJob { info: Box<JobInfo>, alloc: Option<Box<Allocation>> },
+    /// An audit record: who, from where, did what to which job, with what outcome, and why.
+    Audit {
+        time: UnixTime,
+        uid: u32,
+        origin: String,
+        action: &'static str,
+        job_id: Option<JobId>,
+        outcome: String,
+        detail: String,
+    },
+    /// A node's drain/down flag and reason (both `None`: the node is back in service).
+    SaveNodeState(StoredNodeState),
+    /// Something to do once everything queued before it is committed.
+    After(AfterCommit),
+    /// The decayed usage of every association as of `updated` (replaces the stored values).
+    SaveUsage { updated: UnixTime, rows: Vec<((String, String), f64)> },
+    /// An earlier run of a requeued job, as it ended (`sacct -D`).
+    RecordRun(Box<JobInfo>),
+    /// A requeue under way starts (`Some(hold)`) or is done (`None`).
+    RequeueIntent { job_id: JobId, hold: Option<bool> },
+    /// A job run's usage record, added to the hourly rollups (once per run).
+    RecordUsage(Box<super::accounting::UsageRecord>),
+    /// Deletes usage rows older than the retention periods (days).
+    PurgeUsage { now: UnixTime, hours_days: u32, jobs_days: u32 },
+    /// What a job's batch script used, as its node measured it (replaces an earlier run's).
+    JobUsage(drover_shared::proto::node::JobUsage),
+    /// What one node's tasks of an srun step used (one row per node, replaced on a resend).
+    StepUsage { step_id: u32, node: String, usage: drover_shared::proto::node::JobUsage },
+}
+
+/// Actions the core performs once the ops queued before them are durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AfterCommit {
+    /// Answer the client that submitted this job.
+    AnswerSubmit(JobId),
+    /// Tell the node to start the job. The writer adds the job's stored spec (read back in the
+    /// transaction that commits the allocation), which holds the batch script and environment
+    /// that ctld does not keep in memory; `None` when it could not be read.
+    Launch(JobId, Option<Box<JobSpec>>),
+    /// Tell the node that ctld has recorded the end of this run of the job.
+    AckJobEnd { node: String, job_id: JobId, run: u32 },
+    /// Answer `srun` and send the step to its nodes: its row is stored.
+    StepCreated { job_id: JobId, step_id: u32 },
+    /// Answer `scontrol requeue` and kill the runs: the requeue intents are stored.
+    Requeue(u64),
+    /// Send an answer the core kept under this token: the change it reports is stored
+    /// (cancel, hold, release, update), so it survives a crash of ctld.
+    Answer(u64),
+}
+
+/// The outcome of one transaction, sent back to the core.
+#[derive(Debug)]
+pub(crate) struct CommitReport {
+    pub(crate) after: Vec<AfterCommit>,
+    /// `Some` when the transaction failed and nothing in it was stored.
+    pub(crate) error: Option<String>,
+    pub(crate) n_ops: usize,
+}
+
+/// Runs the writer: blocks for the first op, drains what else is queued (at most `max_batch` ops,
+/// so one commit never holds the writer for long), commits, reports.
+pub(crate) fn run_writer(
+    mut conn: Connection,
+    path: PathBuf,
+    ops: std::sync::mpsc::Receiver<DbOp>,
+    max_batch: usize,
+    report: impl Fn(CommitReport),
+) {
+    while let Ok(first) = ops.recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch.max(1) {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let n_ops = batch.len();
+        let mut after = Vec::new();
+        let result = write_batch(&mut conn, batch, &mut after);
+        if let Err(e) = &result {
+            tracing::error!(path = %path.display(), error = %e, n_ops, "commit failed; the batch is not stored");
+        }
+        report(CommitReport { after, error: result.err().map(|e| e.to_string()), n_ops });
+    }
+}
+
+fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCommit>) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO jobs (job_id, uid, state, submit_time, start_time, end_time, account, partition, name, info, spec,
+             array_job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )?;
+        let mut update = tx.prepare_cached(
+            "UPDATE jobs SET state = ?2, start_time = ?3, end_time = ?4, account = ?5, partition = ?6, info = ?7,
+             alloc = COALESCE(?8, alloc) WHERE job_id = ?1",
+        )?;
+        let mut audit = tx.prepare_cached(
+            "INSERT INTO audit (time, uid, user, origin, action, job_id, outcome, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
+        let blob = |v: &dyn erased::Encode| v.encode();
+        for op in batch {
+            match op {
+                DbOp::InsertJob { info, spec, fill_from } => {
+                    let spec = match fill_from {
+                        Some(source) => Box::new(resident::complete(&spec, &info, stored_spec(&tx, source)?)),
+                        None => spec,
+                    };
+                    insert.execute(params![
+                        info.job_id,
+                        info.uid,
+                        state_code(info.state()),
+                        info.submit_time,
+                        info.start_time,
+                        info.end_time,
+                        info.account,
+                        info.partition,
+                        info.name,
+                        blob(&*info),
+                        blob(&*spec),
+                        info.array_job_id,
+                    ])?;
+                }
+                DbOp::UpdateJob { info, alloc } => {
+                    update.execute(params![
+                        info.job_id,
+                        state_code(info.state()),
+                        info.start_time,
+                        info.end_time,
+                        info.account,
+                        info.partition,
+                        blob(&*info),
+                        alloc.map(|a| blob(&*a)),
+                    ])?;
+                }
+                DbOp::Audit { time, uid, origin, action, job_id, outcome, detail } => {
+                    // Names are resolved here, off the core task; a uid without a name keeps its number.
+                    let user = identity::user_name(uid).unwrap_or_else(|| uid.to_string());
+                    audit.execute(params![time, uid, user, origin, action, job_id, outcome, detail])?;
+                }
+                DbOp::SaveNodeState(node) => {
+                    if node.drain_reason.is_none() && node.down_reason.is_none() {
+                        tx.execute("DELETE FROM node_state WHERE name = ?1", params![node.name])?;
+                    } else {
+                        tx.execute(
+                            "INSERT INTO node_state (name, drain_reason, down_reason, uid, time) VALUES (?1, ?2, ?3, ?4, ?5)
+                             ON CONFLICT (name) DO UPDATE SET drain_reason = excluded.drain_reason,
+                             down_reason = excluded.down_reason, uid = excluded.uid, time = excluded.time",
+                            params![node.name, node.drain_reason, node.down_reason, node.uid, node.time],
+                        )?;
+                    }
+                }
+                DbOp::After(AfterCommit::Launch(job_id, None)) => {
+                    // A failed read does not fail the batch: the core fails the launch.
+                    let spec = stored_spec(&tx, job_id)
+                        .inspect_err(|e| tracing::error!(job_id, error = %e, "the job's stored spec cannot be read"))
+                        .ok()
+                        .map(Box::new);
+                    after.push(AfterCommit::Launch(job_id, spec));
+                }
+                DbOp::After(action) => after.push(action),
+                DbOp::StepUsage { step_id, node, usage } => {
+                    let as_int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO step_usage (job_id, step_id, node, user_usec, system_usec, max_rss_kib)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?
+                    .execute(params![
+                        usage.job_id,
+                        step_id,
+                        node,
+                        as_int(usage.user_usec),
+                        as_int(usage.system_usec),
+                        as_int(usage.max_rss_kib)
+                    ])?;
+                }
+                DbOp::JobUsage(usage) => {
+                    let as_int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO job_usage (job_id, user_usec, system_usec, max_rss_kib) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![
+                        usage.job_id,
+                        as_int(usage.user_usec),
+                        as_int(usage.system_usec),
+                        as_int(usage.max_rss_kib)
+                    ])?;
+                }
+                DbOp::SaveUsage { updated, rows } => {
+                    let mut save = tx.prepare_cached(
+                        "INSERT INTO usage (account, user, raw_usage) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (account, user) DO UPDATE SET raw_usage = excluded.raw_usage",
+                    )?;
+                    for ((account, user), value) in rows {
+                        save.execute(params![account, user, value])?;
+                    }
+                    tx.execute(
+                        "INSERT INTO usage_clock (id, updated) VALUES (1, ?1)
+                         ON CONFLICT (id) DO UPDATE SET updated = excluded.updated",
+                        params![updated],
+                    )?;
+                }
+                DbOp::RecordRun(info) => super::runs::write(&tx, &info)?,
+                DbOp::RequeueIntent { job_id, hold } => super::runs::write_intent(&tx, job_id, hold)?,
+                DbOp::RecordUsage(record) => super::accounting::write(&tx, &record)?,
+                DbOp::PurgeUsage { now, hours_days, jobs_days } => {
+                    super::accounting::purge(&tx, now, hours_days, jobs_days)?
+                }
+            }
+        }
+    }
+    tx.commit()
+}
+
+/// The whole spec stored with a job.
+fn stored_spec(tx: &rusqlite::Transaction<'_>, job_id: JobId) -> rusqlite::Result<JobSpec> {
+    let blob: Vec<u8> =
+        tx.prepare_cached("SELECT spec FROM jobs WHERE job_id = ?1")?.query_row(params![job_id], |r| r.get(0))?;
+    postcard::from_bytes(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))
+}
+
+/// Postcard encoding behind a trait object, so one closure encodes every stored type.
+mod erased {
+    pub(super) trait Encode {
+        fn encode(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Encode for T {
+        fn encode(&self) -> Vec<u8> {
+            postcard::to_allocvec(self).expect("in-memory records always encode")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(name: &str) -> JobSpec {
+        JobSpec {
+            name: name.into(),
+            work_dir: "/home/u".into(),
+            environment: vec![("A".into(), "1".into()), ("B".into(), "x".repeat(2000))],
+            script: b"#!/bin/sh\necho hi\n".to_vec(),
+            submit_line: "sbatch -a 1-3 job.sh".into(),
+            array: Some("1-3".into()),
+            ..JobSpec::default()
+        }
+    }
+
+    /// What shutdown relies on: with its sender dropped, the writer commits everything queued
+    /// (in batches) and returns, so joining it loses nothing.
+    #[test]
+    fn the_writer_commits_what_is_queued_and_returns_once_its_sender_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let conn = open(&path, false).unwrap();
+        let (ops, queue) = std::sync::mpsc::channel();
+        for job_id in 1..=5 {
+            let info = Box::new(JobInfo { job_id, ..JobInfo::default() });
+            ops.send(DbOp::InsertJob { info, spec: Box::new(JobSpec::default()), fill_from: None }).unwrap();
+        }
+        drop(ops);
+        let reports = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            s.spawn(|| run_writer(conn, path.clone(), queue, 2, |r| reports.lock().unwrap().push((r.n_ops, r.error))));
+        });
+        assert_eq!(reports.into_inner().unwrap(), vec![(2, None), (2, None), (1, None)]);
+        let stored: i64 = open(&path, true).unwrap().query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
+        assert_eq!(stored, 5);
+    }
+
+    #[test]
+    fn the_writer_completes_split_tasks_and_reads_specs_back_for_launch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(&dir.path().join("state.db"), false).unwrap();
+        let base = JobInfo { job_id: 7, name: "arr".into(), ..JobInfo::default() };
+        let task = JobInfo { job_id: 8, array_job_id: Some(7), ..base.clone() };
+        let mut resident = resident::resident(&whole("arr"));
+        resident.hold = true; // changed in memory after the submission
+        let ops = vec![
+            DbOp::InsertJob { info: Box::new(base.clone()), spec: Box::new(whole("arr")), fill_from: None },
+            DbOp::InsertJob { info: Box::new(task), spec: Box::new(resident), fill_from: Some(7) },
+            DbOp::After(AfterCommit::Launch(8, None)),
+            DbOp::After(AfterCommit::Launch(99, None)),
+        ];
+        let mut after = Vec::new();
+        write_batch(&mut conn, ops, &mut after).unwrap();
+        let expected = JobSpec { hold: true, ..whole("arr") };
+        assert_eq!(after, vec![AfterCommit::Launch(8, Some(Box::new(expected))), AfterCommit::Launch(99, None)]);
+    }
+}

@@ -1,0 +1,274 @@
+//! A `drover up` cluster as an admin and its users live with it: the admin's config file is the
+//! only source (edits reach the running cluster through `scontrol reconfigure` or `drover up`,
+//! which keep its port, key and jobs, also when the home's own file was deleted; what cannot
+//! change live is named; relative paths resolve beside the admin's file), and commands find
+//! their cluster with no variables at all: from the path of the `bin/` link they were run
+//! through, or, on a node without ctld's socket, through the token socket the config names.
+
+use drover_e2e::{CONFIG, Cluster, bin_dir, require_users, text};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Runs `program` as `user` (root when `None`) in `cwd` with nothing in its environment but
+/// `PATH` (as cron, sudo and batchspawner run commands).
+fn bare(user: Option<&str>, cwd: &Path, path: &str, program: &Path, args: &[&str]) -> Output {
+    let mut command = match user {
+        Some(user) => {
+            let mut c = Command::new("setpriv");
+            c.args([&format!("--reuid={user}"), &format!("--regid={user}"), "--init-groups", "--", "env", "-i"]);
+            c
+        }
+        None => {
+            let mut c = Command::new("env");
+            c.arg("-i");
+            c
+        }
+    };
+    command.arg(format!("PATH={path}")).arg(program).args(args).current_dir(cwd);
+    command.output().expect("running the command")
+}
+
+/// Replaces `from` by `to` in the admin's file.
+fn edit(cluster: &Cluster, from: &str, to: &str) {
+    let file = cluster.config_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(from), "{from:?} is not in {}:\n{text}", file.display());
+    std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
+}
+
+fn time_limit(cluster: &Cluster) -> String {
+    cluster.ok("sinfo", &["-h", "-p", "main", "-o", "%l"]).trim().to_owned()
+}
+
+#[test]
+fn edits_to_the_admins_file_reach_the_running_cluster() {
+    let cluster = Cluster::start();
+    let file = cluster.config_file();
+    let address = cluster.node_address();
+    let key = std::fs::read(cluster.home().join("cluster.key")).unwrap();
+    let held = cluster.submit(None, "held.sh", "#!/bin/sh\ntrue\n", &["--hold"]).to_string();
+    assert_eq!(time_limit(&cluster), "1-00:00:00");
+
+    // scontrol reconfigure applies an edit.
+    edit(&cluster, "max_time = \"1-00:00:00\"", "max_time = \"2-00:00:00\"");
+    assert_eq!(cluster.ok("scontrol", &["reconfigure"]), "");
+    assert_eq!(time_limit(&cluster), "2-00:00:00");
+
+    // So does `drover up` again; sacctmgr shows the new account ctld runs with.
+    edit(&cluster, "max_time = \"2-00:00:00\"", "max_time = \"3-00:00:00\"");
+    edit(
+        &cluster,
+        "[[accounts]]\nname = \"shared\"\n",
+        "[[accounts]]\nname = \"shared\"\n\n[[accounts]]\nname = \"physics\"\n",
+    );
+    let up = cluster.drover("up");
+    assert!(up.status.success(), "{}{}", text(&up.stdout), text(&up.stderr));
+    assert!(text(&up.stdout).contains(&format!("ctld reconfigured from {}\n", file.display())), "{}", text(&up.stdout));
+    assert_eq!(time_limit(&cluster), "3-00:00:00");
+    assert!(cluster.ok("sacctmgr", &["-n", "-P", "show", "account", "format=Account"]).lines().any(|l| l == "physics"));
+    // The running cluster's port, key and jobs stay.
+    assert_eq!(cluster.node_address(), address);
+    assert_eq!(std::fs::read(cluster.home().join("cluster.key")).unwrap(), key);
+    assert_eq!(cluster.ok("squeue", &["-h", "-j", &held, "-o", "%T"]).trim(), "PENDING");
+    assert_eq!(cluster.ok("sinfo", &["-h", "-p", "main", "-o", "%D %t"]).trim(), "2 idle");
+
+    // Without the home's own file, reconfigure still reads the admin's file, and `drover up`
+    // writes the home's file again with the port ctld listens on.
+    std::fs::remove_file(cluster.home().join("cluster.toml")).unwrap();
+    edit(&cluster, "max_time = \"3-00:00:00\"", "max_time = \"4-00:00:00\"");
+    assert_eq!(cluster.ok("scontrol", &["reconfigure"]), "");
+    assert_eq!(time_limit(&cluster), "4-00:00:00");
+    let up = Command::new(bin_dir().join("drover"))
+        .args(["up", "--home"])
+        .arg(cluster.home())
+        .arg("--config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{}{}", text(&up.stdout), text(&up.stderr));
+    assert_eq!(cluster.node_address(), address);
+
+    // What cannot change while ctld runs is named, and nothing changes.
+    edit(&cluster, "cluster_name = \"testcluster\"", "cluster_name = \"renamed\"");
+    edit(&cluster, "max_time = \"4-00:00:00\"", "max_time = \"5-00:00:00\"");
+    let out = cluster.run(None, &cluster.workdir(None), "scontrol", &["reconfigure"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "slurm_reconfigure error: Invalid configuration file\n{}: cluster_name cannot change without restarting ctld\n",
+            file.display()
+        )
+    );
+    let up = cluster.drover("up");
+    assert_eq!(up.status.code(), Some(1));
+    assert!(
+        text(&up.stderr).contains(&format!("{}: cluster_name cannot change without restarting ctld", file.display())),
+        "{}",
+        text(&up.stderr)
+    );
+    assert_eq!(time_limit(&cluster), "4-00:00:00");
+
+    // A file that does not load: `drover up` and `drover status` say where, once; the cluster
+    // runs on.
+    std::fs::write(&file, "cluster_name =\n").unwrap();
+    for verb in ["up", "status"] {
+        let out = cluster.drover(verb);
+        assert_eq!(out.status.code(), Some(1), "drover {verb}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.starts_with(&format!("drover: error: {}:1:", file.display())), "drover {verb}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "drover {verb}: {stderr}");
+    }
+    assert_eq!(time_limit(&cluster), "4-00:00:00");
+}
+
+#[test]
+fn relative_paths_resolve_beside_the_admins_file() {
+    let node_settings = "gpus = { tesla = 2 }\nprolog = \"prolog.sh\"";
+    let cluster = Cluster::start_prepared(&CONFIG.replace("gpus = { tesla = 2 }", node_settings), |home| {
+        let beside = home.parent().unwrap();
+        let prolog = beside.join("prolog.sh");
+        let record = beside.join("prolog.ran");
+        std::fs::write(&prolog, format!("#!/bin/sh\necho \"$SLURM_JOB_ID\" >> {}\n", record.display())).unwrap();
+        std::fs::set_permissions(&prolog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Vec::new()
+    });
+    let job = cluster.submit(None, "job.sh", "#!/bin/sh\ntrue\n", &[]);
+    cluster.wait_state(job, "COMPLETED", LONG);
+    let ran = std::fs::read_to_string(cluster.scratch().join("prolog.ran")).unwrap_or_default();
+    assert_eq!(ran, format!("{job}\n"), "the prolog beside the admin's file did not run\n{}", cluster.logs());
+
+    // `plugstack.conf` beside the admin's file is the plugin stack (here one that cannot load).
+    let plugstack = cluster.scratch().join("plugstack.conf");
+    std::fs::write(&plugstack, "required /nonexistent/e2e-plugin.so\n").unwrap();
+    let out = cluster.run(None, &cluster.workdir(None), "sbatch", &["--wrap", "true"], None);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("/nonexistent/e2e-plugin.so"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn commands_run_through_the_homes_links_need_no_environment() {
+    let cluster = Cluster::start();
+    let bin = cluster.home().join("bin");
+    let work = cluster.workdir(None);
+    let out = bare(None, &work, "/usr/bin:/bin", &bin.join("sbatch"), &["--parsable", "--wrap", "echo hello"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let job: u32 = text(&out.stdout).trim().parse().unwrap();
+    cluster.wait_state(job, "COMPLETED", LONG);
+    assert_eq!(std::fs::read_to_string(work.join(format!("slurm-{job}.out"))).unwrap(), "hello\n");
+    let out = bare(
+        None,
+        &work,
+        "/usr/bin:/bin",
+        &bin.join("sacct"),
+        &["-X", "-n", "-P", "-o", "State", "-j", &job.to_string()],
+    );
+    assert_eq!(text(&out.stdout), "COMPLETED\n", "{}", text(&out.stderr));
+    // Found on PATH, as a shell finds it.
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let out = bare(None, &work, &path, Path::new("squeue"), &["-h", "-o", "%i", "-t", "all", "-j", &job.to_string()]);
+    assert_eq!(text(&out.stdout).trim(), job.to_string(), "{}", text(&out.stderr));
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn a_users_commands_find_the_cluster_without_environment() {
+    require_users();
+    let cluster = Cluster::start();
+    let bin = cluster.home().join("bin");
+    let work = cluster.workdir(Some("alice"));
+    let out = bare(Some("alice"), &work, "/usr/bin:/bin", &bin.join("sbatch"), &["--parsable", "--wrap", "id -un"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let job: u32 = text(&out.stdout).trim().parse().unwrap();
+    cluster.wait_state(job, "COMPLETED", LONG);
+    assert_eq!(std::fs::read_to_string(work.join(format!("slurm-{job}.out"))).unwrap(), "alice\n");
+    let out = bare(Some("alice"), &work, "/usr/bin:/bin", &bin.join("squeue"), &["-h", "-t", "all", "-o", "%i %u"]);
+    assert_eq!(text(&out.stdout).trim(), format!("{job} alice"), "{}", text(&out.stderr));
+}
+
+/// A host without ctld's socket (a compute node): the config's `token_socket` names noded's
+/// token socket, and commands use it with no variable naming it.
+#[test]
+fn a_node_without_ctlds_socket_finds_the_token_socket_in_its_config() {
+    let cluster = Cluster::start();
+    let token_socket = cluster.home().join("noded-n1").join("token.sock");
+    let node_config = format!("token_socket = \"{}\"\n{CONFIG}", token_socket.display())
+        .replace("127.0.0.1:0", &cluster.node_address())
+        .replace("state_dir = \"state\"", "state_dir = \"/nonexistent/drover-state\"");
+    let conf = cluster.scratch().join("node.toml");
+    std::fs::write(&conf, node_config).unwrap();
+    let work = cluster.workdir(None);
+    let drover = bin_dir().join("drover");
+    let out = Command::new("env")
+        .args(["-i", "PATH=/usr/bin:/bin"])
+        .arg(format!("DROVER_CONF={}", conf.display()))
+        .arg(&drover)
+        .args(["sbatch", "--parsable", "--hold", "--wrap", "true"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let job = text(&out.stdout).trim().to_owned();
+    let audit = cluster.ok("drover", &["audit", "-P", "-n", "--job", &job, "--action", "submit"]);
+    assert!(audit.lines().any(|l| l.split('|').nth(3) == Some("host:n1")), "{audit}");
+}
+
+/// `drover up` where there is no config (outside the repository): one line naming the file, and
+/// no half-made home left behind.
+#[test]
+fn up_without_a_config_says_so_once_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin_dir().join("drover"))
+        .arg("up")
+        .current_dir(dir.path())
+        .env_remove("DROVER_HOME")
+        .env_remove("DROVER_CONF")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let file = dir.path().canonicalize().unwrap().join("etc/cluster.toml");
+    assert_eq!(text(&out.stderr), format!("drover: error: {}: No such file or directory\n", file.display()));
+    assert!(!dir.path().join(".drover").exists());
+}
+
+/// A user who is not root runs a cluster: `drover up` says its jobs run without cgroups, and the
+/// user administers it (reconfigure) with the commands in its `bin/`, no variables needed.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn an_unprivileged_up_warns_about_cgroups_and_its_user_administers_it() {
+    require_users();
+    let dir = tempfile::Builder::new().prefix("drover-e2e-user-").tempdir_in("/tmp").unwrap();
+    let alice = nix::unistd::User::from_name("alice").unwrap().unwrap();
+    nix::unistd::chown(dir.path(), Some(alice.uid), Some(alice.gid)).unwrap();
+    let source = dir.path().join("cluster.toml");
+    std::fs::write(&source, CONFIG.replace("127.0.0.1:0", "127.0.0.1:1")).unwrap();
+    let home = dir.path().join("home");
+    let as_alice = |program: &Path, args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=alice", "--regid=alice", "--init-groups", "--", "env", "-i", "PATH=/usr/bin:/bin"])
+            .arg(program)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    /// Stops alice's cluster however the test ends.
+    struct Down<'a>(&'a dyn Fn(&Path, &[&str]) -> Output, std::path::PathBuf);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&self.1.join("bin").join("drover"), &["down", "--home", &self.1.to_string_lossy()]);
+        }
+    }
+    let home_arg = home.to_string_lossy().into_owned();
+    let source_arg = source.to_string_lossy().into_owned();
+    let up = as_alice(&bin_dir().join("drover"), &["up", "--home", &home_arg, "--config", &source_arg]);
+    let _down = Down(&as_alice, home.clone());
+    assert!(up.status.success(), "{}{}", text(&up.stdout), text(&up.stderr));
+    assert!(text(&up.stdout).contains("not running as root: jobs will run without cgroups"), "{}", text(&up.stdout));
+    let out = as_alice(&home.join("bin").join("scontrol"), &["reconfigure"]);
+    assert!(out.status.success(), "alice administers her cluster: {}", text(&out.stderr));
+}
