@@ -425,7 +425,7 @@ CONF
     log "starting Drover (4 nodes x $CPUS CPUs) in $DHOME"
     env -u DROVER_CONF -u DROVER_SOCKET "$DROVER" up --home "$DHOME" --config "$WORK/source.toml" >"$RAW/drover-up.log" 2>&1 9>&- \
         || die "drover up failed: $(tail -n 3 "$RAW/drover-up.log")"
-    # `drover up` starts two noded; the other nodes join the same way, with pid files where
+    # `drover up` starts every node's noded; any it missed would join the same way, with pid files where
     # `drover down` finds them.
     local n pid
     for n in n1 n2 n3 n4; do

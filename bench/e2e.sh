@@ -103,7 +103,7 @@ name = "root"
 default_account = "teama"
 CONF
 log "starting Drover (4 nodes x $CPUS CPUs) in $DHOME"
-# `drover up` starts ctld and two noded from the noded cgroup; ctld then moves to its own.
+# `drover up` starts ctld and every node's noded from the noded cgroup; ctld then moves to its own.
 (join noded && exec env -u DROVER_CONF -u DROVER_SOCKET "$DROVER" up --home "$DHOME" --config "$WORK/source.toml") \
     >"$WORK/up.log" 2>&1 || die "drover up failed: $(tail -n 3 "$WORK/up.log")"
 CTLD_PID=$(cat "$DHOME/run/ctld.pid")

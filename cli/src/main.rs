@@ -56,7 +56,7 @@ fn main() {
     match rest {
         Ok(code) => std::process::exit(code),
         Err(error) => {
-            eprintln!("{name}: error: {error:#}");
+            eprintln!("{name}: error: {}", user_message(&error));
             std::process::exit(1);
         }
     }
@@ -64,4 +64,50 @@ fn main() {
 
 fn run_applet(run: Applet, args: Vec<OsString>) -> anyhow::Result<i32> {
     run(args)
+}
+
+/// An error and its causes as a user reads them: joined by `: `, without Rust's `(os error N)`
+/// suffix, and without a cause its outer message already shows (`path: No such file or
+/// directory` rather than that followed by the same words again).
+fn user_message(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        let text = strip_os_error(&text);
+        if text.is_empty() || out.contains(text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(text);
+    }
+    out
+}
+
+/// `No such file or directory (os error 2)` → `No such file or directory`.
+pub(crate) fn strip_os_error(text: &str) -> &str {
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') && text[at + 11..text.len() - 1].bytes().all(|b| b.is_ascii_digit()) => {
+            &text[..at]
+        }
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `sacctmgr` printed for a missing config: the OS error twice, each with `(os error 2)`.
+    #[test]
+    fn messages_carry_no_rust_os_error_suffix_and_no_repeated_cause() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let error =
+            anyhow::Error::new(drover_shared::config::ConfigError::Io { path: "/etc/x.toml".into(), error: io });
+        assert_eq!(user_message(&error), "/etc/x.toml: No such file or directory");
+        let error = anyhow::Error::new(std::io::Error::from_raw_os_error(13)).context("opening /tmp/out");
+        assert_eq!(user_message(&error), "opening /tmp/out: Permission denied");
+        assert_eq!(strip_os_error("odd (os error x)"), "odd (os error x)");
+    }
 }

@@ -33,7 +33,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         options.command = vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())];
     }
     let socket = crate::srun::socket_path()?;
-    with_allocation(&socket, &options.allocation, |job_id| {
+    with_allocation(&socket, &options.allocation, Allocator::Salloc, |job_id| {
         let info = query(&socket, job_id)?.context("the allocation vanished")?;
         let nodelist = drover_shared::hostlist::compress(&info.nodes);
         let status = std::process::Command::new(&options.command[0])
@@ -65,11 +65,22 @@ fn query(socket: &Path, job_id: u32) -> anyhow::Result<Option<JobInfo>> {
     }
 }
 
+/// Who allocates: the lines each prints on stderr are its own, as in Slurm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Allocator {
+    /// `salloc: Pending job allocation N`, `Granted …`, `Relinquishing …`.
+    Salloc,
+    /// `srun: job N queued and waiting for resources`, `… has been allocated resources` (only
+    /// after waiting); no lines for an allocation granted at once.
+    Srun,
+}
+
 /// Allocates what `request` asks, runs `body` with the job id once the allocation is granted,
 /// and releases it whatever `body` returns.
 pub(crate) fn with_allocation(
     socket: &Path,
     request: &JobSpec,
+    who: Allocator,
     body: impl FnOnce(u32) -> anyhow::Result<i32>,
 ) -> anyhow::Result<i32> {
     let mut spec = request.clone();
@@ -102,7 +113,10 @@ pub(crate) fn with_allocation(
             Some(JobState::Running) => break,
             Some(JobState::Pending) | None => {
                 if !announced {
-                    eprintln!("salloc: Pending job allocation {job_id}");
+                    match who {
+                        Allocator::Salloc => eprintln!("salloc: Pending job allocation {job_id}"),
+                        Allocator::Srun => eprintln!("srun: job {job_id} queued and waiting for resources"),
+                    }
                     announced = true;
                 }
                 std::thread::sleep(Duration::from_millis(200));
@@ -110,12 +124,18 @@ pub(crate) fn with_allocation(
             Some(other) => bail!("job allocation {job_id} ended before it was granted ({})", other.long_name()),
         }
     }
-    eprintln!("salloc: Granted job allocation {job_id}");
+    match who {
+        Allocator::Salloc => eprintln!("salloc: Granted job allocation {job_id}"),
+        Allocator::Srun if announced => eprintln!("srun: job {job_id} has been allocated resources"),
+        Allocator::Srun => {}
+    }
     let granted = std::time::Instant::now();
     let result = body(job_id);
     // The holder installs its trap within milliseconds of the grant; never signal it before.
     std::thread::sleep(Duration::from_secs(1).saturating_sub(granted.elapsed()));
-    eprintln!("salloc: Relinquishing job allocation {job_id}");
+    if who == Allocator::Salloc {
+        eprintln!("salloc: Relinquishing job allocation {job_id}");
+    }
     let release = CancelRequest {
         job_ids: vec![job_id],
         signal: Some(libc::SIGUSR1),

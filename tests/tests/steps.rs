@@ -165,6 +165,22 @@ fn salloc_and_srun_outside_an_allocation() {
     for task in 0..3 {
         assert!(stdout.contains(&format!("{task}: task={task}\n")), "{stdout}");
     }
+    // As Slurm's srun: no salloc lines, the job named after the command, and under -v the
+    // option dump and the `jobid N: nodes(K):`list'` line tools scrape the job id from.
+    let out = cluster.run(Some("alice"), &dir, "srun", &["-v", "-N", "2", "-n", "2", "-t", "5", "/bin/true"], None);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("salloc:"), "{stderr}");
+    assert!(stderr.contains("srun: verbose             : 1\n"), "{stderr}");
+    let job_id: u32 = stderr
+        .split("srun: jobid ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no jobid line in {stderr}"));
+    assert!(stderr.contains(&format!("srun: jobid {job_id}: nodes(2):`n[1-2]', cpu counts: 1(x2)\n")), "{stderr}");
+    let shown = cluster.ok("scontrol", &["show", "job", &job_id.to_string()]);
+    assert!(shown.contains("JobName=true\n") || shown.contains("JobName=true "), "{shown}");
 }
 
 /// Steps run in `job_<id>/step_<n>` below the job's cgroups on every node, obey the job's memory

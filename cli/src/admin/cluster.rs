@@ -1,5 +1,5 @@
-//! A complete cluster on one host, for newcomers, tests and benchmarks: one ctld and two noded on
-//! 127.0.0.1, all state in one directory:
+//! A complete cluster on one host, for newcomers, tests and benchmarks: one ctld and one noded per
+//! node the config declares, on 127.0.0.1, all state in one directory:
 //!
 //! ```text
 //! DIR/cluster.toml   the home's file: includes the admin's file, adds ctld's port, state dir, key
@@ -30,8 +30,6 @@ const APPLETS: [&str; 12] = [
     "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport",
     "sacctmgr",
 ];
-/// Number of noded processes `up` starts.
-const N_NODES: usize = 2;
 
 struct Layout {
     home: PathBuf,
@@ -256,7 +254,7 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     if ctld_running.is_some() {
         reconfigure(&socket, &source)?;
     }
-    let names: Vec<String> = config.nodes.iter().take(N_NODES).map(|n| n.name.clone()).collect();
+    let names: Vec<String> = config.nodes.iter().map(|n| n.name.clone()).collect();
     for name in &names {
         let daemon = format!("noded-{name}");
         match running(&layout.pid_file(&daemon), "drover-noded") {
@@ -372,7 +370,7 @@ pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
         }
     };
     report("ctld".into(), "drover-ctld");
-    for node in config.nodes.iter().take(N_NODES) {
+    for node in &config.nodes {
         report(format!("noded-{}", node.name), "drover-noded");
     }
     Ok(if all { 0 } else { 3 })

@@ -19,7 +19,7 @@ Drover's own:
                                         the controller's audit log (users see their own records)
 
 Local cluster:
-  up      [--home DIR] [--config FILE]  start ctld and two noded (starts only what is missing)
+  up      [--home DIR] [--config FILE]  start ctld and a noded per node (only what is missing)
   down    [--home DIR]                  stop what `up` started
   status  [--home DIR]                  say what runs
   keygen  [FILE]                        create a cluster key (default: the config's key_file)

@@ -13,12 +13,25 @@ use std::ffi::OsString;
 /// usage error prints `<command>: error: <what>` and Slurm's hint, and yields `Err(1)`, Slurm's
 /// status for a bad option (clients such as Snakemake rely on it).
 pub(crate) fn parse_args<P: Parser>(command: &str, args: Vec<OsString>) -> Result<P, i32> {
+    if let Some(text) = usage_or_version::<P>(command, &args) {
+        print!("{text}");
+        return Err(0);
+    }
     let argv = std::iter::once(OsString::from(command)).chain(args);
-    P::try_parse_from(argv).map_err(|error| {
+    let clap_command = P::command().after_help(format!(
+        "Help options:\n      --help                    show this help message\n      \
+         --usage                   display a brief summary of {command} options\n  \
+         -V, --version                 display the Slurm release Drover answers to"
+    ));
+    clap_command.try_get_matches_from(argv).and_then(|matches| P::from_arg_matches(&matches)).map_err(|error| {
         if !error.use_stderr() {
             // Nothing sensible is left to do when stdout is gone.
             let _ = error.print();
             return 0;
+        }
+        if let Some(message) = unknown_option(&error) {
+            eprintln!("{command}: {message}\nTry \"{command} --help\" for more information");
+            return 1;
         }
         let rendered = error.render().to_string();
         let what = rendered.lines().next().unwrap_or_default();
@@ -26,6 +39,84 @@ pub(crate) fn parse_args<P: Parser>(command: &str, args: Vec<OsString>) -> Resul
         eprintln!("{command}: error: {what}\nTry \"{command} --help\" for more information");
         1
     })
+}
+
+/// An option the command does not know, in getopt's words, as Slurm's commands say it
+/// (`unrecognized option '--frob'`, `invalid option -- 'Z'`); `None` for other errors.
+fn unknown_option(error: &clap::Error) -> Option<String> {
+    if error.kind() != clap::error::ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(clap::error::ContextValue::String(arg)) = error.get(clap::error::ContextKind::InvalidArg) else {
+        return None;
+    };
+    Some(match arg.strip_prefix('-') {
+        Some(short) if !short.starts_with('-') && short.chars().count() == 1 => format!("invalid option -- '{short}'"),
+        _ => format!("unrecognized option '{arg}'"),
+    })
+}
+
+/// The answer to `--usage` (every option in brackets, in Slurm's layout) or to `-V`/`--version`
+/// (`slurm 22.05.8`, the release Drover's commands answer to), when `args` asks for one before
+/// any `--`; `-V` only where the command gives it no other meaning.
+fn usage_or_version<P: Parser>(command: &str, args: &[OsString]) -> Option<String> {
+    let clap_command = P::command();
+    let own_v = clap_command.get_arguments().any(|a| a.get_short() == Some('V'));
+    for arg in args.iter().take_while(|a| *a != "--") {
+        if arg == "--usage" {
+            return Some(usage_text(command, &clap_command));
+        }
+        if arg == "--version" || (arg == "-V" && !own_v) {
+            return Some(format!("{}\n", crate::sbatch::help::VERSION));
+        }
+    }
+    None
+}
+
+/// `Usage: squeue [-A account] [--all] ...`: the visible options of `clap_command`, each in
+/// brackets with its value name, wrapped at 80 columns; the operands last.
+fn usage_text(command: &str, clap_command: &clap::Command) -> String {
+    let mut items: Vec<String> = Vec::new();
+    let mut operands = Vec::new();
+    for arg in clap_command.get_arguments().filter(|a| !a.is_hide_set()) {
+        if arg.get_id() == "help" {
+            continue;
+        }
+        let value = arg
+            .get_value_names()
+            .and_then(|names| names.first())
+            .map(|name| name.to_ascii_lowercase())
+            .unwrap_or_else(|| arg.get_id().as_str().to_owned());
+        let takes_value = arg.get_action().takes_values();
+        let item = match (arg.get_short(), arg.get_long(), takes_value) {
+            (None, None, _) => {
+                operands.push(format!("[{value}...]"));
+                continue;
+            }
+            (Some(c), _, false) => format!("[-{c}]"),
+            (Some(c), _, true) => format!("[-{c} {value}]"),
+            (None, Some(long), false) => format!("[--{long}]"),
+            (None, Some(long), true) => format!("[--{long}={value}]"),
+        };
+        items.push(item);
+    }
+    items.extend(operands);
+    let first = format!("Usage: {command}");
+    let indent = " ".repeat(first.len());
+    let mut out = String::new();
+    let mut line = first;
+    for item in items {
+        if line.len() > indent.len() && line.len() + 1 + item.len() > 80 {
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.clone();
+        }
+        line.push(' ');
+        line.push_str(&item);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// Splits a comma list, dropping empty items (`a,,b,` → `a`, `b`).
@@ -345,6 +436,46 @@ pub(crate) fn jobs_answer(answer: anyhow::Result<Response>) -> Result<Response, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, Parser)]
+    #[command(name = "demo", disable_help_flag = true)]
+    struct Demo {
+        #[arg(short = 'A', long = "accounts")]
+        accounts: Vec<String>,
+        #[arg(short = 'a', long = "all")]
+        all: bool,
+        #[arg(long = "wckey")]
+        wckey: Option<String>,
+        #[arg(long = "help", action = clap::ArgAction::Help)]
+        help: Option<bool>,
+        #[arg(value_name = "job_id")]
+        ids: Vec<String>,
+    }
+
+    /// `--usage` and `-V`/`--version` in Slurm's layout, answered before clap sees the rest.
+    #[test]
+    fn usage_and_version() {
+        let args = |items: &[&str]| items.iter().map(OsString::from).collect::<Vec<_>>();
+        expect_test::expect![[r#"
+            Some(
+                "Usage: demo [-A accounts] [-a] [--wckey=wckey] [job_id...]\n",
+            )
+        "#]]
+        .assert_debug_eq(&usage_or_version::<Demo>("demo", &args(&["-a", "--usage"])));
+        assert_eq!(usage_or_version::<Demo>("demo", &args(&["-V"])).as_deref(), Some("slurm 22.05.8\n"));
+        assert_eq!(usage_or_version::<Demo>("demo", &args(&["--version"])).as_deref(), Some("slurm 22.05.8\n"));
+        assert_eq!(usage_or_version::<Demo>("demo", &args(&["--", "--usage"])), None);
+        assert_eq!(parse_args::<Demo>("demo", args(&["--usage"])).err(), Some(0));
+        assert!(parse_args::<Demo>("demo", args(&["-a", "5"])).is_ok_and(|d| d.all && d.ids == ["5"]));
+        let unknown = |items: &[&str]| {
+            let argv = std::iter::once("demo").chain(items.iter().copied());
+            Demo::try_parse_from(argv).err().and_then(|error| unknown_option(&error))
+        };
+        assert_eq!(unknown(&["--frob"]).as_deref(), Some("unrecognized option '--frob'"));
+        assert_eq!(unknown(&["--frob=3"]).as_deref(), Some("unrecognized option '--frob'"));
+        assert_eq!(unknown(&["-aZ"]).as_deref(), Some("invalid option -- 'Z'"));
+        assert_eq!(unknown(&["--accounts"]), None, "a missing value is another error");
+    }
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| (*s).to_owned()).collect()

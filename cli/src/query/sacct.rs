@@ -737,7 +737,34 @@ fn print_field_names() {
 }
 
 /// Runs `sacct`.
+/// `sacct --help` in Slurm's layout (`sacct [<OPTION>]`, `Valid <OPTION> values are:`, each
+/// option as `-A, --accounts:` over its description), generated from the options sacct takes.
+fn help_text() -> String {
+    use clap::CommandFactory;
+    let mut out = String::from("sacct [<OPTION>]\n    Valid <OPTION> values are:\n");
+    for arg in Args::command().get_arguments().filter(|a| !a.is_hide_set()) {
+        let name = match (arg.get_short(), arg.get_long()) {
+            (Some(c), Some(long)) => format!("-{c}, --{long}"),
+            (None, Some(long)) => format!("--{long}"),
+            (Some(c), None) => format!("-{c}"),
+            (None, None) => continue,
+        };
+        let about = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        out.push_str(&format!("     {name}:\n\t           {about}\n"));
+    }
+    out.push_str(
+        "\n     valid start/end time formats are...\n\t           HH:MM[:SS][AM|PM], MMDD[YY], MM/DD[/YY], \
+         MM.DD[.YY], YYYY-MM-DD[THH:MM[:SS]], today, tomorrow, midnight, noon, fika, teatime, \
+         now[{+|-}count[seconds|minutes|hours|days|weeks]]\n",
+    );
+    out
+}
+
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    if args.iter().take_while(|a| *a != "--").any(|a| a == "--help" || a == "-h") {
+        print!("{}", help_text());
+        return Ok(0);
+    }
     let args = match common::parse_args::<Args>("sacct", args) {
         Ok(args) => args,
         Err(code) => return Ok(code),
@@ -1048,6 +1075,24 @@ mod tests {
                36 de+ CAN+ $
         "#]]
         .assert_eq(&scenario::mark_line_ends(&render(&jobs(), scenario::NOW, &opts)));
+    }
+
+    /// `sacct --help` in Slurm's layout: what scripts and Slurm's own suite look for.
+    #[test]
+    fn help_in_slurms_layout() {
+        let text = help_text();
+        for needle in [
+            "sacct [<OPTION>]\n",
+            "Valid <OPTION> values are:",
+            "-A, --accounts:",
+            "-j, --jobs:",
+            "-s, --state:",
+            "-S, --starttime:",
+            "valid start/end time formats are...",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from\n{text}");
+        }
+        assert_eq!(run(vec![OsString::from("--help")]).ok(), Some(0));
     }
 
     fn parse(args: &[&str]) -> Result<Args, i32> {

@@ -18,6 +18,7 @@ use std::str::FromStr;
 #[command(name = "scancel", about = "Cancel or signal Drover jobs", disable_help_flag = true, infer_long_args = true)]
 struct Args {
     /// Job ids.
+    #[arg(value_name = "job_id[_array_id][.step_id]")]
     job_ids: Vec<String>,
     /// Only jobs of these accounts.
     #[arg(short = 'A', long = "account")]

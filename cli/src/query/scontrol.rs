@@ -23,19 +23,31 @@ use drover_shared::node::{NodeInfo, PartitionInfo};
 use drover_shared::proto::client::{JobQuery, JobUpdate, NodeReason, Request, Response};
 use std::ffi::OsString;
 
-const USAGE: &str = "Usage: scontrol [-o] [-d] <command> ...
-Commands supported by Drover:
-  show job [<job_id>]            show jobs
-  show node [<hostlist>]         show nodes
-  show partition [<name>]        show partitions
-  show hostnames [<hostlist>]    one host name per line (default $SLURM_JOB_NODELIST)
-  show hostlist <name,...>       compress host names into a hostlist
-  ping                           is the controller up
-  hold|uhold|release|requeue <job_list>
-  update JobId=<ids> <Key=Value>...
-  update NodeName=<hostlist> State=DRAIN|DOWN|RESUME|UNDRAIN [Reason=<text>]   (operators, admins)
-  reconfigure                    re-read the controller's config file (admins)
-Options: -o/--oneliner, -d/--details, -a/--all, -Q/--quiet, -v/--verbose, -M/--clusters <name>, -h/--help";
+const USAGE: &str = "Usage: scontrol [<OPTION>] [<COMMAND>]
+    Valid <OPTION> values are:
+     -a or --all: show all partitions, including hidden ones
+     -d or --details: show more details (DerivedExitCode, GresUsed)
+     -h or --help: print this description of use
+     -M or --clusters <name>: the cluster to talk to (Drover serves one)
+     -o or --oneliner: print one record per line
+     -Q or --quiet: print no warning or informational messages
+     -v or --verbose: print more messages
+     -V or --version: print the Slurm release Drover answers to
+
+    Valid <COMMAND> values are:
+     show <ENTITY> [<ID>]     display the state of the identified entity, by default all
+                              records; <ENTITY> may be job, node, partition, config,
+                              hostnames (one host name per line of <ID>, default
+                              $SLURM_JOB_NODELIST) or hostlist (compress host names)
+     ping                     report the state of the controller
+     hold|uhold|release|requeue|requeuehold <job_list>
+                              hold, release or requeue jobs
+     update JobId=<ids> <Key=Value>...
+                              change jobs
+     update NodeName=<hostlist> State=DRAIN|DOWN|RESUME|UNDRAIN [Reason=<text>]
+                              change nodes (operators, admins)
+     reconfigure              re-read the controller's config file (admins)
+     version                  print the Slurm release Drover answers to";
 
 /// Options common to every scontrol command.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -340,7 +352,7 @@ fn parse_invocation(args: &[String]) -> Result<Option<Invocation>, String> {
                 Some((name, value)) => (name, Some(value)),
                 None => (long, None),
             };
-            let known = ["oneliner", "details", "all", "quiet", "verbose", "clusters", "help"];
+            let known = ["oneliner", "details", "all", "quiet", "verbose", "clusters", "help", "version"];
             let matches: Vec<&&str> = known.iter().filter(|k| !name.is_empty() && k.starts_with(name)).collect();
             let [full] = matches.as_slice() else { return Err(format!("unrecognized option '{arg}'")) };
             match **full {
@@ -351,6 +363,7 @@ fn parse_invocation(args: &[String]) -> Result<Option<Invocation>, String> {
                     return Err(format!("option '{arg}' requires an argument"));
                 }
                 "help" => return Ok(None),
+                "version" => invocation.words = vec!["version".into()],
                 _ => {}
             }
         } else if arg.len() > 1 && arg.starts_with('-') {
@@ -362,6 +375,7 @@ fn parse_invocation(args: &[String]) -> Result<Option<Invocation>, String> {
                     'Q' => invocation.quiet = true,
                     'a' | 'v' => {}
                     'h' => return Ok(None),
+                    'V' => invocation.words = vec!["version".into()],
                     'M' => {
                         if flags.as_str().is_empty() && iter.next().is_none() {
                             return Err("option requires an argument -- 'M'".into());
@@ -407,6 +421,10 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if names(command, "ping", 2) {
         return ping();
     }
+    if names(command, "version", 4) {
+        println!("{}", crate::sbatch::help::VERSION);
+        return Ok(0);
+    }
     let lower = command.to_ascii_lowercase();
     if matches!(lower.as_str(), "hold" | "uhold" | "release" | "requeue" | "requeuehold") {
         return job_command(&lower, &words[1..]);
@@ -438,8 +456,10 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             Some(expr) => expr.to_owned(),
             None => std::env::var("SLURM_JOB_NODELIST").map_err(|_| anyhow::anyhow!("no hostlist given"))?,
         };
-        for host in hostlist::expand(&expr)? {
-            println!("{host}");
+        // As Slurm: a malformed list is reported, and the exit status stays 0.
+        match hostlist::expand(&expr) {
+            Ok(hosts) => hosts.iter().for_each(|host| println!("{host}")),
+            Err(_) => eprintln!("Invalid hostlist: {expr}"),
         }
         Ok(0)
     } else if names(entity, "hostlist", 5) {
@@ -920,11 +940,37 @@ mod tests {
             .assert_eq(&parse(&["--one", "-M", "c", "ping"]));
         expect![[r#"Err("invalid option -- 'x'")"#]].assert_eq(&parse(&["-x", "ping"]));
         expect!["Ok(None)"].assert_eq(&parse(&["--help"]));
+        for version in ["--version", "-V", "--vers"] {
+            expect![[r#"Ok(Some(Invocation { options: ShowOptions { oneliner: false, details: false }, quiet: false, words: ["version"] }))"#]]
+                .assert_eq(&parse(&[version]));
+        }
         assert!(
             names("part", "partitions", 4)
                 && names("JOB", "jobs", 3)
                 && !names("jo", "jobs", 3)
                 && !names("jobz", "jobs", 3)
         );
+    }
+
+    /// Slurm's `scontrol --help` names its commands under `Valid <COMMAND> values are:` with
+    /// `show <ENTITY> [<ID>]`; scripts (and Slurm's own test suite) look for those words.
+    #[test]
+    fn help_and_version_in_slurms_layout() {
+        for needle in ["Valid <COMMAND> values are:", "show <ENTITY> [<ID>]", "reconfigure", "version"] {
+            assert!(USAGE.contains(needle), "{needle} missing from\n{USAGE}");
+        }
+        let run_words = |words: &[&str]| run(words.iter().map(OsString::from).collect()).expect("answered");
+        assert_eq!(run_words(&["version"]), 0);
+        assert_eq!(run_words(&["--version"]), 0);
+    }
+
+    /// A malformed host list is reported (`Invalid hostlist: []` on stderr) and, as in Slurm,
+    /// does not change the exit status; a valid one still expands.
+    #[test]
+    fn show_hostnames_of_a_malformed_list_exits_zero() {
+        let run_words = |words: &[&str]| run(words.iter().map(OsString::from).collect()).expect("answered");
+        assert!(hostlist::expand("[]").is_err(), "the case this test is about must stay malformed");
+        assert_eq!(run_words(&["show", "hostnames", "[]"]), 0);
+        assert_eq!(run_words(&["show", "hostnames", "n[1-2]"]), 0);
     }
 }

@@ -91,7 +91,11 @@ pub(crate) fn usage(command: Command) -> String {
                 (_, ArgKind::Optional) => format!("[--{}[={value}]]", d.long),
             }
         })
-        .chain(std::iter::once(operands(command).to_owned()))
+        // Slurm's sbatch --usage ends in `executable [args...]`, though its --help says `script`.
+        .chain(std::iter::once(match command {
+            Command::Sbatch => "executable [args...]".to_owned(),
+            _ => operands(command).to_owned(),
+        }))
         .collect();
     let first = format!("Usage: {} ", command.name());
     wrap_words(&items, &first, &" ".repeat(first.len()), 80)

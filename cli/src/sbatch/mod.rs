@@ -231,7 +231,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         match name {
             Some(name) => {
                 let path = resolve_script(name, &cwd, &environment);
-                let bytes = std::fs::read(&path).map_err(|e| format!("Unable to open file {name}: {e}"))?;
+                let bytes = std::fs::read(&path)
+                    .map_err(|e| format!("Unable to open file {name}: {}", crate::strip_os_error(&e.to_string())))?;
                 Ok((path, bytes))
             }
             None => {

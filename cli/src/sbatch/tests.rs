@@ -115,7 +115,7 @@ pub(super) fn run_prepare(args: &[&str], env: &[(&str, &str)], script: &str) -> 
     let read = move |name: Option<&str>| -> Result<(String, Vec<u8>), String> {
         match name {
             Some(name) if name.starts_with("missing") => {
-                Err(format!("Unable to open file {name}: No such file or directory (os error 2)"))
+                Err(format!("Unable to open file {name}: No such file or directory"))
             }
             Some(name) => Ok((absolute(CWD, name), script.clone().into_bytes())),
             None => Ok((String::new(), script.clone().into_bytes())),
@@ -1047,7 +1047,7 @@ fn whole_job_errors() {
         &[],
         "",
         expect![[r#"
-        error: Unable to open file missing.sh: No such file or directory (os error 2)
+        error: Unable to open file missing.sh: No such file or directory
     "#]],
     );
     check_submit(
@@ -1143,7 +1143,7 @@ fn help_version_and_usage_answer_without_a_script() {
         other => format!("{other:?}"),
     };
     assert!(shown.starts_with("Usage: sbatch [-a indexes] [-A name]"), "{shown}");
-    assert!(shown.trim_end().ends_with("script [args...]"), "{shown}");
+    assert!(shown.trim_end().ends_with("executable [args...]"), "{shown}");
 }
 
 // ---------------------------------------------------------------------------------------------

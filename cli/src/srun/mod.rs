@@ -76,6 +76,13 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if options.command.is_empty() {
         bail!("No command given to execute.");
     }
+    if options.verbosity > 0 {
+        // The option dump Slurm's srun starts with under -v (scripts read `verbose : N`).
+        eprintln!(
+            "srun: defined options\nsrun: verbose             : {}\nsrun: end of defined options",
+            options.verbosity
+        );
+    }
     let job_id = options.job_id.or_else(|| {
         ["SLURM_JOB_ID", "SLURM_JOBID"].iter().find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
     });
@@ -83,9 +90,30 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     match job_id {
         Some(job_id) => run_step(&socket, job_id, &options),
         None => {
-            crate::salloc::with_allocation(&socket, &options.allocation, |job_id| run_step(&socket, job_id, &options))
+            // Slurm names the allocation after the command it runs (`srun hostname` → `hostname`).
+            let mut allocation = options.allocation.clone();
+            if allocation.name.is_empty() {
+                allocation.name = job_name_of(&options.command[0]);
+            }
+            let who = crate::salloc::Allocator::Srun;
+            crate::salloc::with_allocation(&socket, &allocation, who, |job_id| run_step(&socket, job_id, &options))
         }
     }
+}
+
+/// The job name Slurm gives `srun COMMAND` outside an allocation: the command's file name.
+fn job_name_of(command: &str) -> String {
+    let name = std::path::Path::new(command).file_name().map(|n| n.to_string_lossy().into_owned());
+    name.filter(|n| !n.is_empty()).unwrap_or_else(|| command.to_owned())
+}
+
+/// Counts in Slurm's run-length form: `[2, 2, 1]` → `2(x2),1`.
+fn runs_text(counts: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for chunk in counts.chunk_by(|a, b| a == b) {
+        parts.push(if chunk.len() > 1 { format!("{}(x{})", chunk[0], chunk.len()) } else { chunk[0].to_string() });
+    }
+    parts.join(",")
 }
 
 /// Where ctld's socket is (see the module documentation).
@@ -449,6 +477,15 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     let spec_pty = options.pty;
     let layout = create_step(socket, job_id, spec, options.verbose)?;
     if options.verbose {
+        // Slurm's line, which tools scrape for the job id and nodes; the counts are the CPUs this
+        // step uses on each node (Slurm's are the job's).
+        let cpus: Vec<u32> = layout.tasks.iter().map(|t| layout.cpus_per_task.max(1) * t.len() as u32).collect();
+        eprintln!(
+            "srun: jobid {job_id}: nodes({}):`{}', cpu counts: {}",
+            layout.nodes.len(),
+            drover_shared::hostlist::compress(&layout.nodes),
+            runs_text(&cpus)
+        );
         eprintln!("srun: launching StepId={}.{} on host(s) {}", job_id, layout.step_id, layout.nodes.join(","));
     }
     let (tx, rx) = mpsc::channel();
@@ -635,5 +672,19 @@ fn signal_name(signal: i32) -> String {
         6 => "Aborted".into(),
         2 => "Interrupt".into(),
         _ => format!("Killed by signal {signal}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbose_line_counts_and_job_names() {
+        assert_eq!(runs_text(&[2, 2, 1]), "2(x2),1");
+        assert_eq!(runs_text(&[4]), "4");
+        assert_eq!(runs_text(&[1, 3, 3, 3]), "1,3(x3)");
+        assert_eq!(job_name_of("/usr/bin/hostname"), "hostname");
+        assert_eq!(job_name_of("true"), "true");
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct StepOptions {
     pub(crate) chdir: Option<String>,
     pub(crate) export: Option<String>,
     pub(crate) verbose: bool,
+    /// How many `-v`: srun prints its options' dump from one on, as Slurm's does.
+    pub(crate) verbosity: u8,
     /// `--pty`: task 0 on a pseudo-terminal, srun's terminal in raw mode.
     pub(crate) pty: bool,
     /// `-o`, `-e`: step output patterns ([`super::output`]).
@@ -53,7 +55,9 @@ pub(crate) enum Parsed {
 /// (getopt_long's spellings, abbreviations included; `-n=4` is read as `-n 4`, as srun always
 /// has). An argument that is not UTF-8 is read with its invalid bytes replaced.
 pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parsed> {
-    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    // Input variables come first, so the command line's options override them.
+    let mut words: Vec<String> = input_variables(command, &std::env::vars().collect::<Vec<_>>());
+    words.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
     let ctx = Ctx { now: drover_shared::now(), calendar: &LocalCalendar };
     let command_line = layers::command_line(&words, &ctx, command).map_err(|UsageError(message)| anyhow!(message))?;
     let low = command_line.layer.args;
@@ -72,6 +76,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     step.overlap = low.overlap.unwrap_or(false);
     step.overcommit = low.overcommit.unwrap_or(false);
     options.verbose = low.verbose.is_some_and(|n| n > 0);
+    options.verbosity = low.verbose.unwrap_or(0);
     options.pty = low.pty.unwrap_or(false);
     spec.exclusive = low.exclusive.unwrap_or(false);
     step.ntasks = low.ntasks;
@@ -105,6 +110,34 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     Ok(Parsed::Run(Box::new(options)))
 }
 
+/// The input variables srun and salloc read (Slurm's names), as the options they stand for.
+/// Only variables no job sets for its own steps: a step inherits `SLURM_NTASKS` and the like
+/// from its job's environment, and reading those is left for later.
+const INPUT_VARIABLES: [(Command, &str, &str); 10] = [
+    (Command::Srun, "SLURM_ACCOUNT", "account"),
+    (Command::Srun, "SLURM_PARTITION", "partition"),
+    (Command::Srun, "SLURM_QOS", "qos"),
+    (Command::Srun, "SLURM_TIMELIMIT", "time"),
+    (Command::Srun, "SLURM_STDOUTMODE", "output"),
+    (Command::Srun, "SLURM_STDERRMODE", "error"),
+    (Command::Salloc, "SALLOC_ACCOUNT", "account"),
+    (Command::Salloc, "SALLOC_PARTITION", "partition"),
+    (Command::Salloc, "SALLOC_QOS", "qos"),
+    (Command::Salloc, "SALLOC_TIMELIMIT", "time"),
+];
+
+/// `--option=value` words for the input variables of `command` set (non-empty) in `env`.
+fn input_variables(command: Command, env: &[(String, String)]) -> Vec<String> {
+    INPUT_VARIABLES
+        .iter()
+        .filter(|(for_command, _, _)| *for_command == command)
+        .filter_map(|(_, var, long)| {
+            let (_, value) = env.iter().find(|(name, value)| name == var && !value.is_empty())?;
+            Some(format!("--{long}={value}"))
+        })
+        .collect()
+}
+
 impl StepOptions {
     /// The tasks' environment under `--export` (default `ALL`): `NONE` passes only `SLURM_*`
     /// variables; a list passes those named (plus all with `ALL,…`) and sets `NAME=value` ones.
@@ -136,12 +169,32 @@ impl StepOptions {
 
 #[cfg(test)]
 mod tests {
-    use super::{Command, Parsed, StepOptions, parse};
+    use super::{Command, Parsed, StepOptions, input_variables, parse};
     use drover_shared::job::MemRequest;
     use std::ffi::OsString;
 
     fn words(text: &str) -> Vec<OsString> {
         text.split_whitespace().map(Into::into).collect()
+    }
+
+    /// srun's and salloc's input variables become options ahead of the command line, which
+    /// overrides them (the last value of an option wins).
+    #[test]
+    fn input_variables_yield_to_the_command_line() {
+        let env: Vec<(String, String)> = [
+            ("SLURM_ACCOUNT", "envacct"),
+            ("SALLOC_ACCOUNT", "sallocacct"),
+            ("SLURM_STDOUTMODE", "out.%j"),
+            ("SLURM_QOS", ""),
+            ("SLURM_NTASKS", "4"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        assert_eq!(input_variables(Command::Srun, &env), ["--account=envacct", "--output=out.%j"]);
+        assert_eq!(input_variables(Command::Salloc, &env), ["--account=sallocacct"]);
+        assert_eq!(srun("--account=envacct true").allocation.account.as_deref(), Some("envacct"));
+        assert_eq!(srun("--account=envacct -A cli true").allocation.account.as_deref(), Some("cli"));
     }
 
     /// srun's options for `text`, which must parse.
