@@ -4,7 +4,9 @@
 //! Read back through `sacct -D` only: the GPU utilization in the seconds some job waited, and
 //! how long each 8-GPU job waited for its start. Best-fit placement packs the small jobs onto the
 //! fullest nodes, so whole nodes free up for the 8-GPU jobs; first fit spread them over the
-//! emptied nodes and each 8-GPU job had to wait for a node to drain under its reservation.
+//! emptied nodes and each 8-GPU job had to wait for a node to drain under its reservation. The
+//! stream depends on timing, so first fit passes its bounds in some runs; the first test is the
+//! same situation made exact: first fit always fails it.
 
 use drover_e2e::sim::{Run, SimCluster};
 use std::time::{Duration, Instant};
@@ -13,12 +15,13 @@ const NODES: usize = 4;
 const GPUS_PER_NODE: u32 = 8;
 /// Seconds over which jobs are submitted.
 const WINDOW: f64 = 30.0;
-/// How long the 8-GPU jobs may wait for their starts, on average and at most (seconds), and the
-/// least GPU utilization in the seconds some job waits. Measured on a loaded 2-core VM: first fit
-/// 6.0 s / 10 s / 89.1 %, best fit 3.5 s / 5 s / 96.0 %.
-const MEAN_WAIT_BOUND: f64 = 5.0;
+/// How long the 8-GPU jobs of the stream may wait for their starts, at most (seconds), and the
+/// least GPU utilization in the seconds some job waits. Measured on a loaded 2-core VM, three
+/// runs each (mean wait / max wait / utilization): first fit 6.0 s / 10 s / 89.1 %, 3.8 s / 5 s /
+/// 94.4 %, 5.2 s / 10 s / 92.5 %; best fit 3.5 s / 5 s / 96.0 %, 3.8 s / 5 s / 94.4 %,
+/// 4.2 s / 5 s / 93.9 %.
 const MAX_WAIT_BOUND: i64 = 8;
-const UTILIZATION_BOUND: f64 = 0.92;
+const UTILIZATION_BOUND: f64 = 0.91;
 
 /// The job stream's sizes and run times: a fixed pseudo-random sequence (xorshift), so every
 /// run submits the same jobs.
@@ -29,16 +32,16 @@ fn draw(seed: &mut u32, n: u32) -> u32 {
     *seed % n
 }
 
-fn start() -> SimCluster {
+fn start(nodes: usize) -> SimCluster {
     let config = format!(
         r#"[[nodes]]
-names = "sim[1-{NODES}]"
+names = "sim[1-{nodes}]"
 cpus = 64
 real_memory = 512000
 gpus = {{ h100 = {GPUS_PER_NODE} }}
 [[partitions]]
 name = "gpu"
-nodes = "sim[1-{NODES}]"
+nodes = "sim[1-{nodes}]"
 default = true
 [[accounts]]
 name = "ml"
@@ -47,7 +50,7 @@ name = "root"
 default_account = "ml"
 "#
     );
-    SimCluster::start("packing", NODES, false, "default_account = \"ml\"", &config)
+    SimCluster::start("packing", nodes, false, "default_account = \"ml\"", &config)
 }
 
 /// Submits a job of `gpus` GPUs (4 CPUs each) that runs `seconds`; returns its id.
@@ -93,9 +96,37 @@ fn measure(runs: &[Run]) -> Figures {
     Figures { utilization_while_waiting: busy_sum / waiting_seconds.max(1) as f64, waiting_seconds, whole_node_waits }
 }
 
+/// Two nodes of 8 GPUs: an 8-GPU job runs on the first and a long 4-GPU job on the second; when
+/// the 8-GPU job has ended, a second long 4-GPU job must join the first one (first fit put it
+/// on the emptied first node), so a new 8-GPU job starts at once instead of waiting minutes.
+#[test]
+fn a_small_job_leaves_the_whole_node_whole() {
+    let cluster = start(2);
+    let first_whole = submit(&cluster, GPUS_PER_NODE, 4);
+    cluster.wait_running(&[first_whole], "the first 8-GPU job");
+    let long = submit(&cluster, 4, 600);
+    cluster.wait_running(&[long], "a long 4-GPU job beside it");
+    cluster.wait_for("the first 8-GPU job to end", || (!cluster.states().contains_key(&first_whole)).then_some(()));
+    let second_long = submit(&cluster, 4, 600);
+    cluster.wait_running(&[second_long], "the second long 4-GPU job");
+    let whole = submit(&cluster, GPUS_PER_NODE, 4);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline && cluster.states().get(&whole).is_some_and(|s| s != "RUNNING") {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let runs = cluster.runs();
+    let nodes = cluster.ok("squeue", &["-h", "-o", "%i %N"]);
+    let started = runs.iter().find(|r| r.job == whole).and_then(|r| Some(r.start? - r.submit?));
+    assert!(
+        started.is_some_and(|wait| wait <= 3),
+        "the 8-GPU job did not start within 3 s (wait {started:?}); jobs and nodes:\n{nodes}\n{}",
+        cluster.logs()
+    );
+}
+
 #[test]
 fn whole_node_jobs_start_promptly_among_small_ones() {
-    let cluster = start();
+    let cluster = start(NODES);
     let mut seed = 16_u32;
     let began = Instant::now();
     let (mut small, mut whole) = (Vec::new(), Vec::new());
@@ -136,8 +167,8 @@ fn whole_node_jobs_start_promptly_among_small_ones() {
         100.0 * UTILIZATION_BOUND
     );
     assert!(
-        mean <= MEAN_WAIT_BOUND && max <= MAX_WAIT_BOUND,
-        "8-GPU jobs waited {waits:?} s (mean {mean:.1}, bound {MEAN_WAIT_BOUND}; max bound {MAX_WAIT_BOUND})\n{}",
+        max <= MAX_WAIT_BOUND,
+        "8-GPU jobs waited {waits:?} s (mean {mean:.1}, max {max}, bound {MAX_WAIT_BOUND})\n{}",
         cluster.logs()
     );
 }
