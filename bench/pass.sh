@@ -4,6 +4,7 @@
 # types and sizes (1/2/4/8 GPUs on one node, or two whole nodes), with the cluster full.
 #
 #   bench/pass.sh [NODES] [PENDING] [PASSES]            (defaults 10000 100000 3)
+#   QUOTAS=1 bench/pass.sh 1000 6000                    (eight teams' guaranteed quotas in the pool)
 #   CALLGRIND=1 bench/pass.sh 10000 100000 0           (instruction counts of the same run)
 #
 # Prints the fill pass, the passes with the queue full (total and its backfill part) and the
@@ -14,8 +15,8 @@ cargo build --release --quiet -p drover-ctld --bin drover-passbench
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/drover-passbench
 if [ -n "${CALLGRIND:-}" ]; then
     OUT=${CALLGRIND_OUT:-/tmp/callgrind.passbench}
-    valgrind --tool=callgrind --callgrind-out-file="$OUT" "$BIN" "${1:-10000}" "${2:-100000}" "${3:-0}"
+    valgrind --tool=callgrind --callgrind-out-file="$OUT" "$BIN" "${1:-10000}" "${2:-100000}" "${3:-0}" ${QUOTAS:+quotas}
     callgrind_annotate --inclusive=yes "$OUT" | head -60
 else
-    "$BIN" "${1:-10000}" "${2:-100000}" "${3:-3}"
+    "$BIN" "${1:-10000}" "${2:-100000}" "${3:-3}" ${QUOTAS:+quotas}
 fi

@@ -13,6 +13,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod sim;
+
 /// The directory holding `drover`, `drover-ctld` and `drover-noded`, built once per test process.
 pub fn bin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -266,15 +268,8 @@ impl Cluster {
     /// Waits until `sacct` shows the job in `state` (prefix match, so `CANCELLED` matches
     /// Polls `probe` every 100 ms until it returns `Some`; fails naming `what`, with the daemon
     /// logs, after `timeout`.
-    pub fn wait_for<T>(&self, what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(value) = probe() {
-                return value;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", self.logs());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+    pub fn wait_for<T>(&self, what: &str, timeout: Duration, probe: impl FnMut() -> Option<T>) -> T {
+        poll(what, timeout, || self.logs(), probe)
     }
 
     /// Polls `squeue -h -j <id> -o <format>` for up to 60 s until `done` accepts its output.
@@ -435,6 +430,19 @@ fn kill_processes_mentioning(path: &Path) {
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Polls `probe` every 100 ms until it returns `Some`; fails naming `what`, with `logs()`, after
+/// `timeout`.
+pub fn poll<T>(what: &str, timeout: Duration, logs: impl Fn() -> String, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Bytes as text, lossily.

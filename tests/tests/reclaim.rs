@@ -9,10 +9,8 @@
 //! the smallest victim that covers it, no team that held its guarantee is pushed below it, and no
 //! run is preempted before the minimum run time (`preempt_exempt_time`).
 
-use drover_e2e::{bin_dir, text};
+use drover_e2e::sim::SimCluster;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const GRACE: u32 = 2;
@@ -21,42 +19,10 @@ const GPUS_PER_NODE: u32 = 8;
 /// Team, guarantee, burst (GPUs).
 const TEAMS: [(&str, u32, u32); 3] = [("ta", 40, 72), ("tb", 24, 96), ("tc", 24, 48)];
 
-/// ctld and the simulated nodes in a scratch directory, stopped on drop.
-struct SimCluster {
-    dir: tempfile::TempDir,
-    ctld: Child,
-    nodes: Child,
-}
-
-/// The simulator binary, built next to the others (same profile).
-fn simnode() -> PathBuf {
-    let bin = bin_dir();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut build = Command::new(cargo);
-    build.args(["build", "--quiet", "-p", "drover-sim"]);
-    if bin.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    assert!(build.status().expect("running cargo build").success(), "building drover-simnode failed");
-    bin.join("drover-simnode")
-}
-
-impl SimCluster {
-    fn start() -> SimCluster {
-        let sim = simnode();
-        let bin = bin_dir();
-        let dir = tempfile::Builder::new().prefix("drover-reclaim-").tempdir_in("/tmp").expect("scratch dir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let root = dir.path();
-        let mut config = format!(
-            r#"
-cluster_name = "reclaim"
-default_account = "ta"
-[controller]
-address = "127.0.0.1:{port}"
-state_dir = "{state}"
-key_file = "{root}/cluster.key"
-kill_wait = {GRACE}
+/// ctld with 16 simulated 8-GPU nodes whose jobs ignore SIGTERM, and the three teams' quotas.
+fn start() -> SimCluster {
+    let mut config = format!(
+        r#"kill_wait = {GRACE}
 preempt_exempt_time = {EXEMPT}
 min_job_age = 600
 [[nodes]]
@@ -72,223 +38,55 @@ default = true
 name = "root"
 default_account = "ta"
 accounts = ["ta", "tb", "tc"]
-"#,
-            state = root.join("state").display(),
-            root = root.display(),
-        );
-        for (team, guarantee, burst) in TEAMS {
-            config.push_str(&format!(
-                "[[accounts]]\nname = \"{team}\"\n[[quotas]]\naccount = \"{team}\"\npartition = \"gpu\"\n\
-                 guarantee = \"gres/gpu={guarantee}\"\nburst = \"gres/gpu={burst}\"\n"
-            ));
-        }
-        let conf = root.join("cluster.toml");
-        std::fs::write(&conf, config).unwrap();
-        std::fs::create_dir_all(root.join("state")).unwrap();
-        std::fs::create_dir_all(root.join("bin")).unwrap();
-        for name in ["sbatch", "sacct", "scontrol", "squeue", "sinfo"] {
-            std::os::unix::fs::symlink(bin.join("drover"), root.join("bin").join(name)).unwrap();
-        }
-        let keygen = Command::new(bin.join("drover")).arg("keygen").arg(root.join("cluster.key")).output().unwrap();
-        assert!(keygen.status.success(), "{}", text(&keygen.stderr));
-        let log = |name: &str| std::fs::File::create(root.join(name)).unwrap();
-        let ctld = Command::new(bin.join("drover-ctld"))
-            .arg("--config")
-            .arg(&conf)
-            .env("RUST_LOG", "info")
-            .stdout(log("ctld.out"))
-            .stderr(log("ctld.log"))
-            .spawn()
-            .unwrap();
-        let socket = root.join("state").join("ctld.sock");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "ctld did not open its socket");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let nodes = Command::new(sim)
-            .args(["nodes", "--config"])
-            .arg(&conf)
-            .args(["--count", "16", "--warp", "1", "--heartbeat", "5", "--ignore-term"])
-            .stdout(log("nodes.out"))
-            .stderr(log("nodes.log"))
-            .spawn()
-            .unwrap();
-        let cluster = SimCluster { dir, ctld, nodes };
-        cluster.wait_for("16 idle nodes", || {
-            let out = cluster.ok("sinfo", &["-h", "-o", "%D %t"]);
-            out.lines().any(|l| l.trim() == "16 idle").then_some(())
-        });
-        cluster
+"#
+    );
+    for (team, guarantee, burst) in TEAMS {
+        config.push_str(&format!(
+            "[[accounts]]\nname = \"{team}\"\n[[quotas]]\naccount = \"{team}\"\npartition = \"gpu\"\n\
+             guarantee = \"gres/gpu={guarantee}\"\nburst = \"gres/gpu={burst}\"\n"
+        ));
     }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn command(&self, program: &str, args: &[&str]) -> std::process::Output {
-        let path = if program == "drover" { bin_dir().join("drover") } else { self.root().join("bin").join(program) };
-        Command::new(path)
-            .args(args)
-            .current_dir(self.root())
-            .env("DROVER_CONF", self.root().join("cluster.toml"))
-            .env("DROVER_SOCKET", self.root().join("state").join("ctld.sock"))
-            .env("TZ", "UTC")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    /// Runs a command and returns its stdout, asserting success.
-    fn ok(&self, program: &str, args: &[&str]) -> String {
-        let out = self.command(program, args);
-        assert!(out.status.success(), "{program} {args:?} failed:\n{}{}", text(&out.stdout), text(&out.stderr));
-        text(&out.stdout)
-    }
-
-    fn wait_for<T>(&self, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(value) = probe() {
-                return value;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", self.logs());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn logs(&self) -> String {
-        let tail = |name: &str| {
-            let all = std::fs::read_to_string(self.root().join(name)).unwrap_or_default();
-            let lines: Vec<&str> = all.lines().collect();
-            lines[lines.len().saturating_sub(40)..].join("\n")
-        };
-        format!("==> ctld.log <==\n{}\n==> nodes.log <==\n{}", tail("ctld.log") + &tail("ctld.out"), tail("nodes.log"))
-    }
-
-    /// Submits one job; returns its id.
-    fn submit(&self, team: &str, gpus: u32, held: bool) -> u32 {
-        let script = self.root().join("job.sh");
-        if !script.exists() {
-            std::fs::write(&script, "#!/bin/sh\nsleep 3600\n").unwrap();
-        }
-        let gres = format!("--gres=gpu:{gpus}");
-        let cpus = (gpus * 2).to_string();
-        let mut args = vec!["--parsable", "-A", team, &gres, "-c", &cpus, "-t", "60", "-J", team];
-        if held {
-            args.push("--hold");
-        }
-        let script = script.to_string_lossy().into_owned();
-        args.push(&script);
-        self.ok("sbatch", &args).trim().parse().unwrap()
-    }
-
-    /// Submits `count` jobs held, then releases them with one `scontrol release`.
-    fn release_at_once(&self, team: &str, gpus: u32, count: usize) -> Vec<u32> {
-        let jobs: Vec<u32> = (0..count).map(|_| self.submit(team, gpus, true)).collect();
-        let list: Vec<String> = jobs.iter().map(u32::to_string).collect();
-        self.ok("scontrol", &["release", &list.join(",")]);
-        jobs
-    }
-
-    /// The state of each job per `squeue`.
-    fn states(&self) -> HashMap<u32, String> {
-        let out = self.ok("squeue", &["-h", "-o", "%i %T"]);
-        out.lines()
-            .filter_map(|l| l.split_once(' '))
-            .filter_map(|(id, state)| Some((id.parse().ok()?, state.to_owned())))
-            .collect()
-    }
-
-    fn wait_running(&self, jobs: &[u32], what: &str) {
-        self.wait_for(what, || {
-            let states = self.states();
-            jobs.iter().all(|j| states.get(j).is_some_and(|s| s == "RUNNING")).then_some(())
-        });
-    }
-
-    /// Every run of every job (`sacct -D`).
-    fn runs(&self) -> Vec<Run> {
-        let out = self.ok("sacct", &["-D", "-X", "-P", "-n", "-a", "-o", "JobID,Account,State,Start,End,AllocTRES"]);
-        out.lines().filter_map(Run::parse).collect()
-    }
-
-    /// Every preemption per `drover audit`: (time, victim, the job it was for).
-    fn preemptions(&self) -> Vec<(i64, u32, u32)> {
-        let out = self.ok("drover", &["audit", "-a", "preempt", "-P", "-n"]);
-        out.lines()
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split('|').collect();
-                let time = parse_time(fields.first()?)?;
-                let victim = fields.get(5)?.parse().ok()?;
-                let detail = fields.get(7)?;
-                let for_job = detail.strip_prefix("reclaimed for job ")?.split(' ').next()?.parse().ok()?;
-                Some((time, victim, for_job))
-            })
-            .collect()
-    }
+    SimCluster::start("reclaim", 16, true, "default_account = \"ta\"", &config)
 }
 
-impl Drop for SimCluster {
-    fn drop(&mut self) {
-        let _ = self.nodes.kill();
-        let _ = self.ctld.kill();
-        let _ = self.nodes.wait();
-        let _ = self.ctld.wait();
+/// Submits one job; returns its id.
+fn submit(cluster: &SimCluster, team: &str, gpus: u32, held: bool) -> u32 {
+    let script = cluster.root().join("job.sh");
+    if !script.exists() {
+        std::fs::write(&script, "#!/bin/sh\nsleep 3600\n").unwrap();
     }
+    let gres = format!("--gres=gpu:{gpus}");
+    let cpus = (gpus * 2).to_string();
+    let mut args = vec!["--parsable", "-A", team, &gres, "-c", &cpus, "-t", "60", "-J", team];
+    if held {
+        args.push("--hold");
+    }
+    let script = script.to_string_lossy().into_owned();
+    args.push(&script);
+    cluster.ok("sbatch", &args).trim().parse().unwrap()
 }
 
-/// One run of a job as `sacct -D` shows it.
-#[derive(Debug, Clone)]
-struct Run {
-    job: u32,
-    team: String,
-    state: String,
-    start: Option<i64>,
-    end: Option<i64>,
-    gpus: u32,
+/// Submits `count` jobs held, then releases them with one `scontrol release`.
+fn release_at_once(cluster: &SimCluster, team: &str, gpus: u32, count: usize) -> Vec<u32> {
+    let jobs: Vec<u32> = (0..count).map(|_| submit(cluster, team, gpus, true)).collect();
+    let list: Vec<String> = jobs.iter().map(u32::to_string).collect();
+    cluster.ok("scontrol", &["release", &list.join(",")]);
+    jobs
 }
 
-impl Run {
-    fn parse(line: &str) -> Option<Run> {
-        let f: Vec<&str> = line.split('|').collect();
-        let gpus =
-            f.get(5)?.split(',').find_map(|t| t.strip_prefix("gres/gpu=")).and_then(|n| n.parse().ok()).unwrap_or(0);
-        Some(Run {
-            job: f.first()?.parse().ok()?,
-            team: (*f.get(1)?).to_owned(),
-            state: f.get(2)?.split(' ').next()?.to_owned(),
-            start: parse_time(f.get(3)?),
-            end: parse_time(f.get(4)?),
-            gpus,
+/// Every preemption per `drover audit`: (time, victim, the job it was for).
+fn preemptions(cluster: &SimCluster) -> Vec<(i64, u32, u32)> {
+    let out = cluster.ok("drover", &["audit", "-a", "preempt", "-P", "-n"]);
+    out.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split('|').collect();
+            let time = drover_e2e::sim::parse_time(fields.first()?)?;
+            let victim = fields.get(5)?.parse().ok()?;
+            let detail = fields.get(7)?;
+            let for_job = detail.strip_prefix("reclaimed for job ")?.split(' ').next()?.parse().ok()?;
+            Some((time, victim, for_job))
         })
-    }
-
-    fn preempted(&self) -> bool {
-        self.state == "REQUEUED" || self.state == "PREEMPTED"
-    }
-
-    /// Whether the run holds its GPUs right after time `t` (started by `t`, not ended by it).
-    fn holds_after(&self, t: i64) -> bool {
-        self.start.is_some_and(|s| s <= t) && self.end.is_none_or(|e| e > t)
-    }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS` (UTC) as unix seconds; `None` for `Unknown`, `None` and the like.
-fn parse_time(text: &str) -> Option<i64> {
-    let (date, time) = text.split_once('T')?;
-    let d: Vec<i64> = date.split('-').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-    let t: Vec<i64> = time.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-    let (y, m, day) = (d[0], d[1], d[2]);
-    // Days from the civil date (proleptic Gregorian).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86400 + t[0] * 3600 + t[1] * 60 + t[2])
+        .collect()
 }
 
 /// What one reclaim phase cost.
@@ -304,15 +102,15 @@ struct Phase {
 
 #[test]
 fn reclaim_preempts_only_what_is_owed() {
-    let cluster = SimCluster::start();
+    let cluster = start();
     // Timed from a running cluster (building the binaries is not part of the scenario).
     let started = Instant::now();
     let gpus_of_team = |team: &str| TEAMS.iter().find(|t| t.0 == team).unwrap().1;
 
     // Fill: A up to its burst, B the rest, all whole-node jobs.
     let (a_jobs, b_jobs) = (72 / GPUS_PER_NODE, (128 - 72) / GPUS_PER_NODE);
-    let mut fill: Vec<u32> = (0..a_jobs).map(|_| cluster.submit("ta", GPUS_PER_NODE, false)).collect();
-    fill.extend((0..b_jobs).map(|_| cluster.submit("tb", GPUS_PER_NODE, false)));
+    let mut fill: Vec<u32> = (0..a_jobs).map(|_| submit(&cluster, "ta", GPUS_PER_NODE, false)).collect();
+    fill.extend((0..b_jobs).map(|_| submit(&cluster, "tb", GPUS_PER_NODE, false)));
     cluster.wait_running(&fill, "the cluster to fill");
     eprintln!("cluster full after {:?}", started.elapsed());
     // Past the minimum run time, so the fill jobs may be preempted.
@@ -324,7 +122,7 @@ fn reclaim_preempts_only_what_is_owed() {
         eprintln!("{name}: all running after {:?}", started.elapsed());
         // Let any further (wrong) preemption show: two grace times and a few passes.
         std::thread::sleep(Duration::from_secs(u64::from(2 * GRACE) + 2));
-        let all = cluster.preemptions();
+        let all = preemptions(cluster);
         let new: Vec<(i64, u32, u32)> = all[*seen..].to_vec();
         *seen = all.len();
         let runs = cluster.runs();
@@ -338,21 +136,21 @@ fn reclaim_preempts_only_what_is_owed() {
     };
 
     // 1. Eight one-GPU jobs of C, released at once.
-    let c1 = cluster.release_at_once("tc", 1, 8);
+    let c1 = release_at_once(&cluster, "tc", 1, 8);
     cluster.wait_running(&c1, "C's eight one-GPU jobs released at once");
     phase("8 x 1 GPU released at once", 8, &cluster, &mut seen);
 
     // 2. Eight more, one after another.
     let mut c2 = Vec::new();
     for _ in 0..8 {
-        c2.push(cluster.submit("tc", 1, false));
+        c2.push(submit(&cluster, "tc", 1, false));
         std::thread::sleep(Duration::from_millis(300));
     }
     cluster.wait_running(&c2, "C's eight one-GPU jobs submitted one after another");
     phase("8 x 1 GPU one after another", 8, &cluster, &mut seen);
 
     // 3. Five eight-GPU jobs at once: C holds 16 of its 24, so one of them is owed.
-    let c3 = cluster.release_at_once("tc", GPUS_PER_NODE, 5);
+    let c3 = release_at_once(&cluster, "tc", GPUS_PER_NODE, 5);
     cluster.wait_for("one of C's eight-GPU jobs to run", || {
         let states = cluster.states();
         (c3.iter().filter(|j| states.get(j).is_some_and(|s| s == "RUNNING")).count() >= 1).then_some(())
@@ -360,7 +158,7 @@ fn reclaim_preempts_only_what_is_owed() {
     phase("5 x 8 GPU released at once", gpus_of_team("tc") - 16, &cluster, &mut seen);
 
     let runs = cluster.runs();
-    let preemptions = cluster.preemptions();
+    let preemptions = preemptions(&cluster);
     eprintln!("{:<30} {:>5} {:>8} {:>14}", "reclaim", "need", "victims", "GPUs preempted");
     for p in &phases {
         eprintln!("{:<30} {:>5} {:>8} {:>14}", p.name, p.need, p.victims.len(), p.preempted_gpus);

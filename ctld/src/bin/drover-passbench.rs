@@ -2,7 +2,10 @@
 //! `drover_ctld::passbench`): a pass that fills an empty cluster, passes over a full cluster
 //! with PENDING jobs queued, and a pass after some running jobs end.
 //!
-//!   drover-passbench NODES PENDING [PASSES]
+//!   drover-passbench NODES PENDING [PASSES] [quotas]
+//!
+//! With `quotas` as the fourth argument each of the eight teams has a guaranteed quota (with
+//! burst and, for half of them, lending limits) in the pool.
 
 #![forbid(unsafe_code)]
 
@@ -15,7 +18,13 @@ fn main() -> anyhow::Result<()> {
             .map_or(Ok(default), |v| v.parse().with_context(|| format!("argument {}: {v:?} is not a count", i + 1)))
     };
     let (nodes, pending, passes) = (arg(0, 10_000)?, arg(1, 100_000)?, arg(2, 3)?);
-    let mut bench = drover_ctld::passbench::Bench::new(nodes);
+    let quotas = match args.get(3).map(String::as_str) {
+        None | Some("") => false,
+        Some("quotas") => true,
+        Some(other) => anyhow::bail!("argument 4: {other:?} is not \"quotas\""),
+    };
+    println!("quotas: {}", if quotas { "eight teams" } else { "none" });
+    let mut bench = drover_ctld::passbench::Bench::new(nodes, quotas);
     // About enough jobs to fill every GPU (the mix averages 3.7 GPUs per job).
     bench.submit(nodes * 8 * 10 / 37);
     let fill = bench.pass();

@@ -104,7 +104,7 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
                 request.n_nodes
             ));
         }
-        match quotas.check(state, &views, job, partition, &asked) {
+        match quotas.check(state, &quota::PoolFree::new(state, &views), job, partition, &asked) {
             Err(limit) => lines.push(format!("partition {name}: {}: {}", limit.reason, limit.detail)),
             Ok(true) => {
                 lines.push(format!("partition {name}: would borrow (beyond its team's guarantee; preemptible)"))

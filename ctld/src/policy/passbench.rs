@@ -31,7 +31,7 @@ impl Lcg {
     }
 }
 
-fn config(nodes: usize) -> Config {
+fn config(nodes: usize, quotas: bool) -> Config {
     let half = nodes / 2;
     let mut text = format!(
         r#"
@@ -66,6 +66,22 @@ default_mem_per_cpu = 1000
             10 + 5 * t
         );
     }
+    if quotas {
+        // Eight teams' quotas in the one pool: each guaranteed a tenth of the GPUs (80 % of the
+        // pool guaranteed in all), bursting to a quarter; the even teams lend only half their
+        // idle guarantee, so borrowers meet the lending check too.
+        let gpus = nodes * 8;
+        let (guarantee, burst) = ((gpus / 10).max(1), (gpus / 4).max(1));
+        for t in 0..TEAMS {
+            let _ = write!(
+                text,
+                "[[quotas]]\naccount = \"team{t}\"\npartition = \"gpu\"\nguarantee = \"gres/gpu={guarantee}\"\nburst = \"gres/gpu={burst}\"\n"
+            );
+            if t % 2 == 0 {
+                let _ = writeln!(text, "lend = \"gres/gpu={}\"", guarantee / 2);
+            }
+        }
+    }
     Config::parse(Path::new("/bench/cluster.toml"), &text).expect("benchmark config")
 }
 
@@ -90,9 +106,10 @@ pub struct PassReport {
 }
 
 impl Bench {
-    /// A cluster of `nodes` nodes (8 GPUs, 64 CPUs each; half H100, half A100), all up.
-    pub fn new(nodes: usize) -> Bench {
-        let mut state = State::new(Arc::new(config(nodes.max(2))), 1);
+    /// A cluster of `nodes` nodes (8 GPUs, 64 CPUs each; half H100, half A100), all up; with
+    /// `quotas`, each of the eight teams has a guaranteed quota in the pool.
+    pub fn new(nodes: usize, quotas: bool) -> Bench {
+        let mut state = State::new(Arc::new(config(nodes.max(2), quotas)), 1);
         for (i, node) in state.nodes.iter_mut().enumerate() {
             node.connection = Some(i as u64);
             node.responding = true;

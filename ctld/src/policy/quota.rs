@@ -36,22 +36,81 @@ fn within(guarantee: &BTreeMap<String, u64>, used: &Tres, asked: &Tres) -> bool 
     !guarantee.is_empty() && guarantee.iter().all(|(name, g)| get(used, name) + get(asked, name) <= *g)
 }
 
-/// TRES free now on a partition's nodes.
-pub(crate) fn pool_free(views: &[NodeView], state: &State, partition: &PartitionConfig) -> Tres {
+/// TRES free now on one node (nothing if it is not usable).
+fn node_free(view: &NodeView) -> Tres {
     let mut free = Tres::new();
-    for name in &partition.nodes {
-        let Some(view) = state.node_index.get(name).map(|&i| &views[i]) else { continue };
-        if !view.usable() {
-            continue;
-        }
-        *free.entry("cpu".into()).or_default() += u64::from(view.cpus.saturating_sub(view.cpus_alloc));
-        *free.entry("mem".into()).or_default() += view.real_memory_mb.saturating_sub(view.mem_alloc_mb);
-        for gpu in view.gpus.iter().filter(|g| !view.gpus_alloc.contains(&g.index)) {
-            *free.entry("gres/gpu".into()).or_default() += 1;
-            *free.entry(format!("gres/gpu:{}", gpu.gpu_type.to_ascii_lowercase())).or_default() += 1;
-        }
+    if !view.usable() {
+        return free;
+    }
+    free.insert("cpu".into(), u64::from(view.cpus.saturating_sub(view.cpus_alloc)));
+    free.insert("mem".into(), view.real_memory_mb.saturating_sub(view.mem_alloc_mb));
+    for gpu in view.gpus.iter().filter(|g| !view.gpus_alloc.contains(&g.index)) {
+        *free.entry("gres/gpu".into()).or_default() += 1;
+        *free.entry(format!("gres/gpu:{}", gpu.gpu_type.to_ascii_lowercase())).or_default() += 1;
     }
     free
+}
+
+/// TRES free now in each pool (a partition some quota names): counted over the nodes once per
+/// pass and kept current as the pass takes and gives back room on them, so a borrower's lending
+/// check reads its pool's count instead of walking the pool's nodes.
+#[derive(Debug, Default)]
+pub(crate) struct PoolFree {
+    /// Pool (partition) name and what is free in it.
+    pools: Vec<(String, Tres)>,
+    /// View index → the pools it is in (indexes into `pools`; once per listing).
+    member_of: Vec<Vec<usize>>,
+    /// View index → what it counted as free when last counted.
+    counted: Vec<Tres>,
+}
+
+impl PoolFree {
+    pub(crate) fn new(state: &State, views: &[NodeView]) -> PoolFree {
+        let mut pools = PoolFree { member_of: vec![Vec::new(); views.len()], ..PoolFree::default() };
+        if state.config.quotas.is_empty() {
+            return pools;
+        }
+        for partition in &state.config.partitions {
+            if !state.config.quotas.iter().any(|q| q.partition == partition.name) {
+                continue;
+            }
+            let pool = pools.pools.len();
+            pools.pools.push((partition.name.clone(), Tres::new()));
+            for name in &partition.nodes {
+                if let Some(&i) = state.node_index.get(name) {
+                    pools.member_of[i].push(pool);
+                }
+            }
+        }
+        pools.counted = vec![Tres::new(); views.len()];
+        for (i, view) in views.iter().enumerate() {
+            pools.update(i, view);
+        }
+        pools
+    }
+
+    /// Recounts the node at view index `i` (after the pass changed what is allocated there).
+    pub(crate) fn update(&mut self, i: usize, view: &NodeView) {
+        if self.member_of.get(i).is_none_or(Vec::is_empty) {
+            return;
+        }
+        let now = node_free(view);
+        for &pool in &self.member_of[i] {
+            let total = &mut self.pools[pool].1;
+            for (name, count) in &self.counted[i] {
+                if let Some(t) = total.get_mut(name) {
+                    *t = t.saturating_sub(*count);
+                }
+            }
+            tres::add(total, &now);
+        }
+        self.counted[i] = now;
+    }
+
+    /// What is free in the pool `partition` (empty if no quota names it).
+    pub(crate) fn of(&self, partition: &str) -> Option<&Tres> {
+        self.pools.iter().find(|(name, _)| name == partition).map(|(_, free)| free)
+    }
 }
 
 /// Quota use of the running jobs, for one pass.
@@ -109,7 +168,7 @@ impl Quotas {
     pub(crate) fn check(
         &self,
         state: &State,
-        views: &[NodeView],
+        pool_free: &PoolFree,
         job: &Job,
         partition: &PartitionConfig,
         asked: &Tres,
@@ -134,7 +193,8 @@ impl Quotas {
         let borrowed = self.classify(config, job, &partition.name, asked);
         if borrowed {
             // Idle guarantee that its owner does not lend stays free for the owner.
-            let free = pool_free(views, state, partition);
+            let none = Tres::new();
+            let free = pool_free.of(&partition.name).unwrap_or(&none);
             for (name, want) in asked.iter().filter(|(_, want)| **want > 0) {
                 let protected: u64 = config
                     .quotas
@@ -143,7 +203,7 @@ impl Quotas {
                     .filter(|(i, q)| q.partition == partition.name && Some(*i) != own)
                     .map(|(i, q)| unlendable(q, &self.used[i], name))
                     .sum();
-                if protected > 0 && get(&free, name).saturating_sub(*want) < protected {
+                if protected > 0 && get(free, name).saturating_sub(*want) < protected {
                     let detail = format!("{protected} {name} of idle guarantees in {} are not lent", partition.name);
                     return Err(Blocked { reason: "QuotaLendLimit".into(), detail });
                 }

@@ -1,6 +1,8 @@
 //! The scheduling pass: pending jobs in (partition tier, multifactor priority, submit time, job
-//! id) order, checked against QOS and association limits, placed gang-wise on the first nodes of a
-//! partition that have the CPUs, memory and GPUs (by count and type) free. A job that cannot start
+//! id) order, checked against QOS and association limits, placed gang-wise on a partition's nodes
+//! that have the CPUs, memory and GPUs (by count and type) free, best fit: the nodes with the
+//! fewest GPUs free that suffice first (the fewest CPUs for a job without GPUs), so small jobs
+//! pack together and whole nodes stay whole for whole-node jobs. A job that cannot start
 //! gets a backfill reservation (its earliest start, from the time limits of what runs); a later
 //! job may start ahead of it only where it does not touch the reserved nodes, or ends before the
 //! reservation begins, so backfill never delays a job that holds a reservation.
@@ -11,7 +13,7 @@ use crate::model::tres;
 use crate::policy::backfill::{self, NodeView, Reservation};
 use crate::policy::limits::Running;
 use crate::policy::priority;
-use crate::policy::quota::Quotas;
+use crate::policy::quota::{PoolFree, Quotas};
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::{JobId, JobState};
@@ -103,7 +105,8 @@ pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConf
         .collect()
 }
 
-/// Tries to place a job on `views` (first fit over `nodes`, indexes into `views`), skipping nodes
+/// Tries to place a job on `views`: the first nodes of `nodes` (indexes into `views`, in the order
+/// given: the pass gives them in best-fit order) that take a share, skipping nodes
 /// in `avoid`.
 pub(crate) fn place(
     views: &[NodeView],
@@ -168,28 +171,74 @@ impl Shape {
     }
 }
 
-/// Per partition, the nodes (in partition order) that are up and have a CPU free, those that
-/// also have a GPU free, and those with a GPU of each type free, kept current as the pass places jobs, so a fit search skips full nodes.
+/// The GPUs of the types `request` asks for that are free on a node, and its free CPUs: best fit
+/// tries the nodes with the fewest first. A request for GPUs of one type counts that type only.
+fn fit_key(view: &NodeView, request: &PerNodeRequest) -> (u32, u32) {
+    let free_cpus = view.cpus.saturating_sub(view.cpus_alloc);
+    if request.n_gpus() == 0 {
+        return (free_cpus, 0);
+    }
+    let typed = match request.gpus.as_slice() {
+        [(Some(gpu_type), count)] if *count > 0 => Some(gpu_type),
+        _ => None,
+    };
+    let free_gpus = view
+        .gpus
+        .iter()
+        .filter(|g| !view.gpus_alloc.contains(&g.index))
+        .filter(|g| typed.is_none_or(|t| t.eq_ignore_ascii_case(&g.gpu_type)))
+        .count();
+    (u32::try_from(free_gpus).unwrap_or(u32::MAX), free_cpus)
+}
+
+/// Orders `nodes` (indexes into `views`) for best fit: a job that asks for GPUs tries the nodes
+/// with the fewest of them free first, then the fewest CPUs free; a job without GPUs the nodes
+/// with the fewest CPUs free. Ties keep their order. Used where the pass has no index of the
+/// job's nodes (`-w`, `-x`, `--constraint`).
+pub(crate) fn best_fit_order(views: &[NodeView], mut nodes: Vec<usize>, request: &PerNodeRequest) -> Vec<usize> {
+    nodes.sort_by_cached_key(|&i| fit_key(&views[i], request));
+    nodes
+}
+
+/// Per partition, the nodes that are up and have a CPU free (by free CPUs), those that also have
+/// a GPU free, and those with a GPU of each type free (by free GPUs of the kind, then free CPUs),
+/// kept current as the pass places jobs. A fit search starts at the first node with enough free
+/// and walks towards emptier ones (best fit), skipping full nodes and nodes with too little free.
 pub(crate) struct FreeIndex {
     partitions: HashMap<String, PartitionFree>,
-    empty: BTreeSet<usize>,
     /// View index → (partition, position in that partition's order).
     positions: Vec<Vec<(String, usize)>>,
+    /// View index → the keys it is filed under now.
+    filed: Vec<Filed>,
+}
+
+/// Where a node is filed in its partitions' sets.
+#[derive(Default, Clone)]
+struct Filed {
+    cpu: Option<u32>,
+    gpu: Option<(u32, u32)>,
+    /// Lower-case GPU type → (free GPUs of the type, free CPUs), for the types with one free.
+    gpu_type: Vec<(String, (u32, u32))>,
 }
 
 struct PartitionFree {
     /// View indexes in partition order.
     order: Vec<usize>,
-    cpu: BTreeSet<usize>,
-    gpu: BTreeSet<usize>,
-    /// Lower-case GPU type → positions with a GPU of that type free.
-    gpu_type: HashMap<String, BTreeSet<usize>>,
+    /// (free CPUs, position) of the nodes with a CPU free.
+    cpu: BTreeSet<(u32, usize)>,
+    /// (free GPUs, free CPUs, position) of the nodes with a CPU and a GPU free.
+    gpu: BTreeSet<(u32, u32, usize)>,
+    /// Lower-case GPU type → (free GPUs of that type, free CPUs, position).
+    gpu_type: HashMap<String, BTreeSet<(u32, u32, usize)>>,
 }
 
 impl FreeIndex {
     pub(crate) fn new(state: &State, views: &[NodeView]) -> FreeIndex {
-        let mut index =
-            FreeIndex { partitions: HashMap::new(), empty: BTreeSet::new(), positions: vec![Vec::new(); views.len()] };
+        let mut index = FreeIndex {
+            partitions: HashMap::new(),
+            positions: vec![Vec::new(); views.len()],
+            filed: vec![Filed::default(); views.len()],
+        };
         for partition in &state.config.partitions {
             let order: Vec<usize> = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect();
             for (position, &i) in order.iter().enumerate() {
@@ -206,44 +255,59 @@ impl FreeIndex {
 
     /// Records what is free on the node at view index `i` now.
     pub(crate) fn update(&mut self, i: usize, view: &NodeView) {
-        let cpu_free = view.usable() && view.cpus_alloc < view.cpus;
-        let gpu_free = cpu_free && view.gpus_alloc.len() < view.gpus.len();
-        let mut types: Vec<(String, bool)> = Vec::new();
-        for gpu in &view.gpus {
-            let name = gpu.gpu_type.to_ascii_lowercase();
-            let free = cpu_free && !view.gpus_alloc.contains(&gpu.index);
-            match types.iter_mut().find(|(t, _)| *t == name) {
-                Some((_, any)) => *any |= free,
-                None => types.push((name, free)),
-            }
-        }
-        for (name, position) in &self.positions[i] {
-            let Some(free) = self.partitions.get_mut(name) else { continue };
-            for (gpu_type, any) in &types {
-                let set = free.gpu_type.entry(gpu_type.clone()).or_default();
-                if *any {
-                    set.insert(*position);
-                } else {
-                    set.remove(position);
+        let free_cpus = view.cpus.saturating_sub(view.cpus_alloc);
+        let cpu_free = view.usable() && free_cpus > 0;
+        let mut filed = Filed::default();
+        if cpu_free {
+            filed.cpu = Some(free_cpus);
+            let mut total = 0u32;
+            for gpu in view.gpus.iter().filter(|g| !view.gpus_alloc.contains(&g.index)) {
+                total += 1;
+                let name = gpu.gpu_type.to_ascii_lowercase();
+                match filed.gpu_type.iter_mut().find(|(t, _)| *t == name) {
+                    Some((_, (count, _))) => *count += 1,
+                    None => filed.gpu_type.push((name, (1, free_cpus))),
                 }
             }
-            if cpu_free {
-                free.cpu.insert(*position);
-            } else {
-                free.cpu.remove(position);
+            filed.gpu = (total > 0).then_some((total, free_cpus));
+        }
+        let old = std::mem::replace(&mut self.filed[i], filed);
+        let new = &self.filed[i];
+        for (name, position) in &self.positions[i] {
+            let Some(free) = self.partitions.get_mut(name) else { continue };
+            let position = *position;
+            if old.cpu != new.cpu {
+                if let Some(c) = old.cpu {
+                    free.cpu.remove(&(c, position));
+                }
+                if let Some(c) = new.cpu {
+                    free.cpu.insert((c, position));
+                }
             }
-            if gpu_free {
-                free.gpu.insert(*position);
-            } else {
-                free.gpu.remove(position);
+            if old.gpu != new.gpu {
+                if let Some((g, c)) = old.gpu {
+                    free.gpu.remove(&(g, c, position));
+                }
+                if let Some((g, c)) = new.gpu {
+                    free.gpu.insert((g, c, position));
+                }
+            }
+            for (gpu_type, (g, c)) in &old.gpu_type {
+                if let Some(set) = free.gpu_type.get_mut(gpu_type) {
+                    set.remove(&(*g, *c, position));
+                }
+            }
+            for (gpu_type, (g, c)) in &new.gpu_type {
+                free.gpu_type.entry(gpu_type.clone()).or_default().insert((*g, *c, position));
             }
         }
     }
 
-    /// The nodes (view indexes, partition order) worth trying for a job that may use the whole
-    /// partition: those with a CPU free, and a GPU free if it asks for GPUs. `None` when the job
-    /// names or excludes nodes or has a `--constraint` (the caller then filters the partition
-    /// itself, with [`eligible_nodes`]).
+    /// The nodes (view indexes) worth trying for a job that may use the whole partition, in
+    /// best-fit order: those with enough CPUs free, and enough GPUs (of its type) free if it
+    /// asks for GPUs, the fullest first (see [`best_fit_order`]). `None` when the job names or
+    /// excludes nodes or has a `--constraint` (the caller then filters the partition itself,
+    /// with [`eligible_nodes`]).
     pub(crate) fn candidates<'a>(
         &'a self,
         partition: &str,
@@ -254,17 +318,26 @@ impl FreeIndex {
             return None;
         }
         let free = self.partitions.get(partition)?;
+        // The smallest share: a node with fewer CPUs free cannot take any of the job's shares.
+        let cpus = if request.exclusive { 1 } else { request.cpus(request.tasks.len().saturating_sub(1)).max(1) };
         // One typed GPU request: only nodes with a GPU of that type free.
         let typed = match request.gpus.as_slice() {
-            [(Some(gpu_type), count)] if *count > 0 => Some(gpu_type.to_ascii_lowercase()),
+            [(Some(gpu_type), count)] if *count > 0 => Some((gpu_type.to_ascii_lowercase(), *count)),
             _ => None,
         };
-        let set = match typed {
-            Some(gpu_type) => free.gpu_type.get(&gpu_type).unwrap_or(&self.empty),
-            None if request.n_gpus() > 0 => &free.gpu,
-            None => &free.cpu,
+        let gpus = request.n_gpus();
+        let by_gpu = match &typed {
+            Some((gpu_type, count)) => free.gpu_type.get(gpu_type).map(|set| set.range((*count, cpus, 0)..)),
+            None if gpus > 0 => Some(free.gpu.range((gpus, cpus, 0)..)),
+            None => None,
         };
-        Some(set.iter().map(|&position| free.order[position]))
+        let (by_gpu, by_cpu) = match by_gpu {
+            Some(range) => (Some(range.map(|&(_, _, position)| position)), None),
+            None if typed.is_some() => (None, None),
+            None => (None, Some(free.cpu.range((cpus, 0)..).map(|&(_, position)| position))),
+        };
+        let positions = by_gpu.into_iter().flatten().chain(by_cpu.into_iter().flatten());
+        Some(positions.map(|position| free.order[position]))
     }
 }
 
@@ -349,7 +422,8 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
         .map(|(job_id, hold)| (*job_id, super::preempt::take_free(&mut views, &state.node_index, &hold.alloc)))
         .collect();
     let mut planner: Option<super::preempt::Planner> = None;
-    let mut quotas = Quotas::new(state);
+    // The classification the order was built with: nothing ran or ended since.
+    let mut quotas = initial_quotas;
     // Partitions where a job inside its team's guarantee could not start: borrowers must not
     // start there for the rest of the pass (they would take what is being reclaimed).
     let mut owners_waiting: HashSet<String> = HashSet::new();
@@ -362,6 +436,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let shortcuts = state.pass_shortcuts;
     timeline.gated = shortcuts;
     let mut free = FreeIndex::new(state, &views);
+    let mut pool_free = PoolFree::new(state, &views);
     let mut no_room: HashSet<Shape> = HashSet::new();
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
@@ -385,6 +460,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             super::preempt::give_back(&mut views, &taken);
             for (i, _) in &taken {
                 free.update(*i, &views[*i]);
+                pool_free.update(*i, &views[*i]);
             }
         }
         if let Err(limit) = running.check(&state.config, job, &asked) {
@@ -403,7 +479,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 node_limited = true;
                 continue;
             }
-            let borrows = match quotas.check(state, &views, job, partition, &asked) {
+            let borrows = match quotas.check(state, &pool_free, job, partition, &asked) {
                 Ok(true) if owners_waiting.contains(name) => {
                     // The idle guarantee is wanted back: no new borrower starts on it.
                     let detail = format!("jobs inside their team's guarantee wait in {name}");
@@ -431,7 +507,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                     backfill::place_around(&views, candidates, partition, &request, &reservations, now, limit)
                 }
                 None => {
-                    let nodes = eligible_nodes(state, job, partition);
+                    let nodes = best_fit_order(&views, eligible_nodes(state, job, partition), &request);
                     let nodes = nodes.iter().copied();
                     backfill::place_around(&views, nodes, partition, &request, &reservations, now, limit)
                 }
@@ -468,6 +544,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                     let taken = super::preempt::take_free(&mut views, &state.node_index, &hold.alloc);
                     for (i, _) in &taken {
                         free.update(*i, &views[*i]);
+                        pool_free.update(*i, &views[*i]);
                     }
                     holds.insert(job_id, taken);
                 }
@@ -485,6 +562,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                     if let Some(&i) = state.node_index.get(&share.node) {
                         views[i].take(share);
                         free.update(i, &views[i]);
+                        pool_free.update(i, &views[i]);
                     }
                 }
                 timeline.add(now.saturating_add(limit), &start.alloc);

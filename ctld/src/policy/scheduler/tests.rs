@@ -825,3 +825,86 @@ fn freed_gpus_go_to_the_reclaimer() {
     assert_eq!(reason(&state, alices), "Resources");
     assert!(victims(&mut state).is_empty());
 }
+
+fn nodes_of(state: &State, job_id: JobId) -> Vec<String> {
+    state.jobs[&job_id].alloc.as_ref().map_or_else(Vec::new, |a| a.nodes.iter().map(|n| n.node.clone()).collect())
+}
+
+/// Best fit keeps whole nodes whole: with a 4-GPU job on the second of two 8-GPU nodes, a new
+/// 4-GPU job goes next to it (first fit took the empty first node), so an 8-GPU job still
+/// starts in the same pass on the node left whole.
+#[test]
+fn best_fit_packs_gpu_jobs_and_keeps_whole_nodes_whole() {
+    let text = BASE
+        .replace(
+            "names = \"n[1-2]\"\ncpus = 4\nreal_memory = 8000\ngpus = { h100 = 2 }",
+            "names = \"g[1-2]\"\ncpus = 32\nreal_memory = 64000\ngpus = { h100 = 8 }",
+        )
+        .replace("nodes = \"n[1-2]\"", "nodes = \"g[1-2]\"");
+    let mut state = cluster_of(&text);
+    let first = submit(&mut state, "alice", "g=4 c=4 w=g2");
+    assert_eq!(pass(&mut state, NOW), vec![first]);
+    let small = submit(&mut state, "alice", "g=4 c=4");
+    assert_eq!(pass(&mut state, NOW + 1), vec![small]);
+    assert_eq!(nodes_of(&state, small), ["g2"], "the 4-GPU job packs onto the node already in use");
+    let whole = submit(&mut state, "bob", "g=8 c=8");
+    assert_eq!(pass(&mut state, NOW + 2), vec![whole], "the 8-GPU job starts on the node left whole");
+    assert_eq!(nodes_of(&state, whole), ["g1"]);
+}
+
+/// The fullest node that fits wins, by free GPUs first (then free CPUs); a job too big for the
+/// fullest nodes goes to the next fullest, not the emptiest; a job without GPUs goes to the
+/// node with the fewest CPUs free. The same order holds where the pass has no index (`-x`).
+#[test]
+fn best_fit_takes_the_fullest_node_that_fits() {
+    for exclude in ["", " e=g9"] {
+        let mut state = teams("");
+        // Free GPUs after these: g1 8, g2 6, g3 3, g4 8 (free CPUs: 32, 30, 27, 32).
+        let a = submit(&mut state, "alice", "g=2 c=2 w=g2");
+        let b = submit(&mut state, "alice", "g=5 c=5 w=g3");
+        let mut started = pass(&mut state, NOW);
+        started.sort_unstable();
+        assert_eq!(started, vec![a, b]);
+        // One job a pass, so the order of the placements is the order of the submissions.
+        let mut one = |args: &str, now: UnixTime| {
+            let job_id = submit(&mut state, "bob", &format!("{args}{exclude}"));
+            assert_eq!(pass(&mut state, now), vec![job_id]);
+            nodes_of(&state, job_id)
+        };
+        assert_eq!(one("g=2 c=1", NOW + 1), ["g3"], "{exclude}: 3 free, the fewest that fit");
+        assert_eq!(one("g=4 c=1", NOW + 2), ["g2"], "{exclude}: 6 free, the fewest that fit");
+        assert_eq!(one("g=7 c=1", NOW + 3), ["g1"], "{exclude}: an empty node, the first of two");
+        // Free CPUs now: g1 31, g2 29, g3 26, g4 32.
+        assert_eq!(one("c=4", NOW + 4), ["g3"], "{exclude}: the fewest CPUs free");
+    }
+}
+
+/// The pass's per-pool free counts, kept as it takes and gives back room on nodes, equal a fresh
+/// count over the pool's nodes after every change (what the lending check read before it had
+/// the counts); a partition no quota names has none.
+#[test]
+fn pool_free_counts_follow_the_nodes() {
+    let mut state = teams(&format!("{}{}", quota("vision", 8), quota("nlp", 8)));
+    let job = submit(&mut state, "alice", "g=3 c=5");
+    assert_eq!(pass(&mut state, NOW), vec![job]);
+    let mut views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
+    let mut counts = quota::PoolFree::new(&state, &views);
+    let fresh = |views: &[NodeView]| quota::PoolFree::new(&state, views).of("main").cloned();
+    assert_eq!(counts.of("main").cloned(), fresh(&views));
+    let gpus = |c: &quota::PoolFree| c.of("main").and_then(|t| t.get("gres/gpu:h100").copied());
+    assert_eq!(gpus(&counts), Some(29));
+    let share = NodeAllocation { node: "g4".into(), cpus: 7, mem_mb: 1000, gpus: vec![0, 5], tasks: 1 };
+    views[3].take(&share);
+    counts.update(3, &views[3]);
+    assert_eq!(counts.of("main").cloned(), fresh(&views));
+    assert_eq!(gpus(&counts), Some(27));
+    views[3].up = false;
+    counts.update(3, &views[3]);
+    assert_eq!(counts.of("main").cloned(), fresh(&views));
+    views[3].up = true;
+    views[3].release(&share);
+    counts.update(3, &views[3]);
+    assert_eq!(counts.of("main").cloned(), fresh(&views));
+    assert_eq!(gpus(&counts), Some(29));
+    assert_eq!(quota::PoolFree::new(&cluster(""), &views).of("main"), None);
+}
