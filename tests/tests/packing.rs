@@ -19,9 +19,11 @@ const WINDOW: f64 = 30.0;
 /// least GPU utilization in the seconds some job waits. Measured on a loaded 2-core VM, three
 /// runs each (mean wait / max wait / utilization): first fit 6.0 s / 10 s / 89.1 %, 3.8 s / 5 s /
 /// 94.4 %, 5.2 s / 10 s / 92.5 %; best fit 3.5 s / 5 s / 96.0 %, 3.8 s / 5 s / 94.4 %,
-/// 4.2 s / 5 s / 93.9 %.
-const MAX_WAIT_BOUND: i64 = 8;
-const UTILIZATION_BOUND: f64 = 0.91;
+/// 4.2 s / 5 s / 93.9 %. The bounds are set well outside that spread (CI runs on 2 busy cores):
+/// they catch a starved wide job or a badly fragmented cluster, not first fit itself, which the
+/// exact test does.
+const MAX_WAIT_BOUND: i64 = 15;
+const UTILIZATION_BOUND: f64 = 0.85;
 
 /// The job stream's sizes and run times: a fixed pseudo-random sequence (xorshift), so every
 /// run submits the same jobs.
