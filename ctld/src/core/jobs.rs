@@ -222,12 +222,6 @@ impl Core {
     /// long as a submission's may be.
     fn check_update(&self, update: &JobUpdate) -> Result<HashMap<JobId, JobId>, ErrorCode> {
         validate::check_update_text(update).map_err(|(code, _)| code)?;
-        if let Some(name) = &update.name {
-            validate::check_string("job name", name).map_err(|(code, _)| code)?;
-        }
-        if let Some(comment) = &update.comment {
-            validate::check_string("comment", comment).map_err(|(code, _)| code)?;
-        }
         match update.dependency.as_deref().filter(|t| !t.is_empty()) {
             Some(text) => {
                 crate::policy::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;

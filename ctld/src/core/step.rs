@@ -165,9 +165,7 @@ impl Core {
         };
         // A step's name is shown to other users (`squeue -s`, `sacct`): the bounds and the
         // control-character rule of a job's name.
-        let name_check = crate::policy::validate::check_string("step name", &spec.name)
-            .and_then(|()| crate::policy::validate::forbidden_text("step name", &spec.name));
-        if let Err((code, detail)) = name_check {
+        if let Err((code, detail)) = crate::policy::validate::check_string("step name", &spec.name) {
             let _ = reply.send(refuse(code, detail.clone()));
             self.audit_request(caller, "step", Some(job_id), Err(code), format!("refused: {detail}"));
             return;

@@ -36,12 +36,13 @@ pub(crate) fn check_nice(nice: i32, privileged: bool) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// A job name or comment set by `scontrol update`: the bound a submission's has.
+/// A name or comment set after submission (`scontrol update`, a step's `srun -J`): the bound a
+/// submission's has, and no control character.
 pub(crate) fn check_string(what: &str, value: &str) -> Result<(), Rejection> {
     if value.len() > MAX_STRING {
         return Err((ErrorCode::InvalidSpec, format!("{what} exceeds its size limit of {MAX_STRING} bytes")));
     }
-    Ok(())
+    forbidden_text(what, value)
 }
 
 fn group_name(gid: u32) -> String {
@@ -122,10 +123,13 @@ fn check_text(spec: &JobSpec) -> Result<(), Rejection> {
     spec.partitions.iter().try_for_each(|p| one("partition", p))
 }
 
-/// The same rule for the strings `scontrol update job` sets.
+/// The same rules for the strings `scontrol update job` sets: names and comments as
+/// [`check_string`], a dependency without control characters (its items are bounded where it is
+/// parsed).
 pub(crate) fn check_update_text(update: &drover_shared::proto::client::JobUpdate) -> Result<(), Rejection> {
-    let fields = [("job name", &update.name), ("comment", &update.comment), ("dependency", &update.dependency)];
-    fields.into_iter().try_for_each(|(what, value)| value.as_deref().map_or(Ok(()), |v| forbidden_text(what, v)))
+    let strings = [("job name", &update.name), ("comment", &update.comment)];
+    strings.into_iter().try_for_each(|(what, value)| value.as_deref().map_or(Ok(()), |v| check_string(what, v)))?;
+    update.dependency.as_deref().map_or(Ok(()), |dependency| forbidden_text("dependency", dependency))
 }
 
 /// `Err` naming `what` when `value` holds a character [`drover_shared::text::forbidden`] refuses.
