@@ -82,6 +82,9 @@ pub mod raw {
         /// Usage rollup retention and GPU-hour prices.
         #[serde(default)]
         pub accounting: super::usage::RawAccounting,
+        /// Automatic drains of nodes where jobs keep failing.
+        #[serde(default)]
+        pub incidents: super::incidents::RawIncidents,
     }
 
     /// A cluster home's file: the admin's file it includes and the home's own settings.
@@ -499,6 +502,8 @@ pub struct Config {
     pub metrics: usage::MetricsConfig,
     /// `[accounting]`: usage retention and GPU-hour prices.
     pub accounting: usage::AccountingConfig,
+    /// `[incidents]`: automatic drains of nodes where jobs keep failing.
+    pub incidents: incidents::IncidentConfig,
 }
 
 impl Config {
@@ -1150,10 +1155,15 @@ impl Validator<'_> {
                 .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
             metrics: file.metrics.validate().map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
             accounting,
+            incidents: file
+                .incidents
+                .validate()
+                .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
         })
     }
 }
 
+pub mod incidents;
 pub mod sched;
 #[cfg(test)]
 mod tests;

@@ -156,8 +156,14 @@ fn sealed_streams_refuse_injected_and_replayed_frames() {
 #[test]
 fn admin_golden_bytes() {
     use super::client::{AuditQuery, NodeStateChange, NodeUpdate};
-    let drain = NodeUpdate { nodes: "n1".into(), state: NodeStateChange::Drain, reason: Some("x".into()) };
-    assert_eq!(hex(&Request::UpdateNode(drain)), "13026e3100010178");
+    let drain = NodeUpdate {
+        nodes: "n1".into(),
+        state: NodeStateChange::Drain,
+        reason: Some("x".into()),
+        owner: None,
+        ticket: Some("T".into()),
+    };
+    assert_eq!(hex(&Request::UpdateNode(drain)), "13026e310001017800010154");
     assert_eq!(hex(&Request::Reconfigure), "14");
     assert_eq!(hex(&Request::QueryNodeReasons), "15");
     // Appended after them by the requeue work.
@@ -175,7 +181,7 @@ fn remote_client_hello_golden_bytes() {
         ClientToken { uid: 1000, gid: 100, host: "n1".into(), issued: 5, expires: 35, nonce: vec![1], mac: vec![2] };
     let hello =
         Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::RemoteClient { token }, nonce: vec![] };
-    assert_eq!(hex(&hello), "445256520302e80764026e310a460101010200");
+    assert_eq!(hex(&hello), "445256520402e80764026e310a460101010200");
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod accounting;
 pub(crate) mod admission;
 mod audit;
 mod config;
+mod history;
 mod usage;
 
 use crate::core::Event;
@@ -202,6 +203,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
         Request::QueryUsage(query) => usage::query(context, caller, query).await,
         Request::QueryAudit(query) => audit::query(context, caller, query).await,
+        Request::QueryNodeHistory { node, limit } => history::query(context, caller, node, limit).await,
         Request::QueryJobUsage { job_ids } => accounting::usage(context, caller, job_ids).await,
         Request::QueryStepUsage { job_ids } => accounting::step_usage(context, caller, job_ids).await,
         Request::ShowConfig => config::show(context),
