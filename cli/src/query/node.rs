@@ -10,7 +10,11 @@ use drover_shared::proto::client::{NodeEvent, Request, Response};
 use std::ffi::OsString;
 
 #[derive(Debug, Parser)]
-#[command(name = "drover node history", about = "Show a node's history of incidents and job failures", disable_help_flag = true)]
+#[command(
+    name = "drover node history",
+    about = "Show a node's history of incidents and job failures",
+    disable_help_flag = true
+)]
 struct Args {
     /// The node.
     node: String,
@@ -88,20 +92,21 @@ mod tests {
 
     #[test]
     fn history_as_a_table_and_parsable() {
-        let event = |event: &str, user: &str, owner: &str, job_id, ticket: Option<&str>, reason: &str, evidence: &str| {
-            NodeEvent {
-                time: 1_764_460_800,
-                node: "n1".into(),
-                event: event.into(),
-                uid: 0,
-                user: user.into(),
-                owner: owner.into(),
-                reason: reason.into(),
-                ticket: ticket.map(str::to_owned),
-                evidence: evidence.into(),
-                job_id,
-            }
-        };
+        let event =
+            |event: &str, user: &str, owner: &str, job_id, ticket: Option<&str>, reason: &str, evidence: &str| {
+                NodeEvent {
+                    time: 1_764_460_800,
+                    node: "n1".into(),
+                    event: event.into(),
+                    uid: 0,
+                    user: user.into(),
+                    owner: owner.into(),
+                    reason: reason.into(),
+                    ticket: ticket.map(str::to_owned),
+                    evidence: evidence.into(),
+                    job_id,
+                }
+            };
         let events = vec![
             event("job_failure", "alice", "", Some(7), None, "", "FAILED 1:0 (NonZeroExitCode)"),
             event("auto_drain", "root", "system", None, None, "jobs keep failing here", "2 jobs of 2 users"),

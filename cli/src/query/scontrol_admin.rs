@@ -80,6 +80,11 @@ fn print_outcome(call: &str, response: Response) -> anyhow::Result<i32> {
                 drover_shared::proto::client::ErrorCode::InvalidConfig => {
                     eprintln!("{call} error: {}\n{detail}", code.message())
                 }
+                // What was wrong with a value (a reason's control character, a bad owner or
+                // ticket) says more than "Invalid job specification".
+                drover_shared::proto::client::ErrorCode::InvalidSpec if !detail.is_empty() => {
+                    eprintln!("{call} error: {detail}")
+                }
                 _ => eprintln!("{call} error: {}", code.message()),
             }
             Ok(1)

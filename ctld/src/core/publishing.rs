@@ -62,7 +62,8 @@ impl Core {
                 node.state().long_name().to_owned(),
                 node.drain_reason.is_some(),
             ));
-            let reason = node.down_reason.as_ref().map(|r| ("DOWN", r)).or(node.drain_reason.as_ref().map(|r| ("DRAIN", r)));
+            let reason =
+                node.down_reason.as_ref().map(|r| ("DOWN", r)).or(node.drain_reason.as_ref().map(|r| ("DRAIN", r)));
             if let Some((state, reason)) = reason {
                 let incident = node.incident.clone();
                 snap.incidents.push(super::metrics::OpenIncident {

@@ -38,23 +38,24 @@ mod tests {
         IncidentConfig { auto_drain_failures: 3, auto_drain_users: 2, auto_drain_window_secs: 60 }
     }
 
-    fn failures(list: &[(u64, u32, u32)]) -> RecentFailures {
+    fn failures(list: &[(UnixTime, u32, u32)]) -> RecentFailures {
         let mut recent = RecentFailures::default();
         for &(time, job_id, uid) in list {
-            recent.push(Failure { time: time as UnixTime, job_id, uid }, 60, 3);
+            recent.push(Failure { time, job_id, uid }, 60, 3);
         }
         recent
     }
 
     #[test]
     fn failures_of_several_users_within_the_window_drain() {
-        let evidence = auto_drain_evidence(&failures(&[(100, 1, 1001), (110, 2, 1002), (120, 3, 1001)]), &config(), 120);
+        let evidence =
+            auto_drain_evidence(&failures(&[(100, 1, 1001), (110, 2, 1002), (120, 3, 1001)]), &config(), 120);
         assert_eq!(evidence.as_deref(), Some("3 jobs of 2 users failed within 60 s: jobs 1,2,3"));
     }
 
     #[test]
     fn one_users_failures_never_drain() {
-        let list: Vec<_> = (0..10).map(|i| (100 + i, i as u32, 1001)).collect();
+        let list: Vec<_> = (0..10u32).map(|i| (100 + UnixTime::from(i), i, 1001)).collect();
         assert_eq!(auto_drain_evidence(&failures(&list), &config(), 110), None);
     }
 

@@ -82,9 +82,11 @@ pub(crate) struct StoredNodeState {
 /// Loads every stored node flag.
 pub(crate) fn load_node_states(conn: &Connection, path: &Path) -> Result<Vec<StoredNodeState>, DbError> {
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
-    let mut stmt =
-        conn.prepare("SELECT name, drain_reason, down_reason, uid, time, owner, ticket, evidence FROM node_state ORDER BY name")
-            .map_err(err)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT name, drain_reason, down_reason, uid, time, owner, ticket, evidence FROM node_state ORDER BY name",
+        )
+        .map_err(err)?;
     let rows = stmt
         .query_map([], |r| {
             Ok(StoredNodeState {

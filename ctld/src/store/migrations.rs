@@ -57,7 +57,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             ),
         ],
     },
-    Migration { name: "incidents on nodes: owner, ticket, evidence and each node's history", steps: &[Step::Sql(INCIDENTS)] },
+    Migration {
+        name: "incidents on nodes: owner, ticket, evidence and each node's history",
+        steps: &[Step::Sql(INCIDENTS)],
+    },
 ];
 
 /// Migration 1. `jobs.state` holds [`drover_shared::job::JobState::code`]; codes below 3 are the

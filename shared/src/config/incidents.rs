@@ -58,7 +58,10 @@ impl RawIncidents {
         let auto_drain_window_secs = match &self.auto_drain_window {
             None => default.auto_drain_window_secs,
             Some(window) => window.seconds().filter(|s| *s > 0).ok_or_else(|| {
-                ("incidents.auto_drain_window".to_owned(), format!("`{}` is not a time like \"10:00\" or seconds", window.text()))
+                (
+                    "incidents.auto_drain_window".to_owned(),
+                    format!("`{}` is not a time like \"10:00\" or seconds", window.text()),
+                )
             })?,
         };
         Ok(IncidentConfig { auto_drain_failures, auto_drain_users, auto_drain_window_secs })

@@ -18,7 +18,7 @@ fn golden_bytes() {
         role: Role::Node { name: "n1".into() },
         nonce: vec![7],
     };
-    assert_eq!(hex(&hello), "445256520301026e310107");
+    assert_eq!(hex(&hello), "445256520401026e310107");
     assert_eq!(hex(&Request::Ping), "06");
     assert_eq!(hex(&Response::Submitted { job_id: 300 }), "00ac02");
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
