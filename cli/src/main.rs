@@ -32,6 +32,7 @@ fn applet(name: &str) -> Option<Applet> {
         "why" => query::why::run,
         "audit" => query::audit::run,
         "node" => query::node::run,
+        "templates" => query::templates::run,
         "report" => report::run,
         "sreport" => report::sreport,
         "srun" => srun::run,

@@ -21,4 +21,5 @@ pub(crate) mod sinfo;
 pub(crate) mod sprio;
 pub(crate) mod squeue;
 pub(crate) mod sshare;
+pub(crate) mod templates;
 pub(crate) mod why;

@@ -105,6 +105,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     spec.gres_per_node.extend(low.gpus_per_node.unwrap_or_default());
     spec.gpus_per_task = low.gpus_per_task.unwrap_or_default();
     spec.nodelist = low.nodelist;
+    spec.template = low.template;
     options.output = low.output;
     options.error = low.error;
     Ok(Parsed::Run(Box::new(options)))

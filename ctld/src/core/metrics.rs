@@ -285,6 +285,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::QueryNodeReasons => "query_node_reasons",
         R::QueryAudit(_) => "query_audit",
         R::QueryNodeHistory { .. } => "query_node_history",
+        R::QueryTemplates => "query_templates",
         R::TestOnly(_) => "test_only",
         R::QueryNodeFeatures => "query_node_features",
         R::SplitArrayTask { .. } => "split_array_task",

@@ -321,6 +321,7 @@ impl Core {
             | Request::QueryStepUsage { .. }
             | Request::QueryAudit(_)
             | Request::QueryNodeHistory { .. }
+            | Request::QueryTemplates
             | Request::ShowConfig
             | Request::Ping => {
                 let name = crate::core::metrics::request_name(&request);

@@ -61,6 +61,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "incidents on nodes: owner, ticket, evidence and each node's history",
         steps: &[Step::Sql(INCIDENTS)],
     },
+    Migration {
+        name: "usage records name the job template (drover report templates)",
+        steps: &[Step::Sql("ALTER TABLE usage_jobs ADD COLUMN template TEXT NOT NULL DEFAULT ''")],
+    },
 ];
 
 /// Migration 1. `jobs.state` holds [`drover_shared::job::JobState::code`]; codes below 3 are the

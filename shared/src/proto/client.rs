@@ -97,6 +97,9 @@ pub enum Request {
     /// reason and ticket; job failures attributed to it), newest `limit` of them, answered with
     /// [`Response::NodeHistory`].
     QueryNodeHistory { node: String, limit: u32 },
+    /// `drover templates`: the job templates the caller may use (operators and admins: all),
+    /// answered with [`Response::Templates`].
+    QueryTemplates,
 }
 
 impl Request {
@@ -375,6 +378,22 @@ pub enum Response {
     NodeHistory {
         events: Vec<NodeEvent>,
     },
+    /// Answer to [`Request::QueryTemplates`]: config order.
+    Templates {
+        templates: Vec<TemplateInfo>,
+    },
+}
+
+/// A job template as `drover templates` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateInfo {
+    pub name: String,
+    pub description: String,
+    /// Accounts that may use it; empty = every account.
+    pub accounts: Vec<String>,
+    /// `(field, the template's value or "", what a user may set)` for each field it governs.
+    pub fields: Vec<(String, String, String)>,
+    pub setup: Vec<String>,
 }
 
 /// One row of a [`Response::JobLines`] answer.

@@ -11,6 +11,7 @@ pub(crate) mod admission;
 mod audit;
 mod config;
 mod history;
+mod templates;
 mod usage;
 
 use crate::core::Event;
@@ -207,6 +208,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryJobUsage { job_ids } => accounting::usage(context, caller, job_ids).await,
         Request::QueryStepUsage { job_ids } => accounting::step_usage(context, caller, job_ids).await,
         Request::ShowConfig => config::show(context),
+        Request::QueryTemplates => templates::list(context, caller),
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
