@@ -1109,13 +1109,24 @@ impl Validator<'_> {
         }
         let mut templates: Vec<templates::TemplateConfig> = Vec::new();
         if file.templates.len() > templates::MAX_TEMPLATES {
-            return Err(self.error(&file.cluster_name, "templates", format!("at most {} templates", templates::MAX_TEMPLATES)));
+            return Err(self.error(
+                &file.cluster_name,
+                "templates",
+                format!("at most {} templates", templates::MAX_TEMPLATES),
+            ));
         }
         for (i, raw) in file.templates.into_iter().enumerate() {
             let at = toml::Spanned::new(raw.span(), ());
-            let t = raw.into_inner().validate().map_err(|(key, message)| self.error(&at, format!("templates[{i}].{key}"), message))?;
+            let t = raw
+                .into_inner()
+                .validate()
+                .map_err(|(key, message)| self.error(&at, format!("templates[{i}].{key}"), message))?;
             if templates.iter().any(|o| o.name == t.name) {
-                return Err(self.error(&at, format!("templates[{i}].name"), format!("template `{}` is defined twice", t.name)));
+                return Err(self.error(
+                    &at,
+                    format!("templates[{i}].name"),
+                    format!("template `{}` is defined twice", t.name),
+                ));
             }
             if let Some(a) = t.accounts.iter().find(|a| !account_names.contains_key(a.as_str())) {
                 return Err(self.error(&at, format!("templates[{i}].accounts"), format!("unknown account `{a}`")));
@@ -1128,7 +1139,8 @@ impl Validator<'_> {
             for (field, bound) in &t.overridable {
                 if let templates::Bound::OneOf(values) = bound {
                     for v in values {
-                        let ok = if *field == templates::TemplateField::Partition { partition_ok(v) } else { qos_ok(v) };
+                        let ok =
+                            if *field == templates::TemplateField::Partition { partition_ok(v) } else { qos_ok(v) };
                         names.push((field.key(), v, ok));
                     }
                 }

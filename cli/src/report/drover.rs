@@ -160,7 +160,13 @@ pub(crate) fn templates(report: &UsageReport) -> Table {
         e.2 += u64::try_from(job.end_time - job.start_time).unwrap_or(0) * u64::from(job.gpus);
     }
     for ((template, account), (runs, failed, gpu_secs)) in per {
-        t.rows.push(vec![template.to_owned(), account.to_owned(), runs.to_string(), failed.to_string(), hours(gpu_secs)]);
+        t.rows.push(vec![
+            template.to_owned(),
+            account.to_owned(),
+            runs.to_string(),
+            failed.to_string(),
+            hours(gpu_secs),
+        ]);
     }
     t
 }

@@ -333,6 +333,7 @@ mod tests {
               -q, --qos=qos               quality of service for the job
               -t, --time=minutes          time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S
               -v, --verbose               say where the step was launched
+                  --template=name         use this team job template's defaults and bounds (Drover; `drover templates` lists them)
               -e, --error=err             file pattern the tasks' stderr goes to
                   --export=names          environment variables passed to the tasks: ALL, NONE or a list
                   --jobid=id              run the step in this job (default: SLURM_JOB_ID)

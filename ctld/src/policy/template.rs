@@ -3,7 +3,8 @@
 //! locks or goes beyond the template's bounds, and gets the template's setup lines before its
 //! script's own; a job charged to an account that requires a template and names none is refused.
 //! Every refusal names the field and what the template allows. This runs in ctld, so a client
-//! that does not use the CLI cannot skip it.
+//! that does not use the CLI cannot skip it. A job whose output goes to `/dev/null` (the
+//! allocations of salloc and srun) is outside the template's `output` and `error`.
 
 use crate::policy::validate::{Rejection, account_allowed};
 use drover_shared::config::Config;
@@ -51,9 +52,17 @@ pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result
         return Err((ErrorCode::InvalidSpec, detail));
     };
     if !usable(config, template, account) {
-        return Err((ErrorCode::InvalidAccount, format!("job template {name} is not for account {account}")));
+        // Invalid job specification (whose detail the commands print), not Slurm's account error,
+        // whose fixed text would not say which template.
+        return Err((ErrorCode::InvalidSpec, format!("job template {name} is not for account {account}")));
     }
+    // A job whose output goes nowhere (salloc's and srun's allocations) writes no file a
+    // template's paths could govern.
+    let discards_output = spec.stdout.as_deref() == Some("/dev/null");
     for field in TemplateField::ALL {
+        if discards_output && matches!(field, TemplateField::Output | TemplateField::Error) {
+            continue;
+        }
         let asked = asked(&spec, field, template.overridable.get(&field));
         match (asked, template.overridable.get(&field)) {
             (None, _) => fill(&mut spec, template, field),
@@ -354,7 +363,7 @@ gpus = { min = 1, max = 8 }
         assert!(detail.starts_with("account vision requires a job template (--template=NAME)"), "{detail}");
         assert!(apply(&config(), "nlp", spec(None)).is_ok());
         let (code, detail) = apply(&config(), "nlp", spec(Some("train"))).unwrap_err();
-        assert_eq!((code, detail.as_str()), (ErrorCode::InvalidAccount, "job template train is not for account nlp"));
+        assert_eq!((code, detail.as_str()), (ErrorCode::InvalidSpec, "job template train is not for account nlp"));
         let (_, detail) = apply(&config(), "vision", spec(Some("nope"))).unwrap_err();
         assert!(detail.starts_with("there is no job template nope"), "{detail}");
     }

@@ -128,9 +128,9 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
         let (job_id, info, spec, alloc) = row.map_err(err)?;
         let corrupt = |source| DbError::Corrupt { path: path.to_owned(), job_id, source };
         jobs.push(StoredJob {
-            info: postcard::from_bytes(&info).map_err(corrupt)?,
-            spec: postcard::from_bytes(&spec).map_err(corrupt)?,
-            alloc: alloc.map(|a| postcard::from_bytes(&a)).transpose().map_err(corrupt)?,
+            info: decode_stored(&info).map_err(corrupt)?,
+            spec: decode_stored(&spec).map_err(corrupt)?,
+            alloc: alloc.map(|a| decode_stored(&a)).transpose().map_err(corrupt)?,
         });
     }
     Ok((jobs, JobId::try_from(next).unwrap_or(JobId::MAX)))
@@ -263,11 +263,7 @@ pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<V
     let mut jobs = Vec::new();
     for row in rows {
         let (job_id, info) = row.map_err(err)?;
-        jobs.push(postcard::from_bytes(&info).map_err(|source| DbError::Corrupt {
-            path: path.to_owned(),
-            job_id,
-            source,
-        })?);
+        jobs.push(decode_stored(&info).map_err(|source| DbError::Corrupt { path: path.to_owned(), job_id, source })?);
     }
     Ok(jobs)
 }
@@ -605,7 +601,33 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
 fn stored_spec(tx: &rusqlite::Transaction<'_>, job_id: JobId) -> rusqlite::Result<JobSpec> {
     let blob: Vec<u8> =
         tx.prepare_cached("SELECT spec FROM jobs WHERE job_id = ?1")?.query_row(params![job_id], |r| r.get(0))?;
-    postcard::from_bytes(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))
+    decode_stored(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))
+}
+
+/// The most fields appended to a stored record type since the oldest blob a database may hold.
+const MAX_APPENDED_FIELDS: usize = 8;
+
+/// Decodes a stored record (a job's info, spec, allocation or run). Records are postcard,
+/// which carries no field names, and their types change append-only (`proto` says so), with
+/// every appended field's default encoded as one zero byte (`None`, `false`, `0`, an empty list
+/// or string). A blob written before fields were appended ends early; it decodes as the current
+/// type with those zero bytes added, that is with the appended fields at their defaults. (A blob
+/// cut short in the middle would decode too, with zeros for what is missing; SQLite's
+/// transactions never store one.)
+pub(crate) fn decode_stored<T: serde::de::DeserializeOwned>(blob: &[u8]) -> Result<T, postcard::Error> {
+    let first = postcard::from_bytes(blob);
+    if !matches!(first, Err(postcard::Error::DeserializeUnexpectedEnd)) {
+        return first;
+    }
+    let mut padded = blob.to_vec();
+    for _ in 0..MAX_APPENDED_FIELDS {
+        padded.push(0);
+        match postcard::from_bytes(&padded) {
+            Err(postcard::Error::DeserializeUnexpectedEnd) => continue,
+            other => return other,
+        }
+    }
+    first
 }
 
 /// Postcard encoding behind a trait object, so one closure encodes every stored type.
@@ -622,6 +644,28 @@ mod erased {
 
 #[cfg(test)]
 mod tests {
+    /// A record stored before fields were appended to its type decodes with them at their
+    /// defaults.
+    #[test]
+    fn stored_records_decode_after_fields_are_appended() {
+        #[derive(serde::Serialize)]
+        struct Old {
+            name: String,
+            count: u32,
+        }
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        struct New {
+            name: String,
+            count: u32,
+            template: Option<String>,
+            flag: bool,
+            list: Vec<u32>,
+        }
+        let blob = postcard::to_allocvec(&Old { name: "x".into(), count: 300 }).unwrap();
+        let new: New = decode_stored(&blob).unwrap();
+        assert_eq!(new, New { name: "x".into(), count: 300, template: None, flag: false, list: vec![] });
+    }
+
     use super::*;
 
     fn whole(name: &str) -> JobSpec {

@@ -3,7 +3,10 @@
 //! (CLI ↔ ctld in [`client`], noded ↔ ctld in [`node`]).
 //!
 //! Rule: message enums and structs change append-only; any change to an existing message bumps
-//! [`PROTOCOL_VERSION`]. Golden-byte tests in `tests` pin the encoding.
+//! [`PROTOCOL_VERSION`]. Golden-byte tests in `tests` pin the encoding. A field appended to a
+//! type ctld stores (`JobInfo`, `JobSpec`, the allocation) must default to a value postcard
+//! encodes as one zero byte (`None`, `false`, `0`, empty), so that records stored before it
+//! decode (`ctld/src/store/db.rs`, `decode_stored`).
 
 pub mod client;
 pub mod frame;
