@@ -249,3 +249,86 @@ fn a_job_whose_supervisor_is_killed_leaves_no_process_or_cgroup() {
     let left = job_cgroups_left(&std::fs::read_to_string(workdir.join(format!("cgroup.{job_id}"))).unwrap());
     assert!(left.is_empty(), "job cgroups left behind: {left:?}");
 }
+
+/// The first of `files` that one of `dirs` has, trimmed.
+fn cgroup_value(dirs: &[PathBuf], files: &[&str]) -> Option<String> {
+    dirs.iter()
+        .flat_map(|dir| files.iter().map(move |file| dir.join(file)))
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .map(|text| text.trim().to_owned())
+}
+
+/// Every limit on one cluster, for jobs of an unprivileged user, in as few cluster starts as the
+/// slow VM of `tests/vm/run.sh` allows (it runs this test on pure cgroup v2): a GPU job opens
+/// only its GPU from its script and from a child, runs on its one CPU, as alice, under its memory
+/// limit and `pids.max`; a job over its memory ends `OUT_OF_MEMORY 0:125`; a job past its time
+/// limit ends `TIMEOUT`; and none of their cgroups is left behind.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn an_unprivileged_users_jobs_get_every_limit() {
+    drover_e2e::require_users();
+    let (dev, config) = fake_gpus();
+    // Time limits run 10 times faster: `-t 1` is 6 s.
+    let cluster = Cluster::start_with_env(&config, &[("DROVER_TIME_SCALE", "0.1")]);
+    assert!(cluster.logs().contains("enforced:"), "no cgroups on this host:\n{}", cluster.logs());
+    let dev = dev.path().display().to_string();
+    let workdir = cluster.workdir(Some("alice"));
+    let gpu_script = format!(
+        "#!/bin/sh\n#SBATCH --gres=gpu:1 -c 1 --mem=64M -t 5\n\
+         cat /proc/self/cgroup > cgroup.$SLURM_JOB_ID\n\
+         probe() {{ for d in 0 1 2 3; do if dd if={dev}/nvidia$d of=/dev/null count=0 status=none 2>err.$1.$$; then echo \"$1 nvidia$d opened\"; else echo \"$1 nvidia$d $(cat err.$1.$$)\"; fi; done; rm -f err.$1.$$; }}\n\
+         {{ probe batch; (probe child) > child.$$; cat child.$$; rm child.$$; echo gpus=$SLURM_JOB_GPUS cuda=$CUDA_VISIBLE_DEVICES; \
+         grep Cpus_allowed_list /proc/self/status; echo uid=$(id -u); echo done; }} > probe.$SLURM_JOB_ID\n\
+         while [ ! -e go.$SLURM_JOB_ID ]; do sleep 0.2; done\n"
+    );
+    let gpu = cluster.submit(Some("alice"), "gpu.sh", &gpu_script, &[]);
+    let oom = cluster.submit(
+        Some("alice"),
+        "oom.sh",
+        "#!/bin/sh\n#SBATCH --mem=50M -t 5\ncat /proc/self/cgroup > cgroup.$SLURM_JOB_ID\nhead -c 1G /dev/zero | tail\necho survived\n",
+        &[],
+    );
+    let late = cluster.submit(
+        Some("alice"),
+        "late.sh",
+        "#!/bin/sh\n#SBATCH -t 1\ncat /proc/self/cgroup > cgroup.$SLURM_JOB_ID\nsleep 600\n",
+        &[],
+    );
+
+    let probe = wait_file(&workdir.join(format!("probe.{gpu}")), &cluster);
+    let allowed: u32 = probe
+        .lines()
+        .find_map(|line| line.strip_prefix("gpus="))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no single GPU in SLURM_JOB_GPUS:\n{probe}"));
+    check_probe(&probe, allowed);
+    assert!(probe.contains(&format!("gpus={allowed} cuda=0\n")), "{probe}");
+    let alice = nix::unistd::User::from_name("alice").unwrap().unwrap().uid;
+    assert!(probe.contains(&format!("uid={alice}\n")), "{probe}");
+    let cpu = probe
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("{probe}"));
+    assert!(cpu.parse::<u32>().is_ok(), "one CPU expected, the job may run on {cpu}");
+    // The limits as the kernel holds them, in whichever hierarchy each is on this host.
+    let recorded = std::fs::read_to_string(workdir.join(format!("cgroup.{gpu}"))).unwrap();
+    // The job's directories that exist, in every hierarchy (while it runs, all of them).
+    let dirs = job_cgroups_left(&recorded);
+    let value = |files: &[&str]| cgroup_value(&dirs, files).unwrap_or_else(|| panic!("no {files:?} in {dirs:?}"));
+    assert_eq!(value(&["memory.max", "memory.limit_in_bytes"]), (64u64 << 20).to_string(), "{dirs:?}");
+    assert_eq!(value(&["pids.max"]), "4096", "{dirs:?}");
+    assert_eq!(value(&["cpuset.cpus"]), cpu, "{dirs:?}");
+    std::fs::write(workdir.join(format!("go.{gpu}")), "").unwrap();
+
+    assert_eq!(cluster.wait_state(gpu, "COMPLETED", LONG), "0:0");
+    assert_eq!(cluster.wait_state(oom, "OUT_OF_MEMORY", LONG), "0:125");
+    let output = std::fs::read_to_string(workdir.join(format!("slurm-{oom}.out"))).unwrap();
+    assert!(output.contains(&format!("Detected 1 oom-kill event(s) in StepId={oom}.batch")), "{output}");
+    cluster.wait_state(late, "TIMEOUT", LONG);
+    for job in [gpu, oom, late] {
+        let recorded = std::fs::read_to_string(workdir.join(format!("cgroup.{job}"))).unwrap();
+        let left = job_cgroups_left(&recorded);
+        assert!(left.is_empty(), "job {job}'s cgroups left behind: {left:?}");
+    }
+}

@@ -46,6 +46,8 @@ pub struct Layout {
     pub mode: Mode,
     /// noded's own cgroup in the v2 hierarchy, if one is mounted.
     pub unified: Option<PathBuf>,
+    /// Where that v2 hierarchy is mounted (its root cgroup).
+    pub unified_root: Option<PathBuf>,
     /// noded's own cgroup in each v1 hierarchy, by controller name.
     pub v1: BTreeMap<String, PathBuf>,
 }
@@ -85,6 +87,7 @@ impl Layout {
             }
         }
         let mut unified = None;
+        let mut unified_root = None;
         let mut v1 = BTreeMap::new();
         let mut root_is_v2 = false;
         for (target, fstype, options) in mounts(mounts_text) {
@@ -93,6 +96,7 @@ impl Layout {
                     // The first cgroup2 mount wins; /sys/fs/cgroup itself when it is one.
                     if let (None, Some(own)) = (&unified, &own_v2) {
                         unified = Some(join(target, own));
+                        unified_root = Some(PathBuf::from(target));
                     }
                     root_is_v2 |= target == "/sys/fs/cgroup";
                 }
@@ -112,14 +116,16 @@ impl Layout {
             (Some(_), false) => Mode::Hybrid,
             (None, _) => Mode::Legacy,
         };
-        Layout { mode, unified, v1 }
+        Layout { mode, unified, unified_root, v1 }
     }
 
-    /// Where `controller` can limit jobs: the v2 hierarchy when it offers the controller (read
-    /// from `cgroup.controllers` of noded's cgroup there), else its v1 hierarchy.
+    /// Where `controller` can limit jobs: the v2 hierarchy when the kernel has the controller
+    /// there (read from `cgroup.controllers` of the hierarchy's root: noded's own cgroup lists only
+    /// what its parent enabled, as little as `memory pids` in a login session's scope, and noded
+    /// enables the rest), else its v1 hierarchy.
     pub fn controller(&self, controller: &str) -> Option<Controller> {
-        if let Some(unified) = &self.unified {
-            let available = std::fs::read_to_string(unified.join("cgroup.controllers")).unwrap_or_default();
+        if let (Some(unified), Some(root)) = (&self.unified, &self.unified_root) {
+            let available = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
             if available.split_whitespace().any(|name| name == controller) {
                 return Some(Controller::V2(unified.clone()));
             }
@@ -158,6 +164,7 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
         let layout = Layout::parse(HYBRID_MOUNTS, HYBRID_CGROUP);
         assert_eq!(layout.mode, Mode::Hybrid);
         assert_eq!(layout.unified.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
+        assert_eq!(layout.unified_root.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
         assert_eq!(layout.v1["memory"], Path::new("/sys/fs/cgroup/memory/process_api/abc"));
         assert_eq!(layout.v1["cpuset"], Path::new("/sys/fs/cgroup/cpuset"));
         assert_eq!(layout.v1["cpuacct"], Path::new("/sys/fs/cgroup/cpu,cpuacct"));
@@ -172,6 +179,7 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
         );
         assert_eq!(layout.mode, Mode::Unified);
         assert_eq!(layout.unified.as_deref(), Some(Path::new("/sys/fs/cgroup/system.slice/drover-noded.service")));
+        assert_eq!(layout.unified_root.as_deref(), Some(Path::new("/sys/fs/cgroup")));
         assert!(layout.v1.is_empty());
     }
 
@@ -181,6 +189,7 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
         let layout = Layout::parse(&mounts, "4:memory:/a\n3:cpuset:/\n");
         assert_eq!(layout.mode, Mode::Legacy);
         assert_eq!(layout.unified, None);
+        assert_eq!(layout.unified_root, None);
         assert_eq!(layout.v1.len(), 2);
     }
 }

@@ -18,7 +18,7 @@ pub mod job;
 pub mod layout;
 
 pub use job::{JobCgroup, JobCgroupSpec, JobLimits};
-pub use layout::{Controller, Layout, Mode};
+pub use layout::{CONTROLLERS, Controller, Layout, Mode};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -85,28 +85,37 @@ impl NodeCgroups {
                 layout.unified = unified.parent().map(Path::to_owned);
             }
         }
-        let within = |controller: Option<Controller>| {
-            controller.map(|controller| match controller {
-                Controller::V2(dir) => Controller::V2(dir.join(scope)),
-                Controller::V1(dir) => Controller::V1(dir.join(scope)),
+        let controllers = CONTROLLERS.map(|name| layout.controller(name));
+        let v2: Vec<&str> = CONTROLLERS
+            .into_iter()
+            .zip(&controllers)
+            .filter(|(_, controller)| matches!(controller, Some(Controller::V2(_))))
+            .map(|(name, _)| name)
+            .collect();
+        // The v2 cgroup the scope goes below: noded's own, or an ancestor (see `v2_base`).
+        let base = match (&layout.unified, &layout.unified_root) {
+            (Some(own), Some(root)) => Some(v2_base(own, root, &v2)?),
+            _ => None,
+        };
+        let within = |controller: &Option<Controller>| {
+            controller.as_ref().map(|controller| match (controller, &base) {
+                (Controller::V2(_), Some(base)) => Controller::V2(base.join(scope)),
+                (Controller::V2(dir), None) => Controller::V2(dir.join(scope)),
+                (Controller::V1(dir), _) => Controller::V1(dir.join(scope)),
             })
         };
+        let [memory, cpuset, pids] = &controllers;
         let node = NodeCgroups {
             mode: layout.mode,
-            unified: layout.unified.as_ref().map(|dir| dir.join(scope)),
-            memory: within(layout.controller("memory")),
-            cpuset: within(layout.controller("cpuset")),
-            pids: within(layout.controller("pids")),
+            unified: base.as_ref().map(|dir| dir.join(scope)),
+            memory: within(memory),
+            cpuset: within(cpuset),
+            pids: within(pids),
         };
-        if let (Some(own), Some(scope_dir)) = (&layout.unified, &node.unified) {
+        if let Some(scope_dir) = &node.unified {
             job::create_dir(scope_dir)?;
-            let v2: Vec<&str> = [("memory", &node.memory), ("cpuset", &node.cpuset), ("pids", &node.pids)]
-                .into_iter()
-                .filter(|(_, controller)| matches!(controller, Some(Controller::V2(_))))
-                .map(|(name, _)| name)
-                .collect();
             if !v2.is_empty() {
-                enable_v2_controllers(own, scope_dir, &v2)?;
+                write(&scope_dir.join("cgroup.subtree_control"), &plus(&v2))?;
             }
         }
         for controller in [&node.memory, &node.cpuset, &node.pids].into_iter().flatten() {
@@ -195,17 +204,53 @@ impl NodeCgroups {
     }
 }
 
-/// Makes `controllers` available to the jobs below `scope_dir`: enabled in `own`'s and the
-/// scope's `cgroup.subtree_control`. A non-root `own` holding noded itself cannot enable
-/// controllers (EBUSY), so noded first moves itself into a leaf beside the scope.
-fn enable_v2_controllers(own: &Path, scope_dir: &Path, controllers: &[&str]) -> Result<(), CgroupError> {
-    let enable = controllers.iter().map(|name| format!("+{name}")).collect::<Vec<_>>().join(" ");
-    let own_control = own.join("cgroup.subtree_control");
-    if write(&own_control, &enable).is_err() {
+/// `+memory +pids` for `cgroup.subtree_control`.
+fn plus(controllers: &[&str]) -> String {
+    controllers.iter().map(|name| format!("+{name}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The v2 cgroup whose child noded's scope becomes, with `controllers` enabled for its children.
+/// cgroup v2 gives controllers to the children of a cgroup only while it holds no process (the
+/// root excepted), so: noded's own cgroup `own` when that works; else, when noded is alone there
+/// (systemd's service cgroup), `own` after noded moved itself into a leaf `drover-noded` beside
+/// its scope; else, when other processes share `own` (a login session's scope, where `drover up`
+/// runs), the nearest ancestor that can give them (a slice; at worst the root).
+fn v2_base(own: &Path, root: &Path, controllers: &[&str]) -> Result<PathBuf, CgroupError> {
+    if controllers.is_empty() {
+        return Ok(own.to_owned());
+    }
+    let first_error = match enable_for_children(own, controllers) {
+        Ok(()) => return Ok(own.to_owned()),
+        Err(error) => error,
+    };
+    let me = std::process::id().to_string();
+    let procs = read(&own.join("cgroup.procs"))?;
+    if procs.lines().all(|pid| pid.trim() == me) {
         let leaf = own.join(DAEMON_LEAF);
         job::create_dir(&leaf)?;
-        write(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
-        write(&own_control, &enable)?;
+        write(&leaf.join("cgroup.procs"), &me)?;
+        if enable_for_children(own, controllers).is_ok() {
+            return Ok(own.to_owned());
+        }
     }
-    write(&scope_dir.join("cgroup.subtree_control"), &enable)
+    for dir in own.ancestors().skip(1).take_while(|dir| dir.starts_with(root)) {
+        if enable_for_children(dir, controllers).is_ok() {
+            return Ok(dir.to_owned());
+        }
+    }
+    Err(first_error)
+}
+
+/// Enables `controllers` in `dir`'s `cgroup.subtree_control`, first in its ancestors where its
+/// parent does not offer them yet.
+fn enable_for_children(dir: &Path, controllers: &[&str]) -> Result<(), CgroupError> {
+    let available = read(&dir.join("cgroup.controllers"))?;
+    let missing: Vec<&str> =
+        controllers.iter().copied().filter(|name| !available.split_whitespace().any(|have| have == *name)).collect();
+    if !missing.is_empty()
+        && let Some(parent) = dir.parent().filter(|parent| parent.join("cgroup.controllers").exists())
+    {
+        enable_for_children(parent, &missing)?;
+    }
+    write(&dir.join("cgroup.subtree_control"), &plus(controllers))
 }
