@@ -299,9 +299,8 @@ fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
     let service = service.expect("this test runs ctld as the `drover` system user (.ci/run creates it)");
     let mut hosts = Hosts::create(&["ctl", "n1", "n2"]).unwrap_or_else(|e| panic!("cannot create the hosts: {e}"));
     let controller = format!("{}:6817", hosts.host("ctl").ip);
-    let config = CONFIG
-        .replace("127.0.0.1:0", &controller)
-        .replace("state_dir = \"state\"", "state_dir = \"/var/lib/drover\"");
+    let config =
+        CONFIG.replace("127.0.0.1:0", &controller).replace("state_dir = \"state\"", "state_dir = \"/var/lib/drover\"");
     let admin_file = hosts.scratch().join("cluster.toml");
     std::fs::write(&admin_file, &config).unwrap();
     let install = |root: &Path, extra: &[&Path]| {
@@ -326,7 +325,10 @@ fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
     // Each compute node: the same config and the controller's key.
     for node in ["n1", "n2"] {
         install(&hosts.host(node).root.clone(), &[&key]);
-        assert_eq!(std::fs::read(hosts.host(node).root.join("etc/drover/cluster.key")).unwrap(), std::fs::read(&key).unwrap());
+        assert_eq!(
+            std::fs::read(hosts.host(node).root.join("etc/drover/cluster.key")).unwrap(),
+            std::fs::read(&key).unwrap()
+        );
     }
     hosts.boot();
 
@@ -349,7 +351,8 @@ fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
     });
     // Once it answers, the unit's command line has become ctld, as its `User=`.
     let status = std::fs::read_to_string(format!("/proc/{}/status", ctl.pid("drover-ctld"))).unwrap();
-    let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap().split_whitespace().nth(1).unwrap().to_owned();
+    let uid =
+        status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap().split_whitespace().nth(1).unwrap().to_owned();
     assert_eq!(uid, service.uid.to_string(), "ctld runs as the service user");
     for node in ["n1", "n2"] {
         let shown = ok(ctl.command("scontrol").args(["show", "node", node]));

@@ -143,7 +143,10 @@ fn built(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the drover binary")?;
     let path = exe.with_file_name(name);
     if !path.is_file() {
-        bail!("{name} not found next to {}; build the whole workspace (cargo build --release --workspace)", exe.display());
+        bail!(
+            "{name} not found next to {}; build the whole workspace (cargo build --release --workspace)",
+            exe.display()
+        );
     }
     Ok(path)
 }
@@ -155,7 +158,9 @@ fn create_user(root: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     if root != Path::new("/") {
-        println!("note: no `{SERVICE_USER}` user on this host; create it on the installed system (see docs/admin/install.md)");
+        println!(
+            "note: no `{SERVICE_USER}` user on this host; create it on the installed system (see docs/admin/install.md)"
+        );
         return Ok(());
     }
     let status = std::process::Command::new("useradd")
