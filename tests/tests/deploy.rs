@@ -60,13 +60,16 @@ fn edits_to_the_admins_file_reach_the_running_cluster() {
     assert_eq!(cluster.ok("scontrol", &["reconfigure"]), "");
     assert_eq!(time_limit(&cluster), "2-00:00:00");
 
-    // So does `drover up` again; sacctmgr shows the new account ctld runs with.
+    // So does `drover up` again. sacctmgr shows what ctld runs: not the new account while only
+    // the file has it, the new account once ctld runs with it.
     edit(&cluster, "max_time = \"2-00:00:00\"", "max_time = \"3-00:00:00\"");
     edit(
         &cluster,
         "[[accounts]]\nname = \"shared\"\n",
         "[[accounts]]\nname = \"shared\"\n\n[[accounts]]\nname = \"physics\"\n",
     );
+    let accounts = cluster.ok("sacctmgr", &["-n", "-P", "show", "account", "format=Account"]);
+    assert!(!accounts.lines().any(|l| l == "physics"), "sacctmgr shows the file, not what ctld runs:\n{accounts}");
     let up = cluster.drover("up");
     assert!(up.status.success(), "{}{}", text(&up.stdout), text(&up.stderr));
     assert!(text(&up.stdout).contains(&format!("ctld reconfigured from {}\n", file.display())), "{}", text(&up.stdout));
@@ -396,6 +399,13 @@ fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
     let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
     lines.sort_unstable();
     assert_eq!(lines, ["0: n1", "1: n2"]);
+
+    // sacctmgr on a compute node: what ctld runs, through the token socket.
+    let alice_account = ok(n1
+        .as_user("alice", &alice, "sacctmgr")
+        .args(["-n", "-P", "show", "user", "alice"])
+        .arg("format=DefaultAccount"));
+    assert_eq!(alice_account, "vision\n");
 
     // ctld knows where each request came from: alice's submission from n1's token socket.
     let audit = ok(ctl.command("drover").args(["audit", "-P", "-n", "--job", &job, "--action", "submit"]));

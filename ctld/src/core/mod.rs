@@ -321,6 +321,7 @@ impl Core {
             | Request::QueryStepUsage { .. }
             | Request::QueryAudit(_)
             | Request::ShowConfig
+            | Request::Sacctmgr { .. }
             | Request::Ping => {
                 let name = crate::core::metrics::request_name(&request);
                 tracing::error!(request = name, "a request served off the core reached the core");

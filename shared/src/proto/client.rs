@@ -93,6 +93,10 @@ pub enum Request {
     /// `squeue` with a format ctld can render whole ([`crate::queue_lines::LineFormat::server_renders`]):
     /// answered with [`Response::JobLines`], each matching job's line and sort key.
     QueryJobLines { query: JobQuery, format: crate::queue_lines::LineFormat },
+    /// `sacctmgr ARGS…` (read-only): answered with [`Response::Listing`], rendered from the
+    /// configuration ctld runs as the caller may see it (`crate::sacctmgr`), or an error whose
+    /// detail is sacctmgr's message.
+    Sacctmgr { args: Vec<String> },
 }
 
 impl Request {
@@ -118,6 +122,7 @@ impl Request {
                 q.job_ids.len().max(q.users.len()).max(q.accounts.len()).max(q.partitions.len()).max(q.states.len())
             }
             Request::QueryAudit(q) => q.job_ids.len().max(q.uids.len()).max(q.actions.len()),
+            Request::Sacctmgr { args } => args.len(),
             _ => 0,
         }
     }
@@ -340,6 +345,8 @@ pub enum Response {
         #[serde(with = "serde_bytes")]
         rows: Vec<u8>,
     },
+    /// Answer to [`Request::Sacctmgr`]: the text sacctmgr prints.
+    Listing { text: String },
 }
 
 /// One row of a [`Response::JobLines`] answer.
