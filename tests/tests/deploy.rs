@@ -411,3 +411,56 @@ fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
     let audit = ok(ctl.command("drover").args(["audit", "-P", "-n", "--job", &job, "--action", "submit"]));
     assert!(audit.lines().any(|l| l.split('|').nth(3) == Some("host:n1")), "{audit}");
 }
+
+/// `drover install --root` lays out an installed system and is safe to run again: the second
+/// run replaces nothing, the admin's edits to the config stay, `--config` replaces the config
+/// only with a file that loads (a broken one changes nothing, naming file, line and column).
+#[test]
+fn install_lays_out_a_host_and_runs_again_without_changing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let install = |args: &[&str]| {
+        Command::new(bin_dir().join("drover")).arg("install").arg("--root").arg(&root).args(args).output().unwrap()
+    };
+    let out = install(&["--prefix", "/opt/drover"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let mode = |path: &str| std::fs::metadata(root.join(path)).unwrap().mode() & 0o7777;
+    assert_eq!(mode("opt/drover/bin/drover"), 0o755);
+    assert_eq!(mode("opt/drover/sbin/drover-ctld"), 0o755);
+    assert_eq!(mode("opt/drover/sbin/drover-noded"), 0o755);
+    assert_eq!(std::fs::read_link(root.join("opt/drover/bin/sbatch")).unwrap(), Path::new("drover"));
+    assert_eq!(mode("etc/drover/cluster.key"), 0o600);
+    assert_eq!(mode("etc/drover/cluster.toml"), 0o644);
+    for state in ["var/lib/drover", "var/spool/drover"] {
+        assert_eq!(mode(state), 0o755, "{state}");
+    }
+    let unit = std::fs::read_to_string(root.join("etc/systemd/system/drover-noded.service")).unwrap();
+    assert!(unit.contains("\nExecStart=/opt/drover/sbin/drover-noded --config /etc/drover/cluster.toml"), "{unit}");
+    let unit = std::fs::read_to_string(root.join("etc/systemd/system/drover-ctld.service")).unwrap();
+    assert!(unit.contains("\nExecReload=+/opt/drover/bin/scontrol reconfigure\n"), "{unit}");
+    // The starter config is the commented example, and it loads.
+    let config = root.join("etc/drover/cluster.toml");
+    drover_shared::config::Config::load(&config).unwrap();
+    let key = std::fs::read(root.join("etc/drover/cluster.key")).unwrap();
+
+    // Again, after the admin edited the config: nothing replaced, the edit kept.
+    let edited =
+        std::fs::read_to_string(&config).unwrap().replace("cluster_name = \"drover\"", "cluster_name = \"lab\"");
+    std::fs::write(&config, &edited).unwrap();
+    let out = install(&["--prefix", "/opt/drover"]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(!said.lines().any(|l| l.starts_with("installed /") || l.starts_with("generated")), "{said}");
+    assert!(said.contains(&format!("kept {}", config.display())), "{said}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), edited);
+    assert_eq!(std::fs::read(root.join("etc/drover/cluster.key")).unwrap(), key);
+
+    // A --config that does not load: refused before anything is written.
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "cluster_name =\n").unwrap();
+    let out = install(&["--config", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with(&format!("drover: error: {}:1:", broken.display())), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), edited);
+    assert!(!root.join("usr").exists(), "the refused install wrote its binaries");
+}
