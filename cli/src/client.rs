@@ -74,6 +74,15 @@ pub(crate) fn socket_path() -> anyhow::Result<PathBuf> {
     Ok(config()?.client_socket())
 }
 
+/// The local noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's `token_socket` where
+/// it exists.
+fn token_socket() -> Option<PathBuf> {
+    match std::env::var_os("DROVER_TOKEN_SOCKET") {
+        Some(tokens) => Some(PathBuf::from(tokens)),
+        None => config().ok().map(|config| config.token_socket).filter(|tokens| tokens.exists()),
+    }
+}
+
 /// An open, greeted connection to ctld.
 pub(crate) struct Client {
     stream: Box<dyn Stream>,
@@ -86,20 +95,25 @@ impl Client {
     /// no such socket but a noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's
     /// `token_socket`) on its TCP port with a token.
     pub(crate) fn connect() -> anyhow::Result<Client> {
-        let local = socket_path();
-        if let Ok(path) = &local
-            && path.exists()
+        match socket_path() {
+            Ok(path) => Client::connect_via(&path),
+            Err(error) => match token_socket() {
+                Some(tokens) => Client::connect_remote(&tokens),
+                None => Err(error),
+            },
+        }
+    }
+
+    /// Connects to ctld's socket at `path` where this host has it, else (a compute node, where
+    /// `path` is the socket on ctld's host, as in a job's `DROVER_SOCKET`) through the local
+    /// noded's token socket to ctld's TCP port.
+    pub(crate) fn connect_via(path: &std::path::Path) -> anyhow::Result<Client> {
+        if !path.exists()
+            && let Some(tokens) = token_socket()
         {
-            return Client::connect_at(path);
+            return Client::connect_remote(&tokens);
         }
-        let tokens = match std::env::var_os("DROVER_TOKEN_SOCKET") {
-            Some(tokens) => Some(PathBuf::from(tokens)),
-            None => config().ok().map(|config| config.token_socket).filter(|tokens| tokens.exists()),
-        };
-        match tokens {
-            Some(tokens) => Client::connect_remote(&tokens),
-            None => Client::connect_at(&local?),
-        }
+        Client::connect_at(path)
     }
 
     /// Connects to the socket at `path` and performs the handshake. A refusal for want of room
@@ -226,6 +240,12 @@ pub(crate) fn call_chunked<'a, T: Clone>(
     let mut client = Client::connect()?;
     let chunks: Vec<&[T]> = if items.is_empty() { vec![items] } else { items.chunks(MAX_LIST_ITEMS).collect() };
     chunks.into_iter().map(|chunk| Ok((chunk, client.call(&make(chunk.to_vec()))?))).collect()
+}
+
+/// Like [`call`], through ctld's socket at `path` or, where this host has none, the local
+/// noded's token socket (see [`Client::connect_via`]).
+pub(crate) fn call_via(path: &std::path::Path, request: &Request) -> anyhow::Result<Response> {
+    Client::connect_via(path)?.call(request)
 }
 
 /// Like [`call`], on an explicit socket.

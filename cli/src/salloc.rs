@@ -58,7 +58,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 
 fn query(socket: &Path, job_id: u32) -> anyhow::Result<Option<JobInfo>> {
     let request = Request::QueryJobs(JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() });
-    match crate::client::call_at(socket, &request)? {
+    match crate::client::call_via(socket, &request)? {
         Response::Jobs { jobs, .. } => Ok(jobs.into_iter().find(|j| j.job_id == job_id)),
         Response::Error { code, detail } => bail!("{code} ({detail})"),
         other => bail!("unexpected answer from ctld: {other:?}"),
@@ -101,7 +101,7 @@ pub(crate) fn with_allocation(
     nix::sys::stat::umask(mask);
     spec.umask = mask.bits();
     spec.submit_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let job_id = match crate::client::call_at(socket, &Request::Submit(Box::new(spec)))? {
+    let job_id = match crate::client::call_via(socket, &Request::Submit(Box::new(spec)))? {
         Response::Submitted { job_id } => job_id,
         Response::Error { code, detail } => bail!("Job submit/allocate failed: {code} ({detail})"),
         other => bail!("unexpected answer from ctld: {other:?}"),
@@ -142,7 +142,7 @@ pub(crate) fn with_allocation(
         batch_only: true,
         ..CancelRequest::default()
     };
-    if let Err(error) = crate::client::call_at(socket, &Request::Cancel(release)) {
+    if let Err(error) = crate::client::call_via(socket, &Request::Cancel(release)) {
         eprintln!("salloc: error: could not release job {job_id}: {error:#}");
     }
     result

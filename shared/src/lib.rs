@@ -15,6 +15,7 @@ pub mod job;
 pub mod node;
 pub mod proto;
 pub mod queue_lines;
+pub mod sacctmgr;
 pub mod statedir;
 pub mod text;
 pub mod token;

@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod hosts;
 pub mod sim;
 
 /// The directory holding `drover`, `drover-ctld` and `drover-noded`, built once per test process.

@@ -4,9 +4,11 @@
 //! change live is named; relative paths resolve beside the admin's file), and commands find
 //! their cluster with no variables at all: from the path of the `bin/` link they were run
 //! through, or, on a node without ctld's socket, through the token socket the config names.
+//! And an installed cluster of three hosts, set up as `docs/admin/install.md` says.
 
+use drover_e2e::hosts::{Hosts, ok};
 use drover_e2e::{CONFIG, Cluster, bin_dir, require_users, text};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -58,13 +60,16 @@ fn edits_to_the_admins_file_reach_the_running_cluster() {
     assert_eq!(cluster.ok("scontrol", &["reconfigure"]), "");
     assert_eq!(time_limit(&cluster), "2-00:00:00");
 
-    // So does `drover up` again; sacctmgr shows the new account ctld runs with.
+    // So does `drover up` again. sacctmgr shows what ctld runs: not the new account while only
+    // the file has it, the new account once ctld runs with it.
     edit(&cluster, "max_time = \"2-00:00:00\"", "max_time = \"3-00:00:00\"");
     edit(
         &cluster,
         "[[accounts]]\nname = \"shared\"\n",
         "[[accounts]]\nname = \"shared\"\n\n[[accounts]]\nname = \"physics\"\n",
     );
+    let accounts = cluster.ok("sacctmgr", &["-n", "-P", "show", "account", "format=Account"]);
+    assert!(!accounts.lines().any(|l| l == "physics"), "sacctmgr shows the file, not what ctld runs:\n{accounts}");
     let up = cluster.drover("up");
     assert!(up.status.success(), "{}{}", text(&up.stdout), text(&up.stderr));
     assert!(text(&up.stdout).contains(&format!("ctld reconfigured from {}\n", file.display())), "{}", text(&up.stdout));
@@ -271,4 +276,191 @@ fn an_unprivileged_up_warns_about_cgroups_and_its_user_administers_it() {
     assert!(text(&up.stdout).contains("not running as root: jobs will run without cgroups"), "{}", text(&up.stdout));
     let out = as_alice(&home.join("bin").join("scontrol"), &["reconfigure"]);
     assert!(out.status.success(), "alice administers her cluster: {}", text(&out.stderr));
+}
+
+/// The users' work directory on every host (the scratch directory is shared, as a cluster
+/// shares /home), owned by `user`.
+fn shared_workdir(hosts: &Hosts, user: &str) -> std::path::PathBuf {
+    let dir = hosts.scratch().join(format!("work-{user}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let owner = nix::unistd::User::from_name(user).unwrap().expect("the user exists");
+    nix::unistd::chown(&dir, Some(owner.uid), Some(owner.gid)).unwrap();
+    dir
+}
+
+/// docs/admin/install.md followed on three hosts (network, host name and mount namespaces, see
+/// `drover_e2e::hosts`): `drover install --root` with the admin's config on the controller,
+/// then with the same config and the controller's key on each compute node; the units'
+/// command lines started as their `User=`; jobs and steps across both nodes, submitted from
+/// the compute nodes by users whose environment holds only `PATH` and `HOME`, through the
+/// nodes' token sockets.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
+    require_users();
+    let service = nix::unistd::User::from_name("drover").unwrap();
+    let service = service.expect("this test runs ctld as the `drover` system user (.ci/run creates it)");
+    let mut hosts = Hosts::create(&["ctl", "n1", "n2"]).unwrap_or_else(|e| panic!("cannot create the hosts: {e}"));
+    let controller = format!("{}:6817", hosts.host("ctl").ip);
+    let config =
+        CONFIG.replace("127.0.0.1:0", &controller).replace("state_dir = \"state\"", "state_dir = \"/var/lib/drover\"");
+    let admin_file = hosts.scratch().join("cluster.toml");
+    std::fs::write(&admin_file, &config).unwrap();
+    let install = |root: &Path, extra: &[&Path]| {
+        let mut command = Command::new(bin_dir().join("drover"));
+        command.arg("install").arg("--root").arg(root).arg("--config").arg(&admin_file);
+        if let [key] = extra {
+            command.arg("--key").arg(key);
+        }
+        ok(&mut command)
+    };
+
+    // The controller: the admin's config; a key is generated, owned by the service user.
+    let ctl_root = hosts.host("ctl").root.clone();
+    let first = install(&ctl_root, &[]);
+    assert!(first.contains("generated ") && first.contains("installed "), "{first}");
+    let again = install(&ctl_root, &[]);
+    assert!(!again.lines().any(|l| l.starts_with("installed /") || l.starts_with("generated")), "{again}");
+    let key = ctl_root.join("etc/drover/cluster.key");
+    let meta = std::fs::metadata(&key).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (service.uid.as_raw(), 0o600));
+    assert_eq!(std::fs::metadata(ctl_root.join("var/lib/drover")).unwrap().uid(), service.uid.as_raw());
+    // Each compute node: the same config and the controller's key.
+    for node in ["n1", "n2"] {
+        install(&hosts.host(node).root.clone(), &[&key]);
+        assert_eq!(
+            std::fs::read(hosts.host(node).root.join("etc/drover/cluster.key")).unwrap(),
+            std::fs::read(&key).unwrap()
+        );
+    }
+    hosts.boot();
+
+    // The installed units, checked where their binaries are installed.
+    let units = ctl_root.join("etc/systemd/system");
+    ok(hosts
+        .host("ctl")
+        .command("systemd-analyze")
+        .arg("verify")
+        .arg(units.join("drover-ctld.service"))
+        .arg(units.join("drover-noded.service")));
+
+    hosts.host_mut("ctl").start_unit("drover-ctld");
+    hosts.host_mut("n1").start_unit("drover-noded");
+    hosts.host_mut("n2").start_unit("drover-noded");
+    let ctl = hosts.host("ctl");
+    hosts.wait_for("both nodes to register with ctld", LONG, || {
+        let out = ctl.command("sinfo").args(["-h", "-N", "-p", "main", "-o", "%N %t"]).output().unwrap();
+        (text(&out.stdout) == "n1 idle\nn2 idle\n").then_some(())
+    });
+    // Once it answers, the unit's command line has become ctld, as its `User=`.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", ctl.pid("drover-ctld"))).unwrap();
+    let uid =
+        status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap().split_whitespace().nth(1).unwrap().to_owned();
+    assert_eq!(uid, service.uid.to_string(), "ctld runs as the service user");
+    for node in ["n1", "n2"] {
+        let shown = ok(ctl.command("scontrol").args(["show", "node", node]));
+        assert!(shown.contains(&format!("NodeAddr={}:", hosts.host(node).ip)), "{shown}");
+    }
+
+    // alice, logged in on n1: a two-node batch job whose step runs a task on each host.
+    let n1 = hosts.host("n1");
+    let n2 = hosts.host("n2");
+    let alice = shared_workdir(&hosts, "alice");
+    let script = "#!/bin/sh\n#SBATCH -N 2 -n 2 -o multi-%j.out\nsrun -l hostname\n";
+    std::fs::write(alice.join("multi.sh"), script).unwrap();
+    let out = ok(n1.as_user("alice", &alice, "sbatch").args(["--parsable", "multi.sh"]));
+    let job = out.trim().to_owned();
+    let sacct = |host: &drover_e2e::hosts::Host, user: Option<&str>, args: &[&str]| {
+        let mut command = match user {
+            Some(user) => host.as_user(user, &alice, "sacct"),
+            None => host.command("sacct"),
+        };
+        text(&command.args(args).output().unwrap().stdout)
+    };
+    let ended = hosts.wait_for("the two-node job to end", LONG, || {
+        let shown = sacct(ctl, None, &["-X", "-n", "-P", "-o", "State,ExitCode,NodeList", "-j", &job]);
+        (!shown.is_empty() && !shown.starts_with("PENDING") && !shown.starts_with("RUNNING")).then_some(shown)
+    });
+    let output = std::fs::read_to_string(alice.join(format!("multi-{job}.out"))).unwrap_or_default();
+    assert_eq!(ended, "COMPLETED|0:0|n[1-2]\n", "{output}\n{}", hosts.logs());
+    let mut lines: Vec<&str> = output.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["0: n1", "1: n2"], "{output}");
+    // Asked from n2, through its token socket: the job and its step, as alice sees them.
+    let steps = sacct(n2, Some("alice"), &["-n", "-P", "-o", "JobID,User,State", "-j", &job]);
+    assert!(steps.lines().any(|l| l == format!("{job}.0||COMPLETED")), "{steps}");
+    assert!(steps.lines().any(|l| l == format!("{job}|alice|COMPLETED")), "{steps}");
+
+    // bob, logged in on n2: srun allocates both nodes and runs there, interactively.
+    let bob = shared_workdir(&hosts, "bob");
+    let out = n2.as_user("bob", &bob, "srun").args(["-N", "2", "-n", "2", "-l", "hostname"]).output();
+    let out = out.unwrap();
+    assert!(out.status.success(), "{}{}\n{}", text(&out.stdout), text(&out.stderr), hosts.logs());
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["0: n1", "1: n2"]);
+
+    // sacctmgr on a compute node: what ctld runs, through the token socket.
+    let alice_account = ok(n1
+        .as_user("alice", &alice, "sacctmgr")
+        .args(["-n", "-P", "show", "user", "alice"])
+        .arg("format=DefaultAccount"));
+    assert_eq!(alice_account, "vision\n");
+
+    // ctld knows where each request came from: alice's submission from n1's token socket.
+    let audit = ok(ctl.command("drover").args(["audit", "-P", "-n", "--job", &job, "--action", "submit"]));
+    assert!(audit.lines().any(|l| l.split('|').nth(3) == Some("host:n1")), "{audit}");
+}
+
+/// `drover install --root` lays out an installed system and is safe to run again: the second
+/// run replaces nothing, the admin's edits to the config stay, `--config` replaces the config
+/// only with a file that loads (a broken one changes nothing, naming file, line and column).
+#[test]
+fn install_lays_out_a_host_and_runs_again_without_changing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let install = |args: &[&str]| {
+        Command::new(bin_dir().join("drover")).arg("install").arg("--root").arg(&root).args(args).output().unwrap()
+    };
+    let out = install(&["--prefix", "/opt/drover"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let mode = |path: &str| std::fs::metadata(root.join(path)).unwrap().mode() & 0o7777;
+    assert_eq!(mode("opt/drover/bin/drover"), 0o755);
+    assert_eq!(mode("opt/drover/sbin/drover-ctld"), 0o755);
+    assert_eq!(mode("opt/drover/sbin/drover-noded"), 0o755);
+    assert_eq!(std::fs::read_link(root.join("opt/drover/bin/sbatch")).unwrap(), Path::new("drover"));
+    assert_eq!(mode("etc/drover/cluster.key"), 0o600);
+    assert_eq!(mode("etc/drover/cluster.toml"), 0o644);
+    for state in ["var/lib/drover", "var/spool/drover"] {
+        assert_eq!(mode(state), 0o755, "{state}");
+    }
+    let unit = std::fs::read_to_string(root.join("etc/systemd/system/drover-noded.service")).unwrap();
+    assert!(unit.contains("\nExecStart=/opt/drover/sbin/drover-noded --config /etc/drover/cluster.toml"), "{unit}");
+    let unit = std::fs::read_to_string(root.join("etc/systemd/system/drover-ctld.service")).unwrap();
+    assert!(unit.contains("\nExecReload=+/opt/drover/bin/scontrol reconfigure\n"), "{unit}");
+    // The starter config is the commented example, and it loads.
+    let config = root.join("etc/drover/cluster.toml");
+    drover_shared::config::Config::load(&config).unwrap();
+    let key = std::fs::read(root.join("etc/drover/cluster.key")).unwrap();
+
+    // Again, after the admin edited the config: nothing replaced, the edit kept.
+    let edited =
+        std::fs::read_to_string(&config).unwrap().replace("cluster_name = \"drover\"", "cluster_name = \"lab\"");
+    std::fs::write(&config, &edited).unwrap();
+    let out = install(&["--prefix", "/opt/drover"]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(!said.lines().any(|l| l.starts_with("installed /") || l.starts_with("generated")), "{said}");
+    assert!(said.contains(&format!("kept {}", config.display())), "{said}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), edited);
+    assert_eq!(std::fs::read(root.join("etc/drover/cluster.key")).unwrap(), key);
+
+    // A --config that does not load: refused before anything is written.
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "cluster_name =\n").unwrap();
+    let out = install(&["--config", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with(&format!("drover: error: {}:1:", broken.display())), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), edited);
+    assert!(!root.join("usr").exists(), "the refused install wrote its binaries");
 }

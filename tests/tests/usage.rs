@@ -311,3 +311,100 @@ fn check_in_chromium(cluster: &Cluster) {
     // A blank 1000×900 page compresses to a few KB; text, tables and bars make it much larger.
     assert!(png.len() > 12_000, "screenshot of {} bytes looks blank", png.len());
 }
+
+/// The GPU-hours chart as a person sees it, measured by Chromium's layout of the page ctld
+/// serves: the tallest hour's bars and the chart's height in CSS pixels, the axis's top label and
+/// the tallest hour's GPU-hours (from the bars' titles).
+#[derive(Debug)]
+struct Chart {
+    tallest_px: f64,
+    chart_px: f64,
+    axis_top: f64,
+    tallest_hours: f64,
+}
+
+/// Loads the status page into headless Chromium with a probe script added (from a file: the
+/// page itself runs no script) and reads what its layout measured.
+fn chart_in_chromium(cluster: &Cluster) -> Chart {
+    let (status, page) = get(cluster, "/");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let probe = "<script>\n\
+        const svg = document.getElementById('gpu-chart');\n\
+        const chartTop = svg.getBoundingClientRect().y;\n\
+        const stacks = {};\n\
+        for (const r of svg.querySelectorAll('rect')) {\n\
+          const box = r.getBoundingClientRect();\n\
+          const s = stacks[box.x] || (stacks[box.x] = [0, 0]);\n\
+          s[0] += box.height;\n\
+          s[1] += parseFloat(r.querySelector('title').textContent.split(': ')[1]);\n\
+        }\n\
+        const tallest = Object.values(stacks).reduce((a, b) => (b[1] > a[1] ? b : a), [0, 0]);\n\
+        const base = svg.querySelector('line').getBoundingClientRect();\n\
+        const chart = base.y + base.height / 2 - chartTop - 10;\n\
+        const label = svg.querySelector('text').textContent;\n\
+        document.body.setAttribute('data-chart', [tallest[0], chart, label, tallest[1]].join(' '));\n\
+        </script>";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("status.html");
+    std::fs::write(&file, page.replace("</body>", &format!("{probe}</body>"))).unwrap();
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("chromium is missing (.ci/run installs it)");
+    let out = std::process::Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,900", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
+        .arg(format!("file://{}", file.display()))
+        .output()
+        .expect("running chromium");
+    assert!(out.status.success(), "chromium failed: {}", text(&out.stderr));
+    let dom = text(&out.stdout);
+    let measured = dom.split("data-chart=\"").nth(1).and_then(|rest| rest.split('"').next());
+    let fields: Vec<f64> = measured
+        .unwrap_or_else(|| panic!("the probe measured nothing:\n{dom}"))
+        .split(' ')
+        .map(|f| f.parse().unwrap_or_else(|_| panic!("{measured:?}")))
+        .collect();
+    let [tallest_px, chart_px, axis_top, tallest_hours] = fields[..] else { panic!("{measured:?}") };
+    Chart { tallest_px, chart_px, axis_top, tallest_hours }
+}
+
+/// A chart a person can read: the tallest hour fills at least 40 % of the chart's height, and the
+/// axis's top is at or just above it (within the 1-2-2.5-5 steps).
+fn assert_readable(chart: &Chart, hours: std::ops::Range<f64>) {
+    assert!(hours.contains(&chart.tallest_hours), "{chart:?}: the tallest hour is not in {hours:?}");
+    assert!(chart.chart_px > 150.0, "{chart:?}");
+    assert!(chart.tallest_px >= 0.4 * chart.chart_px, "{chart:?}: the tallest bar fills too little of the chart");
+    assert!(
+        chart.axis_top >= chart.tallest_hours && chart.axis_top <= 2.5 * chart.tallest_hours * 1.001,
+        "{chart:?}: the axis does not follow the data"
+    );
+}
+
+/// The issue's chart: an axis to 8 (the cluster's GPUs) over hours of 0.03–0.06 GPU-hours drew
+/// bars of a pixel or two. Checked in Chromium at tiny values (a real job, one GPU for about two
+/// seconds) and at realistic ones (hours of 0.03–0.06 GPU-hours in the rollups the chart reads).
+#[test]
+#[ignore = "needs chromium; .ci/run installs it and runs it"]
+fn the_gpu_hours_chart_follows_its_data_in_chromium() {
+    let cluster = Cluster::start_with(&config());
+    let job = cluster.submit(None, "t.sh", "#!/bin/sh\nsleep 2\n", &["-A", "vision", "-p", "main", "--gres=gpu:1"]);
+    cluster.wait_state(job, "COMPLETED", LONG);
+    let tiny = chart_in_chromium(&cluster);
+    assert_readable(&tiny, 0.0003..0.003);
+
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let hour = i64::try_from(now - now % 3600).unwrap();
+    let db = rusqlite::Connection::open(cluster.home().join("ctld").join("drover.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    for (ago, account, gpu_secs) in [(3, "vision", 108), (2, "vision", 144), (2, "nlp", 72), (1, "nlp", 180)] {
+        db.execute(
+            "INSERT OR REPLACE INTO usage_hourly VALUES (?1, 'root', ?2, 'main', '', 0, 0, ?3, 0, 0, 0)",
+            rusqlite::params![hour - ago * 3600, account, gpu_secs],
+        )
+        .unwrap();
+    }
+    let realistic = chart_in_chromium(&cluster);
+    assert_readable(&realistic, 0.059..0.061);
+    assert_eq!(realistic.axis_top, 0.1, "{realistic:?}");
+}

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const APPLETS: [&str; 12] = [
+pub(crate) const APPLETS: [&str; 12] = [
     "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport",
     "sacctmgr",
 ];

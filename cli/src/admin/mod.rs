@@ -1,6 +1,8 @@
-//! The `drover` admin verbs: `up`, `down`, `status` (a complete single-host cluster) and `keygen`.
+//! The `drover` admin verbs: `up`, `down`, `status` (a complete single-host cluster), `install`
+//! (Drover on a real host, with its systemd units) and `keygen`.
 
 mod cluster;
+mod install;
 
 use anyhow::{Context, bail};
 use std::ffi::OsString;
@@ -26,7 +28,12 @@ Local cluster:
 
 DIR defaults to $DROVER_HOME, else ./.drover; FILE to $DROVER_CONF, else the file DIR's cluster.toml
 includes, else etc/cluster.toml. Edit FILE, then `drover up` or `scontrol reconfigure` applies it.
-After `up`, `source DIR/env` puts sbatch, squeue, … first on PATH; DIR/bin/sbatch (…) work without.";
+After `up`, `source DIR/env` puts sbatch, squeue, … first on PATH; DIR/bin/sbatch (…) work without.
+
+Installed system (see docs/admin/install.md):
+  install [--root DIR] [--prefix DIR] [--config FILE] [--key FILE]
+                                        binaries, command links, systemd units, /etc/drover,
+                                        /var/lib/drover, /var/spool/drover (`drover install --help`)";
 
 /// Options shared by the cluster verbs.
 pub(crate) struct ClusterArgs {
@@ -59,7 +66,13 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<ClusterArgs> {
 
 /// Runs an admin verb.
 pub(crate) fn run(verb: &str, args: Vec<OsString>) -> anyhow::Result<i32> {
+    let help = args.iter().any(|a| a == "-h" || a == "--help");
     match verb {
+        "up" | "down" | "status" if help => {
+            println!("{USAGE}");
+            Ok(0)
+        }
+        "install" => install::run(args),
         "up" => cluster::up(&parse(args)?),
         "down" => cluster::down(&parse(args)?),
         "status" => cluster::status(&parse(args)?),

@@ -16,7 +16,9 @@
 //! the nearest ancestor process of the same user that has it (the batch shell, when a workflow
 //! manager stripped srun's environment down to `SLURM_JOB_ID`), else through the configuration
 //! (found as every command finds it: `DROVER_CONF`, the cluster home of the `bin/` link srun was
-//! run through, else `/etc/drover/cluster.toml`; see `crate::client`).
+//! run through, else `/etc/drover/cluster.toml`; see `crate::client`). On a host without that
+//! socket (a compute node: the socket in a job's `DROVER_SOCKET` is on ctld's host) srun, like
+//! every command, reaches ctld through the local noded's token socket.
 
 pub(crate) mod options;
 mod output;
@@ -536,7 +538,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             cancel_sent = true;
             eprintln!("srun: interrupt: cancelling step {job_id}.{}", layout.step_id);
             let cancel = Request::CancelStep { job_id, step_id: layout.step_id, signal: None };
-            if let Err(error) = Client::connect_at(socket).and_then(|mut c| c.call(&cancel)) {
+            if let Err(error) = Client::connect_via(socket).and_then(|mut c| c.call(&cancel)) {
                 eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
             }
         }
@@ -571,7 +573,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     drop(terminal);
     let (code, worst, state) = summarize(&layout, &statuses);
     let done = Request::StepDone { job_id, step_id: layout.step_id, state, exit_status: worst };
-    if let Err(error) = Client::connect_at(socket).and_then(|mut c| c.call(&done)) {
+    if let Err(error) = Client::connect_via(socket).and_then(|mut c| c.call(&done)) {
         eprintln!("srun: error: could not record the end of step {job_id}.{}: {error:#}", layout.step_id);
     }
     Ok(code)
@@ -590,7 +592,7 @@ fn create_step(
     let mut pause = Duration::from_millis(200);
     loop {
         let request = Request::CreateStep { job_id, spec: Box::new(spec.clone()) };
-        match Client::connect_at(socket)?.call(&request)? {
+        match Client::connect_via(socket)?.call(&request)? {
             Response::StepCreated(layout) => {
                 if waited {
                     eprintln!("srun: Step created for StepId={job_id}.{}", layout.step_id);

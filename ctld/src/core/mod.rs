@@ -323,6 +323,7 @@ impl Core {
             | Request::QueryNodeHistory { .. }
             | Request::QueryTemplates
             | Request::ShowConfig
+            | Request::Sacctmgr { .. }
             | Request::Ping => {
                 let name = crate::core::metrics::request_name(&request);
                 tracing::error!(request = name, "a request served off the core reached the core");

@@ -75,27 +75,37 @@ pub(crate) fn render(cluster: &str, snap: &Snapshot, hours: &[(UnixTime, String,
     for (hour, team, secs, _) in hours {
         per_hour.entry((hour - first) / 3600).or_default().push((team, *secs as f64 / 3600.0));
     }
-    let top =
-        per_hour.values().map(|v| v.iter().map(|(_, h)| h).sum::<f64>()).fold(snap.gpus_total.max(1) as f64, f64::max);
-    let (width, height, bar) = (24 * 26 + 40, 200.0, 20.0);
+    let tallest = per_hour.values().map(|v| v.iter().map(|(_, h)| h).sum::<f64>()).fold(0.0, f64::max);
+    let top = axis_top(tallest);
+    let (left, height, bar) = (50.0, 200.0, 20.0);
+    let width = 24 * 26 + 50;
     let _ = writeln!(out, "<h2>GPU-hours per team, last 24 hours</h2>");
     let _ = writeln!(
         out,
         "<svg id=\"gpu-chart\" width=\"{width}\" height=\"230\" role=\"img\" aria-label=\"GPU-hours per team per hour\">"
     );
+    // The axis: its top, its middle (a faint line) and 0, labelled in GPU-hours.
+    let middle = 10.0 + (height - 10.0) / 2.0;
     let _ = writeln!(
         out,
-        "<line x1=\"35\" y1=\"{height}\" x2=\"{width}\" y2=\"{height}\" stroke=\"#888\"/><text x=\"0\" y=\"12\" font-size=\"11\">{top:.1}</text><text x=\"0\" y=\"{height}\" font-size=\"11\">0</text>"
+        "<line x1=\"45\" y1=\"{height}\" x2=\"{width}\" y2=\"{height}\" stroke=\"#888\"/>\
+         <line x1=\"45\" y1=\"10\" x2=\"{width}\" y2=\"10\" stroke=\"#ddd\"/>\
+         <line x1=\"45\" y1=\"{middle}\" x2=\"{width}\" y2=\"{middle}\" stroke=\"#eee\"/>\
+         <text class=\"axis-top\" x=\"0\" y=\"14\" font-size=\"11\">{}</text>\
+         <text x=\"0\" y=\"{}\" font-size=\"11\">{}</text><text x=\"0\" y=\"{height}\" font-size=\"11\">0</text>",
+        axis_label(top),
+        middle + 4.0,
+        axis_label(top / 2.0)
     );
     for (slot, stack) in &per_hour {
-        let x = 40.0 + *slot as f64 * 26.0;
+        let x = left + *slot as f64 * 26.0;
         let mut y = height;
         for (team, value) in stack {
             let h = value / top * (height - 10.0);
             y -= h;
             let _ = writeln!(
                 out,
-                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{bar}\" height=\"{h:.1}\" fill=\"{}\"><title>{}: {value:.2} GPU-hours</title></rect>",
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{bar}\" height=\"{h:.1}\" fill=\"{}\"><title>{}: {value:.4} GPU-hours</title></rect>",
                 colour(team),
                 esc(team)
             );
@@ -103,7 +113,7 @@ pub(crate) fn render(cluster: &str, snap: &Snapshot, hours: &[(UnixTime, String,
     }
     for slot in (0..HOURS).step_by(6) {
         let hour = (first + slot * 3600).rem_euclid(86_400) / 3600;
-        let _ = writeln!(out, "<text x=\"{}\" y=\"220\" font-size=\"11\">{hour:02}:00</text>", 40 + slot * 26);
+        let _ = writeln!(out, "<text x=\"{}\" y=\"220\" font-size=\"11\">{hour:02}:00</text>", 50 + slot * 26);
     }
     let _ = writeln!(out, "</svg>");
     let _ = write!(out, "<p class=\"legend\">");
@@ -175,6 +185,27 @@ fn age(seconds: i64) -> String {
     }
 }
 
+/// The top of the chart's axis: the tallest hour's GPU-hours rounded up to 1, 2, 2.5 or 5 times a
+/// power of ten, so that the tallest bar fills at least 40 % of the chart at any scale (a few
+/// GPU-seconds or thousands of GPU-hours); 1 on a chart with no usage.
+fn axis_top(tallest: f64) -> f64 {
+    if !tallest.is_finite() || tallest <= 0.0 {
+        return 1.0;
+    }
+    let power = 10f64.powf(tallest.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|step| step * power)
+        .find(|top| *top >= tallest * 0.999_999)
+        .unwrap_or(10.0 * power)
+}
+
+/// An axis value as people write it: `0.05`, `2.5`, `20`, `0.0005`.
+fn axis_label(value: f64) -> String {
+    let text = format!("{value:.6}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +240,42 @@ mod tests {
         let page = render("c", &snap, &[], now);
         let row = "<tr><td>n2</td><td>DRAIN</td><td>fan &lt;loud&gt;</td><td>hw-team</td><td>INC-7</td><td>2 h 3 min</td></tr>";
         assert!(page.contains(row), "{page}");
+    }
+
+    #[test]
+    fn the_axis_follows_the_data() {
+        assert_eq!(axis_top(0.06), 0.1);
+        assert_eq!(axis_top(0.03), 0.05);
+        assert_eq!(axis_top(0.000_55), 0.001);
+        assert_eq!(axis_top(3.0), 5.0);
+        assert_eq!(axis_top(2.0), 2.0);
+        assert_eq!(axis_top(2.1), 2.5);
+        assert_eq!(axis_top(730.0), 1000.0);
+        assert_eq!(axis_top(0.0), 1.0);
+        for tallest in [0.000_28, 0.001_7, 0.03, 0.06, 0.4, 7.9, 8.0, 123.0, 4_000.0] {
+            let top = axis_top(tallest);
+            assert!(top >= tallest && tallest / top >= 0.4, "{tallest} on an axis to {top}");
+        }
+        assert_eq!(axis_label(0.1), "0.1");
+        assert_eq!(axis_label(0.05), "0.05");
+        assert_eq!(axis_label(0.000_25), "0.00025");
+        assert_eq!(axis_label(2.5), "2.5");
+        assert_eq!(axis_label(1000.0), "1000");
+    }
+
+    /// What the issue saw: 0.03–0.06 GPU-hours per hour on a cluster with 8 GPUs drew bars of
+    /// one or two pixels under an axis to 8.
+    #[test]
+    fn realistic_hours_fill_the_chart_on_a_cluster_with_many_gpus() {
+        let snap = Snapshot { gpus_total: 8, ..Snapshot::default() };
+        let now = 100 * 3600 + 5;
+        let hours: Vec<_> = [(3, 108), (2, 216), (1, 144)]
+            .into_iter()
+            .map(|(ago, secs)| (now - ago * 3600, "vision".to_owned(), secs, 0))
+            .collect();
+        let page = render("c", &snap, &hours, now);
+        assert!(page.contains("<text class=\"axis-top\" x=\"0\" y=\"14\" font-size=\"11\">0.1</text>"), "{page}");
+        // 0.06 of 0.1 over the 190 px of the chart.
+        assert!(page.contains("height=\"114.0\""), "{page}");
     }
 }

@@ -100,6 +100,10 @@ pub enum Request {
     /// `drover templates`: the job templates the caller may use (operators and admins: all),
     /// answered with [`Response::Templates`].
     QueryTemplates,
+    /// `sacctmgr ARGS…` (read-only): answered with [`Response::Listing`], rendered from the
+    /// configuration ctld runs as the caller may see it (`crate::sacctmgr`), or an error whose
+    /// detail is sacctmgr's message.
+    Sacctmgr { args: Vec<String> },
 }
 
 impl Request {
@@ -125,6 +129,7 @@ impl Request {
                 q.job_ids.len().max(q.users.len()).max(q.accounts.len()).max(q.partitions.len()).max(q.states.len())
             }
             Request::QueryAudit(q) => q.job_ids.len().max(q.uids.len()).max(q.actions.len()),
+            Request::Sacctmgr { args } => args.len(),
             _ => 0,
         }
     }
@@ -382,6 +387,8 @@ pub enum Response {
     Templates {
         templates: Vec<TemplateInfo>,
     },
+    /// Answer to [`Request::Sacctmgr`]: the text sacctmgr prints.
+    Listing { text: String },
 }
 
 /// A job template as `drover templates` shows it.

@@ -1,9 +1,11 @@
 //! `scontrol show config`: the parameters Drover has, under Slurm's names and in Slurm's units,
 //! so that clients that read them (Snakemake reads `MaxArraySize` and `MinJobAge`) find them.
-//! Parameters Drover has no counterpart for are left out rather than invented.
+//! Parameters Drover has no counterpart for are left out rather than invented. And `sacctmgr`:
+//! the accounts, users and QOS of the configuration ctld runs, as the caller may see them.
 
 use super::ClientContext;
-use drover_shared::proto::client::Response;
+use crate::model::identity::{Caller, user_name};
+use drover_shared::proto::client::{ErrorCode, Response};
 
 pub(super) fn show(context: &ClientContext) -> Response {
     let config = context.config.get();
@@ -31,4 +33,18 @@ fn private_data(private: drover_shared::config::PrivateData) -> String {
     let names: Vec<&str> =
         ["accounts", "jobs", "usage", "users"].into_iter().zip(set).filter(|(_, on)| *on).map(|(n, _)| n).collect();
     if names.is_empty() { "none".to_owned() } else { names.join(",") }
+}
+
+/// `sacctmgr ARGS…` from the configuration in force, for `caller` (known by uid; a uid without
+/// a name is a plain user named by its number, who sees no one's private rows).
+pub(super) fn sacctmgr(context: &ClientContext, caller: Caller, args: &[String]) -> Response {
+    let viewer = if caller.uid == 0 {
+        "root".to_owned()
+    } else {
+        user_name(caller.uid).unwrap_or_else(|| caller.uid.to_string())
+    };
+    match drover_shared::sacctmgr::listing(&context.config.get(), args, Some(&viewer)) {
+        Ok(text) => Response::Listing { text },
+        Err(detail) => Response::Error { code: ErrorCode::InvalidSpec, detail },
+    }
 }

@@ -209,6 +209,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryStepUsage { job_ids } => accounting::step_usage(context, caller, job_ids).await,
         Request::ShowConfig => config::show(context),
         Request::QueryTemplates => templates::list(context, caller),
+        Request::Sacctmgr { args } => config::sacctmgr(context, caller, &args),
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),

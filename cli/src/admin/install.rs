@@ -1,0 +1,284 @@
+//! `drover install`: puts Drover on a host as `docs/admin/install.md` describes, the same on the
+//! controller and on every compute node, and safe to run again (an upgrade is the same command):
+//!
+//! ```text
+//! PREFIX/bin/drover, PREFIX/bin/{sbatch,srun,…}   the commands (links to drover)
+//! PREFIX/sbin/drover-ctld, PREFIX/sbin/drover-noded
+//! /etc/systemd/system/drover-{ctld,noded}.service  the units (paths rewritten to PREFIX)
+//! /etc/drover/cluster.toml                         the config: --config FILE, else kept, else a starter
+//! /etc/drover/cluster.key                          the key: --key FILE, else kept, else a new one
+//! /var/lib/drover                                  ctld's state (owned by the `drover` user)
+//! /var/spool/drover                                noded's state (root's)
+//! ```
+//!
+//! Every path above is under `--root DIR` when given (a staging tree, a per-host directory in
+//! the multi-host test); then no user is created. The binaries installed are the ones next to
+//! the running `drover`. What the admin edited is never replaced unasked: an existing config or
+//! key stays unless `--config`/`--key` names a new one.
+
+use super::cluster::APPLETS;
+use anyhow::{Context, bail};
+use std::ffi::OsString;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The system user ctld runs as (its unit's `User=`), owner of `/var/lib/drover` and the key.
+pub(crate) const SERVICE_USER: &str = "drover";
+
+const CTLD_UNIT: &str = include_str!("../../../etc/systemd/drover-ctld.service");
+const NODED_UNIT: &str = include_str!("../../../etc/systemd/drover-noded.service");
+/// The prefix the unit files name; `--prefix` replaces it.
+const UNIT_PREFIX: &str = "/usr/local/";
+/// The commented example config, written where there is none yet.
+const STARTER_CONFIG: &str = include_str!("../../../etc/cluster.toml");
+
+pub(crate) const USAGE: &str = "\
+usage: drover install [--root DIR] [--prefix DIR] [--config FILE] [--key FILE]
+
+Installs this build on this host: the commands and daemons under PREFIX (default /usr/local), the
+systemd units drover-ctld and drover-noded, /etc/drover (config and key), /var/lib/drover (ctld's
+state, owned by the `drover` system user, created if missing) and /var/spool/drover (noded's).
+Run it on every host, as root; running it again upgrades the binaries and changes nothing else.
+
+  --root DIR     install below DIR instead of / (a staging tree); creates no user
+  --prefix DIR   where bin/ and sbin/ go (default /usr/local)
+  --config FILE  install FILE as /etc/drover/cluster.toml (checked first; replaces the old one);
+                 without it an existing config is kept, and a missing one becomes the commented
+                 example, to edit
+  --key FILE     install FILE as /etc/drover/cluster.key (the controller's key, on every node);
+                 without it an existing key is kept, and a missing one is generated
+
+Then: `systemctl daemon-reload`, and `systemctl enable --now drover-ctld` on the controller,
+`systemctl enable --now drover-noded` on each compute node (see docs/admin/install.md).";
+
+struct Options {
+    root: PathBuf,
+    prefix: PathBuf,
+    config: Option<PathBuf>,
+    key: Option<PathBuf>,
+}
+
+fn parse(args: Vec<OsString>) -> anyhow::Result<Option<Options>> {
+    let mut options = Options { root: "/".into(), prefix: "/usr/local".into(), config: None, key: None };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let arg = arg.to_string_lossy().into_owned();
+        let (key, inline) = match arg.split_once('=') {
+            Some((k, v)) => (k.to_owned(), Some(v.to_owned())),
+            None => (arg.clone(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next().map(|v| v.to_string_lossy().into_owned()))
+                .map(PathBuf::from)
+                .with_context(|| format!("{key} needs {what}"))
+        };
+        match key.as_str() {
+            "--root" => options.root = std::path::absolute(value("a directory")?)?,
+            "--prefix" => options.prefix = value("a directory")?,
+            "--config" => options.config = Some(std::path::absolute(value("a file")?)?),
+            "--key" => options.key = Some(std::path::absolute(value("a file")?)?),
+            "-h" | "--help" => return Ok(None),
+            _ => bail!("unknown option `{arg}`\n\n{USAGE}"),
+        }
+    }
+    if !options.prefix.is_absolute() {
+        bail!("--prefix must be an absolute path, not {}", options.prefix.display());
+    }
+    Ok(Some(options))
+}
+
+/// `path` (absolute, as on the installed system) below the install root.
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// The `drover` user's uid and gid, if this host has one.
+fn service_user() -> Option<(nix::unistd::Uid, nix::unistd::Gid)> {
+    nix::unistd::User::from_name(SERVICE_USER).ok().flatten().map(|user| (user.uid, user.gid))
+}
+
+/// Writes `bytes` to `path` with `mode` unless it already holds them (through a new file renamed
+/// over the old one, so that a running binary is replaced, not overwritten). Says what it did.
+fn put(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+    let same = std::fs::read(path).is_ok_and(|old| old == bytes);
+    if same {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("setting the mode of {}", path.display()))?;
+        println!("unchanged {}", path.display());
+        return Ok(());
+    }
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".drover-new");
+    let partial = PathBuf::from(partial);
+    let _ = std::fs::remove_file(&partial);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&partial)
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::io::Write::write_all(&mut file, bytes).with_context(|| format!("writing {}", partial.display()))?;
+    file.sync_all().with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(mode))?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))?;
+    println!("installed {}", path.display());
+    Ok(())
+}
+
+/// Creates `path` with `mode` (and missing parents) and sets its mode and, when given, owner.
+fn directory(path: &Path, mode: u32, owner: Option<(nix::unistd::Uid, nix::unistd::Gid)>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    if let Some((uid, gid)) = owner {
+        nix::unistd::chown(path, Some(uid), Some(gid)).with_context(|| format!("chown {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// A binary next to the running `drover`.
+fn built(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the drover binary")?;
+    let path = exe.with_file_name(name);
+    if !path.is_file() {
+        bail!(
+            "{name} not found next to {}; build the whole workspace (cargo build --release --workspace)",
+            exe.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Creates the `drover` system user (on `/` only; a staging tree's users are the image's).
+fn create_user(root: &Path) -> anyhow::Result<()> {
+    if service_user().is_some() {
+        println!("unchanged user {SERVICE_USER}");
+        return Ok(());
+    }
+    if root != Path::new("/") {
+        println!(
+            "note: no `{SERVICE_USER}` user on this host; create it on the installed system (see docs/admin/install.md)"
+        );
+        return Ok(());
+    }
+    let status = std::process::Command::new("useradd")
+        .args(["--system", "--user-group", "--home-dir", "/var/lib/drover", "--no-create-home"])
+        .args(["--shell", "/usr/sbin/nologin", "--comment", "Drover controller", SERVICE_USER])
+        .status()
+        .context("running useradd")?;
+    if !status.success() {
+        bail!("useradd could not create the `{SERVICE_USER}` user");
+    }
+    println!("created user {SERVICE_USER}");
+    Ok(())
+}
+
+/// Runs `drover install`.
+pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let Some(options) = parse(args)? else {
+        println!("{USAGE}");
+        return Ok(0);
+    };
+    let is_root = nix::unistd::geteuid().is_root();
+    if !is_root && options.root == Path::new("/") {
+        bail!("installing on this host needs root (or --root DIR for a staging tree)");
+    }
+    // What is given is checked before anything is written.
+    if let Some(config) = &options.config {
+        drover_shared::config::Config::load(config)?;
+    }
+    if let Some(key) = &options.key {
+        drover_shared::auth::ClusterKey::load(key)?;
+    }
+    let root = &options.root;
+    if is_root {
+        create_user(root)?;
+    }
+    let owner = if is_root { service_user() } else { None };
+
+    // Commands and daemons.
+    let bin = under(root, &options.prefix.join("bin"));
+    let sbin = under(root, &options.prefix.join("sbin"));
+    directory(&bin, 0o755, None)?;
+    directory(&sbin, 0o755, None)?;
+    let exe = std::env::current_exe().context("locating the drover binary")?;
+    let read = |path: &Path| std::fs::read(path).with_context(|| format!("reading {}", path.display()));
+    put(&bin.join("drover"), &read(&exe)?, 0o755)?;
+    for daemon in ["drover-ctld", "drover-noded"] {
+        put(&sbin.join(daemon), &read(&built(daemon)?)?, 0o755)?;
+    }
+    for applet in APPLETS {
+        let link = bin.join(applet);
+        if std::fs::read_link(&link).is_ok_and(|target| target == Path::new("drover")) {
+            continue;
+        }
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("drover", &link).with_context(|| format!("linking {}", link.display()))?;
+    }
+    println!("linked {} → drover in {}", APPLETS.join(" "), bin.display());
+
+    // Units, naming the binaries where they were put.
+    let units = under(root, Path::new("/etc/systemd/system"));
+    directory(&units, 0o755, None)?;
+    let prefix = format!("{}/", options.prefix.to_string_lossy().trim_end_matches('/'));
+    for (name, text) in [("drover-ctld.service", CTLD_UNIT), ("drover-noded.service", NODED_UNIT)] {
+        put(&units.join(name), text.replace(UNIT_PREFIX, &prefix).as_bytes(), 0o644)?;
+    }
+
+    // Directories, config and key.
+    let etc = under(root, Path::new("/etc/drover"));
+    directory(&etc, 0o755, None)?;
+    directory(&under(root, Path::new("/var/lib/drover")), 0o755, owner)?;
+    directory(&under(root, Path::new("/var/spool/drover")), 0o755, None)?;
+    let config = etc.join("cluster.toml");
+    match &options.config {
+        Some(given) => put(&config, &read(given)?, 0o644)?,
+        None if config.exists() => println!("kept {}", config.display()),
+        None => {
+            put(&config, STARTER_CONFIG.as_bytes(), 0o644)?;
+            println!("note: {} is the commented example; edit it for this cluster", config.display());
+        }
+    }
+    let key = etc.join("cluster.key");
+    match &options.key {
+        Some(given) => put(&key, &read(given)?, 0o600)?,
+        None if key.exists() => println!("kept {}", key.display()),
+        None => {
+            drover_shared::auth::ClusterKey::generate(&key)?;
+            println!("generated {} (copy it to every host: drover install --key FILE)", key.display());
+        }
+    }
+    // ctld reads the key as the `drover` user; noded, as root, reads it anyway.
+    if let Some((uid, gid)) = owner {
+        nix::unistd::chown(&key, Some(uid), Some(gid)).with_context(|| format!("chown {}", key.display()))?;
+    }
+    println!(
+        "installed; next: systemctl daemon-reload, then systemctl enable --now drover-ctld (controller) \
+         or drover-noded (compute nodes)"
+    );
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_name_the_installed_binaries_under_the_prefix() {
+        for unit in [CTLD_UNIT, NODED_UNIT] {
+            let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+            assert!(exec.starts_with(&format!("ExecStart={UNIT_PREFIX}sbin/drover-")), "{exec}");
+            assert!(unit.replace(UNIT_PREFIX, "/opt/drover/").contains("ExecStart=/opt/drover/sbin/drover-"));
+        }
+        assert!(NODED_UNIT.contains("\nDelegate=yes\n") && NODED_UNIT.contains("\nKillMode=process\n"));
+        assert!(CTLD_UNIT.contains(&format!("\nUser={SERVICE_USER}\n")));
+    }
+
+    #[test]
+    fn paths_go_below_the_root() {
+        assert_eq!(under(Path::new("/tmp/r"), Path::new("/etc/drover")), PathBuf::from("/tmp/r/etc/drover"));
+        assert_eq!(under(Path::new("/"), Path::new("/etc/drover")), PathBuf::from("/etc/drover"));
+    }
+}
