@@ -371,9 +371,27 @@ pub struct JobInfo {
     pub array_tasks_pending: Vec<u32>,
     /// `--array=…%N`: most tasks of the array running at once; 0 = no limit.
     pub array_max_tasks: u32,
+    /// The billing TRES (what fair share charges per second) under the partition's
+    /// `TRESBillingWeights`, rounded: of the request while pending, of the allocation once the job
+    /// started. `None` in records stored before it was kept (clients then show the CPU count, the
+    /// billing without weights; see [`JobInfo::decode_stored`]).
+    pub billing: Option<u64>,
 }
 
 impl JobInfo {
+    /// Decodes a record ctld stored in its database. A record stored before `billing` was
+    /// appended ends where that field would begin; it reads as one with `billing: None`.
+    pub fn decode_stored(bytes: &[u8]) -> Result<JobInfo, postcard::Error> {
+        match postcard::from_bytes(bytes) {
+            Err(postcard::Error::DeserializeUnexpectedEnd) => {
+                let mut padded = bytes.to_vec();
+                padded.push(0);
+                postcard::from_bytes(&padded)
+            }
+            decoded => decoded,
+        }
+    }
+
     /// The job's current state, `PENDING` for a record not yet scheduled.
     pub fn state(&self) -> JobState {
         self.state.unwrap_or(JobState::Pending)

@@ -54,7 +54,7 @@ impl SimCluster {
         std::fs::write(&conf, config).unwrap();
         std::fs::create_dir_all(root.join("state")).unwrap();
         std::fs::create_dir_all(root.join("bin")).unwrap();
-        for name in ["sbatch", "sacct", "scontrol", "squeue", "sinfo"] {
+        for name in ["sbatch", "sacct", "scontrol", "squeue", "sinfo", "sshare", "scancel"] {
             std::os::unix::fs::symlink(bin.join("drover"), root.join("bin").join(name)).unwrap();
         }
         let keygen = Command::new(bin.join("drover")).arg("keygen").arg(root.join("cluster.key")).output().unwrap();

@@ -119,7 +119,7 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
         let (job_id, info, spec, alloc) = row.map_err(err)?;
         let corrupt = |source| DbError::Corrupt { path: path.to_owned(), job_id, source };
         jobs.push(StoredJob {
-            info: postcard::from_bytes(&info).map_err(corrupt)?,
+            info: JobInfo::decode_stored(&info).map_err(corrupt)?,
             spec: postcard::from_bytes(&spec).map_err(corrupt)?,
             alloc: alloc.map(|a| postcard::from_bytes(&a)).transpose().map_err(corrupt)?,
         });
@@ -254,7 +254,7 @@ pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<V
     let mut jobs = Vec::new();
     for row in rows {
         let (job_id, info) = row.map_err(err)?;
-        jobs.push(postcard::from_bytes(&info).map_err(|source| DbError::Corrupt {
+        jobs.push(JobInfo::decode_stored(&info).map_err(|source| DbError::Corrupt {
             path: path.to_owned(),
             job_id,
             source,

@@ -119,6 +119,7 @@ pub struct JobInfoView<'a> {
     array_task_id: Option<u32>,
     array_tasks_pending: &'a [u32],
     array_max_tasks: u32,
+    billing: Option<u64>,
 }
 
 impl<'a> JobInfoView<'a> {
@@ -180,6 +181,7 @@ impl<'a> JobInfoView<'a> {
             array_task_id: job.array_task_id,
             array_tasks_pending: numbers(JobFields::ARRAY_TASKS, &job.array_tasks_pending),
             array_max_tasks: job.array_max_tasks,
+            billing: job.billing,
         }
     }
 }
@@ -258,7 +260,23 @@ mod tests {
             array_task_id: Some(2),
             array_tasks_pending: vec![3, 4],
             array_max_tasks: 2,
+            billing: Some(9),
         }
+    }
+
+    /// A record stored before `billing` was appended ends before it and reads back with `None`;
+    /// one stored with it reads back whole.
+    #[test]
+    fn a_record_without_billing_reads_as_none() {
+        let job = full();
+        let bytes = postcard::to_allocvec(&job).unwrap();
+        // `Some(9)` is the last two bytes: the tag 1 and the varint 9.
+        assert_eq!(&bytes[bytes.len() - 2..], &[1, 9]);
+        let old = JobInfo::decode_stored(&bytes[..bytes.len() - 2]).unwrap();
+        assert_eq!(old, JobInfo { billing: None, ..job.clone() });
+        assert_eq!(JobInfo::decode_stored(&bytes).unwrap(), job);
+        // Anything shorter is still an error.
+        assert!(JobInfo::decode_stored(&bytes[..bytes.len() - 3]).is_err());
     }
 
     /// With every field named, the view's bytes are the record's; with none, the text and lists

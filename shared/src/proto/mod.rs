@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"DRVR";
 
 /// The protocol version this build speaks; ctld also accepts the previous one.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// Every refusal of a connection for want of room (too many from one user, or from everyone) says
 /// this in its [`HelloReply::Reject`] message: such a refusal passes, so clients try again a few
@@ -73,9 +73,9 @@ pub struct NodeProof {
 }
 
 /// Whether a peer's version can be served. Versions 1 (the foundation's messages, before job
-/// arrays, scheduling and isolation fields were appended) and 2 (node messages without run
-/// numbers) were never released, so only the current version is accepted; from the first release
-/// on, the previous version is accepted too.
+/// arrays, scheduling and isolation fields were appended), 2 (node messages without run
+/// numbers) and 3 (job records without their billing TRES) were never released, so only the
+/// current version is accepted; from the first release on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
     version == PROTOCOL_VERSION
 }
