@@ -11,8 +11,9 @@
 //!   then lives out its grace time, then a pass and a launch);
 //! - **reclaim size**: the GPUs preempted for one reclaiming job are at most what it asks plus
 //!   the smallest job a reclaim could take that alone covers that (the largest one when none
-//!   does); a reclaim could take a run of another team that ran `preempt_exempt_time` and whose
-//!   loss leaves its team at or above its guarantee;
+//!   does); a reclaim could take a run of another team that borrows (beyond the team's
+//!   guarantee, its runs counted in start order), ran `preempt_exempt_time`, is not already
+//!   being preempted, and whose loss leaves its team at or above its guarantee;
 //! - **minimum run time**: no run is preempted before it ran `preempt_exempt_time`, so no job is
 //!   preempted twice within it;
 //! - **wide job**: a job of 4 whole nodes at the head of the queue, among a flood of small
@@ -388,16 +389,24 @@ fn measure(
         .sum::<f64>()
         / 3600.0;
 
-    // What a reclaim at `t` for `team` could take: runs of the other teams that ran at least
-    // `preempt_exempt_time` and whose loss leaves their team at or above its guarantee (the
-    // state just before `t`).
-    let takeable = |team: usize, t: i64| -> Vec<(u32, u32)> {
+    // What a reclaim at `t` for `team` could take (ctld's rules, read from outside): runs of the
+    // other teams that borrow (each team's runs in start order beyond its guarantee), ran at
+    // least `preempt_exempt_time`, are not already being preempted (`going`: runs preempted by
+    // `t` and still running), and whose loss leaves their team at or above its guarantee.
+    let takeable = |team: usize, t: i64, going: &[u32]| -> Vec<(u32, u32)> {
         let mut sizes = Vec::new();
         for other in (0..scenario.teams.len()).filter(|o| *o != team) {
-            let held = holds(other, t - 1);
-            for run in started.iter().filter(|r| team_of(r.job) == Some(other) && r.holds_after(t - 1)) {
+            let mut held: Vec<&&Run> =
+                started.iter().filter(|r| team_of(r.job) == Some(other) && r.holds_after(t - 1)).collect();
+            held.sort_by_key(|r| (r.start, r.job));
+            let leaving: u32 = held.iter().filter(|r| going.contains(&r.job)).map(|r| r.gpus).sum();
+            let spare = held.iter().map(|r| r.gpus).sum::<u32>().saturating_sub(leaving + guarantee(other));
+            let mut cumulative = 0;
+            for run in held {
+                cumulative += run.gpus;
+                let borrowed = cumulative > guarantee(other);
                 let old_enough = run.start.is_some_and(|s| t - s >= i64::from(timing.exempt));
-                if old_enough && held - run.gpus >= guarantee(other) {
+                if borrowed && old_enough && !going.contains(&run.job) && run.gpus <= spare {
                     sizes.push((run.job, run.gpus));
                 }
             }
@@ -417,7 +426,12 @@ fn measure(
         let victim_sizes: Vec<u32> = victims.iter().filter_map(|(at, v)| run_at(*v, *at)).map(|r| r.gpus).collect();
         let preempted_gpus: u32 = victim_sizes.iter().sum();
         // The victims themselves were takeable, whatever this reading of the rules says.
-        let could_take = takeable(team, first);
+        let going: Vec<u32> = preemptions
+            .iter()
+            .filter(|(at, victim, other)| other != for_job && *at <= first && run_at(*victim, first - 1).is_some())
+            .map(|p| p.1)
+            .collect();
+        let could_take = takeable(team, first, &going);
         let mut candidates: Vec<u32> = could_take.iter().map(|c| c.1).collect();
         candidates.extend(&victim_sizes);
         let covering = candidates.iter().copied().filter(|s| *s >= need).min();
