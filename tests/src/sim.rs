@@ -163,6 +163,32 @@ impl SimCluster {
     }
 }
 
+impl SimCluster {
+    /// Every preemption per `drover audit`: (time, victim, the job it was for).
+    pub fn preemptions(&self) -> Vec<(i64, u32, u32)> {
+        let out = self.ok("drover", &["audit", "-a", "preempt", "-P", "-n"]);
+        out.lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split('|').collect();
+                let time = parse_time(fields.first()?)?;
+                let victim = fields.get(5)?.parse().ok()?;
+                let detail = fields.get(7)?;
+                let for_job = detail.strip_prefix("reclaimed for job ")?.split(' ').next()?.parse().ok()?;
+                Some((time, victim, for_job))
+            })
+            .collect()
+    }
+}
+
+/// The config of `count` simulated nodes `sim01`… (64 CPUs, 512,000 MB, `gpus` H100s each) in one
+/// default partition `gpu`, with `partition_keys` (more TOML lines) added to the partition.
+pub fn gpu_nodes(count: usize, gpus: u32, partition_keys: &str) -> String {
+    format!(
+        "[[nodes]]\nnames = \"sim[01-{count:02}]\"\ncpus = 64\nreal_memory = 512000\ngpus = {{ h100 = {gpus} }}\n\
+         [[partitions]]\nname = \"gpu\"\nnodes = \"sim[01-{count:02}]\"\ndefault = true\n{partition_keys}"
+    )
+}
+
 impl Drop for SimCluster {
     fn drop(&mut self) {
         let _ = self.nodes.kill();

@@ -8,23 +8,9 @@ use drover_e2e::sim::SimCluster;
 
 #[test]
 fn billing_tres_is_what_fair_share_charges() {
-    let config = r#"[[nodes]]
-names = "sim1"
-cpus = 64
-real_memory = 512000
-gpus = { h100 = 8 }
-[[partitions]]
-name = "gpu"
-nodes = "sim1"
-default = true
-tres_billing_weights = "GRES/gpu=1.0"
-[[accounts]]
-name = "ml"
-[[users]]
-name = "root"
-default_account = "ml"
-"#;
-    let cluster = SimCluster::start("billing", 1, false, "default_account = \"ml\"", config);
+    let mut config = drover_e2e::sim::gpu_nodes(1, 8, "tres_billing_weights = \"GRES/gpu=1.0\"\n");
+    config.push_str("[[accounts]]\nname = \"ml\"\n[[users]]\nname = \"root\"\ndefault_account = \"ml\"\n");
+    let cluster = SimCluster::start("billing", 1, false, "default_account = \"ml\"", &config);
     let script = cluster.root().join("job.sh");
     std::fs::write(&script, "#!/bin/sh\ntrue\n").unwrap();
     let script = script.to_string_lossy().into_owned();

@@ -166,13 +166,12 @@ fn start(scenario: &Scenario, timing: &Timing) -> SimCluster {
     let accounts: Vec<String> = scenario.teams.iter().map(|t| format!("\"{}\"", t.name)).collect();
     let mut config = format!(
         "kill_wait = {grace}\npreempt_exempt_time = {exempt}\nmin_job_age = 3600\n\
-         [[nodes]]\nnames = \"sim[01-{NODES}]\"\ncpus = 64\nreal_memory = 512000\ngpus = {{ h100 = {GPUS_PER_NODE} }}\n\
-         [[partitions]]\nname = \"gpu\"\nnodes = \"sim[01-{NODES}]\"\ndefault = true\n\
-         [[users]]\nname = \"root\"\ndefault_account = \"{first}\"\naccounts = [{accounts}]\n",
+         {nodes}[[users]]\nname = \"root\"\ndefault_account = \"{first}\"\naccounts = [{accounts}]\n",
         grace = timing.grace,
         exempt = timing.exempt,
         first = scenario.teams[0].name,
         accounts = accounts.join(", "),
+        nodes = drover_e2e::sim::gpu_nodes(NODES, GPUS_PER_NODE, ""),
     );
     for team in &scenario.teams {
         config.push_str(&format!(
@@ -211,21 +210,6 @@ fn submit(cluster: &SimCluster, scenario: &Scenario, job: &Planned, timing: &Tim
     }
     args.extend(["-J", if job.wide { "wide" } else { team }, &script]);
     cluster.ok("sbatch", &args).trim().parse().unwrap()
-}
-
-/// Every preemption per `drover audit`: (time, victim, the job it was for).
-fn preemptions(cluster: &SimCluster) -> Vec<(i64, u32, u32)> {
-    let out = cluster.ok("drover", &["audit", "-a", "preempt", "-P", "-n"]);
-    out.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split('|').collect();
-            let time = drover_e2e::sim::parse_time(fields.first()?)?;
-            let victim = fields.get(5)?.parse().ok()?;
-            let detail = fields.get(7)?;
-            let for_job = detail.strip_prefix("reclaimed for job ")?.split(' ').next()?.parse().ok()?;
-            Some((time, victim, for_job))
-        })
-        .collect()
 }
 
 /// The teams' normalized shares per `sshare` (account rows).
@@ -534,7 +518,7 @@ fn run(scenario: &Scenario) -> Figures {
     std::thread::sleep(window.saturating_sub(began.elapsed()));
     let end = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     let runs = cluster.runs();
-    let preemptions = preemptions(&cluster);
+    let preemptions = cluster.preemptions();
     let configured = shares(&cluster, &scenario.teams);
     let figures = measure(scenario, &timing, &ids, &runs, &preemptions, &configured, end);
     report(scenario, &timing, &figures);
