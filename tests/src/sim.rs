@@ -157,7 +157,7 @@ impl SimCluster {
 
     /// Every run of every job (`sacct -D`).
     pub fn runs(&self) -> Vec<Run> {
-        let fields = "JobID,Account,State,Submit,Start,End,AllocTRES";
+        let fields = "JobID,Account,State,Submit,Start,End,AllocTRES,NodeList";
         let out = self.ok("sacct", &["-D", "-X", "-P", "-n", "-a", "-o", fields]);
         out.lines().filter_map(Run::parse).collect()
     }
@@ -208,10 +208,12 @@ pub struct Run {
     pub start: Option<i64>,
     pub end: Option<i64>,
     pub gpus: u32,
+    /// The nodes it ran on (empty for a run that never started).
+    pub nodes: Vec<String>,
 }
 
 impl Run {
-    /// Parses a line of `sacct -P -o JobID,Account,State,Submit,Start,End,AllocTRES`.
+    /// Parses a line of `sacct -P -o JobID,Account,State,Submit,Start,End,AllocTRES[,NodeList]`.
     pub fn parse(line: &str) -> Option<Run> {
         let f: Vec<&str> = line.split('|').collect();
         let gpus =
@@ -224,6 +226,11 @@ impl Run {
             start: parse_time(f.get(4)?),
             end: parse_time(f.get(5)?),
             gpus,
+            nodes: f
+                .get(7)
+                .filter(|n| !n.is_empty() && **n != "None assigned")
+                .and_then(|n| drover_shared::hostlist::expand(n).ok())
+                .unwrap_or_default(),
         })
     }
 

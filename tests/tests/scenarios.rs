@@ -17,10 +17,11 @@
 //! - **minimum run time**: no run is preempted before it ran `preempt_exempt_time`, so no job is
 //!   preempted twice within it;
 //! - **wide job**: a job of 4 whole nodes at the head of the queue, under a flood of small
-//!   lower-priority jobs that goes on for 22 s after it, starts once the small jobs running at
-//!   its submit have ended, plus `SLACK` (its reservation is honoured: the small jobs' time limits
-//!   are a minute, so none fits before it on its nodes). With `backfill_reservations = 0` it
-//!   waits for the flood to end and the check fails.
+//!   lower-priority jobs that goes on for 22 s after it, starts once the 4 nodes that drain first
+//!   by the time limits of the runs holding them at its submit have actually drained, plus
+//!   `SLACK` (its reservation is honoured: the small jobs' limits are a minute, so none fits
+//!   before it on its nodes). With `backfill_reservations = 0` the flood refills every node as it
+//!   drains and the check fails.
 //!
 //! Figures reported per scenario: share error (delivered GPU-seconds share against the shares
 //! `sshare` shows), GPU utilization in the seconds some job waited, reclaim time including grace
@@ -190,6 +191,13 @@ fn start(scenario: &Scenario, timing: &Timing) -> SimCluster {
     SimCluster::start(scenario.name, NODES, true, &top, &config)
 }
 
+/// A job's time limit: honest, in whole minutes: a short job's run rounded up, a long job's and
+/// two more.
+fn limit_minutes(job: &Planned, timing: &Timing) -> u64 {
+    let secs = timing.secs(job.secs).round().max(1.0) as u64;
+    if job.long { secs.div_ceil(60) + 2 } else { secs.div_ceil(60) }
+}
+
 /// Submits one planned job; returns its id.
 fn submit(cluster: &SimCluster, scenario: &Scenario, job: &Planned, timing: &Timing) -> u32 {
     let script = cluster.root().join("job.sh");
@@ -197,8 +205,7 @@ fn submit(cluster: &SimCluster, scenario: &Scenario, job: &Planned, timing: &Tim
         std::fs::write(&script, "#!/bin/sh\ntrue\n").unwrap();
     }
     let secs = timing.secs(job.secs).round().max(1.0) as u64;
-    // Honest limits in whole minutes: a short job's minute, a long job's run and two more.
-    let limit = if job.long { secs.div_ceil(60) + 2 } else { secs.div_ceil(60) };
+    let limit = limit_minutes(job, timing);
     let (nodes, gres, cpus) = (job.nodes.to_string(), format!("--gres=gpu:{}", job.gpus), (job.gpus * 4).to_string());
     let (limit, comment) = (limit.to_string(), format!("sim:{secs}"));
     let team = scenario.teams[job.team].name;
@@ -469,30 +476,43 @@ fn measure(
         }
     }
 
-    // The wide job: from its submit to its start, within the time the small jobs running at its
-    // submit took to end, plus slack. With its reservation honoured no later small job starts
-    // on the nodes it will use; without, the flood keeps them busy.
+    // The wide job: it heads the queue, so its reservation is planned at its submit on the nodes
+    // that drain first by the time limits of the runs then holding them (a node's drain: the
+    // latest start + limit of those runs). Honoured, it keeps every later job off those nodes,
+    // so the job starts by the time they actually drained (the latest end of those runs), plus
+    // slack; with ties, the latest of the tied nodes counts. Without a reservation the flood
+    // refills each node as it drains.
     if let Some((&job, &index)) = ids.iter().find(|(_, i)| scenario.plan[**i].wide) {
+        let wide = &scenario.plan[index];
         let submit_at = by_job.get(&job).and_then(|r| r.iter().filter_map(|r| r.submit).min()).unwrap_or(end);
-        let small_drain = started
-            .iter()
-            .filter(|r| r.holds_after(submit_at))
-            .filter(|r| ids.get(&r.job).is_some_and(|&i| !scenario.plan[i].long && !scenario.plan[i].wide))
-            .map(|r| r.end.unwrap_or(end) - submit_at)
-            .max()
-            .unwrap_or(0);
-        let bound = small_drain + SLACK;
+        let mut drains: BTreeMap<String, (i64, i64)> =
+            (1..=NODES).map(|n| (format!("sim{n:02}"), (submit_at, submit_at))).collect();
+        for run in started.iter().filter(|r| r.holds_after(submit_at) && r.job != job) {
+            let Some(&i) = ids.get(&run.job) else { continue };
+            let by_limit = run.start.unwrap_or(submit_at) + 60 * limit_minutes(&scenario.plan[i], timing) as i64;
+            let actual = run.end.unwrap_or(end);
+            for node in &run.nodes {
+                if let Some(drain) = drains.get_mut(node) {
+                    *drain = (drain.0.max(by_limit), drain.1.max(actual));
+                }
+            }
+        }
+        let mut by_limit: Vec<i64> = drains.values().map(|d| d.0).collect();
+        by_limit.sort_unstable();
+        let planned = by_limit[(wide.nodes as usize).clamp(1, NODES) - 1];
+        let drained = drains.values().filter(|d| d.0 <= planned).map(|d| d.1).max().unwrap_or(submit_at) - submit_at;
+        let bound = drained + SLACK;
         f.wide_bound = Some(bound);
         let first_start = by_job.get(&job).and_then(|r| r.iter().filter_map(|r| r.start).min());
         f.wide_wait = first_start.map(|s| s - submit_at);
         let wait = f.wide_wait.unwrap_or(end - submit_at);
         if f.wide_wait.is_none() || wait > bound {
             f.failures.push(format!(
-                "wide job: job {job} ({} nodes x {} GPUs) {} {wait} s after its submit (bound {bound} s: the small \
-                 jobs running at its submit ended within {small_drain} s, plus {SLACK}); this depends on backfill \
-                 reservations being honoured",
-                scenario.plan[index].nodes,
-                scenario.plan[index].gpus,
+                "wide job: job {job} ({} nodes x {} GPUs) {} {wait} s after its submit (bound {bound} s: the nodes \
+                 that drain first by time limits had drained {drained} s after it, plus {SLACK}); this depends on \
+                 backfill reservations being honoured",
+                wide.nodes,
+                wide.gpus,
                 if f.wide_wait.is_some() { "started" } else { "had not started" }
             ));
         }
@@ -591,18 +611,21 @@ fn issue_teams(shares: [u32; 3]) -> Vec<Team> {
 
 /// Issue 16's scenario. A holds its guarantee with long whole-node jobs; B borrows the rest with
 /// a long two-node job and a stream of 1-, 2- and 8-GPU jobs (6–15 s) while C is idle. C then
-/// bursts: 1-, 2- and 8-GPU jobs inside its guarantee (reclaimed from B), then two-node jobs
-/// beyond it. At 22 s A submits a 4-node × 8-GPU job, beyond its guarantee (it cannot reclaim),
-/// under B's flood of small jobs that gave their priority away (`--nice`).
+/// bursts: 1-, 2- and 8-GPU jobs inside its guarantee (reclaimed from B; long jobs of 40 s, so
+/// C stays at its guarantee through the wide job's wait), then two-node jobs beyond it. At 22 s A submits a
+/// 4-node × 8-GPU job, beyond its guarantee (it cannot reclaim), under B's flood of small jobs
+/// that gave their priority away (`--nice`). A job that reclaims its team's guarantee would
+/// rightly start before the wide job (owners first): the plan keeps every team at or above its
+/// guarantee while the wide job waits, so its wait measures the backfill reservation alone.
 fn issue_scenario() -> Scenario {
     let (a, b, c) = (0, 1, 2);
     let mut plan = Plan::new(16);
     plan.batch(0.0, a, 5, (1, 8), 45.0, true);
     plan.batch(0.0, b, 1, (2, 8), 45.0, true);
     plan.stream(b, (0.0, 44.0), 0.25, &[(1, 1), (1, 1), (1, 2), (1, 2), (1, 8)], (6.0, 15.0), true);
-    plan.batch(10.0, c, 8, (1, 1), 20.0, false);
-    plan.batch(10.0, c, 2, (1, 2), 20.0, false);
-    plan.batch(10.0, c, 1, (1, 8), 20.0, false);
+    plan.batch(10.0, c, 8, (1, 1), 40.0, true);
+    plan.batch(10.0, c, 2, (1, 2), 40.0, true);
+    plan.batch(10.0, c, 1, (1, 8), 40.0, true);
     // Two-node jobs beyond C's guarantee; they give their priority away too, so the wide job
     // heads the queue.
     for _ in 0..2 {
@@ -701,6 +724,7 @@ fn the_measurement_finds_each_broken_invariant() {
         start,
         end,
         gpus,
+        nodes: Vec::new(),
     };
     let ids: HashMap<u32, usize> = [(1, 0), (2, 1), (3, 2), (4, 3)].into();
     // B holds 24 GPUs (16 borrowed); A's 1-GPU job waits from 0 s. Two B jobs are preempted for
