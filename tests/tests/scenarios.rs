@@ -30,6 +30,9 @@
 //! stretches every time (plan, durations, grace, minimum run time) N times; `bench/scenarios.sh`
 //! runs that and prints the table (`docs/admin/scheduling.md`).
 
+// Casts between seconds, counts and GPU numbers: all small (a run of minutes, hundreds of jobs).
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
+
 use drover_e2e::sim::{Run, SimCluster};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -333,14 +336,14 @@ fn measure(
             f.waiting_seconds += 1;
             busy_sum += f64::from(started.iter().filter(|r| r.holds_after(t)).map(|r| r.gpus).sum::<u32>());
         }
-        for team in 0..scenario.teams.len() {
+        for (team, deficit) in deficit_since.iter_mut().enumerate() {
             let held = holds(team, t);
             let owed = guarantee(team).saturating_sub(held);
             let fitting = waiting.iter().any(|j| team_of(*j) == Some(team) && size_of(*j) <= owed);
-            match (fitting && owed > 0, deficit_since[team]) {
-                (true, None) => deficit_since[team] = Some(t),
+            match (fitting && owed > 0, *deficit) {
+                (true, None) => *deficit = Some(t),
                 (false, Some(since)) => {
-                    deficit_since[team] = None;
+                    *deficit = None;
                     let length = t - since;
                     f.longest_deficit = f.longest_deficit.max(length);
                     if length > bound {
