@@ -25,8 +25,9 @@
 //!
 //! Figures reported per scenario: share error (delivered GPU-seconds share against the shares
 //! `sshare` shows), GPU utilization in the seconds some job waited, reclaim time including grace
-//! (from a reclaiming job's wait to its start), preempted GPU-hours. The default is the short
-//! version (`.ci/run`, about a minute per scenario); `DROVER_SCENARIO_SCALE=N` (or `FULL=1`, N = 4)
+//! (from the first second a reclaiming job waited and fitted in what its team was owed, to its
+//! start), preempted GPU-hours. The default is the short version (`.ci/run`; about 70 s for the
+//! three on 2 cores, at most 55 s each); `DROVER_SCENARIO_SCALE=N` (or `FULL=1`, N = 4)
 //! stretches every time (plan, durations, grace, minimum run time) N times; `bench/scenarios.sh`
 //! runs that and prints the table (`docs/admin/scheduling.md`).
 
