@@ -375,6 +375,11 @@ pub struct JobInfo {
     pub array_max_tasks: u32,
     /// The job template it was submitted with.
     pub template: Option<String>,
+    /// The billing TRES (what fair share charges per second) under the partition's
+    /// `TRESBillingWeights`, rounded: of the request while pending, of the allocation once the job
+    /// started. `None` in records stored before it was kept (clients then show the CPU count, the
+    /// billing without weights; ctld's `decode_stored` reads such records).
+    pub billing: Option<u64>,
 }
 
 impl JobInfo {

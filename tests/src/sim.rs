@@ -54,7 +54,7 @@ impl SimCluster {
         std::fs::write(&conf, config).unwrap();
         std::fs::create_dir_all(root.join("state")).unwrap();
         std::fs::create_dir_all(root.join("bin")).unwrap();
-        for name in ["sbatch", "sacct", "scontrol", "squeue", "sinfo"] {
+        for name in ["sbatch", "sacct", "scontrol", "squeue", "sinfo", "sshare", "scancel"] {
             std::os::unix::fs::symlink(bin.join("drover"), root.join("bin").join(name)).unwrap();
         }
         let keygen = Command::new(bin.join("drover")).arg("keygen").arg(root.join("cluster.key")).output().unwrap();
@@ -157,10 +157,36 @@ impl SimCluster {
 
     /// Every run of every job (`sacct -D`).
     pub fn runs(&self) -> Vec<Run> {
-        let fields = "JobID,Account,State,Submit,Start,End,AllocTRES";
+        let fields = "JobID,Account,State,Submit,Start,End,AllocTRES,NodeList";
         let out = self.ok("sacct", &["-D", "-X", "-P", "-n", "-a", "-o", fields]);
         out.lines().filter_map(Run::parse).collect()
     }
+}
+
+impl SimCluster {
+    /// Every preemption per `drover audit`: (time, victim, the job it was for).
+    pub fn preemptions(&self) -> Vec<(i64, u32, u32)> {
+        let out = self.ok("drover", &["audit", "-a", "preempt", "-P", "-n"]);
+        out.lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split('|').collect();
+                let time = parse_time(fields.first()?)?;
+                let victim = fields.get(5)?.parse().ok()?;
+                let detail = fields.get(7)?;
+                let for_job = detail.strip_prefix("reclaimed for job ")?.split(' ').next()?.parse().ok()?;
+                Some((time, victim, for_job))
+            })
+            .collect()
+    }
+}
+
+/// The config of `count` simulated nodes `sim01`… (64 CPUs, 512,000 MB, `gpus` H100s each) in one
+/// default partition `gpu`, with `partition_keys` (more TOML lines) added to the partition.
+pub fn gpu_nodes(count: usize, gpus: u32, partition_keys: &str) -> String {
+    format!(
+        "[[nodes]]\nnames = \"sim[01-{count:02}]\"\ncpus = 64\nreal_memory = 512000\ngpus = {{ h100 = {gpus} }}\n\
+         [[partitions]]\nname = \"gpu\"\nnodes = \"sim[01-{count:02}]\"\ndefault = true\n{partition_keys}"
+    )
 }
 
 impl Drop for SimCluster {
@@ -182,10 +208,12 @@ pub struct Run {
     pub start: Option<i64>,
     pub end: Option<i64>,
     pub gpus: u32,
+    /// The nodes it ran on (empty for a run that never started).
+    pub nodes: Vec<String>,
 }
 
 impl Run {
-    /// Parses a line of `sacct -P -o JobID,Account,State,Submit,Start,End,AllocTRES`.
+    /// Parses a line of `sacct -P -o JobID,Account,State,Submit,Start,End,AllocTRES[,NodeList]`.
     pub fn parse(line: &str) -> Option<Run> {
         let f: Vec<&str> = line.split('|').collect();
         let gpus =
@@ -198,6 +226,11 @@ impl Run {
             start: parse_time(f.get(4)?),
             end: parse_time(f.get(5)?),
             gpus,
+            nodes: f
+                .get(7)
+                .filter(|n| !n.is_empty() && **n != "None assigned")
+                .and_then(|n| drover_shared::hostlist::expand(n).ok())
+                .unwrap_or_default(),
         })
     }
 

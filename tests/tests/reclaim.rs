@@ -74,21 +74,6 @@ fn release_at_once(cluster: &SimCluster, team: &str, gpus: u32, count: usize) ->
     jobs
 }
 
-/// Every preemption per `drover audit`: (time, victim, the job it was for).
-fn preemptions(cluster: &SimCluster) -> Vec<(i64, u32, u32)> {
-    let out = cluster.ok("drover", &["audit", "-a", "preempt", "-P", "-n"]);
-    out.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split('|').collect();
-            let time = drover_e2e::sim::parse_time(fields.first()?)?;
-            let victim = fields.get(5)?.parse().ok()?;
-            let detail = fields.get(7)?;
-            let for_job = detail.strip_prefix("reclaimed for job ")?.split(' ').next()?.parse().ok()?;
-            Some((time, victim, for_job))
-        })
-        .collect()
-}
-
 /// What one reclaim phase cost.
 #[derive(Debug)]
 struct Phase {
@@ -122,7 +107,7 @@ fn reclaim_preempts_only_what_is_owed() {
         eprintln!("{name}: all running after {:?}", started.elapsed());
         // Let any further (wrong) preemption show: two grace times and a few passes.
         std::thread::sleep(Duration::from_secs(u64::from(2 * GRACE) + 2));
-        let all = preemptions(cluster);
+        let all = cluster.preemptions();
         let new: Vec<(i64, u32, u32)> = all[*seen..].to_vec();
         *seen = all.len();
         let runs = cluster.runs();
@@ -158,7 +143,7 @@ fn reclaim_preempts_only_what_is_owed() {
     phase("5 x 8 GPU released at once", gpus_of_team("tc") - 16, &cluster, &mut seen);
 
     let runs = cluster.runs();
-    let preemptions = preemptions(&cluster);
+    let preemptions = cluster.preemptions();
     eprintln!("{:<30} {:>5} {:>8} {:>14}", "reclaim", "need", "victims", "GPUs preempted");
     for p in &phases {
         eprintln!("{:<30} {:>5} {:>8} {:>14}", p.name, p.need, p.victims.len(), p.preempted_gpus);

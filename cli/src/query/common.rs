@@ -380,13 +380,14 @@ pub(crate) fn job_min_memory(job: &JobInfo) -> (bool, u64) {
 }
 
 /// The job's TRES in Slurm's TRES-id order (`cpu`, `mem`, `node`, `billing`, `gres/gpu`). Billing
-/// is the CPU count: Drover has no TRESBillingWeights yet.
+/// is what ctld charges the job's fair share per second (its partition's `TRESBillingWeights`); a
+/// record stored before ctld kept it shows the CPU count, the billing without weights.
 pub(crate) fn job_tres(job: &JobInfo) -> Vec<(&'static str, String)> {
     let mut tres = vec![
         ("cpu", job.num_cpus.to_string()),
         ("mem", format_mem_mb(job_mem_total_mb(job))),
         ("node", job.num_nodes.to_string()),
-        ("billing", job.num_cpus.to_string()),
+        ("billing", job.billing.unwrap_or_else(|| u64::from(job.num_cpus)).to_string()),
     ];
     let gpus = job_gpus(job);
     if gpus > 0 {

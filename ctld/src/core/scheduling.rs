@@ -120,6 +120,9 @@ impl Core {
             info.steps = vec![validate::batch_step(info, now)];
             job.alloc = Some(alloc);
             job.launched_at = Some(now);
+            let billing = crate::model::tres::job_billing(&self.state, &self.state.jobs[&job_id]);
+            let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
+            job.info.billing = Some(crate::model::tres::billing_count(billing));
             started.push(job_id);
             tracing::info!(job_id, partition, nodes = ?job.info.nodes, "job allocated");
             self.store_job(job_id, true);

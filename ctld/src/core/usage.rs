@@ -18,18 +18,7 @@ impl Core {
             .jobs
             .values()
             .filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running)
-            .map(|j| {
-                let weights = config
-                    .partitions
-                    .iter()
-                    .find(|p| p.name == j.info.partition)
-                    .map(|p| p.tres_billing_weights.clone());
-                let billing = crate::model::tres::billing(
-                    &weights.unwrap_or_default(),
-                    &crate::model::tres::of_job(&self.state, j),
-                );
-                (j.info.account.clone(), j.info.user.clone(), billing)
-            })
+            .map(|j| (j.info.account.clone(), j.info.user.clone(), crate::model::tres::job_billing(&self.state, j)))
             .collect();
         let usage = &mut self.state.usage;
         usage.advance(

@@ -60,6 +60,21 @@ pub(crate) fn of_request(request: &PerNodeRequest) -> Tres {
     tres
 }
 
+/// What fair share charges `job` per second: its billing under the `TRESBillingWeights` of the
+/// partition it runs in (of the first it may run in while pending), over what it holds or asks for.
+/// The job record's billing TRES (`sacct`, `scontrol show job`) is this value, rounded.
+pub(crate) fn job_billing(state: &State, job: &Job) -> f64 {
+    let partition = job.info.partition.split(',').next().unwrap_or_default();
+    let weights = state.config.partitions.iter().find(|p| p.name == partition).map(|p| &p.tres_billing_weights);
+    billing(weights.unwrap_or(&TresWeights::default()), &of_job(state, job))
+}
+
+/// The billing TRES as a job record shows it: `billing`, rounded to a whole count.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub(crate) fn billing_count(billing: f64) -> u64 {
+    billing.round().max(0.0) as u64
+}
+
 /// Billing under `weights`: Σ count × weight; without weights, the CPUs.
 #[allow(clippy::cast_precision_loss)]
 pub(crate) fn billing(weights: &TresWeights, tres: &Tres) -> f64 {

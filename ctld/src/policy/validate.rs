@@ -275,8 +275,12 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     }
 
     let request = crate::model::request::PerNodeRequest::from_spec(&spec);
-    crate::policy::limits::check_submit(state, qos, &user, &crate::model::tres::of_request(&request))
+    let requested = crate::model::tres::of_request(&request);
+    crate::policy::limits::check_submit(state, qos, &user, &requested)
         .map_err(|detail| (ErrorCode::AccountingPolicy, detail))?;
+    // Until it starts, the job's billing is its request's under its first partition's weights.
+    let weights = candidates.first().map(|p| &p.tres_billing_weights);
+    let billing = crate::model::tres::billing(weights.unwrap_or(&Default::default()), &requested);
     // The multifactor priority is computed by the scheduling pass that follows the commit; 0
     // means held.
     let priority = if spec.hold { 0 } else { initial_priority(qos.priority, 1, spec.nice) };
@@ -318,6 +322,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         exclude: spec.exclude.clone(),
         constraint: spec.constraint.clone(),
         template: spec.template.clone(),
+        billing: Some(crate::model::tres::billing_count(billing)),
         ..JobInfo::default()
     }
     .into();

@@ -121,6 +121,7 @@ pub struct JobInfoView<'a> {
     array_max_tasks: u32,
     /// Always sent: a short name.
     template: Option<&'a str>,
+    billing: Option<u64>,
 }
 
 impl<'a> JobInfoView<'a> {
@@ -183,6 +184,7 @@ impl<'a> JobInfoView<'a> {
             array_tasks_pending: numbers(JobFields::ARRAY_TASKS, &job.array_tasks_pending),
             array_max_tasks: job.array_max_tasks,
             template: job.template.as_deref(),
+            billing: job.billing,
         }
     }
 }
@@ -262,6 +264,7 @@ mod tests {
             array_tasks_pending: vec![3, 4],
             array_max_tasks: 2,
             template: Some("train".into()),
+            billing: Some(9),
         }
     }
 

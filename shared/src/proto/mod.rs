@@ -77,8 +77,9 @@ pub struct NodeProof {
 
 /// Whether a peer's version can be served. Versions 1 (the foundation's messages, before job
 /// arrays, scheduling and isolation fields were appended), 2 (node messages without run
-/// numbers) and 3 (node updates without an incident owner and ticket) were never released, so only the current version is accepted; from the first release
-/// on, the previous version is accepted too.
+/// numbers) and 3 (node updates without an incident owner and ticket, job records without
+/// their billing TRES or template) were never released, so only the current version is
+/// accepted; from the first release on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
     version == PROTOCOL_VERSION
 }

@@ -99,7 +99,6 @@ impl RunSnapshot {
 /// The snapshot of a job that holds an allocation; `borrowed` from this pass's quota split.
 pub(crate) fn snapshot(state: &State, job: &Job, borrowed: bool) -> Option<RunSnapshot> {
     let alloc = job.alloc.as_ref()?;
-    let tres = tres::of_job(state, job);
     let mut gpus_by_type = BTreeMap::new();
     for share in &alloc.nodes {
         let node = state.node_index.get(&share.node).map(|&i| &state.nodes[i]);
@@ -112,13 +111,11 @@ pub(crate) fn snapshot(state: &State, job: &Job, borrowed: bool) -> Option<RunSn
             *gpus_by_type.entry(t).or_default() += 1;
         }
     }
-    let weights =
-        state.config.partitions.iter().find(|p| p.name == job.info.partition).map(|p| p.tres_billing_weights.clone());
     Some(RunSnapshot {
         cpus: alloc.nodes.iter().map(|n| n.cpus).sum(),
         mem_mb: alloc.nodes.iter().map(|n| n.mem_mb).sum(),
         gpus_by_type,
-        billing: tres::billing(&weights.unwrap_or_default(), &tres),
+        billing: tres::job_billing(state, job),
         borrowed,
         active_gpu_secs: 0.0,
         last_sample: None,
