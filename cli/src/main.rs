@@ -31,6 +31,8 @@ fn applet(name: &str) -> Option<Applet> {
         "sprio" => query::sprio::run,
         "why" => query::why::run,
         "audit" => query::audit::run,
+        "node" => query::node::run,
+        "templates" => query::templates::run,
         "report" => report::run,
         "sreport" => report::sreport,
         "srun" => srun::run,

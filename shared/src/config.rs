@@ -82,6 +82,12 @@ pub mod raw {
         /// Usage rollup retention and GPU-hour prices.
         #[serde(default)]
         pub accounting: super::usage::RawAccounting,
+        /// Automatic drains of nodes where jobs keep failing.
+        #[serde(default)]
+        pub incidents: super::incidents::RawIncidents,
+        /// Team job templates.
+        #[serde(default)]
+        pub templates: Vec<toml::Spanned<super::templates::RawTemplate>>,
     }
 
     /// A cluster home's file: the admin's file it includes and the home's own settings.
@@ -253,6 +259,9 @@ pub mod raw {
         pub qos: Option<Vec<Spanned<String>>>,
         /// Association `DefaultQOS`: the QOS of a job that names none (inherited likewise).
         pub default_qos: Option<Spanned<String>>,
+        /// Jobs charged to the account must use a job template (`--template`).
+        #[serde(default)]
+        pub require_template: bool,
     }
 
     #[derive(Debug, Deserialize)]
@@ -356,6 +365,8 @@ pub struct AccountConfig {
     pub qos: Option<Vec<String>>,
     /// The QOS of a job that names none; `None` = inherited.
     pub default_qos: Option<String>,
+    /// Jobs charged to it must use a job template.
+    pub require_template: bool,
 }
 
 /// One user's associations.
@@ -499,6 +510,10 @@ pub struct Config {
     pub metrics: usage::MetricsConfig,
     /// `[accounting]`: usage retention and GPU-hour prices.
     pub accounting: usage::AccountingConfig,
+    /// `[incidents]`: automatic drains of nodes where jobs keep failing.
+    pub incidents: incidents::IncidentConfig,
+    /// `[[templates]]`: team job templates, file order.
+    pub templates: Vec<templates::TemplateConfig>,
 }
 
 impl Config {
@@ -832,6 +847,7 @@ impl Validator<'_> {
             grp_jobs: None,
             qos: None,
             default_qos: None,
+            require_template: false,
         }];
         let mut account_names: BTreeMap<String, usize> = BTreeMap::from([("root".to_owned(), 0)]);
         for (i, account) in file.accounts.iter().enumerate() {
@@ -851,6 +867,7 @@ impl Validator<'_> {
                 grp_jobs: account.grp_jobs,
                 qos: None,
                 default_qos: None,
+                require_template: account.require_template,
             });
         }
         for (i, account) in file.accounts.iter().enumerate() {
@@ -1090,6 +1107,49 @@ impl Validator<'_> {
                 lend,
             });
         }
+        let mut templates: Vec<templates::TemplateConfig> = Vec::new();
+        if file.templates.len() > templates::MAX_TEMPLATES {
+            return Err(self.error(
+                &file.cluster_name,
+                "templates",
+                format!("at most {} templates", templates::MAX_TEMPLATES),
+            ));
+        }
+        for (i, raw) in file.templates.into_iter().enumerate() {
+            let at = toml::Spanned::new(raw.span(), ());
+            let t = raw
+                .into_inner()
+                .validate()
+                .map_err(|(key, message)| self.error(&at, format!("templates[{i}].{key}"), message))?;
+            if templates.iter().any(|o| o.name == t.name) {
+                return Err(self.error(
+                    &at,
+                    format!("templates[{i}].name"),
+                    format!("template `{}` is defined twice", t.name),
+                ));
+            }
+            if let Some(a) = t.accounts.iter().find(|a| !account_names.contains_key(a.as_str())) {
+                return Err(self.error(&at, format!("templates[{i}].accounts"), format!("unknown account `{a}`")));
+            }
+            let partition_ok = |p: &String| partitions.iter().any(|q| &q.name == p);
+            let qos_ok = |q: &String| qos.iter().any(|o: &QosConfig| &o.name == q);
+            let mut names: Vec<(&str, &String, bool)> = Vec::new();
+            names.extend(t.defaults.partition.iter().map(|p| ("partition", p, partition_ok(p))));
+            names.extend(t.defaults.qos.iter().map(|q| ("qos", q, qos_ok(q))));
+            for (field, bound) in &t.overridable {
+                if let templates::Bound::OneOf(values) = bound {
+                    for v in values {
+                        let ok =
+                            if *field == templates::TemplateField::Partition { partition_ok(v) } else { qos_ok(v) };
+                        names.push((field.key(), v, ok));
+                    }
+                }
+            }
+            if let Some((key, value, _)) = names.into_iter().find(|(_, _, ok)| !ok) {
+                return Err(self.error(&at, format!("templates[{i}]"), format!("unknown {key} `{value}`")));
+            }
+            templates.push(t);
+        }
         let partition_names: Vec<&str> = partitions.iter().map(|p| p.name.as_str()).collect();
         let mut private_data = PrivateData::default();
         for (i, value) in file.controller.private_data.iter().enumerate() {
@@ -1150,11 +1210,18 @@ impl Validator<'_> {
                 .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
             metrics: file.metrics.validate().map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
             accounting,
+            templates,
+            incidents: file
+                .incidents
+                .validate()
+                .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
         })
     }
 }
 
+pub mod incidents;
 pub mod sched;
+pub mod templates;
 #[cfg(test)]
 mod tests;
 pub mod usage;

@@ -108,6 +108,8 @@ pub struct JobSpec {
     pub kill_on_invalid_dep: bool,
     /// `--wckey`: recorded only (Slurm with `TrackWCKey=no` does the same).
     pub wckey: Option<String>,
+    /// Drover's `--template`: the team job template ctld applies (`docs/admin/templates.md`).
+    pub template: Option<String>,
 }
 
 /// How much memory a job asks for.
@@ -371,6 +373,8 @@ pub struct JobInfo {
     pub array_tasks_pending: Vec<u32>,
     /// `--array=…%N`: most tasks of the array running at once; 0 = no limit.
     pub array_max_tasks: u32,
+    /// The job template it was submitted with.
+    pub template: Option<String>,
 }
 
 impl JobInfo {

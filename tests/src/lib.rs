@@ -370,6 +370,19 @@ impl Cluster {
     }
 
     /// All daemon logs, for failure messages.
+    /// GET `path` from ctld's HTTP listener (`[metrics] listen`): (status line, body).
+    pub fn http_get(&self, path: &str) -> (String, String) {
+        use std::io::{Read, Write};
+        let addr = std::fs::read_to_string(self.home().join("ctld").join("metrics.addr")).expect("metrics.addr");
+        let mut stream = std::net::TcpStream::connect(addr.trim()).expect("connecting to the metrics port");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("reading the answer");
+        let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+        (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+    }
+
     pub fn logs(&self) -> String {
         let mut all = String::new();
         for entry in std::fs::read_dir(self.home().join("log")).into_iter().flatten().flatten() {

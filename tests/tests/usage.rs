@@ -6,7 +6,7 @@
 //! rendered by headless Chromium.
 
 use drover_e2e::{CONFIG, Cluster, text};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -44,14 +44,7 @@ fn elapsed(cluster: &Cluster, job_id: u32) -> u64 {
 
 /// GET `path` from ctld's HTTP listener: (status line, body).
 fn get(cluster: &Cluster, path: &str) -> (String, String) {
-    let addr = std::fs::read_to_string(cluster.home().join("ctld").join("metrics.addr")).expect("metrics.addr");
-    let mut stream = std::net::TcpStream::connect(addr.trim()).expect("connecting to the metrics port");
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("reading the answer");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
-    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+    cluster.http_get(path)
 }
 
 /// Runs Python's `prometheus_client` text parser over `text`; prints `name type n_samples` per

@@ -91,29 +91,8 @@ fn fields(row: &AuditRow, tz: Tz) -> [String; 8] {
 
 /// The records as a table (`parsable`: `|`-separated), oldest first.
 fn render(rows: &[AuditRow], parsable: bool, header: bool, tz: Tz) -> String {
-    let line = |cells: &[String]| {
-        if parsable {
-            let cells: Vec<_> = cells.iter().map(|c| drover_shared::text::delimited(c, "|")).collect();
-            return format!("{}\n", cells.join("|"));
-        }
-        let mut out = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            let cell = drover_shared::text::printable(cell);
-            match WIDTHS.get(i) {
-                Some(width) => out.push_str(&format!("{cell:<width$} ")),
-                None => out.push_str(&cell),
-            }
-        }
-        format!("{}\n", out.trim_end())
-    };
-    let mut out = String::new();
-    if header {
-        out.push_str(&line(&HEADERS.map(str::to_owned)));
-    }
-    for row in rows {
-        out.push_str(&line(&fields(row, tz)));
-    }
-    out
+    let cells: Vec<Vec<String>> = rows.iter().map(|row| fields(row, tz).to_vec()).collect();
+    common::render_table(&HEADERS, &WIDTHS, &cells, parsable, header)
 }
 
 #[cfg(test)]

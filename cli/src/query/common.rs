@@ -433,6 +433,40 @@ pub(crate) fn jobs_answer(answer: anyhow::Result<Response>) -> Result<Response, 
     }
 }
 
+/// Rows as a table: columns padded to `widths` (the last column, beyond them, unpadded) or, when
+/// `parsable`, `|`-separated; `header` puts `headers` first.
+pub(crate) fn render_table(
+    headers: &[&str],
+    widths: &[usize],
+    rows: &[Vec<String>],
+    parsable: bool,
+    header: bool,
+) -> String {
+    let line = |cells: &[String]| {
+        if parsable {
+            let cells: Vec<_> = cells.iter().map(|c| drover_shared::text::delimited(c, "|")).collect();
+            return format!("{}\n", cells.join("|"));
+        }
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let cell = drover_shared::text::printable(cell);
+            match widths.get(i) {
+                Some(width) => out.push_str(&format!("{cell:<width$} ")),
+                None => out.push_str(&cell),
+            }
+        }
+        format!("{}\n", out.trim_end())
+    };
+    let mut out = String::new();
+    if header {
+        out.push_str(&line(&headers.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>()));
+    }
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -902,6 +902,8 @@ mod tests {
             uid: 1001,
             user: "bob".into(),
             time: 1_764_460_800,
+            owner: "bob".into(),
+            ticket: None,
         };
         expect![[r#"
             NodeName=n4 Arch=(null) CoresPerSocket=2  CPUAlloc=2 CPUEfctv=2 CPUTot=2 CPULoad=N/A AvailableFeatures=gpu,ib ActiveFeatures=gpu,ib Gres=gpu:1 GresUsed=gpu:1(IDX:0) NodeAddr=127.0.0.1 NodeHostName=n4 Version=22.05.8 OS=(null)  RealMemory=4000 AllocMem=200 FreeMem=N/A Sockets=1 Boards=1 State=ALLOCATED+DRAIN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=main,teamA,teamB  BootTime=2026-11-29T23:14:48 SlurmdStartTime=2026-11-29T23:32:17 LastBusyTime=2026-11-29T23:35:28 CfgTRES=cpu=2,mem=4000M,billing=2,gres/gpu=1 AllocTRES=cpu=2,mem=200M,gres/gpu=1 CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=bad fan [bob@2025-11-30T00:00:00]

@@ -1,4 +1,5 @@
-//! scontrol's operator and admin commands: `update NodeName=<hostlist> State=… Reason=…` and
+//! scontrol's operator and admin commands: `update NodeName=<hostlist> State=… Reason=…` (with
+//! Drover's `Owner=` and `Ticket=` for the incident a drain or down opens) and
 //! `reconfigure`, with Slurm's messages and exit codes. ctld decides who may; these only parse,
 //! send and print.
 
@@ -18,12 +19,15 @@ pub(crate) struct Refused(pub(crate) String);
 
 /// Parses `NodeName=<hostlist> State=<state> [Reason=<text>]`.
 pub(crate) fn parse_node_update(words: &[String]) -> Result<NodeUpdate, Refused> {
-    let (mut nodes, mut state, mut reason) = (None, None, None);
+    let (mut nodes, mut state, mut reason, mut owner, mut ticket) = (None, None, None, None, None);
     for word in words {
         let Some((key, value)) = word.split_once('=') else { return Err(Refused(format!("Invalid input: {word}"))) };
         match key.to_ascii_lowercase().as_str() {
             "nodename" => nodes = Some(value.to_owned()),
             "reason" => reason = Some(value.to_owned()),
+            // Drover's incident owner and ticket (not in Slurm).
+            "owner" => owner = Some(value.to_owned()),
+            "ticket" => ticket = Some(value.to_owned()),
             "state" => {
                 state = Some(match value.to_ascii_uppercase().as_str() {
                     "DRAIN" => NodeStateChange::Drain,
@@ -45,7 +49,7 @@ pub(crate) fn parse_node_update(words: &[String]) -> Result<NodeUpdate, Refused>
     if matches!(state, NodeStateChange::Drain | NodeStateChange::Down) && missing_reason {
         return Err(Refused(REASON_REQUIRED.into()));
     }
-    Ok(NodeUpdate { nodes, state, reason })
+    Ok(NodeUpdate { nodes, state, reason, owner, ticket })
 }
 
 /// `scontrol update NodeName=…`.
@@ -76,6 +80,11 @@ fn print_outcome(call: &str, response: Response) -> anyhow::Result<i32> {
                 drover_shared::proto::client::ErrorCode::InvalidConfig => {
                     eprintln!("{call} error: {}\n{detail}", code.message())
                 }
+                // What was wrong with a value (a reason's control character, a bad owner or
+                // ticket) says more than "Invalid job specification".
+                drover_shared::proto::client::ErrorCode::InvalidSpec if !detail.is_empty() => {
+                    eprintln!("{call} error: {detail}")
+                }
                 _ => eprintln!("{call} error: {}", code.message()),
             }
             Ok(1)
@@ -97,7 +106,13 @@ mod tests {
         let drain = parse_node_update(&words("NodeName=n[1-2] State=drain Reason=bad_fan")).unwrap();
         assert_eq!(
             drain,
-            NodeUpdate { nodes: "n[1-2]".into(), state: NodeStateChange::Drain, reason: Some("bad_fan".into()) }
+            NodeUpdate {
+                nodes: "n[1-2]".into(),
+                state: NodeStateChange::Drain,
+                reason: Some("bad_fan".into()),
+                owner: None,
+                ticket: None,
+            }
         );
         let resume = parse_node_update(&words("nodename=n1 state=RESUME")).unwrap();
         assert_eq!(resume.state, NodeStateChange::Resume);

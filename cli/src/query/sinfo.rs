@@ -363,7 +363,15 @@ fn node_value(field: Field, partition: &PartitionInfo, node: Option<&NodeInfo>, 
         Field::Gres => per_node(&gres_string),
         Field::GresUsed => per_node(&gres_used_string),
         Field::Reason => per_node(&|n| match &n.reason {
-            Some(reason) => reason.clone(),
+            // Drover's incident owner and ticket follow the reason when they say more than
+            // Slurm's USER column does.
+            Some(reason) => match reason_by(n) {
+                Some(r) if r.ticket.is_some() || (r.owner != r.user && !["system", ""].contains(&r.owner.as_str())) => {
+                    let ticket = r.ticket.as_ref().map(|t| format!(" ticket={t}")).unwrap_or_default();
+                    format!("{reason} [owner={}{ticket}]", r.owner)
+                }
+                _ => reason.clone(),
+            },
             None if n.not_responding && n.state == NodeState::Down => "Not responding".into(),
             None => "none".into(),
         }),
@@ -693,6 +701,8 @@ mod tests {
             uid: 1001,
             user: user.into(),
             time: 1_764_460_800,
+            owner: user.into(),
+            ticket: None,
         };
         let kept: Vec<NodeInfo> = nodes.into_iter().take(3).collect();
         let mut opts = options(Mode::Reasons, &[], &kept);

@@ -1,6 +1,6 @@
-//! `drover report gpu|queue|failures|quota`: per-team GPU-hours (allocated, active, idle,
+//! `drover report gpu|queue|failures|quota|templates`: per-team GPU-hours (allocated, active, idle,
 //! borrowed, guaranteed, cost), queue wait percentiles per partition and team, failed runs by
-//! state and reason, and quota borrowing and reclaims. Each as text, `--csv` or `--json`.
+//! state and reason, quota borrowing and reclaims, and runs and GPU-hours per job template. Each as text, `--csv` or `--json`.
 
 use super::table::Table;
 use drover_shared::proto::usage::UsageReport;
@@ -136,6 +136,36 @@ pub(crate) fn failures(report: &UsageReport) -> Table {
             n.to_string(),
             hours(gpu_secs),
             accounts.into_iter().collect::<Vec<_>>().join(","),
+        ]);
+    }
+    t
+}
+
+/// Per job template and account: runs ended in the window, failed ones (any end but
+/// `COMPLETED`) and GPU-hours; `-` stands for jobs submitted without a template.
+pub(crate) fn templates(report: &UsageReport) -> Table {
+    let mut t = Table::new(&[
+        ("Template", false),
+        ("Account", false),
+        ("Runs", true),
+        ("NotCompleted", true),
+        ("GPUHours", true),
+    ]);
+    let mut per: BTreeMap<(&str, &str), (u64, u64, u64)> = BTreeMap::new();
+    for job in report.jobs.iter().filter(|j| j.end_time >= report.start && j.end_time < report.end) {
+        let template = if job.template.is_empty() { "-" } else { job.template.as_str() };
+        let e = per.entry((template, job.account.as_str())).or_default();
+        e.0 += 1;
+        e.1 += u64::from(job.state != "COMPLETED");
+        e.2 += u64::try_from(job.end_time - job.start_time).unwrap_or(0) * u64::from(job.gpus);
+    }
+    for ((template, account), (runs, failed, gpu_secs)) in per {
+        t.rows.push(vec![
+            template.to_owned(),
+            account.to_owned(),
+            runs.to_string(),
+            failed.to_string(),
+            hours(gpu_secs),
         ]);
     }
     t

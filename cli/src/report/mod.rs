@@ -14,11 +14,12 @@ use drover_shared::proto::usage::{UsageQuery, UsageReport};
 use std::ffi::OsString;
 use table::Output;
 
-const USAGE: &str = "usage: drover report gpu|queue|failures|quota [--start TIME] [--end TIME] [--csv|--json] [--seconds]
+const USAGE: &str = "usage: drover report gpu|queue|failures|quota|templates [--start TIME] [--end TIME] [--csv|--json] [--seconds]
   gpu       per account: allocated, active, idle-allocated, borrowed and guaranteed GPU-hours, cost
   queue     queue wait (seconds) percentiles per partition and account
   failures  runs that did not complete, by state and reason
   quota     per account: borrowed GPU-hours, borrowing runs, reclaims
+  templates per job template and account: runs, failed runs, GPU-hours (`-` for jobs without one)
 --seconds gives gpu's figures in GPU-seconds. The window defaults to the last 7 days; TIME takes sacct's forms (now-7days, 2026-11-01, …).";
 
 fn fetch(start: i64, end: i64, with_jobs: bool) -> anyhow::Result<UsageReport> {
@@ -51,7 +52,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
                 println!("{USAGE}");
                 return Ok(0);
             }
-            "gpu" | "queue" | "failures" | "quota" if kind.is_none() => kind = Some(arg.clone()),
+            "gpu" | "queue" | "failures" | "quota" | "templates" if kind.is_none() => kind = Some(arg.clone()),
             other => {
                 eprintln!("drover report: unexpected argument `{other}`\n{USAGE}");
                 return Ok(1);
@@ -70,6 +71,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         "gpu" => drover::gpu(&report, seconds),
         "queue" => drover::queue(&report),
         "failures" => drover::failures(&report),
+        "templates" => drover::templates(&report),
         _ => drover::quota(&report),
     };
     print!("{}", table.render(output));

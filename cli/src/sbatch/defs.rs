@@ -823,6 +823,11 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("name")
         .env("SBATCH_RESERVATION")
         .help("run in this reservation (Drover has none, so every name is refused as Slurm refuses an unknown one)"),
+    OptionDef::new("template", Apply::Value(|low, v, _| set(&mut low.template, text(v))))
+        .value("name")
+        .env("SBATCH_TEMPLATE")
+        .help("use this team job template's defaults and bounds (Drover; `drover templates` lists them)")
+        .commands(Commands::ALL),
     OptionDef::new("wckey", Apply::Value(|low, v, _| set(&mut low.wckey, text(v))))
         .value("key")
         .env("SBATCH_WCKEY")

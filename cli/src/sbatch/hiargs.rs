@@ -179,6 +179,7 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         submit_line: ctx.argv.join(" "),
         kill_on_invalid_dep: low.kill_on_invalid_dep.unwrap_or(false),
         wckey: low.wckey,
+        template: low.template,
     };
     Ok(HiArgs {
         job_spec,

@@ -142,6 +142,8 @@ low_args! {
     test_only: bool,
     /// `--wckey`.
     wckey: String,
+    /// Drover's `--template`.
+    template: String,
     /// `--reservation`.
     reservation: String,
     /// `-M/--clusters`: a comma list of cluster names.

@@ -105,6 +105,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     spec.gres_per_node.extend(low.gpus_per_node.unwrap_or_default());
     spec.gpus_per_task = low.gpus_per_task.unwrap_or_default();
     spec.nodelist = low.nodelist;
+    spec.template = low.template;
     options.output = low.output;
     options.error = low.error;
     Ok(Parsed::Run(Box::new(options)))
@@ -332,6 +333,7 @@ mod tests {
               -q, --qos=qos               quality of service for the job
               -t, --time=minutes          time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S
               -v, --verbose               say where the step was launched
+                  --template=name         use this team job template's defaults and bounds (Drover; `drover templates` lists them)
               -e, --error=err             file pattern the tasks' stderr goes to
                   --export=names          environment variables passed to the tasks: ALL, NONE or a list
                   --jobid=id              run the step in this job (default: SLURM_JOB_ID)

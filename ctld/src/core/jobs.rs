@@ -515,6 +515,11 @@ impl Core {
             self.store_job(job_id, false);
             let final_state = self.state.jobs.get(&job_id).map_or(state, |j| j.info.state());
             self.audit(0, "end", Some(job_id), format!("{} {}", final_state.long_name(), exit_status));
+            if final_state == JobState::Failed {
+                let uid = self.state.jobs.get(&job_id).map_or(0, |j| j.info.uid);
+                let how = format!("{} {} ({reason})", final_state.long_name(), exit_status);
+                self.job_failed_on_node(node, job_id, uid, how, true);
+            }
             tracing::info!(job_id, state = final_state.long_name(), exit = %exit_status, "job ended");
             self.schedule_needed = true;
         } else if self.state.jobs.contains_key(&job_id) {

@@ -115,6 +115,25 @@ pub(crate) struct Snapshot {
     pub(crate) cpus_allocated: u64,
     /// account → pending jobs (the status page's queue by team).
     pub(crate) pending_by_account: BTreeMap<String, u64>,
+    /// Open incidents (drained or down nodes), node-table order.
+    pub(crate) incidents: Vec<OpenIncident>,
+}
+
+/// A drained or down node's incident, as the status page and metrics show it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OpenIncident {
+    pub(crate) node: String,
+    /// `DRAIN` or `DOWN`.
+    pub(crate) state: &'static str,
+    pub(crate) reason: String,
+    pub(crate) owner: String,
+    pub(crate) ticket: Option<String>,
+    pub(crate) opened: i64,
+}
+
+/// An incident's owner as shown: `unassigned` for flags stored before owners existed.
+pub(crate) fn owner_label(owner: &str) -> &str {
+    if owner.is_empty() { "unassigned" } else { owner }
 }
 
 /// Escapes a label value (backslash, quote, newline).
@@ -178,6 +197,25 @@ pub(crate) fn render(registry: &Registry, snap: &Snapshot) -> String {
     head(&mut out, "drover_node_drained", "gauge", "1 when the node is drained.");
     for (node, _, drained) in &snap.nodes {
         let _ = writeln!(out, "drover_node_drained{{node=\"{}\"}} {}", esc(node), u8::from(*drained));
+    }
+    head(&mut out, "drover_node_incidents_open", "gauge", "Drained or down nodes, by incident owner.");
+    let mut by_owner: BTreeMap<&str, u64> = BTreeMap::new();
+    for incident in &snap.incidents {
+        *by_owner.entry(owner_label(&incident.owner)).or_default() += 1;
+    }
+    for (owner, n) in &by_owner {
+        let _ = writeln!(out, "drover_node_incidents_open{{owner=\"{}\"}} {n}", esc(owner));
+    }
+    head(&mut out, "drover_node_incident_age_seconds", "gauge", "How long each open incident has been open.");
+    let now = drover_shared::now();
+    for incident in &snap.incidents {
+        let _ = writeln!(
+            out,
+            "drover_node_incident_age_seconds{{node=\"{}\",owner=\"{}\"}} {}",
+            esc(&incident.node),
+            esc(owner_label(&incident.owner)),
+            (now - incident.opened).max(0)
+        );
     }
     head(&mut out, "drover_gpus", "gauge", "GPUs the nodes have.");
     let _ = writeln!(out, "drover_gpus {}", snap.gpus_total);
@@ -247,6 +285,8 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::Reconfigure => "reconfigure",
         R::QueryNodeReasons => "query_node_reasons",
         R::QueryAudit(_) => "query_audit",
+        R::QueryNodeHistory { .. } => "query_node_history",
+        R::QueryTemplates => "query_templates",
         R::TestOnly(_) => "test_only",
         R::QueryNodeFeatures => "query_node_features",
         R::SplitArrayTask { .. } => "split_array_task",

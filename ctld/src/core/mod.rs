@@ -320,6 +320,8 @@ impl Core {
             | Request::QueryJobUsage { .. }
             | Request::QueryStepUsage { .. }
             | Request::QueryAudit(_)
+            | Request::QueryNodeHistory { .. }
+            | Request::QueryTemplates
             | Request::ShowConfig
             | Request::Sacctmgr { .. }
             | Request::Ping => {
@@ -353,15 +355,19 @@ impl Core {
         // every tick: one walk per node made a tick cost nodes x jobs).
         if !failed_nodes.is_empty() {
             let failed: std::collections::HashSet<&str> = failed_nodes.iter().map(String::as_str).collect();
-            let jobs: Vec<JobId> = self
+            let jobs: Vec<(JobId, u32, String)> = self
                 .state
                 .jobs
                 .values()
-                .filter(|j| j.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| failed.contains(n.node.as_str()))))
-                .map(|j| j.info.job_id)
+                .filter_map(|j| {
+                    let alloc = j.alloc.as_ref()?;
+                    let node = alloc.nodes.iter().find(|n| failed.contains(n.node.as_str()))?;
+                    Some((j.info.job_id, j.info.uid, node.node.clone()))
+                })
                 .collect();
-            for job_id in jobs {
+            for (job_id, uid, node) in jobs {
                 self.fail_on_node(job_id, now);
+                self.job_failed_on_node(&node, job_id, uid, "NODE_FAIL (the node stopped responding)".into(), false);
             }
         }
         self.lost_jobs();

@@ -4,16 +4,23 @@
 //! `NODE_FAIL`. Flags and reasons (with who set them and when) are stored, so a restarted ctld
 //! keeps them; `sinfo -R` and `scontrol show node` read them through [`Core::node_reasons`].
 //!
+//! A drain or down opens an incident with an owner (Drover's `Owner=`, the caller when not given;
+//! `system` for the drains noded and ctld make themselves) and an optional `Ticket=`; resume
+//! closes it. Every change, and every job that fails on a node, is an entry of the node's history
+//! (`drover node history`). A node where jobs of several users keep failing is drained by ctld
+//! with those jobs as evidence (`[incidents]`).
+//!
 //! This file is a child module of `core` (declared there), so it extends [`Core`] directly.
 
 use super::Core;
 use crate::model::identity::{Caller, user_name};
+use crate::model::incident::{Failure, Incident, SYSTEM_OWNER};
 use crate::model::state::State;
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{DbOp, StoredNodeState};
 use drover_shared::hostlist;
 use drover_shared::job::JobId;
-use drover_shared::proto::client::{ErrorCode, NodeReason, NodeStateChange, NodeUpdate, Response};
+use drover_shared::proto::client::{ErrorCode, NodeEvent, NodeReason, NodeStateChange, NodeUpdate, Response};
 use drover_shared::proto::node::CtldMessage;
 use drover_shared::{UnixTime, now};
 
@@ -29,7 +36,12 @@ impl Core {
             NodeStateChange::Resume => "resume",
             NodeStateChange::Undrain => "undrain",
         };
-        let detail = format!("nodes={} reason={}", update.nodes, update.reason.as_deref().unwrap_or(""));
+        let mut detail = format!("nodes={} reason={}", update.nodes, update.reason.as_deref().unwrap_or(""));
+        for (key, value) in [("owner", &update.owner), ("ticket", &update.ticket)] {
+            if let Some(value) = value {
+                detail.push_str(&format!(" {key}={value}"));
+            }
+        }
         let result = self.update_node_checked(Who::of(&self.state.config, caller), update);
         self.audit_request(caller, action, None, result.as_ref().map(|_| ()).map_err(|(code, _)| *code), detail);
         match result {
@@ -55,33 +67,77 @@ impl Core {
         if needs_reason && reason.is_none() {
             return Err((ErrorCode::NodeReasonRequired, "no reason given".into()));
         }
-        reason.map_or(Ok(()), |r| crate::policy::validate::forbidden_text("reason", r))?;
+        reason.map_or(Ok(()), |r| crate::policy::validate::check_string("reason", r))?;
+        let owner = update.owner.as_deref().map(str::trim).filter(|o| !o.is_empty());
+        let ticket = update.ticket.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        if !needs_reason && (owner.is_some() || ticket.is_some()) {
+            return Err((ErrorCode::InvalidSpec, "owner and ticket go with state=drain or state=down".into()));
+        }
+        owner.map_or(Ok(()), check_owner)?;
+        ticket.map_or(Ok(()), check_ticket)?;
         let now = now();
         let set_by = Some((who.caller.uid, now));
+        let caller_name = || user_name(who.caller.uid).unwrap_or_else(|| who.caller.uid.to_string());
+        let incident = needs_reason.then(|| Incident {
+            owner: owner.map_or_else(caller_name, str::to_owned),
+            ticket: ticket.map(str::to_owned),
+            evidence: String::new(),
+        });
+        let event = match update.state {
+            NodeStateChange::Drain => "drain",
+            NodeStateChange::Down => "down",
+            NodeStateChange::Resume => "resume",
+            NodeStateChange::Undrain => "undrain",
+        };
         for name in &names {
             let node = self.state.node_mut(name).expect("checked above");
+            let closed = node.incident.clone();
             match update.state {
                 NodeStateChange::Drain => {
                     node.drain_reason = reason.map(str::to_owned);
                     node.reason_set = set_by;
+                    node.incident = incident.clone();
                 }
                 NodeStateChange::Down => {
                     node.down_reason = reason.map(str::to_owned);
                     node.reason_set = set_by;
+                    node.incident = incident.clone();
                 }
                 NodeStateChange::Resume => {
                     node.drain_reason = None;
                     node.down_reason = None;
                     node.reason_set = None;
+                    node.incident = None;
+                    node.recent_failures.clear();
                 }
                 NodeStateChange::Undrain => {
                     node.drain_reason = None;
                     if node.down_reason.is_none() {
                         node.reason_set = None;
+                        node.incident = None;
+                        node.recent_failures.clear();
                     }
                 }
             }
             tracing::info!(node = name, state = ?update.state, reason, uid = who.caller.uid, "node updated");
+            // A resume's entry names the incident it closed.
+            let shown = incident.clone().or(closed).unwrap_or_else(|| Incident {
+                owner: String::new(),
+                ticket: None,
+                evidence: String::new(),
+            });
+            self.record_node_event(NodeEvent {
+                time: now,
+                node: name.clone(),
+                event: event.into(),
+                uid: who.caller.uid,
+                user: String::new(),
+                owner: shown.owner,
+                reason: reason.unwrap_or_default().to_owned(),
+                ticket: shown.ticket,
+                evidence: String::new(),
+                job_id: None,
+            });
             self.save_node_state(name);
             if update.state == NodeStateChange::Down {
                 self.end_jobs_on_down_node(name, now);
@@ -113,13 +169,22 @@ impl Core {
     pub(crate) fn save_node_state(&mut self, name: &str) {
         let Some(node) = self.state.node_index.get(name).map(|&i| &self.state.nodes[i]) else { return };
         let (uid, time) = node.reason_set.unwrap_or((0, now()));
+        let incident = node.incident.clone();
         self.store(DbOp::SaveNodeState(StoredNodeState {
             name: name.to_owned(),
             drain_reason: node.drain_reason.clone(),
             down_reason: node.down_reason.clone(),
             uid,
             time,
+            owner: incident.as_ref().map_or_else(|| SYSTEM_OWNER.to_owned(), |i| i.owner.clone()),
+            ticket: incident.as_ref().and_then(|i| i.ticket.clone()),
+            evidence: incident.map(|i| i.evidence).unwrap_or_default(),
         }));
+    }
+
+    /// Stores an entry of a node's history.
+    fn record_node_event(&mut self, event: NodeEvent) {
+        self.store(DbOp::NodeEvent(Box::new(event)));
     }
 
     /// A node's own report that it must be drained (prolog, epilog or health check failed).
@@ -129,20 +194,68 @@ impl Core {
             return;
         }
         tracing::warn!(node = name, reason, "node drained");
+        let evidence = format!("reported by noded on {name}");
+        self.drain_by_system(name, reason, evidence);
+    }
+
+    /// Drains a node on ctld's or noded's own finding: owner `system`, the evidence recorded.
+    fn drain_by_system(&mut self, name: &str, reason: String, evidence: String) {
+        let Some(node) = self.state.node_mut(name) else { return };
+        let time = now();
         node.drain_reason = Some(reason.clone());
-        node.reason_set = Some((0, now()));
+        node.reason_set = Some((0, time));
+        node.incident = Some(Incident { owner: SYSTEM_OWNER.into(), ticket: None, evidence: evidence.clone() });
         self.save_node_state(name);
-        let origin = format!("node:{name}");
-        let detail = format!("nodes={name} reason={reason}");
-        self.store(DbOp::Audit {
-            time: now(),
+        self.record_node_event(NodeEvent {
+            time,
+            node: name.to_owned(),
+            event: "auto_drain".into(),
             uid: 0,
-            origin,
-            action: "drain",
+            user: String::new(),
+            owner: SYSTEM_OWNER.into(),
+            reason: reason.clone(),
+            ticket: None,
+            evidence: evidence.clone(),
             job_id: None,
-            outcome: "ok".into(),
-            detail,
         });
+        let origin = format!("node:{name}");
+        let detail = format!("nodes={name} reason={reason} owner={SYSTEM_OWNER} evidence={evidence}");
+        self.store(DbOp::Audit { time, uid: 0, origin, action: "drain", job_id: None, outcome: "ok".into(), detail });
+        self.schedule_needed = true;
+    }
+
+    /// A job of `uid` failed on `name` (`how`: its state and exit code, or why the node failed
+    /// it): an entry of the node's history. A job that failed by itself (`counts`, not one lost
+    /// with its node, which the node's own state already shows) counts towards a drain when jobs
+    /// of several users keep failing there.
+    pub(crate) fn job_failed_on_node(&mut self, name: &str, job_id: JobId, uid: u32, how: String, counts: bool) {
+        let time = now();
+        let config = self.state.config.incidents.clone();
+        let Some(node) = self.state.node_mut(name) else { return };
+        let keep = config.auto_drain_failures.max(1) as usize;
+        if counts {
+            node.recent_failures.push(Failure { time, job_id, uid }, config.auto_drain_window_secs, keep);
+        }
+        let already = node.drain_reason.is_some() || node.down_reason.is_some();
+        let evidence = counts
+            .then(|| crate::policy::incident::auto_drain_evidence(&node.recent_failures, &config, time))
+            .flatten();
+        self.record_node_event(NodeEvent {
+            time,
+            node: name.to_owned(),
+            event: "job_failure".into(),
+            uid,
+            user: String::new(),
+            owner: String::new(),
+            reason: String::new(),
+            ticket: None,
+            evidence: how,
+            job_id: Some(job_id),
+        });
+        if let Some(evidence) = evidence.filter(|_| !already) {
+            tracing::warn!(node = name, evidence, "jobs keep failing on the node: drained");
+            self.drain_by_system(name, "jobs keep failing here".into(), evidence);
+        }
     }
 
     /// Who set each node's reason, and when: nodes with a reason, node-table order.
@@ -155,7 +268,16 @@ impl Core {
                 let reason = n.down_reason.clone().or_else(|| n.drain_reason.clone())?;
                 let (uid, time) = n.reason_set.unwrap_or((0, 0));
                 let user = user_name(uid).unwrap_or_else(|| uid.to_string());
-                Some(NodeReason { node: n.config.name.clone(), reason, uid, user, time })
+                let incident = n.incident.clone();
+                Some(NodeReason {
+                    node: n.config.name.clone(),
+                    reason,
+                    uid,
+                    user,
+                    time,
+                    owner: incident.as_ref().map_or_else(|| SYSTEM_OWNER.to_owned(), |i| i.owner.clone()),
+                    ticket: incident.and_then(|i| i.ticket),
+                })
             })
             .collect();
         Response::NodeReasons { reasons }
@@ -170,6 +292,28 @@ pub(crate) fn restore_node_states(state: &mut State, stored: Vec<StoredNodeState
             node.drain_reason = row.drain_reason;
             node.down_reason = row.down_reason;
             node.reason_set = Some((row.uid, row.time));
+            node.incident = Some(Incident { owner: row.owner, ticket: row.ticket, evidence: row.evidence });
         }
+    }
+}
+
+/// An incident's owner: a user, team or rota name (letters, digits, `.`, `_`, `-`, `@`; at most
+/// 64 bytes).
+fn check_owner(owner: &str) -> Result<(), Refusal> {
+    let ok = owner.len() <= 64 && owner.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err((ErrorCode::InvalidSpec, "owner must be a name of at most 64 letters, digits, '.', '_', '-' or '@'".into()))
+    }
+}
+
+/// A ticket: an id or a link (no spaces or control characters; at most 256 bytes).
+fn check_ticket(ticket: &str) -> Result<(), Refusal> {
+    let ok = ticket.len() <= 256 && ticket.chars().all(|c| c.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err((ErrorCode::InvalidSpec, "ticket must be an id or a link of at most 256 printable characters".into()))
     }
 }

@@ -109,21 +109,23 @@ impl Core {
         if reports.is_empty() {
             return;
         }
-        let lost: Vec<(JobId, UnixTime)> = self
+        let lost: Vec<(JobId, UnixTime, u32, String)> = self
             .state
             .jobs
             .values()
             .filter(|j| j.alloc.is_some())
             .filter_map(|j| {
-                let (at, held) = reports.get(j.info.nodes.first()?)?;
+                let node = j.info.nodes.first()?;
+                let (at, held) = reports.get(node)?;
                 let run = JobRun { job_id: j.info.job_id, run: j.info.restarts };
                 (!held.contains(&run) && j.launched_at.is_some_and(|t| at - t > LAUNCH_GRACE))
-                    .then_some((run.job_id, *at))
+                    .then(|| (run.job_id, *at, j.info.uid, node.clone()))
             })
             .collect();
-        for (job_id, at) in lost {
+        for (job_id, at, uid, node) in lost {
             tracing::warn!(job_id, reported_at = at, "node no longer holds the job");
             self.fail_on_node(job_id, now());
+            self.job_failed_on_node(&node, job_id, uid, "NODE_FAIL (the node no longer held the job)".into(), false);
         }
     }
 

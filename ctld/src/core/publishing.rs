@@ -62,6 +62,21 @@ impl Core {
                 node.state().long_name().to_owned(),
                 node.drain_reason.is_some(),
             ));
+            let reason =
+                node.down_reason.as_ref().map(|r| ("DOWN", r)).or(node.drain_reason.as_ref().map(|r| ("DRAIN", r)));
+            if let Some((state, reason)) = reason {
+                let incident = node.incident.clone();
+                snap.incidents.push(super::metrics::OpenIncident {
+                    node: node.config.name.clone(),
+                    state,
+                    reason: reason.clone(),
+                    owner: incident
+                        .as_ref()
+                        .map_or_else(|| crate::model::incident::SYSTEM_OWNER.to_owned(), |i| i.owner.clone()),
+                    ticket: incident.and_then(|i| i.ticket),
+                    opened: node.reason_set.map_or(0, |(_, t)| t),
+                });
+            }
             snap.gpus_total += node.gpus.len() as u64;
             snap.cpus_total += u64::from(node.cpus);
             snap.cpus_allocated += u64::from(node.cpus_alloc);

@@ -45,12 +45,13 @@ impl Core {
         let result = self.reconfigure_checked(Who::of(&self.state.config, caller));
         let outcome = result.as_ref().map(|_| ()).map_err(|(code, _)| *code);
         let detail = match &result {
-            Ok(()) => format!("file={}", path.display()),
+            Ok(changes) if changes.is_empty() => format!("file={}", path.display()),
+            Ok(changes) => format!("file={} {changes}", path.display()),
             Err((_, detail)) => format!("file={} {detail}", path.display()),
         };
         self.audit_request(caller, "reconfigure", None, outcome, detail);
         match result {
-            Ok(()) => Response::Done,
+            Ok(_) => Response::Done,
             Err((code, detail)) => {
                 tracing::warn!(uid = caller.uid, %code, detail, "reconfigure refused; the old config stays");
                 Response::Error { code, detail }
@@ -58,7 +59,8 @@ impl Core {
         }
     }
 
-    fn reconfigure_checked(&mut self, who: Who) -> Result<(), (ErrorCode, String)> {
+    /// Applies the reloaded config; `Ok` says what changed in the job templates, for the audit.
+    fn reconfigure_checked(&mut self, who: Who) -> Result<String, (ErrorCode, String)> {
         who.check(Operation::Reconfigure).map_err(|code| (code, "admin role required".to_owned()))?;
         let old = self.state.config.clone();
         let new = old.reload().map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
@@ -76,7 +78,7 @@ impl Core {
         self.shared_config.set(new);
         self.schedule_needed = true;
         tracing::info!(path = %old.path.display(), "config reloaded");
-        Ok(())
+        Ok(crate::policy::template::changes(&old.templates, &self.state.config.templates))
     }
 
     /// The node table under `new`: nodes kept with their live state, new nodes added (they join

@@ -63,6 +63,7 @@ pub(crate) fn resident(spec: &JobSpec) -> JobSpec {
         submit_line: _,
         kill_on_invalid_dep,
         wckey: _,
+        template: _,
     } = spec;
     JobSpec {
         partitions: partitions.clone(),
@@ -146,6 +147,7 @@ pub(crate) fn complete(resident: &JobSpec, info: &JobInfo, stored: JobSpec) -> J
         submit_line,
         kill_on_invalid_dep: _,
         wckey,
+        template,
     } = stored;
     JobSpec {
         name: info.name.clone(),
@@ -166,6 +168,7 @@ pub(crate) fn complete(resident: &JobSpec, info: &JobInfo, stored: JobSpec) -> J
         mail_user,
         submit_line,
         wckey,
+        template,
         ..resident.clone()
     }
 }

@@ -76,6 +76,10 @@ pub(crate) struct Node {
     pub(crate) down_reason: Option<String>,
     /// Who set the reason (uid) and when.
     pub(crate) reason_set: Option<(u32, UnixTime)>,
+    /// The incident the drain or down opened: its owner, ticket and evidence.
+    pub(crate) incident: Option<crate::model::incident::Incident>,
+    /// Jobs that failed here lately, for automatic drains.
+    pub(crate) recent_failures: crate::model::incident::RecentFailures,
     /// The runs the node said it holds in its last registration or heartbeat, and when, until
     /// the next tick compares them with the jobs ctld runs there.
     pub(crate) held_report: Option<(UnixTime, Vec<drover_shared::proto::node::JobRun>)>,
@@ -103,6 +107,8 @@ impl Node {
             drain_reason: None,
             down_reason: None,
             reason_set: None,
+            incident: None,
+            recent_failures: Default::default(),
             held_report: None,
         }
     }

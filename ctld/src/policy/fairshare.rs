@@ -239,6 +239,7 @@ mod tests {
             grp_jobs: None,
             qos: None,
             default_qos: None,
+            require_template: false,
         }
     }
 

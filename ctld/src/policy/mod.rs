@@ -1,6 +1,6 @@
 //! Policy: the decisions ctld makes over the model, without I/O. The scheduling pass
 //! ([`scheduler`], with [`backfill`], [`preempt`] and [`quota`]), multifactor priority
-//! ([`priority`], [`fairshare`]), limits, dependencies, job arrays, submit-time validation, who
+//! ([`priority`], [`fairshare`]), limits, dependencies, job arrays, team job templates ([`template`]), when a node's failures drain it ([`incident`]), submit-time validation, who
 //! may do what ([`authz`]), `drover why` ([`explain`]) and `sbatch --test-only` ([`will_run`]).
 //! It imports the model only: never the store, the core or serve.
 
@@ -10,6 +10,7 @@ pub(crate) mod backfill;
 pub(crate) mod dependency;
 pub(crate) mod explain;
 pub(crate) mod fairshare;
+pub(crate) mod incident;
 pub(crate) mod limits;
 #[doc(hidden)]
 pub mod passbench;
@@ -20,5 +21,6 @@ pub(crate) mod report;
 pub(crate) mod scheduler;
 #[cfg(test)]
 pub(crate) mod sim;
+pub(crate) mod template;
 pub(crate) mod validate;
 pub(crate) mod will_run;

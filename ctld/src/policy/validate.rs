@@ -53,7 +53,7 @@ fn group_name(gid: u32) -> String {
 }
 
 /// Whether `account` or one of its ancestors is in `allowed` (empty = everyone).
-fn account_allowed(config: &Config, account: &str, allowed: &[String]) -> bool {
+pub(crate) fn account_allowed(config: &Config, account: &str, allowed: &[String]) -> bool {
     if allowed.is_empty() {
         return true;
     }
@@ -185,6 +185,8 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if !account_known || !may_charge {
         return Err((ErrorCode::InvalidAccount, format!("user {user} may not charge account {account}")));
     }
+    // The team's job template: its defaults, locks and bounds, before anything reads the spec.
+    let spec = crate::policy::template::apply(config, &account, spec)?;
 
     let names: Vec<String> = if spec.partitions.is_empty() {
         vec![config.default_partition().name.clone()]
@@ -315,6 +317,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         nodelist_requested: spec.nodelist.clone(),
         exclude: spec.exclude.clone(),
         constraint: spec.constraint.clone(),
+        template: spec.template.clone(),
         ..JobInfo::default()
     }
     .into();

@@ -149,6 +149,27 @@ pub(crate) fn render(cluster: &str, snap: &Snapshot, hours: &[(UnixTime, String,
         let state = if *drained { format!("{state}+DRAIN") } else { state.clone() };
         let _ = writeln!(out, "<tr><td>{}</td><td>{}</td></tr>", esc(node), esc(&state));
     }
+    let _ = writeln!(out, "</table>");
+
+    // Open incidents, oldest first: who owns each drained or down node, and since when.
+    let mut incidents: Vec<_> = snap.incidents.iter().collect();
+    incidents.sort_by_key(|i| i.opened);
+    let _ = writeln!(
+        out,
+        "<h2>Open incidents</h2>\n<table id=\"incidents\"><tr><th>Node</th><th>State</th><th>Reason</th><th>Owner</th><th>Ticket</th><th>Open for</th></tr>"
+    );
+    for incident in incidents {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&incident.node),
+            incident.state,
+            esc(&incident.reason),
+            esc(crate::core::metrics::owner_label(&incident.owner)),
+            esc(incident.ticket.as_deref().unwrap_or("")),
+            age(now - incident.opened)
+        );
+    }
     let _ = writeln!(out, "</table>\n</body></html>");
     out
 }
@@ -172,6 +193,17 @@ fn axis_top(tallest: f64) -> f64 {
 fn axis_label(value: f64) -> String {
     let text = format!("{value:.6}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// An age as people read it: `42 s`, `17 min`, `5 h 3 min`, `2 d 4 h`.
+fn age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86400, s % 86400 / 3600),
+    }
 }
 
 #[cfg(test)]
@@ -228,5 +260,22 @@ mod tests {
         assert!(page.contains("<text class=\"axis-top\" x=\"0\" y=\"14\" font-size=\"11\">0.1</text>"), "{page}");
         // 0.06 of 0.1 over the 190 px of the chart.
         assert!(page.contains("height=\"114.0\""), "{page}");
+    }
+
+    #[test]
+    fn page_lists_open_incidents_with_owner_and_age() {
+        let now = 100 * 3600;
+        let mut snap = Snapshot::default();
+        snap.incidents.push(crate::core::metrics::OpenIncident {
+            node: "n2".into(),
+            state: "DRAIN",
+            reason: "fan <loud>".into(),
+            owner: "hw-team".into(),
+            ticket: Some("INC-7".into()),
+            opened: now - 7380,
+        });
+        let page = render("c", &snap, &[], now);
+        let row = "<tr><td>n2</td><td>DRAIN</td><td>fan &lt;loud&gt;</td><td>hw-team</td><td>INC-7</td><td>2 h 3 min</td></tr>";
+        assert!(page.contains(row), "{page}");
     }
 }

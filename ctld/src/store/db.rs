@@ -13,7 +13,7 @@ use crate::model::state::Allocation;
 use crate::model::{identity, resident, usage};
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
-use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow};
+use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow, NodeEvent};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OpenFlags, params};
 use std::path::{Path, PathBuf};
@@ -74,13 +74,19 @@ pub(crate) struct StoredNodeState {
     pub(crate) down_reason: Option<String>,
     pub(crate) uid: u32,
     pub(crate) time: UnixTime,
+    pub(crate) owner: String,
+    pub(crate) ticket: Option<String>,
+    pub(crate) evidence: String,
 }
 
 /// Loads every stored node flag.
 pub(crate) fn load_node_states(conn: &Connection, path: &Path) -> Result<Vec<StoredNodeState>, DbError> {
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
-    let mut stmt =
-        conn.prepare("SELECT name, drain_reason, down_reason, uid, time FROM node_state ORDER BY name").map_err(err)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT name, drain_reason, down_reason, uid, time, owner, ticket, evidence FROM node_state ORDER BY name",
+        )
+        .map_err(err)?;
     let rows = stmt
         .query_map([], |r| {
             Ok(StoredNodeState {
@@ -89,6 +95,9 @@ pub(crate) fn load_node_states(conn: &Connection, path: &Path) -> Result<Vec<Sto
                 down_reason: r.get(2)?,
                 uid: r.get(3)?,
                 time: r.get(4)?,
+                owner: r.get(5)?,
+                ticket: r.get(6)?,
+                evidence: r.get(7)?,
             })
         })
         .map_err(err)?;
@@ -119,9 +128,9 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
         let (job_id, info, spec, alloc) = row.map_err(err)?;
         let corrupt = |source| DbError::Corrupt { path: path.to_owned(), job_id, source };
         jobs.push(StoredJob {
-            info: postcard::from_bytes(&info).map_err(corrupt)?,
-            spec: postcard::from_bytes(&spec).map_err(corrupt)?,
-            alloc: alloc.map(|a| postcard::from_bytes(&a)).transpose().map_err(corrupt)?,
+            info: decode_stored(&info).map_err(corrupt)?,
+            spec: decode_stored(&spec).map_err(corrupt)?,
+            alloc: alloc.map(|a| decode_stored(&a)).transpose().map_err(corrupt)?,
         });
     }
     Ok((jobs, JobId::try_from(next).unwrap_or(JobId::MAX)))
@@ -254,11 +263,7 @@ pub(crate) fn query_accounting(path: &Path, query: &AccountingQuery) -> Result<V
     let mut jobs = Vec::new();
     for row in rows {
         let (job_id, info) = row.map_err(err)?;
-        jobs.push(postcard::from_bytes(&info).map_err(|source| DbError::Corrupt {
-            path: path.to_owned(),
-            job_id,
-            source,
-        })?);
+        jobs.push(decode_stored(&info).map_err(|source| DbError::Corrupt { path: path.to_owned(), job_id, source })?);
     }
     Ok(jobs)
 }
@@ -307,6 +312,35 @@ pub(crate) fn query_audit(path: &Path, query: &AuditQuery) -> Result<Vec<AuditRo
     rows.collect::<Result<_, _>>().map_err(err)
 }
 
+/// The newest `limit` entries of a node's history, oldest first.
+pub(crate) fn query_node_history(path: &Path, node: &str, limit: u32) -> Result<Vec<NodeEvent>, DbError> {
+    let conn = open(path, true)?;
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn
+        .prepare(
+            "SELECT time, node, event, uid, user, owner, reason, ticket, evidence, job_id FROM
+             (SELECT * FROM node_events WHERE node = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id",
+        )
+        .map_err(err)?;
+    let rows = stmt
+        .query_map(params![node, limit], |r| {
+            Ok(NodeEvent {
+                time: r.get(0)?,
+                node: r.get(1)?,
+                event: r.get(2)?,
+                uid: r.get(3)?,
+                user: r.get(4)?,
+                owner: r.get(5)?,
+                reason: r.get(6)?,
+                ticket: r.get(7)?,
+                evidence: r.get(8)?,
+                job_id: r.get(9)?,
+            })
+        })
+        .map_err(err)?;
+    rows.collect::<Result<_, _>>().map_err(err)
+}
+
 /// A change to store.
 #[derive(Debug)]
 pub(crate) enum DbOp {
@@ -328,6 +362,8 @@ pub(crate) enum DbOp {
     },
     /// A node's drain/down flag and reason (both `None`: the node is back in service).
     SaveNodeState(StoredNodeState),
+    /// An entry of a node's history (its `user` is resolved by the writer).
+    NodeEvent(Box<NodeEvent>),
     /// Something to do once everything queued before it is committed.
     After(AfterCommit),
     /// The decayed usage of every association as of `updated` (replaces the stored values).
@@ -457,15 +493,45 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                     let user = identity::user_name(uid).unwrap_or_else(|| uid.to_string());
                     audit.execute(params![time, uid, user, origin, action, job_id, outcome, detail])?;
                 }
+                DbOp::NodeEvent(event) => {
+                    let user = identity::user_name(event.uid).unwrap_or_else(|| event.uid.to_string());
+                    tx.execute(
+                        "INSERT INTO node_events (time, node, event, uid, user, owner, reason, ticket, evidence, job_id)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                        params![
+                            event.time,
+                            event.node,
+                            event.event,
+                            event.uid,
+                            user,
+                            event.owner,
+                            event.reason,
+                            event.ticket,
+                            event.evidence,
+                            event.job_id
+                        ],
+                    )?;
+                }
                 DbOp::SaveNodeState(node) => {
                     if node.drain_reason.is_none() && node.down_reason.is_none() {
                         tx.execute("DELETE FROM node_state WHERE name = ?1", params![node.name])?;
                     } else {
                         tx.execute(
-                            "INSERT INTO node_state (name, drain_reason, down_reason, uid, time) VALUES (?1, ?2, ?3, ?4, ?5)
+                            "INSERT INTO node_state (name, drain_reason, down_reason, uid, time, owner, ticket, evidence)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                              ON CONFLICT (name) DO UPDATE SET drain_reason = excluded.drain_reason,
-                             down_reason = excluded.down_reason, uid = excluded.uid, time = excluded.time",
-                            params![node.name, node.drain_reason, node.down_reason, node.uid, node.time],
+                             down_reason = excluded.down_reason, uid = excluded.uid, time = excluded.time,
+                             owner = excluded.owner, ticket = excluded.ticket, evidence = excluded.evidence",
+                            params![
+                                node.name,
+                                node.drain_reason,
+                                node.down_reason,
+                                node.uid,
+                                node.time,
+                                node.owner,
+                                node.ticket,
+                                node.evidence
+                            ],
                         )?;
                     }
                 }
@@ -535,7 +601,33 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
 fn stored_spec(tx: &rusqlite::Transaction<'_>, job_id: JobId) -> rusqlite::Result<JobSpec> {
     let blob: Vec<u8> =
         tx.prepare_cached("SELECT spec FROM jobs WHERE job_id = ?1")?.query_row(params![job_id], |r| r.get(0))?;
-    postcard::from_bytes(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))
+    decode_stored(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))
+}
+
+/// The most fields appended to a stored record type since the oldest blob a database may hold.
+const MAX_APPENDED_FIELDS: usize = 8;
+
+/// Decodes a stored record (a job's info, spec, allocation or run). Records are postcard,
+/// which carries no field names, and their types change append-only (`proto` says so), with
+/// every appended field's default encoded as one zero byte (`None`, `false`, `0`, an empty list
+/// or string). A blob written before fields were appended ends early; it decodes as the current
+/// type with those zero bytes added, that is with the appended fields at their defaults. (A blob
+/// cut short in the middle would decode too, with zeros for what is missing; SQLite's
+/// transactions never store one.)
+pub(crate) fn decode_stored<T: serde::de::DeserializeOwned>(blob: &[u8]) -> Result<T, postcard::Error> {
+    let first = postcard::from_bytes(blob);
+    if !matches!(first, Err(postcard::Error::DeserializeUnexpectedEnd)) {
+        return first;
+    }
+    let mut padded = blob.to_vec();
+    for _ in 0..MAX_APPENDED_FIELDS {
+        padded.push(0);
+        match postcard::from_bytes(&padded) {
+            Err(postcard::Error::DeserializeUnexpectedEnd) => continue,
+            other => return other,
+        }
+    }
+    first
 }
 
 /// Postcard encoding behind a trait object, so one closure encodes every stored type.
@@ -552,6 +644,28 @@ mod erased {
 
 #[cfg(test)]
 mod tests {
+    /// A record stored before fields were appended to its type decodes with them at their
+    /// defaults.
+    #[test]
+    fn stored_records_decode_after_fields_are_appended() {
+        #[derive(serde::Serialize)]
+        struct Old {
+            name: String,
+            count: u32,
+        }
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        struct New {
+            name: String,
+            count: u32,
+            template: Option<String>,
+            flag: bool,
+            list: Vec<u32>,
+        }
+        let blob = postcard::to_allocvec(&Old { name: "x".into(), count: 300 }).unwrap();
+        let new: New = decode_stored(&blob).unwrap();
+        assert_eq!(new, New { name: "x".into(), count: 300, template: None, flag: false, list: vec![] });
+    }
+
     use super::*;
 
     fn whole(name: &str) -> JobSpec {

@@ -57,6 +57,14 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             ),
         ],
     },
+    Migration {
+        name: "incidents on nodes: owner, ticket, evidence and each node's history",
+        steps: &[Step::Sql(INCIDENTS)],
+    },
+    Migration {
+        name: "usage records name the job template (drover report templates)",
+        steps: &[Step::Sql("ALTER TABLE usage_jobs ADD COLUMN template TEXT NOT NULL DEFAULT ''")],
+    },
 ];
 
 /// Migration 1. `jobs.state` holds [`drover_shared::job::JobState::code`]; codes below 3 are the
@@ -119,6 +127,29 @@ CREATE TABLE IF NOT EXISTS node_state (
     uid          INTEGER NOT NULL,
     time         INTEGER NOT NULL
 );
+";
+
+/// Migration 6: a drained or down node's incident (owner, ticket, evidence) and every node's
+/// history of state changes and job failures, read by `drover node history`. Flags stored before
+/// it have no owner (`''`: unassigned).
+const INCIDENTS: &str = "
+ALTER TABLE node_state ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE node_state ADD COLUMN ticket TEXT;
+ALTER TABLE node_state ADD COLUMN evidence TEXT NOT NULL DEFAULT '';
+CREATE TABLE node_events (
+    id       INTEGER PRIMARY KEY,
+    time     INTEGER NOT NULL,
+    node     TEXT NOT NULL,
+    event    TEXT NOT NULL,
+    uid      INTEGER NOT NULL,
+    user     TEXT NOT NULL,
+    owner    TEXT NOT NULL,
+    reason   TEXT NOT NULL,
+    ticket   TEXT,
+    evidence TEXT NOT NULL,
+    job_id   INTEGER
+);
+CREATE INDEX node_events_node ON node_events(node, id);
 ";
 
 /// Migration 2: one usage record per job run and the hourly rollups (`accounting/`).

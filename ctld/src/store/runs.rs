@@ -71,7 +71,7 @@ fn earlier_runs(conn: &Connection, path: &Path, job_id: u32) -> Result<Vec<JobIn
     let mut runs = Vec::new();
     for blob in blobs {
         let blob = blob.map_err(err)?;
-        let info = postcard::from_bytes(&blob).map_err(|source| DbError::Corrupt {
+        let info = crate::store::db::decode_stored(&blob).map_err(|source| DbError::Corrupt {
             path: path.to_owned(),
             job_id: i64::from(job_id),
             source,

@@ -58,14 +58,14 @@ pub enum RawDuration {
 }
 
 impl RawDuration {
-    fn seconds(&self) -> Option<u64> {
+    pub(crate) fn seconds(&self) -> Option<u64> {
         match self {
             RawDuration::Seconds(s) => Some(*s),
             RawDuration::Slurm(text) => crate::grammar::time::parse_time_limit(text).ok().and_then(|t| t.seconds()),
         }
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             RawDuration::Seconds(s) => s.to_string(),
             RawDuration::Slurm(text) => text.clone(),

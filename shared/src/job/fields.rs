@@ -119,6 +119,8 @@ pub struct JobInfoView<'a> {
     array_task_id: Option<u32>,
     array_tasks_pending: &'a [u32],
     array_max_tasks: u32,
+    /// Always sent: a short name.
+    template: Option<&'a str>,
 }
 
 impl<'a> JobInfoView<'a> {
@@ -180,6 +182,7 @@ impl<'a> JobInfoView<'a> {
             array_task_id: job.array_task_id,
             array_tasks_pending: numbers(JobFields::ARRAY_TASKS, &job.array_tasks_pending),
             array_max_tasks: job.array_max_tasks,
+            template: job.template.as_deref(),
         }
     }
 }
@@ -258,6 +261,7 @@ mod tests {
             array_task_id: Some(2),
             array_tasks_pending: vec![3, 4],
             array_max_tasks: 2,
+            template: Some("train".into()),
         }
     }
 

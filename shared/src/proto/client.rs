@@ -93,6 +93,13 @@ pub enum Request {
     /// `squeue` with a format ctld can render whole ([`crate::queue_lines::LineFormat::server_renders`]):
     /// answered with [`Response::JobLines`], each matching job's line and sort key.
     QueryJobLines { query: JobQuery, format: crate::queue_lines::LineFormat },
+    /// `drover node history NODE`: the node's recorded events (state changes with their owner,
+    /// reason and ticket; job failures attributed to it), newest `limit` of them, answered with
+    /// [`Response::NodeHistory`].
+    QueryNodeHistory { node: String, limit: u32 },
+    /// `drover templates`: the job templates the caller may use (operators and admins: all),
+    /// answered with [`Response::Templates`].
+    QueryTemplates,
     /// `sacctmgr ARGS…` (read-only): answered with [`Response::Listing`], rendered from the
     /// configuration ctld runs as the caller may see it (`crate::sacctmgr`), or an error whose
     /// detail is sacctmgr's message.
@@ -149,6 +156,11 @@ pub struct NodeUpdate {
     pub state: NodeStateChange,
     /// Required for `Drain` and `Down`.
     pub reason: Option<String>,
+    /// Drover's `Owner=`: who owns the incident a drain or down opens (a person or a team);
+    /// the caller when not given.
+    pub owner: Option<String>,
+    /// Drover's `Ticket=`: a ticket id or runbook link for the incident.
+    pub ticket: Option<String>,
 }
 
 /// Who set a node's reason, and when.
@@ -160,6 +172,28 @@ pub struct NodeReason {
     /// The user's name, or the uid as text when it has none.
     pub user: String,
     pub time: UnixTime,
+    /// Who owns the node's open incident (`system` for automatic drains).
+    pub owner: String,
+    pub ticket: Option<String>,
+}
+
+/// One entry of a node's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    pub time: UnixTime,
+    pub node: String,
+    /// `drain`, `down`, `resume`, `undrain`, `auto_drain` (the system's own drains) or
+    /// `job_failure`.
+    pub event: String,
+    /// Who did it (for `job_failure`, the job's owner).
+    pub uid: u32,
+    pub user: String,
+    pub owner: String,
+    pub reason: String,
+    pub ticket: Option<String>,
+    /// What the system saw: the failed jobs behind an automatic drain, a job's end.
+    pub evidence: String,
+    pub job_id: Option<JobId>,
 }
 
 /// Filters for [`Request::QueryAudit`]; empty lists mean "any".
@@ -345,8 +379,30 @@ pub enum Response {
         #[serde(with = "serde_bytes")]
         rows: Vec<u8>,
     },
+    /// Answer to [`Request::QueryNodeHistory`]: oldest first.
+    NodeHistory {
+        events: Vec<NodeEvent>,
+    },
+    /// Answer to [`Request::QueryTemplates`]: config order.
+    Templates {
+        templates: Vec<TemplateInfo>,
+    },
     /// Answer to [`Request::Sacctmgr`]: the text sacctmgr prints.
-    Listing { text: String },
+    Listing {
+        text: String,
+    },
+}
+
+/// A job template as `drover templates` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateInfo {
+    pub name: String,
+    pub description: String,
+    /// Accounts that may use it; empty = every account.
+    pub accounts: Vec<String>,
+    /// `(field, the template's value or "", what a user may set)` for each field it governs.
+    pub fields: Vec<(String, String, String)>,
+    pub setup: Vec<String>,
 }
 
 /// One row of a [`Response::JobLines`] answer.

@@ -3,7 +3,10 @@
 //! (CLI ↔ ctld in [`client`], noded ↔ ctld in [`node`]).
 //!
 //! Rule: message enums and structs change append-only; any change to an existing message bumps
-//! [`PROTOCOL_VERSION`]. Golden-byte tests in `tests` pin the encoding.
+//! [`PROTOCOL_VERSION`]. Golden-byte tests in `tests` pin the encoding. A field appended to a
+//! type ctld stores (`JobInfo`, `JobSpec`, the allocation) must default to a value postcard
+//! encodes as one zero byte (`None`, `false`, `0`, empty), so that records stored before it
+//! decode (`ctld/src/store/db.rs`, `decode_stored`).
 
 pub mod client;
 pub mod frame;
@@ -20,7 +23,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"DRVR";
 
 /// The protocol version this build speaks; ctld also accepts the previous one.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// Every refusal of a connection for want of room (too many from one user, or from everyone) says
 /// this in its [`HelloReply::Reject`] message: such a refusal passes, so clients try again a few
@@ -73,8 +76,8 @@ pub struct NodeProof {
 }
 
 /// Whether a peer's version can be served. Versions 1 (the foundation's messages, before job
-/// arrays, scheduling and isolation fields were appended) and 2 (node messages without run
-/// numbers) were never released, so only the current version is accepted; from the first release
+/// arrays, scheduling and isolation fields were appended), 2 (node messages without run
+/// numbers) and 3 (node updates without an incident owner and ticket) were never released, so only the current version is accepted; from the first release
 /// on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
     version == PROTOCOL_VERSION

@@ -18,7 +18,7 @@ fn golden_bytes() {
         role: Role::Node { name: "n1".into() },
         nonce: vec![7],
     };
-    assert_eq!(hex(&hello), "445256520301026e310107");
+    assert_eq!(hex(&hello), "445256520401026e310107");
     assert_eq!(hex(&Request::Ping), "06");
     assert_eq!(hex(&Response::Submitted { job_id: 300 }), "00ac02");
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
@@ -77,8 +77,8 @@ fn compat_golden_bytes() {
     let lines = super::client::job_lines(&rows).unwrap();
     assert_eq!(lines, [super::client::JobLine { key: &[1], line: b"a\n" }]);
     assert_eq!(super::client::job_lines(&rows[..rows.len() - 1]), None);
-    assert_eq!(hex(&Request::Sacctmgr { args: vec!["a".into()] }), "1f010161");
-    assert_eq!(hex(&Response::Listing { text: "x\n".into() }), "1702780a");
+    assert_eq!(hex(&Request::Sacctmgr { args: vec!["a".into()] }), "21010161");
+    assert_eq!(hex(&Response::Listing { text: "x\n".into() }), "1902780a");
     assert_eq!(hex(&Response::JobUsage { usage: vec![usage] }), "140105010203");
     assert_eq!(hex(&NodeMessage::StepUsage { step_id: 1, usage }), "070105010203");
     assert_eq!(hex(&Request::QueryStepUsage { job_ids: vec![5] }), "1c0105");
@@ -158,8 +158,14 @@ fn sealed_streams_refuse_injected_and_replayed_frames() {
 #[test]
 fn admin_golden_bytes() {
     use super::client::{AuditQuery, NodeStateChange, NodeUpdate};
-    let drain = NodeUpdate { nodes: "n1".into(), state: NodeStateChange::Drain, reason: Some("x".into()) };
-    assert_eq!(hex(&Request::UpdateNode(drain)), "13026e3100010178");
+    let drain = NodeUpdate {
+        nodes: "n1".into(),
+        state: NodeStateChange::Drain,
+        reason: Some("x".into()),
+        owner: None,
+        ticket: Some("T".into()),
+    };
+    assert_eq!(hex(&Request::UpdateNode(drain)), "13026e310001017800010154");
     assert_eq!(hex(&Request::Reconfigure), "14");
     assert_eq!(hex(&Request::QueryNodeReasons), "15");
     // Appended after them by the requeue work.
@@ -177,7 +183,7 @@ fn remote_client_hello_golden_bytes() {
         ClientToken { uid: 1000, gid: 100, host: "n1".into(), issued: 5, expires: 35, nonce: vec![1], mac: vec![2] };
     let hello =
         Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::RemoteClient { token }, nonce: vec![] };
-    assert_eq!(hex(&hello), "445256520302e80764026e310a460101010200");
+    assert_eq!(hex(&hello), "445256520402e80764026e310a460101010200");
 }
 
 #[test]

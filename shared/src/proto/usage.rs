@@ -59,6 +59,8 @@ pub struct JobUsage {
     pub borrowed: bool,
     /// GPU-seconds the node's NVML samples showed busy (Σ utilization × time); `None` without samples.
     pub active_gpu_secs: Option<u64>,
+    /// The job template it was submitted with; empty for none.
+    pub template: String,
 }
 
 /// The answer to a usage query.

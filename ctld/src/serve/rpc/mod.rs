@@ -10,6 +10,8 @@ mod accounting;
 pub(crate) mod admission;
 mod audit;
 mod config;
+mod history;
+mod templates;
 mod usage;
 
 use crate::core::Event;
@@ -202,9 +204,11 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryAccounting(query) => accounting::query(context, caller, query).await,
         Request::QueryUsage(query) => usage::query(context, caller, query).await,
         Request::QueryAudit(query) => audit::query(context, caller, query).await,
+        Request::QueryNodeHistory { node, limit } => history::query(context, caller, node, limit).await,
         Request::QueryJobUsage { job_ids } => accounting::usage(context, caller, job_ids).await,
         Request::QueryStepUsage { job_ids } => accounting::step_usage(context, caller, job_ids).await,
         Request::ShowConfig => config::show(context),
+        Request::QueryTemplates => templates::list(context, caller),
         Request::Sacctmgr { args } => config::sacctmgr(context, caller, &args),
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),

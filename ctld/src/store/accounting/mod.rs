@@ -154,6 +154,7 @@ pub(crate) fn record(job: &Job, snap: &RunSnapshot, state_name: &str, end: UnixT
             borrowed: snap.borrowed,
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             active_gpu_secs: snap.last_sample.map(|_| snap.active_gpu_secs.round() as u64),
+            template: info.template.clone().unwrap_or_default(),
         },
         gpus_by_type: snap.gpus_by_type.clone(),
         billing: snap.billing,
@@ -178,12 +179,12 @@ pub(crate) fn write(tx: &Transaction<'_>, record: &UsageRecord) -> rusqlite::Res
     let j = &record.job;
     let inserted = tx.prepare_cached(
         "INSERT OR IGNORE INTO usage_jobs (job_id, run, user, account, partition, submit_time, eligible_time, start_time,
-         end_time, state, reason, cpus, mem_mb, gpus, gpu_types, borrowed, billing, active_gpu_secs)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+         end_time, state, reason, cpus, mem_mb, gpus, gpu_types, borrowed, billing, active_gpu_secs, template)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
     )?
     .execute(params![
         j.job_id, j.run, j.user, j.account, j.partition, j.submit_time, j.eligible_time, j.start_time, j.end_time, j.state,
-        j.reason, j.cpus, j.mem_mb, j.gpus, j.gpu_types, j.borrowed, record.billing, j.active_gpu_secs
+        j.reason, j.cpus, j.mem_mb, j.gpus, j.gpu_types, j.borrowed, record.billing, j.active_gpu_secs, j.template
     ])?;
     if inserted == 0 {
         return Ok(());

@@ -42,7 +42,7 @@ pub(crate) fn report(path: &Path, config: &Config, query: &UsageQuery) -> Result
         let mut stmt = conn
             .prepare(
                 "SELECT job_id, run, user, account, partition, submit_time, eligible_time, start_time, end_time, state,
-                 reason, cpus, mem_mb, gpus, gpu_types, borrowed, active_gpu_secs FROM usage_jobs
+                 reason, cpus, mem_mb, gpus, gpu_types, borrowed, active_gpu_secs, template FROM usage_jobs
                  WHERE end_time >= ?1 AND start_time < ?2 ORDER BY job_id, run",
             )
             .map_err(err)?;
@@ -66,6 +66,7 @@ pub(crate) fn report(path: &Path, config: &Config, query: &UsageQuery) -> Result
                     gpu_types: r.get(14)?,
                     borrowed: r.get(15)?,
                     active_gpu_secs: r.get::<_, Option<i64>>(16)?.map(as_u64),
+                    template: r.get(17)?,
                 })
             })
             .map_err(err)?
