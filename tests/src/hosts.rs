@@ -236,7 +236,7 @@ impl Drop for Hosts {
         // Nodes first (their jobs keep running, as on a real node), then what the jobs left.
         for host in self.hosts.iter_mut().rev() {
             for (_, daemon) in host.daemons.iter_mut().rev() {
-                let pid = nix::unistd::Pid::from_raw(daemon.id() as i32);
+                let pid = nix::unistd::Pid::from_raw(daemon.id().cast_signed());
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
                 let deadline = Instant::now() + Duration::from_secs(5);
                 while daemon.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
@@ -249,7 +249,7 @@ impl Drop for Hosts {
         for host in &mut self.hosts {
             if let Some(mut holder) = host.holder.take() {
                 // Whatever still runs on the host (a job of a failed test) dies with it.
-                kill_mount_namespace_of(holder.id() as i32);
+                kill_mount_namespace_of(holder.id().cast_signed());
                 let _ = holder.kill();
                 let _ = holder.wait();
             }
