@@ -164,12 +164,20 @@ mkdir -p "$ETC" "$BIN"
 # What local-config mode reads of slurm.conf (atf reads SlurmUser, NodeName lines and
 # AccountingStorageType from the file, the rest from `scontrol show config|nodes`). Only the suite
 # reads this file; Drover reads its own cluster.toml.
+# The plugin parameters the suite's tests require (read from this file in local-config mode) are
+# copied from what Drover's `scontrol show config` reports, never written here by hand: a test
+# runs only where Drover says it has that behaviour.
+PLUGINS=""
+for name in SelectType PriorityType SchedulerType SwitchType OverTimeLimit; do
+    value=$(scontrol show config | awk -v n="$name" '$1 == n { sub(/^[^=]*= */, ""); sub(/ min$/, ""); print }')
+    if [ -n "$value" ]; then PLUGINS="$PLUGINS$name=$value"$'\n'; fi
+done
 cat >"$ETC/slurm.conf" <<EOF
 # For Slurm's test suite only (tests/slurm-suite/run.sh): describes the Drover cluster in $HOME_DIR.
 ClusterName=suite
 SlurmUser=root
 AccountingStorageType=accounting_storage/slurmdbd
-NodeName=$NODES CPUs=$NODE_CPUS RealMemory=$NODE_MEM State=UNKNOWN
+${PLUGINS}NodeName=$NODES CPUs=$NODE_CPUS RealMemory=$NODE_MEM State=UNKNOWN
 PartitionName=debug Nodes=$NODES Default=YES MaxTime=1-00:00:00 State=UP
 EOF
 cat >"$ETC/testsuite.conf" <<EOF
