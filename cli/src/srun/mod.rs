@@ -77,11 +77,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         bail!("No command given to execute.");
     }
     if options.verbosity > 0 {
-        // The option dump Slurm's srun starts with under -v (scripts read `verbose : N`).
-        eprintln!(
-            "srun: defined options\nsrun: verbose             : {}\nsrun: end of defined options",
-            options.verbosity
-        );
+        eprint!("{}", options_dump(&options));
     }
     let job_id = options.job_id.or_else(|| {
         ["SLURM_JOB_ID", "SLURM_JOBID"].iter().find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
@@ -99,6 +95,44 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             crate::salloc::with_allocation(&socket, &allocation, who, |job_id| run_step(&socket, job_id, &options))
         }
     }
+}
+
+/// The option dump Slurm's srun starts with under `-v`: the options set, one `name : value`
+/// line each (scripts and tests read `verbose : N` and `ntasks : N`).
+fn options_dump(options: &StepOptions) -> String {
+    let step = &options.step;
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    if let Some(job_id) = options.job_id {
+        lines.push(("jobid", job_id.to_string()));
+    }
+    if let Some(n) = step.nodes {
+        lines.push(("nodes", n.to_string()));
+    }
+    if let Some(n) = step.ntasks {
+        lines.push(("ntasks", n.to_string()));
+    }
+    if let Some(n) = step.ntasks_per_node {
+        lines.push(("ntasks-per-node", n.to_string()));
+    }
+    if let Some(n) = step.cpus_per_task {
+        lines.push(("cpus-per-task", n.to_string()));
+    }
+    if step.overcommit {
+        lines.push(("overcommit", "set".to_owned()));
+    }
+    if step.overlap {
+        lines.push(("overlap", "set".to_owned()));
+    }
+    if let Some(nodelist) = &options.allocation.nodelist {
+        lines.push(("nodelist", nodelist.clone()));
+    }
+    lines.push(("verbose", options.verbosity.to_string()));
+    let mut out = String::from("srun: defined options\nsrun: -------------------- --------------------\n");
+    for (name, value) in lines {
+        out.push_str(&format!("srun: {name:<20}: {value}\n"));
+    }
+    out.push_str("srun: -------------------- --------------------\nsrun: end of defined options\n");
+    out
 }
 
 /// The job name Slurm gives `srun COMMAND` outside an allocation: the command's file name.
@@ -686,5 +720,23 @@ mod tests {
         assert_eq!(runs_text(&[1, 3, 3, 3]), "1,3(x3)");
         assert_eq!(job_name_of("/usr/bin/hostname"), "hostname");
         assert_eq!(job_name_of("true"), "true");
+    }
+
+    /// `-v` lists the options set, in Slurm's `name : value` layout.
+    #[test]
+    fn option_dump_lists_what_was_set() {
+        let Ok(Parsed::Run(options)) =
+            options::parse(Command::Srun, &["-N1".into(), "-n5".into(), "-O".into(), "-v".into(), "true".into()])
+        else {
+            panic!("srun refused -N1 -n5 -O -v")
+        };
+        let dump = options_dump(&options);
+        assert!(dump.contains("srun: ntasks              : 5\n"), "{dump}");
+        assert!(dump.contains("srun: nodes               : 1\n"), "{dump}");
+        assert!(dump.contains("srun: overcommit          : set\n"), "{dump}");
+        assert!(dump.contains("srun: verbose             : 1\n"), "{dump}");
+        assert!(dump.starts_with("srun: defined options\n") && dump.ends_with("srun: end of defined options\n"));
+        // The allocation of an overcommitted step: one task (one CPU per task) on each node.
+        assert_eq!((options.allocation.ntasks, options.allocation.nodes_min), (None, Some(1)));
     }
 }

@@ -107,6 +107,13 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     spec.nodelist = low.nodelist;
     options.output = low.output;
     options.error = low.error;
+    if step.overcommit {
+        // An allocation for an overcommitted step is sized as if each node ran one task
+        // (Slurm's rule for `-O`): its CPUs per task on each of its nodes. The step then runs
+        // all its tasks there, up to MaxTasksPerNode.
+        spec.ntasks = None;
+        spec.ntasks_per_node = None;
+    }
     Ok(Parsed::Run(Box::new(options)))
 }
 
