@@ -76,3 +76,73 @@ fn srun_overcommit_allocates_one_cpu_per_node() {
     assert!(stderr.contains("srun: ntasks              : 5\n"), "{stderr}");
     assert!(stderr.contains("srun: overcommit          : set\n"), "{stderr}");
 }
+
+/// `srun --immediate` fails at once on a request that cannot start (held), leaving no job
+/// behind, and runs one that can; `--mincpus` and `--tmp` are node constraints: more than any
+/// node has is refused, a request that fits runs.
+#[test]
+fn srun_immediate_mincpus_and_tmp() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let srun = |args: &[&str]| cluster.run(None, &dir, "srun", args, None);
+    let started = std::time::Instant::now();
+    let out = srun(&["--immediate", "--hold", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("Unable to allocate resources"), "{}", text(&out.stderr));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(cluster.ok("squeue", &["-h"]), "", "the refused request stayed queued");
+    let out = srun(&["--immediate", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let out = srun(&["--mincpus=999999", "true"]);
+    assert_ne!(out.status.code(), Some(0), "no node has 999999 CPUs");
+    let out = srun(&["--mincpus=3", "-N1", "sh", "-c", "$DROVER_HOME/bin/squeue -h -j $SLURM_JOB_ID -o %C"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "3", "the allocation holds --mincpus CPUs");
+    let out = srun(&["--tmp=999999", "true"]);
+    assert_ne!(out.status.code(), Some(0), "no node declares temporary disk");
+    assert!(text(&out.stderr).contains("Requested node configuration is not available"), "{}", text(&out.stderr));
+    let out = srun(&["--tmp=0", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// `salloc --no-shell` exits once granted and leaves the allocation running for `srun --jobid`.
+#[test]
+fn salloc_no_shell_leaves_the_allocation_running() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let out = cluster.run(None, &dir, "salloc", &["--no-shell", "-N1"], None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let job_id: u32 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("salloc: Granted job allocation "))
+        .and_then(|id| id.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no grant line: {stderr}"));
+    assert!(!stderr.contains("Relinquishing"), "{stderr}");
+    assert_eq!(cluster.ok("squeue", &["-h", "-j", &job_id.to_string(), "-o", "%T"]).trim(), "RUNNING");
+    let out = cluster.run(None, &dir, "srun", &["--jobid", &job_id.to_string(), "echo", "in-allocation"], None);
+    assert_eq!(text(&out.stdout), "in-allocation\n", "{}", text(&out.stderr));
+    cluster.ok("scancel", &[&job_id.to_string()]);
+}
+
+/// `sprio -o` reads Slurm's format letters (lower case normalized, upper case weighted) and
+/// `-v` prints the options first.
+#[test]
+fn sprio_format_and_verbose() {
+    let cluster = Cluster::start();
+    let busy = cluster.submit(None, "busy.sh", "#!/bin/sh\nsleep 300\n", &["-N2", "--exclusive"]);
+    cluster.squeue_until(&busy.to_string(), "%t", |q| q.trim() == "R");
+    let queued = cluster.submit(None, "queued.sh", "#!/bin/sh\ntrue\n", &["-N2", "--exclusive"]);
+    let id = queued.to_string();
+    let out = cluster.ok("sprio", &["-o", "%.8i %.8u %.10y %.10Y %.10F %r", "-j", &id]);
+    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines[0], ["JOBID", "USER", "PRIORITY", "PRIORITY", "FAIRSHARE", "PARTITION"], "{out}");
+    assert_eq!(lines[1][..2], [id.as_str(), "root"], "{out}");
+    assert!(lines[1][2].contains('.') && !lines[1][3].contains('.'), "normalized, then weighted: {out}");
+    assert_eq!(lines[1][5], "main", "{out}");
+    let out = cluster.ok("sprio", &["--verbose", "-j", &id]);
+    assert!(out.contains(&format!("job_flag   = 1\njobs       = {id}\n")), "{out}");
+    assert!(out.contains("verbose    = 1\n"), "{out}");
+    cluster.ok("scancel", &[&busy.to_string(), &id]);
+}

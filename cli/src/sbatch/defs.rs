@@ -73,6 +73,8 @@ impl Commands {
     pub(crate) const SBATCH: Commands = Commands(1);
     /// srun and salloc, which read the same command line today.
     pub(crate) const STEP: Commands = Commands(2 | 4);
+    /// salloc alone.
+    pub(crate) const SALLOC: Commands = Commands(4);
     /// All three.
     pub(crate) const ALL: Commands = Commands(1 | 2 | 4);
 
@@ -314,6 +316,14 @@ pub(crate) fn table(command: Command) -> impl Iterator<Item = &'static OptionDef
 fn set<T, E: Into<OptionError>>(slot: &mut Option<T>, value: Result<T, E>) -> Result<(), OptionError> {
     *slot = Some(value.map_err(Into::into)?);
     Ok(())
+}
+
+/// `--immediate[=secs]`: how long to wait for the allocation; no value is 0 (at once).
+fn immediate(value: Option<&str>) -> Result<u32, OptionError> {
+    match value {
+        None => Ok(0),
+        Some(text) => text.trim().parse().map_err(|_| invalid("--immediate", text, "a number of seconds")),
+    }
 }
 
 /// A value error in the shared grammar's words.
@@ -674,7 +684,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("begin", Apply::Value(|low, v, ctx| set(&mut low.begin, date(v, ctx))))
         .short('b')
         .value("time")
-        .help("do not start the job before this date/time"),
+        .help("do not start the job before this date/time")
+        .commands(Commands::ALL),
     OptionDef::new("comment", Apply::Value(|low, v, _| set(&mut low.comment, text(v))))
         .value("name")
         .help("free-form comment stored with the job"),
@@ -723,7 +734,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .help("cancel the job if its dependency can never be satisfied"),
     OptionDef::new("hold", Apply::Flag(|low| low.hold = Some(true)))
         .short('H')
-        .help("submit the job held (scontrol release frees it)"),
+        .help("submit the job held (scontrol release frees it)")
+        .commands(Commands::ALL),
     OptionDef::new("ignore-pbs", Apply::Flag(|_| {}))
         .env("SBATCH_IGNORE_PBS")
         .help("ignore #PBS and #BSUB lines (Drover never reads them)"),
@@ -859,6 +871,14 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('O')
         .srun_only("start more tasks than the job has CPUs on a node"),
     OptionDef::new("pty", Apply::Flag(|low| low.pty = Some(true))).srun_only("run task 0 on a pseudo-terminal"),
+    OptionDef::new("immediate", Apply::OptionalValue(|low, v, _| set(&mut low.immediate, immediate(v))))
+        .short('I')
+        .value("secs")
+        .help("fail unless the allocation is granted within secs (default: at once)")
+        .commands(Commands::STEP),
+    OptionDef::new("no-shell", Apply::Flag(|low| low.no_shell = Some(true)))
+        .help("exit once the allocation is granted, leaving it to run")
+        .commands(Commands::SALLOC),
     // Constraint options.
     OptionDef::new("constraint", Apply::Value(|low, v, _| set(&mut low.constraint, text(v))))
         .short('C')
@@ -877,6 +897,16 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("hosts")
         .section(Section::Constraint)
         .help("nodes the job must include")
+        .commands(Commands::ALL),
+    OptionDef::new("mincpus", Apply::Value(|low, v, _| set(&mut low.mincpus, positive("number of CPUs", v))))
+        .value("n")
+        .section(Section::Constraint)
+        .help("at least this many CPUs of each node")
+        .commands(Commands::STEP),
+    OptionDef::new("tmp", Apply::Value(|low, v, _| set(&mut low.tmp, parse_mem_mb(v))))
+        .value("MB")
+        .section(Section::Constraint)
+        .help("temporary disk per node (no Drover node declares any: only 0 fits)")
         .commands(Commands::ALL),
     OptionDef::new("exclude", Apply::Value(|low, v, _| set(&mut low.exclude, hostlist(v))))
         .short('x')
@@ -990,7 +1020,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("thread-spec", Apply::NotYet(ArgKind::Required)).env("SBATCH_THREAD_SPEC"),
     OptionDef::new("threads-per-core", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("time-min", Apply::Ignored(ArgKind::Required)),
-    OptionDef::new("tmp", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("uid", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("use-min-nodes", Apply::Ignored(ArgKind::None)).env("SBATCH_USE_MIN_NODES"),
     OptionDef::new("wait-all-nodes", Apply::Ignored(ArgKind::Required)).env("SBATCH_WAIT_ALL_NODES"),
@@ -1001,5 +1030,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("mpi", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
     OptionDef::new("quiet", Apply::Ignored(ArgKind::None)).short('Q').commands(Commands::STEP),
     OptionDef::new("signal", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
+    OptionDef::new("threads", Apply::Ignored(ArgKind::Required)).short('T').commands(Commands::STEP),
     OptionDef::new("unbuffered", Apply::Ignored(ArgKind::None)).short('u').commands(Commands::STEP),
 ];

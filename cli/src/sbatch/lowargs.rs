@@ -162,4 +162,12 @@ low_args! {
     pty: bool,
     /// srun's `--jobid`.
     job_id: u32,
+    /// srun's and salloc's `-I/--immediate[=secs]` (0 without a value).
+    immediate: u32,
+    /// salloc's `--no-shell`.
+    no_shell: bool,
+    /// srun's and salloc's `--mincpus`.
+    mincpus: u32,
+    /// `--tmp`, megabytes.
+    tmp: u64,
 }

@@ -92,7 +92,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
                 allocation.name = job_name_of(&options.command[0]);
             }
             let who = crate::salloc::Allocator::Srun;
-            crate::salloc::with_allocation(&socket, &allocation, who, |job_id| run_step(&socket, job_id, &options))
+            crate::salloc::with_allocation(&socket, &allocation, who, options.immediate, |job_id| {
+                run_step(&socket, job_id, &options)
+            })
         }
     }
 }

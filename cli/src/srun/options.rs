@@ -40,6 +40,10 @@ pub(crate) struct StepOptions {
     pub(crate) error: Option<String>,
     /// The job to request when there is no allocation yet.
     pub(crate) allocation: JobSpec,
+    /// `-I/--immediate[=secs]`: give up on an allocation not granted within this many seconds.
+    pub(crate) immediate: Option<u32>,
+    /// salloc's `--no-shell`: exit once granted, leaving the allocation to run.
+    pub(crate) no_shell: bool,
 }
 
 /// What srun's or salloc's command line asks.
@@ -107,6 +111,28 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     spec.nodelist = low.nodelist;
     options.output = low.output;
     options.error = low.error;
+    spec.hold = low.hold.unwrap_or(false);
+    spec.begin_time = low.begin;
+    options.immediate = low.immediate;
+    options.no_shell = low.no_shell.unwrap_or(false);
+    if low.tmp.is_some_and(|mb| mb > 0) {
+        // Every node reports TmpDisk=0 (Drover has no temporary-disk setting): none can hold it.
+        bail!("Unable to allocate resources: Requested node configuration is not available");
+    }
+    if let Some(mincpus) = low.mincpus {
+        // At least `mincpus` CPUs of each node: the allocation's CPUs per task grow until the
+        // tasks on a node hold that many (the step's own CPUs per task are unchanged).
+        let tasks_per_node = match (low.ntasks_per_node, low.ntasks, low.nodes) {
+            (Some(k), _, _) => k,
+            (None, Some(n), nodes) => n / nodes.map_or(1, |c| c.min.max(1)),
+            (None, None, _) => 1,
+        }
+        .max(1);
+        let cpus = spec.cpus_per_task.unwrap_or(1);
+        if tasks_per_node.saturating_mul(cpus) < mincpus {
+            spec.cpus_per_task = Some(mincpus.div_ceil(tasks_per_node));
+        }
+    }
     if step.overcommit {
         // An allocation for an overcommitted step is sized as if each node ran one task
         // (Slurm's rule for `-O`): its CPUs per task on each of its nodes. The step then runs
@@ -328,9 +354,11 @@ mod tests {
 
             Job options:
               -A, --account=name          account to charge the job to
+              -b, --begin=time            do not start the job before this date/time
               -c, --cpus-per-task=ncpus   CPUs each task needs
               -D, --chdir=directory       working directory of the tasks
                   --gres=list             generic resources needed on each node
+              -H, --hold                  submit the job held (scontrol release frees it)
               -J, --job-name=jobname      name of the job
               -n, --ntasks=ntasks         number of tasks to run
                   --ntasks-per-node=n     tasks to run on each node
@@ -347,10 +375,13 @@ mod tests {
                   --overlap               share CPUs with the job's other running steps
               -O, --overcommit            start more tasks than the job has CPUs on a node
                   --pty                   run task 0 on a pseudo-terminal
+              -I, --immediate[=secs]      fail unless the allocation is granted within secs (default: at once)
 
             Node and memory constraints:
                   --mem=MB                memory per node (MB, or a K, M, G or T suffix)
               -w, --nodelist=hosts        nodes the job must include
+                  --mincpus=n             at least this many CPUs of each node
+                  --tmp=MB                temporary disk per node (no Drover node declares any: only 0 fits)
 
             Consumable resources:
                   --exclusive             do not share the job's nodes with other jobs
@@ -367,7 +398,8 @@ mod tests {
               -V, --version               print the version and exit
 
             Accepted and ignored (hints Drover has no use for):
-              --cpu-bind --exact --kill-on-bad-exit --mpi --quiet --signal --unbuffered
+              --cpu-bind --exact --kill-on-bad-exit --mpi --quiet --signal --threads
+              --unbuffered
         "#]]
         .assert_eq(&text);
     }
