@@ -146,3 +146,24 @@ fn sprio_format_and_verbose() {
     assert!(out.contains("verbose    = 1\n"), "{out}");
     cluster.ok("scancel", &[&busy.to_string(), &id]);
 }
+
+/// Steps started together in a two-node job with one CPU on each node run at the same time, one
+/// on each node (they used to queue on the first node, one after another).
+#[test]
+fn concurrent_steps_spread_over_the_job_nodes() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\nS=$DROVER_HOME/bin/srun\n\
+                  $S -n1 sh -c 'echo $SLURMD_NODENAME $(date +%s); sleep 3' &\n\
+                  $S -n1 sh -c 'echo $SLURMD_NODENAME $(date +%s); sleep 3' &\n\
+                  wait\n";
+    let job_id = cluster.submit(None, "spread-steps.sh", script, &["-N2", "-o", "steps.out"]);
+    cluster.wait_state(job_id, "COMPLETED", std::time::Duration::from_secs(60));
+    let out = std::fs::read_to_string(cluster.workdir(None).join("steps.out")).expect("job output");
+    let mut rows: Vec<(String, i64)> = out
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(node, t)| (node.to_owned(), t.trim().parse().unwrap_or(0))))
+        .collect();
+    rows.sort();
+    assert_eq!(rows.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["n1", "n2"], "{out}");
+    assert!((rows[0].1 - rows[1].1).abs() < 3, "the steps ran one after the other: {out}");
+}
