@@ -167,3 +167,38 @@ fn concurrent_steps_spread_over_the_job_nodes() {
     assert_eq!(rows.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["n1", "n2"], "{out}");
     assert!((rows[0].1 - rows[1].1).abs() < 3, "the steps ran one after the other: {out}");
 }
+
+/// A step's tasks see the variables Slurm's tasks see about their node and their srun, and srun
+/// outside an allocation reads the task and node counts and `SLURM_OVERCOMMIT` from its
+/// environment.
+#[test]
+fn step_environment_and_srun_input_variables() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let out = cluster.run(None, &dir, "srun", &["-N1", "-n1", "-c2", "env"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let env = text(&out.stdout);
+    let value = |name: &str| {
+        env.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("no {name}:\n{env}"))
+    };
+    assert_eq!(value("SLURM_CPUS_ON_NODE"), "2");
+    assert_eq!(value("SLURM_TOPOLOGY_ADDR_PATTERN"), "node");
+    assert!(value("SLURM_SRUN_COMM_PORT").parse::<u16>().is_ok_and(|p| p > 0), "{env}");
+    assert_eq!(value("SLURM_SRUN_COMM_HOST"), value("SLURM_LAUNCH_NODE_IPADDR"));
+    assert!(value("SLURM_LAUNCH_NODE_IPADDR").parse::<std::net::IpAddr>().is_ok(), "{env}");
+
+    let mut srun = std::process::Command::new(cluster.home().join("bin/srun"));
+    srun.args(["printenv", "SLURM_PROCID"]).current_dir(&dir);
+    srun.env("DROVER_CONF", cluster.home().join("cluster.toml"))
+        .env("DROVER_SOCKET", cluster.home().join("ctld/ctld.sock"))
+        .env("SLURM_NPROCS", "5")
+        .env("SLURM_NNODES", "1")
+        .env("SLURM_OVERCOMMIT", "1")
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_JOBID");
+    let out = srun.output().expect("running srun");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut ids: Vec<u32> = text(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [0, 1, 2, 3, 4], "five tasks from SLURM_NPROCS");
+}

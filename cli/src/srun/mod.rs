@@ -186,14 +186,18 @@ fn inherited_socket() -> Option<PathBuf> {
 }
 
 /// Where srun listens for its step's nodes and the host it names to them: the address and name
-/// in `SLURM_SRUN_COMM_HOST` when set; else the address this host reaches ctld's node port from
+/// in `SLURM_SRUN_COMM_HOST` when set to an address of this host; else the address this host reaches ctld's node port from
 /// (the network the nodes share with ctld; loopback on a `drover up` cluster); else the host
 /// name and what it resolves to here. Only when none of these can be bound does srun listen on
 /// every address (and name the host).
 fn io_address() -> (IpAddr, String) {
     let resolve = |host: &str| (host, 0).to_socket_addrs().ok().and_then(|mut addrs| addrs.next()).map(|a| a.ip());
-    if let Ok(host) = std::env::var("SLURM_SRUN_COMM_HOST") {
-        return (resolve(&host).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), host);
+    // Tasks inherit their srun's SLURM_SRUN_COMM_HOST: an srun inside a task on another node
+    // must not name that host, so the variable counts only where it is an address of this host.
+    if let Ok(host) = std::env::var("SLURM_SRUN_COMM_HOST")
+        && let Some(ip) = resolve(&host).filter(|ip| TcpListener::bind((*ip, 0)).is_ok())
+    {
+        return (ip, host);
     }
     if let Some(ip) = crate::client::config().ok().and_then(|config| route_towards(&config.controller_address)) {
         return (ip, ip.to_string());

@@ -144,8 +144,8 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
 }
 
 /// The input variables srun and salloc read (Slurm's names), as the options they stand for.
-/// Only variables no job sets for its own steps: a step inherits `SLURM_NTASKS` and the like
-/// from its job's environment, and reading those is left for later.
+/// Only variables no job sets for its own steps (for the counts, see
+/// [`OUTSIDE_INPUT_VARIABLES`]).
 const INPUT_VARIABLES: [(Command, &str, &str); 10] = [
     (Command::Srun, "SLURM_ACCOUNT", "account"),
     (Command::Srun, "SLURM_PARTITION", "partition"),
@@ -159,16 +159,30 @@ const INPUT_VARIABLES: [(Command, &str, &str); 10] = [
     (Command::Salloc, "SALLOC_TIMELIMIT", "time"),
 ];
 
+/// The input variables srun reads only outside an allocation: inside one, the job's own
+/// environment carries these (its counts, not the step's), and a step defaults to the job's
+/// tasks anyway.
+const OUTSIDE_INPUT_VARIABLES: [(&str, &str); 3] =
+    [("SLURM_NNODES", "nodes"), ("SLURM_NPROCS", "ntasks"), ("SLURM_NTASKS", "ntasks")];
+
 /// `--option=value` words for the input variables of `command` set (non-empty) in `env`.
 fn input_variables(command: Command, env: &[(String, String)]) -> Vec<String> {
-    INPUT_VARIABLES
+    let value_of = |var: &str| env.iter().find(|(name, value)| name == var && !value.is_empty()).map(|(_, v)| v);
+    let mut words: Vec<String> = INPUT_VARIABLES
         .iter()
         .filter(|(for_command, _, _)| *for_command == command)
-        .filter_map(|(_, var, long)| {
-            let (_, value) = env.iter().find(|(name, value)| name == var && !value.is_empty())?;
-            Some(format!("--{long}={value}"))
-        })
-        .collect()
+        .filter_map(|(_, var, long)| Some(format!("--{long}={}", value_of(var)?)))
+        .collect();
+    let in_allocation = value_of("SLURM_JOB_ID").or_else(|| value_of("SLURM_JOBID")).is_some();
+    if command == Command::Srun && !in_allocation {
+        words.extend(
+            OUTSIDE_INPUT_VARIABLES.iter().filter_map(|(var, long)| Some(format!("--{long}={}", value_of(var)?))),
+        );
+        if value_of("SLURM_OVERCOMMIT").is_some_and(|v| v != "0") {
+            words.push("--overcommit".to_owned());
+        }
+    }
+    words
 }
 
 impl StepOptions {
@@ -224,8 +238,17 @@ mod tests {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-        assert_eq!(input_variables(Command::Srun, &env), ["--account=envacct", "--output=out.%j"]);
+        assert_eq!(input_variables(Command::Srun, &env), ["--account=envacct", "--output=out.%j", "--ntasks=4"]);
         assert_eq!(input_variables(Command::Salloc, &env), ["--account=sallocacct"]);
+        // Outside an allocation srun also reads the task and node counts and SLURM_OVERCOMMIT.
+        let outside: Vec<(String, String)> = [("SLURM_NPROCS", "5"), ("SLURM_NNODES", "1"), ("SLURM_OVERCOMMIT", "1")]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(input_variables(Command::Srun, &outside), ["--nodes=1", "--ntasks=5", "--overcommit"]);
+        let mut inside = outside.clone();
+        inside.push(("SLURM_JOB_ID".to_owned(), "12".to_owned()));
+        assert!(input_variables(Command::Srun, &inside).is_empty(), "a job's own counts are not the step's");
         assert_eq!(srun("--account=envacct true").allocation.account.as_deref(), Some("envacct"));
         assert_eq!(srun("--account=envacct -A cli true").allocation.account.as_deref(), Some("cli"));
     }

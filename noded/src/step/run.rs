@@ -282,6 +282,16 @@ fn task_environment(launch: &StepLaunch, plan: Option<&JobIsolation>, task: u32,
     set("SLURM_GTIDS", tasks_here.join(","));
     set("SLURMD_NODENAME", here.clone());
     set("SLURM_TOPOLOGY_ADDR", here);
+    set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".to_owned());
+    set("SLURM_CPUS_ON_NODE", launch.job.cpus_on_node.to_string());
+    // Where srun listens (`host:port`, `[v6]:port`): the host is the address srun picked on its
+    // node, which Slurm also names the launch node's address.
+    if let Some((host, port)) = launch.srun_address.rsplit_once(':') {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        set("SLURM_SRUN_COMM_HOST", host.to_owned());
+        set("SLURM_SRUN_COMM_PORT", port.to_owned());
+        set("SLURM_LAUNCH_NODE_IPADDR", host.to_owned());
+    }
     set("SLURM_CLUSTER_NAME", launch.job.cluster_name.clone());
     set("SLURM_JOB_USER", launch.job.user.clone());
     set("SLURM_JOB_UID", launch.job.uid.to_string());
