@@ -202,3 +202,26 @@ fn step_environment_and_srun_input_variables() {
     ids.sort_unstable();
     assert_eq!(ids, [0, 1, 2, 3, 4], "five tasks from SLURM_NPROCS");
 }
+
+/// `srun -K` ends the step when a task fails; `srun -W 2` kills the tasks still running two
+/// seconds after the first one exited, naming them in Slurm's ranges.
+#[test]
+fn srun_kill_on_bad_exit_and_wait() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let started = std::time::Instant::now();
+    let script = "[ $SLURM_PROCID = 1 ] && exit 2; sleep 20; echo SHOULD_NOT_BE_HERE";
+    let out = cluster.run(None, &dir, "srun", &["-n3", "-O", "-K", "sh", "-c", script], None);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!text(&out.stdout).contains("SHOULD_NOT_BE_HERE"), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
+
+    let started = std::time::Instant::now();
+    let script = "[ $SLURM_PROCID = 1 ] && exit 0; sleep 30";
+    let out = cluster.run(None, &dir, "srun", &["-n4", "-O", "-W2", "sh", "-c", script], None);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("First task exited 2s ago"), "{stderr}");
+    assert!(stderr.contains("tasks 0,2-3: running"), "{stderr}");
+    assert!(stderr.contains("tasks 0,2-3: Killed"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
+}

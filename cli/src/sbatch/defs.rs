@@ -326,6 +326,20 @@ fn immediate(value: Option<&str>) -> Result<u32, OptionError> {
     }
 }
 
+/// `-K[0|1]`: no value is 1.
+fn one_zero(value: Option<&str>) -> Result<bool, OptionError> {
+    match value.map(str::trim) {
+        None | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(text) => Err(invalid("--kill-on-bad-exit", text, "0 or 1")),
+    }
+}
+
+/// A count of seconds.
+fn seconds(what: &'static str, value: &str) -> Result<u32, OptionError> {
+    value.trim().parse().map_err(|_| invalid(what, value, "a number of seconds"))
+}
+
 /// A value error in the shared grammar's words.
 fn invalid(what: &'static str, value: &str, expected: &'static str) -> OptionError {
     OptionError::Value(ValueError { what, value: value.to_owned(), expected })
@@ -876,6 +890,15 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("secs")
         .help("fail unless the allocation is granted within secs (default: at once)")
         .commands(Commands::STEP),
+    OptionDef::new("kill-on-bad-exit", Apply::OptionalValue(|low, v, _| set(&mut low.kill_on_bad_exit, one_zero(v))))
+        .short('K')
+        .value("0|1")
+        .help("end the step when a task exits with a non-zero code")
+        .commands(Commands::STEP),
+    OptionDef::new("wait", Apply::Value(|low, v, _| set(&mut low.step_wait, seconds("--wait", v))))
+        .short('W')
+        .value("sec")
+        .srun_only("kill the other tasks this long after the first one exits"),
     OptionDef::new("no-shell", Apply::Flag(|low| low.no_shell = Some(true)))
         .help("exit once the allocation is granted, leaving it to run")
         .commands(Commands::SALLOC),
@@ -1026,7 +1049,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     // srun's and salloc's hints without effect (no warning: they never printed one).
     OptionDef::new("cpu-bind", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
     OptionDef::new("exact", Apply::Ignored(ArgKind::None)).commands(Commands::STEP),
-    OptionDef::new("kill-on-bad-exit", Apply::Ignored(ArgKind::None)).short('K').commands(Commands::STEP),
     OptionDef::new("mpi", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
     OptionDef::new("quiet", Apply::Ignored(ArgKind::None)).short('Q').commands(Commands::STEP),
     OptionDef::new("signal", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),

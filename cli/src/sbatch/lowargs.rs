@@ -170,4 +170,8 @@ low_args! {
     mincpus: u32,
     /// `--tmp`, megabytes.
     tmp: u64,
+    /// srun's `-K/--kill-on-bad-exit`.
+    kill_on_bad_exit: bool,
+    /// srun's `-W/--wait=sec`.
+    step_wait: u32,
 }

@@ -571,14 +571,38 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     catch_interrupts();
     let mut cancel_sent = false;
     let mut writers: Vec<(u32, TcpStream)> = Vec::new();
+    // `-W`: when the first task exited; `-K`: whether one exited with a non-zero code.
+    let mut first_exit: Option<Instant> = None;
+    let mut bad_exit = false;
+    let cancel = |signal: Option<i32>| {
+        let request = Request::CancelStep { job_id, step_id: layout.step_id, signal };
+        if let Err(error) = Client::connect_at(socket).and_then(|mut c| c.call(&request)) {
+            eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
+        }
+    };
     while statuses.len() < total && closed < expected {
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) && !cancel_sent {
             cancel_sent = true;
             eprintln!("srun: interrupt: cancelling step {job_id}.{}", layout.step_id);
-            let cancel = Request::CancelStep { job_id, step_id: layout.step_id, signal: None };
-            if let Err(error) = Client::connect_at(socket).and_then(|mut c| c.call(&cancel)) {
-                eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
-            }
+            cancel(None);
+        }
+        if bad_exit && options.kill_on_bad_exit && !cancel_sent {
+            cancel_sent = true;
+            eprintln!(
+                "srun: error: a task exited with a non-zero code: terminating StepId={job_id}.{}",
+                layout.step_id
+            );
+            cancel(None);
+        }
+        if let (Some(wait), Some(first)) = (options.wait, first_exit)
+            && !cancel_sent
+            && first.elapsed() >= Duration::from_secs(wait.into())
+        {
+            cancel_sent = true;
+            let running: Vec<u32> = (0..layout.ntasks).filter(|t| !statuses.contains_key(t)).collect();
+            eprintln!("srun: First task exited {wait}s ago");
+            eprintln!("srun: StepId={job_id}.{} tasks {}: running", layout.step_id, task_ranges(&running));
+            cancel(Some(libc::SIGKILL));
         }
         if statuses.is_empty() && Instant::now() >= deadline {
             break;
@@ -588,6 +612,8 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             Ok(Incoming::Output { kind, task, data }) => printer.write(kind, task, &data),
             Ok(Incoming::Exit { task, status }) => {
                 statuses.insert(task, status);
+                first_exit.get_or_insert_with(Instant::now);
+                bad_exit |= status != 0;
             }
             Ok(Incoming::Closed) => closed += 1,
             Ok(Incoming::Connected { node, stream }) => {
@@ -691,9 +717,8 @@ fn summarize(layout: &StepLayout, statuses: &HashMap<u32, i32>) -> (i32, WaitSta
             }
         }
         for (message, ids) in by_message {
-            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
             let plural = if ids.len() > 1 { "tasks" } else { "task" };
-            eprintln!("srun: error: {node}: {plural} {}: {message}", ids.join(","));
+            eprintln!("srun: error: {node}: {plural} {}: {message}", task_ranges(&ids));
         }
     }
     let state = match (code, signaled) {
@@ -702,6 +727,21 @@ fn summarize(layout: &StepLayout, statuses: &HashMap<u32, i32>) -> (i32, WaitSta
         _ => JobState::Failed,
     };
     (code, worst, state)
+}
+
+/// Task ids as Slurm lists them: runs of consecutive ids as ranges, `0,2-9`.
+fn task_ranges(ids: &[u32]) -> String {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    let mut parts: Vec<String> = Vec::new();
+    for run in sorted.chunk_by(|a, b| a + 1 == *b) {
+        parts.push(match run {
+            [one] => one.to_string(),
+            [first, .., last] => format!("{first}-{last}"),
+            [] => continue,
+        });
+    }
+    parts.join(",")
 }
 
 fn signal_name(signal: i32) -> String {
@@ -726,6 +766,9 @@ mod tests {
         assert_eq!(runs_text(&[1, 3, 3, 3]), "1,3(x3)");
         assert_eq!(job_name_of("/usr/bin/hostname"), "hostname");
         assert_eq!(job_name_of("true"), "true");
+        assert_eq!(task_ranges(&[9, 0, 2, 3, 4, 5, 6, 7, 8]), "0,2-9");
+        assert_eq!(task_ranges(&[1, 3, 5]), "1,3,5");
+        assert_eq!(task_ranges(&[4]), "4");
     }
 
     /// `-v` lists the options set, in Slurm's `name : value` layout.

@@ -44,6 +44,10 @@ pub(crate) struct StepOptions {
     pub(crate) immediate: Option<u32>,
     /// salloc's `--no-shell`: exit once granted, leaving the allocation to run.
     pub(crate) no_shell: bool,
+    /// `-K`: end the step when a task exits with a non-zero code.
+    pub(crate) kill_on_bad_exit: bool,
+    /// `-W sec`: kill the tasks still running this long after the first one exited.
+    pub(crate) wait: Option<u32>,
 }
 
 /// What srun's or salloc's command line asks.
@@ -115,6 +119,8 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     spec.begin_time = low.begin;
     options.immediate = low.immediate;
     options.no_shell = low.no_shell.unwrap_or(false);
+    options.kill_on_bad_exit = low.kill_on_bad_exit.unwrap_or(false);
+    options.wait = low.step_wait.filter(|w| *w > 0);
     if low.tmp.is_some_and(|mb| mb > 0) {
         // Every node reports TmpDisk=0 (Drover has no temporary-disk setting): none can hold it.
         bail!("Unable to allocate resources: Requested node configuration is not available");
@@ -311,8 +317,11 @@ mod tests {
         assert_eq!((spec.nodelist.as_deref(), spec.exclusive), (Some("n[1-2]"), true));
         assert_eq!((spec.nodes_min, o.step.nodes), (Some(2), Some(2)));
         // Hints without effect are accepted silently.
-        let o = srun("-u -K -Q --exact --cpu-bind=cores --mpi pmix --signal=USR1@10 true");
+        let o = srun("-u -Q --exact --cpu-bind=cores --mpi pmix --signal=USR1@10 -T4 true");
         assert_eq!(o.command, vec!["true"]);
+        let o = srun("-K -W 5 true");
+        assert_eq!((o.kill_on_bad_exit, o.wait), (true, Some(5)));
+        assert!(!srun("--kill-on-bad-exit=0 true").kill_on_bad_exit);
     }
 
     #[test]
@@ -399,6 +408,9 @@ mod tests {
               -O, --overcommit            start more tasks than the job has CPUs on a node
                   --pty                   run task 0 on a pseudo-terminal
               -I, --immediate[=secs]      fail unless the allocation is granted within secs (default: at once)
+              -K, --kill-on-bad-exit[=0|1]
+                                          end the step when a task exits with a non-zero code
+              -W, --wait=sec              kill the other tasks this long after the first one exits
 
             Node and memory constraints:
                   --mem=MB                memory per node (MB, or a K, M, G or T suffix)
@@ -421,8 +433,7 @@ mod tests {
               -V, --version               print the version and exit
 
             Accepted and ignored (hints Drover has no use for):
-              --cpu-bind --exact --kill-on-bad-exit --mpi --quiet --signal --threads
-              --unbuffered
+              --cpu-bind --exact --mpi --quiet --signal --threads --unbuffered
         "#]]
         .assert_eq(&text);
     }

@@ -374,14 +374,21 @@ fn send(sink: &Sink, kind: u8, task: u32, data: &[u8]) {
     }
 }
 
+/// How often the relay looks for tasks that ended while others still write.
+const REAP_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Relays the tasks' output to srun until every source has ended: `(kind, task, pipe or
 /// terminal master)`. One `poll` loop; a terminal master whose slave closed reads EIO, which
-/// ends it like end of file.
-fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
+/// ends it like end of file. A task whose output has ended and that exited while other tasks
+/// of this node still run is reaped and its exit sent at once (srun's `-K` and `-W` act on the
+/// first exits); the last ones are left to the caller, which spools the usage first.
+fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(u32, Child)>) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
+        reap_early(sink, &sources, running);
         let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_fd()).collect();
-        let Ok(ready) = stepio::poll_readable(&fds, None) else { return };
+        let wait = (running.len() > 1).then_some(REAP_EVERY);
+        let Ok(ready) = stepio::poll_readable(&fds, wait) else { return };
         let mut ended = Vec::new();
         for (index, _) in ready.iter().enumerate().filter(|(_, ready)| **ready) {
             let (kind, task, file) = &mut sources[index];
@@ -395,6 +402,22 @@ fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
         for index in ended.into_iter().rev() {
             sources.swap_remove(index);
         }
+    }
+}
+
+/// Sends the exit of each task whose output has ended and that has exited, as long as another
+/// task of the step is left running here.
+fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Child)>) {
+    let mut index = 0;
+    while index < running.len() && running.len() > 1 {
+        let (task, child) = &mut running[index];
+        let writing = sources.iter().any(|(_, t, _)| t == task);
+        if !writing && let Ok(Some(status)) = child.try_wait() {
+            send(sink, stepio::EXIT, *task, &std::os::unix::process::ExitStatusExt::into_raw(status).to_le_bytes());
+            running.swap_remove(index);
+            continue;
+        }
+        index += 1;
     }
 }
 
@@ -549,7 +572,7 @@ fn run_tasks(
         // Without this thread (the job's pids limit reached) the tasks get no input from srun.
         let _ = std::thread::Builder::new().name("input".into()).spawn(move || forward_input(stream, &inputs));
     }
-    relay_all(sink, sources);
+    relay_all(sink, sources, &mut running);
     let mut statuses = Vec::with_capacity(running.len());
     for (task, mut child) in running {
         let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
