@@ -225,3 +225,25 @@ fn srun_kill_on_bad_exit_and_wait() {
     assert!(stderr.contains("tasks 0,2-3: Killed"), "{stderr}");
     assert!(started.elapsed() < std::time::Duration::from_secs(15), "{:?}", started.elapsed());
 }
+
+/// `srun -i`: a file srun reads, `none`, or one task's stdin (the others read end of file at
+/// once); `-o none` and `-o N` (only task N's output reaches srun's stdout).
+#[test]
+fn srun_input_and_output_routing() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    std::fs::write(dir.join("in.txt"), "echo from-file\nexit 0\n").expect("writing input");
+    let srun = |args: &[&str], stdin: Option<&str>| cluster.run(None, &dir, "srun", args, stdin);
+    let out = srun(&["--input=in.txt", "-n2", "bash"], None);
+    assert_eq!(text(&out.stdout), "from-file\nfrom-file\n", "{}", text(&out.stderr));
+    let out = srun(&["-i", "none", "cat"], Some("not read\n"));
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), String::new()), "{}", text(&out.stderr));
+    let out = srun(&["--input=2", "-n4", "-O", "-l", "sh", "-c", "cat; echo done"], Some("to-two\n"));
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    lines.sort();
+    assert_eq!(lines, ["0: done", "1: done", "2: done", "2: to-two", "3: done"], "{}", text(&out.stderr));
+    let out = srun(&["--output=none", "id"], None);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), String::new()));
+    let out = srun(&["--output=3", "-n4", "-O", "printenv", "SLURM_PROCID"], None);
+    assert_eq!(text(&out.stdout), "3\n");
+}

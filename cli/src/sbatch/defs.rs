@@ -869,6 +869,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("export", Apply::Value(|low, v, _| set(&mut low.export, text(v))))
         .value("names")
         .srun_only("environment variables passed to the tasks: ALL, NONE or a list"),
+    OptionDef::new("input", Apply::Value(|low, v, _| set(&mut low.input, text(v))))
+        .short('i')
+        .value("in")
+        .srun_only("the tasks' stdin: all, none, a task id, or a file srun reads"),
     OptionDef::new("jobid", Apply::Value(|low, v, _| set(&mut low.job_id, job_id(v))))
         .value("id")
         .srun_only("run the step in this job (default: SLURM_JOB_ID)"),

@@ -417,18 +417,55 @@ impl Drop for Terminal {
     }
 }
 
-/// Copies srun's stdin to the tasks once every node is connected: to all tasks, or to task 0
-/// alone under `--pty`; end of input is passed on as an empty frame.
-fn forward_stdin(mut targets: Vec<(u32, TcpStream)>, pty: bool) {
-    use std::io::Read;
-    let task = if pty { 0 } else { stepio::ALL_TASKS };
+/// Where the tasks' input comes from (`-i/--input`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum InputSource {
+    /// srun's stdin, to every task (the default, `all`).
+    Stdin,
+    /// srun's stdin to this task alone; the others read end of file at once.
+    Task(u32),
+    /// No input: every task reads end of file (`none`).
+    Nothing,
+    /// A file srun opens, to every task.
+    File(String),
+}
+
+impl InputSource {
+    fn of(pattern: Option<&str>) -> InputSource {
+        match pattern {
+            None | Some("all") => InputSource::Stdin,
+            Some("none") => InputSource::Nothing,
+            Some(text) => match text.parse() {
+                Ok(task) => InputSource::Task(task),
+                Err(_) => InputSource::File(text.to_owned()),
+            },
+        }
+    }
+}
+
+/// Copies the tasks' input to them once every node is connected (`source`: read by srun; `task`:
+/// one task, or [`stepio::ALL_TASKS`]); end of input is passed on as an empty frame. Under
+/// `--pty` it goes to task 0 alone. Tasks that get no input (`-i N`, `-i none`) read end of file
+/// at once: `others` lists, per node, the tasks to close first.
+fn forward_input(
+    mut targets: Vec<(u32, TcpStream)>,
+    pty: bool,
+    task: u32,
+    others: &[Vec<u32>],
+    mut source: Box<dyn std::io::Read + Send>,
+) {
+    let task = if pty { 0 } else { task };
     if pty {
         targets.retain(|(node, _)| *node == 0);
     }
-    let mut stdin = std::io::stdin().lock();
+    for (node, stream) in &mut targets {
+        for &other in others.get(*node as usize).map_or(&[][..], Vec::as_slice) {
+            let _ = stepio::write_frame(stream, stepio::STDIN, other, &[]);
+        }
+    }
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match stdin.read(&mut buf) {
+        let n = match source.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => 0,
@@ -440,6 +477,27 @@ fn forward_stdin(mut targets: Vec<(u32, TcpStream)>, pty: bool) {
             return;
         }
     }
+}
+
+/// What feeds the tasks' input: the task it goes to ([`stepio::ALL_TASKS`] for all), per node the
+/// tasks that get none, and the reader.
+type InputPlan = (u32, Vec<Vec<u32>>, Box<dyn std::io::Read + Send>);
+
+fn input_plan(source: &InputSource, layout: &StepLayout, work_dir: &str) -> anyhow::Result<InputPlan> {
+    let all_but = |keep: Option<u32>| -> Vec<Vec<u32>> {
+        layout.tasks.iter().map(|tasks| tasks.iter().copied().filter(|t| Some(*t) != keep).collect()).collect()
+    };
+    Ok(match source {
+        InputSource::Stdin => (stepio::ALL_TASKS, Vec::new(), Box::new(std::io::stdin())),
+        InputSource::Task(task) => (*task, all_but(Some(*task)), Box::new(std::io::stdin())),
+        InputSource::Nothing => (stepio::ALL_TASKS, all_but(None), Box::new(std::io::empty())),
+        InputSource::File(path) => {
+            let path = std::path::Path::new(work_dir).join(path);
+            let file =
+                std::fs::File::open(&path).with_context(|| format!("opening the input file {}", path.display()))?;
+            (stepio::ALL_TASKS, Vec::new(), Box::new(file))
+        }
+    })
 }
 
 /// Per task, per stream: the bytes after the last newline, held back under `-l`.
@@ -552,7 +610,13 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
                 user: &user,
                 job_name: &options.step.name,
             };
-            let expand = |pattern: &Option<String>| pattern.as_deref().map(|p| output::expand(p, &context));
+            // `none` discards; a task id sends that task's stream to srun and discards the others'.
+            let expand = |pattern: &Option<String>| match pattern.as_deref() {
+                None => None,
+                Some("none") => Some("/dev/null".to_owned()),
+                Some(id) if id.parse::<u32>().is_ok() => (id.parse() != Ok(task)).then(|| "/dev/null".to_owned()),
+                Some(p) => Some(output::expand(p, &context)),
+            };
             files.insert(task, (expand(&options.output), expand(&options.error)));
         }
     }
@@ -571,6 +635,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     catch_interrupts();
     let mut cancel_sent = false;
     let mut writers: Vec<(u32, TcpStream)> = Vec::new();
+    let mut input = Some(input_plan(&InputSource::of(options.input.as_deref()), &layout, &work_dir)?);
     // `-W`: when the first task exited; `-K`: whether one exited with a non-zero code.
     let mut first_exit: Option<Instant> = None;
     let mut bad_exit = false;
@@ -599,9 +664,12 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             && first.elapsed() >= Duration::from_secs(wait.into())
         {
             cancel_sent = true;
-            let running: Vec<u32> = (0..layout.ntasks).filter(|t| !statuses.contains_key(t)).collect();
+            let (exited, running): (Vec<u32>, Vec<u32>) = (0..layout.ntasks).partition(|t| statuses.contains_key(t));
             eprintln!("srun: First task exited {wait}s ago");
-            eprintln!("srun: StepId={job_id}.{} tasks {}: running", layout.step_id, task_ranges(&running));
+            for (tasks, what) in [(running, "running"), (exited, "exited")] {
+                let plural = if tasks.len() > 1 { "tasks" } else { "task" };
+                eprintln!("srun: StepId={job_id}.{} {plural} {}: {what}", layout.step_id, task_ranges(&tasks));
+            }
             cancel(Some(libc::SIGKILL));
         }
         if statuses.is_empty() && Instant::now() >= deadline {
@@ -621,7 +689,9 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
                 if writers.len() == expected {
                     let targets = std::mem::take(&mut writers);
                     let pty = spec_pty;
-                    std::thread::spawn(move || forward_stdin(targets, pty));
+                    let (task, others, source) =
+                        input.take().unwrap_or((stepio::ALL_TASKS, Vec::new(), Box::new(std::io::empty())));
+                    std::thread::spawn(move || forward_input(targets, pty, task, &others, source));
                 }
             }
             Err(_) => break,

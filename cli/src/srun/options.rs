@@ -48,6 +48,8 @@ pub(crate) struct StepOptions {
     pub(crate) kill_on_bad_exit: bool,
     /// `-W sec`: kill the tasks still running this long after the first one exited.
     pub(crate) wait: Option<u32>,
+    /// `-i`: `all`, `none`, a task id or a file.
+    pub(crate) input: Option<String>,
 }
 
 /// What srun's or salloc's command line asks.
@@ -121,6 +123,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.no_shell = low.no_shell.unwrap_or(false);
     options.kill_on_bad_exit = low.kill_on_bad_exit.unwrap_or(false);
     options.wait = low.step_wait.filter(|w| *w > 0);
+    options.input = low.input;
     if low.tmp.is_some_and(|mb| mb > 0) {
         // Every node reports TmpDisk=0 (Drover has no temporary-disk setting): none can hold it.
         bail!("Unable to allocate resources: Requested node configuration is not available");
@@ -401,6 +404,7 @@ mod tests {
               -v, --verbose               say where the step was launched
               -e, --error=err             file pattern the tasks' stderr goes to
                   --export=names          environment variables passed to the tasks: ALL, NONE or a list
+              -i, --input=in              the tasks' stdin: all, none, a task id, or a file srun reads
                   --jobid=id              run the step in this job (default: SLURM_JOB_ID)
               -l, --label                 prefix each output line with its task id
               -o, --output=out            file pattern the tasks' stdout goes to
