@@ -453,6 +453,11 @@ pub struct StepSpec {
     pub pty: Option<(u16, u16)>,
     /// `-O/--overcommit`: more tasks than the job's CPUs on a node (up to `max_tasks_per_node`).
     pub overcommit: bool,
+    /// `--task-prolog`: an absolute path run as the user before each task; its `export`,
+    /// `unset` and `print` lines shape the task.
+    pub task_prolog: Option<String>,
+    /// `--task-epilog`: an absolute path run as the user after each task.
+    pub task_epilog: Option<String>,
 }
 
 /// Where a step's tasks run, as ctld decided it.

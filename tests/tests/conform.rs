@@ -247,3 +247,52 @@ fn srun_input_and_output_routing() {
     let out = srun(&["--output=3", "-n4", "-O", "printenv", "SLURM_PROCID"], None);
     assert_eq!(text(&out.stdout), "3\n");
 }
+
+/// `srun --task-prolog/--task-epilog`: each runs once per task as the user; the prolog's
+/// `print`, `export` and `unset` lines shape the task; an epilog's leftovers are killed and a
+/// long epilog does not hold the step for long.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn srun_task_prolog_and_epilog() {
+    drover_e2e::require_users();
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(Some("alice"));
+    let pre = dir.join("pre.txt");
+    let post = dir.join("post.txt");
+    let script = |name: &str, body: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).expect("writing script");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    };
+    script(
+        "prolog.sh",
+        format!("id -un >> {}\necho print HEADER\necho export TEST=prolog_qa\necho unset DISPLAY\n", pre.display()),
+    );
+    script("epilog.sh", format!("id -un >> {}\nsleep 200 &\nsleep 200\n", post.display()));
+    let started = std::time::Instant::now();
+    let out = cluster.run(
+        Some("alice"),
+        &dir,
+        "srun",
+        &[
+            "-n3",
+            "-O",
+            "--task-prolog=prolog.sh",
+            "--task-epilog=epilog.sh",
+            "sh",
+            "-c",
+            "echo TEST=$TEST DISPLAY=${DISPLAY}X",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("HEADER\n").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("TEST=prolog_qa DISPLAY=X\n").count(), 3, "{stdout}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+    assert_eq!(read(&pre), "alice\n".repeat(3));
+    assert_eq!(read(&post), "alice\n".repeat(3));
+    let left = std::process::Command::new("pgrep").args(["-u", "alice", "-f", "sleep 200"]).output().expect("pgrep");
+    assert_eq!(text(&left.stdout), "", "the epilogs' children were left running");
+}

@@ -903,6 +903,12 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('W')
         .value("sec")
         .srun_only("kill the other tasks this long after the first one exits"),
+    OptionDef::new("task-prolog", Apply::Value(|low, v, _| set(&mut low.task_prolog, text(v))))
+        .value("program")
+        .srun_only("run this before each task (its export, unset and print lines shape the task)"),
+    OptionDef::new("task-epilog", Apply::Value(|low, v, _| set(&mut low.task_epilog, text(v))))
+        .value("program")
+        .srun_only("run this after each task"),
     OptionDef::new("no-shell", Apply::Flag(|low| low.no_shell = Some(true)))
         .help("exit once the allocation is granted, leaving it to run")
         .commands(Commands::SALLOC),

@@ -174,4 +174,8 @@ low_args! {
     kill_on_bad_exit: bool,
     /// srun's `-W/--wait=sec`.
     step_wait: u32,
+    /// srun's `--task-prolog`.
+    task_prolog: String,
+    /// srun's `--task-epilog`.
+    task_epilog: String,
 }

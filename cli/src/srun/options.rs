@@ -124,6 +124,11 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.kill_on_bad_exit = low.kill_on_bad_exit.unwrap_or(false);
     options.wait = low.step_wait.filter(|w| *w > 0);
     options.input = low.input;
+    // The node runs them from the step's working directory; srun names them from its own.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let absolute = |path: String| cwd.join(path).to_string_lossy().into_owned();
+    step.task_prolog = low.task_prolog.map(absolute);
+    step.task_epilog = low.task_epilog.map(absolute);
     if low.tmp.is_some_and(|mb| mb > 0) {
         // Every node reports TmpDisk=0 (Drover has no temporary-disk setting): none can hold it.
         bail!("Unable to allocate resources: Requested node configuration is not available");

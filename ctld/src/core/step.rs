@@ -319,6 +319,8 @@ impl Core {
                 work_dir: spec.work_dir.clone(),
                 label: spec.label,
                 pty: spec.pty,
+                task_prolog: spec.task_prolog.clone(),
+                task_epilog: spec.task_epilog.clone(),
             };
             launches.push((share.node.clone(), launch));
         }

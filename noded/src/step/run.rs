@@ -16,7 +16,7 @@
 //! thread (a thread per pipe would count against the job's pids limit); srun's input has one
 //! thread.
 
-use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS};
+use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS, task_scripts};
 use crate::cgroup::{Controller, JobCgroup};
 use crate::isolation::{self, JobIsolation};
 use crate::sys::exec::TaskSetup;
@@ -515,8 +515,27 @@ fn run_tasks(
         terminal = Some((File::from(pty.master), pty.slave));
     }
     let mut children: Vec<(u32, std::io::Result<Child>)> = Vec::new();
+    let script_user = task_scripts::ScriptUser {
+        ids: identity.as_ref().map(|i| (i.uid.as_raw(), i.gid.as_raw())),
+        work_dir: &launch.work_dir,
+    };
+    // Each task's environment, for its epilog.
+    let mut envs: Vec<Vec<(String, String)>> = Vec::new();
     for (local, &task) in tasks.iter().enumerate() {
-        let env = task_environment(launch, plan, task, u32::try_from(local).unwrap_or(u32::MAX));
+        let mut env = task_environment(launch, plan, task, u32::try_from(local).unwrap_or(u32::MAX));
+        if let Some(prolog) = &launch.task_prolog {
+            match task_scripts::run_prolog(prolog, &mut env, &script_user) {
+                Ok(outcome) if outcome.print.is_empty() => {}
+                Ok(outcome) => send(sink, stepio::STDOUT, task, &outcome.print),
+                Err(error) => {
+                    let message = format!("slurmstepd: error: task prolog {prolog}: {}\n", describe(&error));
+                    send(sink, stepio::STDERR, task, message.as_bytes());
+                    send(sink, stepio::EXIT, task, &(1i32 << 8).to_le_bytes());
+                    continue;
+                }
+            }
+        }
+        envs.push(env.clone());
         let slave = terminal.as_ref().filter(|_| task == 0).map(|(_, slave)| slave);
         children.push((task, spawn_task(launch, env, identity.as_ref(), slave)));
     }
@@ -577,6 +596,9 @@ fn run_tasks(
     for (task, mut child) in running {
         let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
         statuses.push((task, status));
+    }
+    if let Some(epilog) = &launch.task_epilog {
+        task_scripts::run_epilogs(epilog, &envs, &script_user);
     }
     // Every task is reaped: what they used is the runner's children's usage. It is spooled for
     // noded before srun learns of the exits (srun then records the step's end).
