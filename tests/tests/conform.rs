@@ -296,3 +296,16 @@ fn srun_task_prolog_and_epilog() {
     let left = std::process::Command::new("pgrep").args(["-u", "alice", "-f", "sleep 200"]).output().expect("pgrep");
     assert_eq!(text(&left.stdout), "", "the epilogs' children were left running");
 }
+
+/// srun's soft resource limits reach its tasks (Slurm's PropagateResourceLimits=ALL): a batch
+/// script lowers its limits and the step's tasks see the lowered ones.
+#[test]
+fn srun_propagates_resource_limits() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\nulimit -c 100\nulimit -n 500\nulimit -s 4000\n\
+                  $DROVER_HOME/bin/srun sh -c 'echo core=$(ulimit -c) nofile=$(ulimit -n) stack=$(ulimit -s)'\n";
+    let job_id = cluster.submit(None, "limits.sh", script, &["-o", "limits.out"]);
+    cluster.wait_state(job_id, "COMPLETED", std::time::Duration::from_secs(60));
+    let out = std::fs::read_to_string(cluster.workdir(None).join("limits.out")).expect("job output");
+    assert_eq!(out, "core=100 nofile=500 stack=4000\n");
+}

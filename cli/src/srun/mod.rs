@@ -565,6 +565,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     spec.srun_address = address;
     spec.argv = options.command.clone();
     spec.environment = options.environment();
+    spec.rlimits = drover_shared::job::current_rlimits();
     spec.work_dir = match &options.chdir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("reading the working directory")?.to_string_lossy().into_owned(),

@@ -52,6 +52,9 @@ fn launch_size(launch: &StepLaunch) -> usize {
     postcard::experimental::serialized_size(launch).map_or(usize::MAX, |size| size + 8)
 }
 
+/// The most resource limits a step may carry (srun sends ten).
+const MAX_RLIMITS: usize = 16;
+
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Response {
     Response::Error { code, detail: detail.into() }
 }
@@ -163,6 +166,11 @@ impl Core {
             let _ = reply.send(refuse(code, format!("job {job_id} is not running")));
             return;
         };
+        if spec.rlimits.len() > MAX_RLIMITS {
+            let detail = format!("{} resource limits, at most {MAX_RLIMITS}", spec.rlimits.len());
+            let _ = reply.send(refuse(ErrorCode::InvalidSpec, detail));
+            return;
+        }
         // A step's name is shown to other users (`squeue -s`, `sacct`): the bounds and the
         // control-character rule of a job's name.
         if let Err((code, detail)) = crate::policy::validate::check_string("step name", &spec.name) {
@@ -321,6 +329,7 @@ impl Core {
                 pty: spec.pty,
                 task_prolog: spec.task_prolog.clone(),
                 task_epilog: spec.task_epilog.clone(),
+                rlimits: spec.rlimits.clone(),
             };
             launches.push((share.node.clone(), launch));
         }

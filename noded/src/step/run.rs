@@ -337,6 +337,7 @@ fn spawn_task(
         identity: identity.map(|i| (i.uid, i.gid, i.groups.clone())),
         work_dir,
         umask: launch.job.spec.umask,
+        rlimits: crate::sys::exec::capped_rlimits(&launch.rlimits),
     };
     crate::sys::exec::prepare_task(&mut command, setup);
     command.spawn()

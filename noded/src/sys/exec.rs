@@ -70,6 +70,24 @@ pub(crate) struct TaskSetup {
     pub(crate) work_dir: CString,
     /// Applied unless 0.
     pub(crate) umask: u32,
+    /// Soft resource limits to set (srun's), each already capped at this process's hard limit.
+    pub(crate) rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
+}
+
+/// The soft limits srun sent, as `(resource, soft, hard)` with the soft one capped at the
+/// runner's hard limit (a user's limit never raises what the node allows); unknown names and
+/// limits that cannot be read are skipped.
+pub(crate) fn capped_rlimits(wanted: &[(String, u64)]) -> Vec<(nix::sys::resource::Resource, u64, u64)> {
+    use nix::sys::resource::{RLIM_INFINITY, getrlimit};
+    wanted
+        .iter()
+        .filter_map(|(name, value)| {
+            let (_, resource) = drover_shared::job::PROPAGATED_RLIMITS.iter().find(|(n, _)| n == name)?;
+            let (_, hard) = getrlimit(*resource).ok()?;
+            let soft = if *value == u64::MAX { RLIM_INFINITY } else { *value };
+            Some((*resource, soft.min(hard), hard))
+        })
+        .collect()
 }
 
 /// Has `command`'s child set itself up as `setup` says before the exec: session or process
@@ -77,11 +95,11 @@ pub(crate) struct TaskSetup {
 /// mask with default actions for the signals the runner handles, and nothing inherited but its
 /// stdio.
 pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
-    let TaskSetup { on_terminal, identity, work_dir, umask } = setup;
+    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits } = setup;
     // SAFETY: the closure runs in the forked child of a runner that has not started any thread
     // yet (tasks are all forked before the first thread), and only makes system calls on data
     // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
-    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setgroups,
+    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setrlimit, setgroups,
     // setgid, setuid, chdir, umask, sigprocmask/signal resets and marking descriptors
     // close-on-exec.
     unsafe {
@@ -101,6 +119,9 @@ pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
                 nix::sys::stat::Mode::empty(),
             ) {
                 let _ = nix::unistd::write(&adjust, b"0");
+            }
+            for (resource, soft, hard) in &rlimits {
+                let _ = nix::sys::resource::setrlimit(*resource, *soft, *hard);
             }
             if let Some((uid, gid, groups)) = &identity {
                 nix::unistd::setgroups(groups)?;
