@@ -309,3 +309,28 @@ fn srun_propagates_resource_limits() {
     let out = std::fs::read_to_string(cluster.workdir(None).join("limits.out")).expect("job output");
     assert_eq!(out, "core=100 nofile=500 stack=4000\n");
 }
+
+/// srun creates every task's `-e` file when the step starts, even when no task writes to it.
+#[test]
+fn srun_creates_empty_error_files() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let out = cluster.run(None, &dir, "srun", &["--error=err-%t.txt", "-n2", "-O", "true"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for task in 0..2 {
+        let path = dir.join(format!("err-{task}.txt"));
+        assert_eq!(std::fs::read(&path).ok(), Some(Vec::new()), "{}", path.display());
+    }
+}
+
+/// `srun -N-3` is at most three nodes (at least one); srun runs inside a task of another srun
+/// (each outer task starts an inner step of the same job).
+#[test]
+fn srun_node_range_without_minimum_and_nested_steps() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let inner = "$DROVER_HOME/bin/srun -l -n4 -O --overlap true && echo inner-ok";
+    let out = cluster.run(None, &dir, "srun", &["-N-3", "-n4", "-O", "--overlap", "sh", "-c", inner], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "inner-ok\n".repeat(4), "{}", text(&out.stderr));
+}

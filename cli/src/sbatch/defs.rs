@@ -370,6 +370,8 @@ fn node_count(value: &str) -> Result<NodeCount, OptionError> {
     };
     let value = value.trim();
     let count = match value.split_once('-') {
+        // `-N-3`: at most three nodes, at least one (Slurm reads a missing minimum as 1).
+        Some(("", max)) => NodeCount { min: 1, max: Some(one(max).ok_or_else(err)?) },
         Some((min, max)) => NodeCount { min: one(min).ok_or_else(err)?, max: Some(one(max).ok_or_else(err)?) },
         None => NodeCount { min: one(value).ok_or_else(err)?, max: None },
     };

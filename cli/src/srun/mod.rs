@@ -629,6 +629,15 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
         open: output::Files::default(),
         base: PathBuf::from(&work_dir),
     };
+    // Every task's `-o`/`-e` file exists once the step starts, even one no output reaches (Slurm
+    // creates them as the tasks start).
+    let paths: Vec<String> =
+        printer.files.values().flat_map(|(out, err)| [out.clone(), err.clone()]).flatten().collect();
+    for path in paths {
+        if let Err(error) = printer.open.write(&printer.base, &path, &[]) {
+            eprintln!("srun: error: opening {path}: {error}");
+        }
+    }
     let mut statuses: HashMap<u32, i32> = HashMap::new();
     let mut closed = 0;
     let deadline = Instant::now() + CONNECT_TIMEOUT;

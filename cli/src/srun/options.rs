@@ -420,6 +420,8 @@ mod tests {
               -K, --kill-on-bad-exit[=0|1]
                                           end the step when a task exits with a non-zero code
               -W, --wait=sec              kill the other tasks this long after the first one exits
+                  --task-prolog=program   run this before each task (its export, unset and print lines shape the task)
+                  --task-epilog=program   run this after each task
 
             Node and memory constraints:
                   --mem=MB                memory per node (MB, or a K, M, G or T suffix)
