@@ -182,6 +182,10 @@ fn step_environment_and_srun_input_variables() {
         env.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("no {name}:\n{env}"))
     };
     assert_eq!(value("SLURM_CPUS_ON_NODE"), "2");
+    assert!(value("SLURM_TASK_PID").parse::<u32>().is_ok_and(|p| p > 1), "{env}");
+    let out =
+        cluster.run(None, &dir, "srun", &["-n2", "-O", "sh", "-c", "[ $SLURM_TASK_PID = $$ ] && echo own-pid"], None);
+    assert_eq!(text(&out.stdout), "own-pid\nown-pid\n", "SLURM_TASK_PID is the task's pid: {}", text(&out.stderr));
     assert_eq!(value("SLURM_TOPOLOGY_ADDR_PATTERN"), "node");
     assert!(value("SLURM_SRUN_COMM_PORT").parse::<u16>().is_ok_and(|p| p > 0), "{env}");
     assert_eq!(value("SLURM_SRUN_COMM_HOST"), value("SLURM_LAUNCH_NODE_IPADDR"));

@@ -319,7 +319,10 @@ fn spawn_task(
 ) -> std::io::Result<Child> {
     let program = launch.argv.first().cloned().unwrap_or_default();
     let mut command = Command::new(&program);
-    command.args(launch.argv.iter().skip(1)).env_clear().envs(env);
+    // The environment is installed in the child with its pid (`SLURM_TASK_PID`): the command's
+    // own is left alone, so that `execvp` passes on the one installed.
+    command.args(launch.argv.iter().skip(1));
+    let environment = crate::sys::exec::TaskEnvironment::new(&env)?;
     match terminal {
         Some(slave) => {
             command.stdin(slave.try_clone()?).stdout(slave.try_clone()?).stderr(slave.try_clone()?);
@@ -338,6 +341,7 @@ fn spawn_task(
         work_dir,
         umask: launch.job.spec.umask,
         rlimits: crate::sys::exec::capped_rlimits(&launch.rlimits),
+        environment,
     };
     crate::sys::exec::prepare_task(&mut command, setup);
     command.spawn()
