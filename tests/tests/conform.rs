@@ -338,3 +338,81 @@ fn srun_node_range_without_minimum_and_nested_steps() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "inner-ok\n".repeat(4), "{}", text(&out.stderr));
 }
+
+/// A running srun and the lines it has printed so far (stdout and stderr together).
+struct Watched {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl Watched {
+    fn start(cluster: &Cluster, args: &[&str]) -> Watched {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(cluster.home().join("bin/srun"))
+            .args(args)
+            .current_dir(cluster.workdir(None))
+            .env("DROVER_CONF", cluster.home().join("cluster.toml"))
+            .env("DROVER_SOCKET", cluster.home().join("ctld/ctld.sock"))
+            .env_remove("SLURM_JOB_ID")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting srun");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let out = child.stdout.take().expect("stdout");
+        let err = child.stderr.take().expect("stderr");
+        let tx2 = tx.clone();
+        std::thread::spawn(move || {
+            std::io::BufReader::new(out).lines().map_while(Result::ok).for_each(|l| drop(tx.send(l)))
+        });
+        std::thread::spawn(move || {
+            std::io::BufReader::new(err).lines().map_while(Result::ok).for_each(|l| drop(tx2.send(l)))
+        });
+        Watched { child, lines, seen: String::new() }
+    }
+
+    /// Waits (30 s at most) for a line containing `text`.
+    fn expect(&mut self, text: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !self.seen.contains(text) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push_str(&(line + "\n")),
+                Err(_) => panic!("no {text:?} from srun; it printed:\n{}", self.seen),
+            }
+        }
+    }
+
+    fn interrupt(&self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    }
+}
+
+/// SIGINT to srun prints its tasks' status and leaves them running (a second one within a
+/// second would abort); a step cancelled from outside makes srun say so; under
+/// `--quit-on-interrupt` one SIGINT kills the step.
+#[test]
+fn srun_interrupts_as_slurm() {
+    let cluster = Cluster::start();
+    let script = "trap '' INT; echo WAITING; sleep 100";
+    let mut srun = Watched::start(&cluster, &["-v", "-N1", "sh", "-c", script]);
+    srun.expect("WAITING");
+    srun.interrupt();
+    srun.expect("srun: interrupt (one more within 1 sec to abort)");
+    srun.expect("task 0: running");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let job_id = cluster.ok("squeue", &["-h", "-o", "%i"]).trim().to_owned();
+    assert!(!job_id.is_empty(), "the step was cancelled by one SIGINT");
+    cluster.ok("scancel", &[&job_id]);
+    srun.expect("Job step aborted");
+    let _ = srun.child.wait();
+
+    let mut srun = Watched::start(&cluster, &["-v", "-N1", "--quit-on-interrupt", "sh", "-c", script]);
+    srun.expect("WAITING");
+    srun.interrupt();
+    srun.expect("task 0: Killed");
+    let _ = srun.child.wait();
+}

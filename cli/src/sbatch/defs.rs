@@ -911,6 +911,9 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("task-epilog", Apply::Value(|low, v, _| set(&mut low.task_epilog, text(v))))
         .value("program")
         .srun_only("run this after each task"),
+    OptionDef::new("quit-on-interrupt", Apply::Flag(|low| low.quit_on_interrupt = Some(true))).srun_only(
+        "kill the step at the first SIGINT (default: print its status; a second one within a second aborts)",
+    ),
     OptionDef::new("no-shell", Apply::Flag(|low| low.no_shell = Some(true)))
         .help("exit once the allocation is granted, leaving it to run")
         .commands(Commands::SALLOC),

@@ -174,6 +174,8 @@ low_args! {
     kill_on_bad_exit: bool,
     /// srun's `-W/--wait=sec`.
     step_wait: u32,
+    /// srun's `--quit-on-interrupt`.
+    quit_on_interrupt: bool,
     /// srun's `--task-prolog`.
     task_prolog: String,
     /// srun's `--task-epilog`.

@@ -37,12 +37,25 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Set by SIGINT/SIGTERM: srun cancels its step (its tasks get SIGTERM, then SIGKILL) and goes on
-/// collecting their exits.
+/// Set by SIGTERM, and by SIGINT before a step exists: srun cancels its step (its tasks get
+/// SIGTERM, then SIGKILL) and goes on collecting their exits.
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-extern "C" fn on_interrupt(_signal: libc::c_int) {
-    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+/// SIGINTs received: while a step runs, one prints its tasks' status and a second within a
+/// second cancels it (Slurm's srun); under `--quit-on-interrupt` one kills it.
+static INTERRUPTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn on_interrupt(signal: libc::c_int) {
+    if signal == libc::SIGINT {
+        INTERRUPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    } else {
+        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Whether srun was asked to stop (SIGTERM, or any SIGINT).
+fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) || INTERRUPTS.load(std::sync::atomic::Ordering::SeqCst) > 0
 }
 
 fn catch_interrupts() {
@@ -655,11 +668,39 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
         }
     };
+    let status_line = |statuses: &HashMap<u32, i32>| {
+        let (exited, running): (Vec<u32>, Vec<u32>) = (0..layout.ntasks).partition(|t| statuses.contains_key(t));
+        for (tasks, what) in [(running, "running"), (exited, "exited")] {
+            if !tasks.is_empty() {
+                let plural = if tasks.len() > 1 { "tasks" } else { "task" };
+                eprintln!("srun: StepId={job_id}.{} {plural} {}: {what}", layout.step_id, task_ranges(&tasks));
+            }
+        }
+    };
+    let mut interrupts_seen = INTERRUPTS.load(std::sync::atomic::Ordering::SeqCst);
+    let mut last_interrupt: Option<Instant> = None;
     while statuses.len() < total && closed < expected {
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) && !cancel_sent {
             cancel_sent = true;
             eprintln!("srun: interrupt: cancelling step {job_id}.{}", layout.step_id);
             cancel(None);
+        }
+        let interrupts = INTERRUPTS.load(std::sync::atomic::Ordering::SeqCst);
+        if interrupts > interrupts_seen && !cancel_sent {
+            interrupts_seen = interrupts;
+            if options.quit_on_interrupt {
+                cancel_sent = true;
+                eprintln!("srun: interrupt: killing StepId={job_id}.{}", layout.step_id);
+                cancel(Some(libc::SIGKILL));
+            } else if last_interrupt.is_some_and(|at| at.elapsed() <= Duration::from_secs(1)) {
+                cancel_sent = true;
+                eprintln!("srun: interrupt: aborting StepId={job_id}.{}", layout.step_id);
+                cancel(None);
+            } else {
+                last_interrupt = Some(Instant::now());
+                eprintln!("srun: interrupt (one more within 1 sec to abort)");
+                status_line(&statuses);
+            }
         }
         if bad_exit && options.kill_on_bad_exit && !cancel_sent {
             cancel_sent = true;
@@ -674,12 +715,8 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             && first.elapsed() >= Duration::from_secs(wait.into())
         {
             cancel_sent = true;
-            let (exited, running): (Vec<u32>, Vec<u32>) = (0..layout.ntasks).partition(|t| statuses.contains_key(t));
             eprintln!("srun: First task exited {wait}s ago");
-            for (tasks, what) in [(running, "running"), (exited, "exited")] {
-                let plural = if tasks.len() > 1 { "tasks" } else { "task" };
-                eprintln!("srun: StepId={job_id}.{} {plural} {}: {what}", layout.step_id, task_ranges(&tasks));
-            }
+            status_line(&statuses);
             cancel(Some(libc::SIGKILL));
         }
         if statuses.is_empty() && Instant::now() >= deadline {
@@ -707,6 +744,13 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             Err(_) => break,
         }
     }
+    // Tasks killed by a signal srun did not send: when the step (or its job) was cancelled, say
+    // so, as Slurm's srun does.
+    // (A task that never reported counts as killed, as in the summary.)
+    let signaled = (0..layout.ntasks).any(|t| statuses.get(&t).is_none_or(|s| WaitStatus(*s).parts().1 != 0));
+    if !cancel_sent && signaled && step_cancelled(socket, job_id, layout.step_id) {
+        eprintln!("srun: Job step aborted: StepId={job_id}.{} was cancelled", layout.step_id);
+    }
     // Output that raced the last exit frame.
     while let Ok(message) = rx.try_recv() {
         if let Incoming::Output { kind, task, data } = message {
@@ -721,6 +765,22 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
         eprintln!("srun: error: could not record the end of step {job_id}.{}: {error:#}", layout.step_id);
     }
     Ok(code)
+}
+
+/// Whether ctld records the step, or its job, as cancelled.
+fn step_cancelled(socket: &std::path::Path, job_id: u32, step_id: u32) -> bool {
+    use drover_shared::job::StepId;
+    use drover_shared::proto::client::JobQuery;
+    let query = JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() };
+    let Ok(Response::Jobs { jobs, .. }) =
+        Client::connect_at(socket).and_then(|mut c| c.call(&Request::QueryJobs(query)))
+    else {
+        return false;
+    };
+    jobs.iter().filter(|j| j.job_id == job_id).any(|job| {
+        job.state() == JobState::Cancelled
+            || job.steps.iter().any(|s| s.step_id == StepId::Numbered(step_id) && s.state == JobState::Cancelled)
+    })
 }
 
 /// Asks ctld for the step; while the job's running steps hold the CPUs it needs, waits and asks
@@ -754,7 +814,7 @@ fn create_step(
                     }
                     waited = true;
                 }
-                if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+                if interrupted() {
                     bail!("Unable to create step for job {job_id}: interrupted");
                 }
                 std::thread::sleep(pause);

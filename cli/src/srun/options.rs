@@ -50,6 +50,8 @@ pub(crate) struct StepOptions {
     pub(crate) wait: Option<u32>,
     /// `-i`: `all`, `none`, a task id or a file.
     pub(crate) input: Option<String>,
+    /// `--quit-on-interrupt`: the first SIGINT kills the step.
+    pub(crate) quit_on_interrupt: bool,
 }
 
 /// What srun's or salloc's command line asks.
@@ -124,6 +126,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.kill_on_bad_exit = low.kill_on_bad_exit.unwrap_or(false);
     options.wait = low.step_wait.filter(|w| *w > 0);
     options.input = low.input;
+    options.quit_on_interrupt = low.quit_on_interrupt.unwrap_or(false);
     // The node runs them from the step's working directory; srun names them from its own.
     let cwd = std::env::current_dir().unwrap_or_default();
     let absolute = |path: String| cwd.join(path).to_string_lossy().into_owned();
@@ -422,6 +425,7 @@ mod tests {
               -W, --wait=sec              kill the other tasks this long after the first one exits
                   --task-prolog=program   run this before each task (its export, unset and print lines shape the task)
                   --task-epilog=program   run this after each task
+                  --quit-on-interrupt     kill the step at the first SIGINT (default: print its status; a second one within a second aborts)
 
             Node and memory constraints:
                   --mem=MB                memory per node (MB, or a K, M, G or T suffix)
