@@ -188,8 +188,9 @@ SlurmInstallDir=$HOME_DIR
 SlurmConfigDir=$ETC
 EOF
 # atf checks `sudo -ln` for "(ALL...) NOPASSWD: ALL" and runs other users' commands with
-# `sudo -nu USER /bin/bash -lc CMD`. A login shell would reset PATH to the system's, where no
-# Slurm commands are, so this sudo runs `bash -c` with the caller's environment.
+# `sudo -nu USER /bin/bash -lc CMD` (some tests `sudo -u USER bash -lc CMD`). A login shell would
+# reset PATH to the system's, where no Slurm commands are, so this sudo runs `bash -c` with the
+# caller's environment.
 cat >"$BIN/sudo" <<'EOF'
 #!/usr/bin/env bash
 # sudo for Slurm's test suite (written by tests/slurm-suite/run.sh): root may do anything.
@@ -203,7 +204,7 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
-[ "${1:-}" = /bin/bash ] && [ "${2:-}" = -lc ] && set -- /bin/bash -c "${@:3}"
+case "${1:-}" in /bin/bash|bash) [ "${2:-}" = -lc ] && set -- /bin/bash -c "${@:3}" ;; esac
 if [ "$user" = root ]; then exec "$@"; fi
 exec runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" "$@"
 EOF

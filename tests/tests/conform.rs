@@ -314,11 +314,16 @@ fn srun_propagates_resource_limits() {
     assert_eq!(out, "core=100 nofile=500 stack=4000\n");
 }
 
-/// srun creates every task's `-e` file when the step starts, even when no task writes to it.
+/// srun creates every task's `-e` file when the step starts, even when no task writes to it;
+/// `%x` outside an allocation is the job's name, the command's; `--mem=1` runs (the memory
+/// cgroup has Slurm's 30 MB floor).
 #[test]
 fn srun_creates_empty_error_files() {
     let cluster = Cluster::start();
     let dir = cluster.workdir(None);
+    let out = cluster.run(None, &dir, "srun", &["--output=out.%x.txt", "--mem=1", "true"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.join("out.true.txt").exists(), "%x is the command's name");
     let out = cluster.run(None, &dir, "srun", &["--error=err-%t.txt", "-n2", "-O", "true"], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     for task in 0..2 {

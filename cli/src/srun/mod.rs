@@ -612,6 +612,12 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     }
     drop(tx);
     let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name).unwrap_or_default();
+    // `%x`: the step's name, else the job's (srun outside an allocation names it after the
+    // command, as Slurm does).
+    let job_name = Some(options.step.name.clone())
+        .filter(|n| !n.is_empty())
+        .or_else(|| std::env::var("SLURM_JOB_NAME").ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| options.command.first().map(|c| job_name_of(c)).unwrap_or_default());
     let mut files = HashMap::new();
     for (index, (node, tasks)) in layout.nodes.iter().zip(&layout.tasks).enumerate() {
         for &task in tasks {
@@ -622,7 +628,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
                 node_index: u32::try_from(index).unwrap_or(u32::MAX),
                 node_name: node,
                 user: &user,
-                job_name: &options.step.name,
+                job_name: &job_name,
             };
             // `none` discards; a task id sends that task's stream to srun and discards the others'.
             let expand = |pattern: &Option<String>| match pattern.as_deref() {
