@@ -421,3 +421,18 @@ fn srun_interrupts_as_slurm() {
     srun.expect("task 0: Killed");
     let _ = srun.child.wait();
 }
+
+/// `%A` and `%a` in srun's `-o` are the array's job id and the task id of the job srun runs in.
+#[test]
+fn srun_output_array_tokens() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\n$DROVER_HOME/bin/srun --output=o.%A.%a.txt echo hi\n";
+    let job_id = cluster.submit(None, "arr.sh", script, &["--array=1-2", "-o", "/dev/null"]);
+    let dir = cluster.workdir(None);
+    for task in 1..=2 {
+        let path = dir.join(format!("o.{job_id}.{task}.txt"));
+        cluster.wait_for("the task's step output", std::time::Duration::from_secs(60), || {
+            std::fs::read_to_string(&path).ok().filter(|t| t == "hi\n")
+        });
+    }
+}

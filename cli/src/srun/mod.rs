@@ -618,6 +618,9 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
         .filter(|n| !n.is_empty())
         .or_else(|| std::env::var("SLURM_JOB_NAME").ok().filter(|n| !n.is_empty()))
         .unwrap_or_else(|| options.command.first().map(|c| job_name_of(c)).unwrap_or_default());
+    // `%A`/`%a`: the array of the job srun runs in (its environment says).
+    let array_var = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+    let array = array_var("SLURM_ARRAY_JOB_ID").zip(array_var("SLURM_ARRAY_TASK_ID"));
     let mut files = HashMap::new();
     for (index, (node, tasks)) in layout.nodes.iter().zip(&layout.tasks).enumerate() {
         for &task in tasks {
@@ -629,6 +632,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
                 node_name: node,
                 user: &user,
                 job_name: &job_name,
+                array,
             };
             // `none` discards; a task id sends that task's stream to srun and discards the others'.
             let expand = |pattern: &Option<String>| match pattern.as_deref() {
