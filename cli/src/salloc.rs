@@ -33,7 +33,12 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         options.command = vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())];
     }
     let socket = crate::srun::socket_path()?;
-    with_allocation(&socket, &options.allocation, Allocator::Salloc, |job_id| {
+    if options.no_shell {
+        // The allocation outlives salloc: it ends at its time limit or with scancel.
+        allocate(&socket, &options.allocation, Allocator::Salloc, options.immediate)?;
+        return Ok(0);
+    }
+    with_allocation(&socket, &options.allocation, Allocator::Salloc, options.immediate, |job_id| {
         let info = query(&socket, job_id)?.context("the allocation vanished")?;
         let nodelist = drover_shared::hostlist::compress(&info.nodes);
         let status = std::process::Command::new(&options.command[0])
@@ -76,13 +81,40 @@ pub(crate) enum Allocator {
 }
 
 /// Allocates what `request` asks, runs `body` with the job id once the allocation is granted,
-/// and releases it whatever `body` returns.
+/// and releases it whatever `body` returns. With `immediate`, gives up (and cancels the request)
+/// unless the allocation is granted within that many seconds.
 pub(crate) fn with_allocation(
     socket: &Path,
     request: &JobSpec,
     who: Allocator,
+    immediate: Option<u32>,
     body: impl FnOnce(u32) -> anyhow::Result<i32>,
 ) -> anyhow::Result<i32> {
+    let job_id = allocate(socket, request, who, immediate)?;
+    let granted = std::time::Instant::now();
+    let result = body(job_id);
+    // The holder installs its trap within milliseconds of the grant; never signal it before.
+    std::thread::sleep(Duration::from_secs(1).saturating_sub(granted.elapsed()));
+    if who == Allocator::Salloc {
+        eprintln!("salloc: Relinquishing job allocation {job_id}");
+    }
+    let release = CancelRequest {
+        job_ids: vec![job_id],
+        signal: Some(libc::SIGUSR1),
+        batch_only: true,
+        ..CancelRequest::default()
+    };
+    if let Err(error) = crate::client::call_via(socket, &Request::Cancel(release)) {
+        eprintln!("salloc: error: could not release job {job_id}: {error:#}");
+    }
+    result
+}
+
+/// Submits the allocation `request` asks for and waits until it is granted; its job id.
+/// `immediate`: seconds to wait at most (0: only the scheduling pass that follows the
+/// submission, at most a second); a held request fails at once. One that was not granted is
+/// cancelled.
+fn allocate(socket: &Path, request: &JobSpec, who: Allocator, immediate: Option<u32>) -> anyhow::Result<u32> {
     let mut spec = request.clone();
     let cwd = std::env::current_dir().context("reading the working directory")?.to_string_lossy().into_owned();
     if spec.name.is_empty() {
@@ -107,8 +139,19 @@ pub(crate) fn with_allocation(
         other => bail!("unexpected answer from ctld: {other:?}"),
     };
     let mut announced = false;
+    let submitted = std::time::Instant::now();
     loop {
-        let state = query(socket, job_id)?.map(|j| j.state());
+        let job = query(socket, job_id)?;
+        let state = job.as_ref().map(JobInfo::state);
+        if let (Some(seconds), Some(JobState::Pending)) = (immediate, state) {
+            let held = job.as_ref().is_some_and(|j| j.reason.starts_with("JobHeld"));
+            if held || submitted.elapsed() >= Duration::from_secs(seconds.max(1).into()) {
+                let reason = job.map(|j| j.reason).unwrap_or_default();
+                let cancel = CancelRequest { job_ids: vec![job_id], ..CancelRequest::default() };
+                let _ = crate::client::call_via(socket, &Request::Cancel(cancel));
+                bail!("Unable to allocate resources: Immediate execution impossible (job {job_id} pending, {reason})");
+            }
+        }
         match state {
             Some(JobState::Running) => break,
             Some(JobState::Pending) | None => {
@@ -129,21 +172,5 @@ pub(crate) fn with_allocation(
         Allocator::Srun if announced => eprintln!("srun: job {job_id} has been allocated resources"),
         Allocator::Srun => {}
     }
-    let granted = std::time::Instant::now();
-    let result = body(job_id);
-    // The holder installs its trap within milliseconds of the grant; never signal it before.
-    std::thread::sleep(Duration::from_secs(1).saturating_sub(granted.elapsed()));
-    if who == Allocator::Salloc {
-        eprintln!("salloc: Relinquishing job allocation {job_id}");
-    }
-    let release = CancelRequest {
-        job_ids: vec![job_id],
-        signal: Some(libc::SIGUSR1),
-        batch_only: true,
-        ..CancelRequest::default()
-    };
-    if let Err(error) = crate::client::call_via(socket, &Request::Cancel(release)) {
-        eprintln!("salloc: error: could not release job {job_id}: {error:#}");
-    }
-    result
+    Ok(job_id)
 }

@@ -99,7 +99,7 @@ impl NodeIsolation {
     ) -> Result<Option<JobIsolation>, String> {
         let Some(cgroups) = &self.cgroups else { return Ok(None) };
         let denied_devices = denied_devices(&self.gpu_files, &launch.gpus)?;
-        let memory_bytes = (launch.mem_per_node_mb > 0).then(|| launch.mem_per_node_mb.saturating_mul(1024 * 1024));
+        let memory_bytes = memory_limit_bytes(launch.mem_per_node_mb);
         let cpus = match (&cgroups.cpuset, launch.cpus_on_node) {
             (Some(_), wanted) if wanted > 0 => {
                 let picked = pick_cpus(&cgroups.host_cpus(), busy_cpus, wanted);
@@ -178,6 +178,15 @@ pub fn format_cpu_list(cpus: &[u32]) -> String {
     parts.join(",")
 }
 
+/// Slurm's `MinRAMSpace` default: no job's memory cgroup is set below 30 MB, so that a job
+/// asking for less (`--mem=1`) can still start its programs.
+const MIN_MEMORY_MB: u64 = 30;
+
+/// The memory limit of a job's cgroup for `mb` megabytes per node (`None`: no limit).
+fn memory_limit_bytes(mb: u64) -> Option<u64> {
+    (mb > 0).then(|| mb.max(MIN_MEMORY_MB).saturating_mul(1024 * 1024))
+}
+
 /// The character devices of the GPUs not in `allocated` (their files are read now, as Slurm
 /// stats gres.conf's files at each launch). A missing file denies nothing: the device does not
 /// exist on this node; a file that is not a character device is a configuration error.
@@ -246,6 +255,13 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_limits_have_slurms_floor() {
+        assert_eq!(memory_limit_bytes(0), None);
+        assert_eq!(memory_limit_bytes(1), Some(30 << 20));
+        assert_eq!(memory_limit_bytes(100), Some(100 << 20));
+    }
 
     #[test]
     fn cpu_lists_round_trip() {

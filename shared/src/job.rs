@@ -462,6 +462,45 @@ pub struct StepSpec {
     pub pty: Option<(u16, u16)>,
     /// `-O/--overcommit`: more tasks than the job's CPUs on a node (up to `max_tasks_per_node`).
     pub overcommit: bool,
+    /// `--task-prolog`: an absolute path run as the user before each task; its `export`,
+    /// `unset` and `print` lines shape the task.
+    pub task_prolog: Option<String>,
+    /// `--task-epilog`: an absolute path run as the user after each task.
+    pub task_epilog: Option<String>,
+    /// srun's soft resource limits, propagated to the tasks (Slurm's PropagateResourceLimits,
+    /// all of them by default): `(name, value)` with Slurm's names (`CORE`, `NOFILE`, …) and
+    /// `u64::MAX` for unlimited. The node caps each at its own hard limit.
+    pub rlimits: Vec<(String, u64)>,
+}
+
+/// The resource limits srun propagates to its tasks, under Slurm's names (PropagateResourceLimits'
+/// `ALL`).
+pub const PROPAGATED_RLIMITS: [(&str, nix::sys::resource::Resource); 10] = {
+    use nix::sys::resource::Resource;
+    [
+        ("AS", Resource::RLIMIT_AS),
+        ("CORE", Resource::RLIMIT_CORE),
+        ("CPU", Resource::RLIMIT_CPU),
+        ("DATA", Resource::RLIMIT_DATA),
+        ("FSIZE", Resource::RLIMIT_FSIZE),
+        ("MEMLOCK", Resource::RLIMIT_MEMLOCK),
+        ("NOFILE", Resource::RLIMIT_NOFILE),
+        ("NPROC", Resource::RLIMIT_NPROC),
+        ("RSS", Resource::RLIMIT_RSS),
+        ("STACK", Resource::RLIMIT_STACK),
+    ]
+};
+
+/// This process's soft limits of [`PROPAGATED_RLIMITS`] (`u64::MAX`: unlimited).
+pub fn current_rlimits() -> Vec<(String, u64)> {
+    PROPAGATED_RLIMITS
+        .iter()
+        .filter_map(|(name, resource)| {
+            let (soft, _) = nix::sys::resource::getrlimit(*resource).ok()?;
+            let value = if soft == nix::sys::resource::RLIM_INFINITY { u64::MAX } else { soft };
+            Some(((*name).to_owned(), value))
+        })
+        .collect()
 }
 
 /// Where a step's tasks run, as ctld decided it.

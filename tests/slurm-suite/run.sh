@@ -164,12 +164,20 @@ mkdir -p "$ETC" "$BIN"
 # What local-config mode reads of slurm.conf (atf reads SlurmUser, NodeName lines and
 # AccountingStorageType from the file, the rest from `scontrol show config|nodes`). Only the suite
 # reads this file; Drover reads its own cluster.toml.
+# The plugin parameters the suite's tests require (read from this file in local-config mode) are
+# copied from what Drover's `scontrol show config` reports, never written here by hand: a test
+# runs only where Drover says it has that behaviour.
+PLUGINS=""
+for name in SelectType PriorityType SchedulerType SwitchType OverTimeLimit; do
+    value=$(scontrol show config | awk -v n="$name" '$1 == n { sub(/^[^=]*= */, ""); sub(/ min$/, ""); print }')
+    if [ -n "$value" ]; then PLUGINS="$PLUGINS$name=$value"$'\n'; fi
+done
 cat >"$ETC/slurm.conf" <<EOF
 # For Slurm's test suite only (tests/slurm-suite/run.sh): describes the Drover cluster in $HOME_DIR.
 ClusterName=suite
 SlurmUser=root
 AccountingStorageType=accounting_storage/slurmdbd
-NodeName=$NODES CPUs=$NODE_CPUS RealMemory=$NODE_MEM State=UNKNOWN
+${PLUGINS}NodeName=$NODES CPUs=$NODE_CPUS RealMemory=$NODE_MEM State=UNKNOWN
 PartitionName=debug Nodes=$NODES Default=YES MaxTime=1-00:00:00 State=UP
 EOF
 cat >"$ETC/testsuite.conf" <<EOF
@@ -180,8 +188,9 @@ SlurmInstallDir=$HOME_DIR
 SlurmConfigDir=$ETC
 EOF
 # atf checks `sudo -ln` for "(ALL...) NOPASSWD: ALL" and runs other users' commands with
-# `sudo -nu USER /bin/bash -lc CMD`. A login shell would reset PATH to the system's, where no
-# Slurm commands are, so this sudo runs `bash -c` with the caller's environment.
+# `sudo -nu USER /bin/bash -lc CMD` (some tests `sudo -u USER bash -lc CMD`). A login shell would
+# reset PATH to the system's, where no Slurm commands are, so this sudo runs `bash -c` with the
+# caller's environment.
 cat >"$BIN/sudo" <<'EOF'
 #!/usr/bin/env bash
 # sudo for Slurm's test suite (written by tests/slurm-suite/run.sh): root may do anything.
@@ -195,7 +204,7 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
-[ "${1:-}" = /bin/bash ] && [ "${2:-}" = -lc ] && set -- /bin/bash -c "${@:3}"
+case "${1:-}" in /bin/bash|bash) [ "${2:-}" = -lc ] && set -- /bin/bash -c "${@:3}" ;; esac
 if [ "$user" = root ]; then exec "$@"; fi
 exec runuser -u "$user" -- env HOME="$(getent passwd "$user" | cut -d: -f6)" USER="$user" "$@"
 EOF

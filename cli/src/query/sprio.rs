@@ -42,6 +42,12 @@ struct Args {
     /// Cluster (accepted; Drover serves one cluster).
     #[arg(short = 'M', long = "clusters")]
     clusters: Option<String>,
+    /// Output format: `%[.][width]letter` fields (Slurm's letters).
+    #[arg(short = 'o', long = "format")]
+    format: Option<String>,
+    /// Print the options first.
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    verbose: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,8 +190,74 @@ fn line(fields: &[Field], value: impl Fn(Field) -> String) -> String {
     cells.join(" ") + "\n"
 }
 
+/// What one letter of `-o` prints: the field, and whether it is the normalized value (`%a`,
+/// lower case) or the weighted one (`%A`).
+fn format_field(letter: char) -> Option<(Field, bool)> {
+    let field = match letter.to_ascii_lowercase() {
+        'a' => Field::Age,
+        'b' => Field::Assoc,
+        'f' => Field::FairShare,
+        'i' => Field::JobId,
+        'j' => Field::JobSize,
+        'n' => Field::Nice,
+        'p' => Field::PartitionFactor,
+        'q' => Field::Qos,
+        'r' => Field::Partition,
+        's' => Field::Site,
+        't' => Field::Tres,
+        'u' => Field::User,
+        'y' => Field::Priority,
+        _ => return None,
+    };
+    // Upper case is the weighted value, except `%N` (nice), `%r`, `%S`, `%i`, `%u`, which
+    // have one reading.
+    Some((field, letter.is_ascii_lowercase() && !matches!(letter, 'i' | 'n' | 'r' | 'u')))
+}
+
+/// Rows under a `-o` format: each field padded to its width, the format's text around it.
+fn render_format(format: &str, rows: &[PriorityRow], weights: &PriorityWeights, noheader: bool) -> String {
+    let items = super::format::parse_percent(format);
+    let render_line = |value: &dyn Fn(Field, bool) -> String| {
+        let mut out = String::new();
+        for item in &items {
+            out.push_str(&item.prefix);
+            let text = format_field(item.letter).map_or_else(String::new, |(field, norm)| value(field, norm));
+            super::format::push_cell(&mut out, &text, item.width, item.right, true);
+            out.push_str(&item.suffix);
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut out = String::new();
+    if !noheader {
+        out += &render_line(&|field, _| field.header().to_owned());
+    }
+    for row in rows {
+        out += &render_line(&|field, norm| cell(field, row, weights, norm));
+    }
+    out
+}
+
+/// The options, as Slurm's sprio prints them under `-v` before its table.
+fn options_dump(args: &Args, job_ids: &[u32]) -> String {
+    let list = |items: &[String]| if items.is_empty() { "(null)".to_owned() } else { items.join(",") };
+    let jobs: Vec<String> = job_ids.iter().map(u32::to_string).collect();
+    format!(
+        "-----------------------------\nformat     = {}\njob_flag   = {}\njobs       = {}\npartition  = {}\n\
+         users      = {}\nverbose    = {}\n-----------------------------\n\n\n",
+        args.format.as_deref().unwrap_or("(null)"),
+        u8::from(!job_ids.is_empty()),
+        list(&jobs),
+        list(&common::flat_list(&args.partitions)),
+        list(&common::flat_list(&args.users)),
+        args.verbose,
+    )
+}
+
 /// Renders rows (or the weights line) in Slurm's layout.
 fn render(rows: &[PriorityRow], weights: &PriorityWeights, args: &Args) -> String {
+    if let Some(format) = args.format.as_deref().filter(|_| !args.weights) {
+        return render_format(format, rows, weights, args.noheader);
+    }
     let fields = fields(args.long, !args.users.is_empty(), weights);
     let mut out = String::new();
     if !args.noheader {
@@ -228,6 +300,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     rows.retain(|r| partitions.is_empty() || partitions.contains(&r.partition));
     rows.retain(|r| users.is_empty() || users.contains(&r.user));
     rows.sort_by(|a, b| a.job_id.cmp(&b.job_id).then(a.partition.cmp(&b.partition)));
+    if args.verbose > 0 {
+        print!("{}", options_dump(&args, &job_ids));
+    }
     print!("{}", render(&rows, &weights, &args));
     Ok(0)
 }
@@ -270,5 +345,19 @@ mod tests {
         for (sample, extra) in cases {
             assert_eq!(render(&rows, &weights, &args(extra)), sample_stdout(sample), "{sample}");
         }
+        // `-o`: Slurm's letters, lower case normalized, upper case weighted.
+        let text = render(&rows[..1], &weights, &args(&["-o", "%.6i %.8u %.10y %.10Y %.10f %.10F %.6N %r"]));
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[0], ["JOBID", "USER", "PRIORITY", "PRIORITY", "FAIRSHARE", "FAIRSHARE", "NICE", "PARTITION"]);
+        assert_eq!(lines[1][..2], ["29", "root"]);
+        assert!(lines[1][2].starts_with("0.00000"), "{text}");
+        assert_eq!(lines[1][3..], ["10687", "1.0000000", "10000", "0", "main"], "{text}");
+        assert_eq!(
+            text.lines().nth(1).map(str::len),
+            Some(6 + 1 + 8 + 1 + 10 + 1 + 10 + 1 + 10 + 1 + 10 + 1 + 6 + 1 + 4)
+        );
+        let dump = options_dump(&args(&["-v", "-j", "29"]), &[29]);
+        assert!(dump.contains("format     = (null)\njob_flag   = 1\njobs       = 29\npartition  = (null)\n"), "{dump}");
+        assert!(dump.contains("users      = (null)\nverbose    = 1\n"), "{dump}");
     }
 }

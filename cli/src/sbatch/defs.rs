@@ -73,6 +73,8 @@ impl Commands {
     pub(crate) const SBATCH: Commands = Commands(1);
     /// srun and salloc, which read the same command line today.
     pub(crate) const STEP: Commands = Commands(2 | 4);
+    /// salloc alone.
+    pub(crate) const SALLOC: Commands = Commands(4);
     /// All three.
     pub(crate) const ALL: Commands = Commands(1 | 2 | 4);
 
@@ -316,6 +318,28 @@ fn set<T, E: Into<OptionError>>(slot: &mut Option<T>, value: Result<T, E>) -> Re
     Ok(())
 }
 
+/// `--immediate[=secs]`: how long to wait for the allocation; no value is 0 (at once).
+fn immediate(value: Option<&str>) -> Result<u32, OptionError> {
+    match value {
+        None => Ok(0),
+        Some(text) => text.trim().parse().map_err(|_| invalid("--immediate", text, "a number of seconds")),
+    }
+}
+
+/// `-K[0|1]`: no value is 1.
+fn one_zero(value: Option<&str>) -> Result<bool, OptionError> {
+    match value.map(str::trim) {
+        None | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(text) => Err(invalid("--kill-on-bad-exit", text, "0 or 1")),
+    }
+}
+
+/// A count of seconds.
+fn seconds(what: &'static str, value: &str) -> Result<u32, OptionError> {
+    value.trim().parse().map_err(|_| invalid(what, value, "a number of seconds"))
+}
+
 /// A value error in the shared grammar's words.
 fn invalid(what: &'static str, value: &str, expected: &'static str) -> OptionError {
     OptionError::Value(ValueError { what, value: value.to_owned(), expected })
@@ -346,6 +370,8 @@ fn node_count(value: &str) -> Result<NodeCount, OptionError> {
     };
     let value = value.trim();
     let count = match value.split_once('-') {
+        // `-N-3`: at most three nodes, at least one (Slurm reads a missing minimum as 1).
+        Some(("", max)) => NodeCount { min: 1, max: Some(one(max).ok_or_else(err)?) },
         Some((min, max)) => NodeCount { min: one(min).ok_or_else(err)?, max: Some(one(max).ok_or_else(err)?) },
         None => NodeCount { min: one(value).ok_or_else(err)?, max: None },
     };
@@ -674,7 +700,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("begin", Apply::Value(|low, v, ctx| set(&mut low.begin, date(v, ctx))))
         .short('b')
         .value("time")
-        .help("do not start the job before this date/time"),
+        .help("do not start the job before this date/time")
+        .commands(Commands::ALL),
     OptionDef::new("comment", Apply::Value(|low, v, _| set(&mut low.comment, text(v))))
         .value("name")
         .help("free-form comment stored with the job"),
@@ -723,7 +750,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .help("cancel the job if its dependency can never be satisfied"),
     OptionDef::new("hold", Apply::Flag(|low| low.hold = Some(true)))
         .short('H')
-        .help("submit the job held (scontrol release frees it)"),
+        .help("submit the job held (scontrol release frees it)")
+        .commands(Commands::ALL),
     OptionDef::new("ignore-pbs", Apply::Flag(|_| {}))
         .env("SBATCH_IGNORE_PBS")
         .help("ignore #PBS and #BSUB lines (Drover never reads them)"),
@@ -848,6 +876,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("export", Apply::Value(|low, v, _| set(&mut low.export, text(v))))
         .value("names")
         .srun_only("environment variables passed to the tasks: ALL, NONE or a list"),
+    OptionDef::new("input", Apply::Value(|low, v, _| set(&mut low.input, text(v))))
+        .short('i')
+        .value("in")
+        .srun_only("the tasks' stdin: all, none, a task id, or a file srun reads"),
     OptionDef::new("jobid", Apply::Value(|low, v, _| set(&mut low.job_id, job_id(v))))
         .value("id")
         .srun_only("run the step in this job (default: SLURM_JOB_ID)"),
@@ -864,6 +896,32 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('O')
         .srun_only("start more tasks than the job has CPUs on a node"),
     OptionDef::new("pty", Apply::Flag(|low| low.pty = Some(true))).srun_only("run task 0 on a pseudo-terminal"),
+    OptionDef::new("immediate", Apply::OptionalValue(|low, v, _| set(&mut low.immediate, immediate(v))))
+        .short('I')
+        .value("secs")
+        .help("fail unless the allocation is granted within secs (default: at once)")
+        .commands(Commands::STEP),
+    OptionDef::new("kill-on-bad-exit", Apply::OptionalValue(|low, v, _| set(&mut low.kill_on_bad_exit, one_zero(v))))
+        .short('K')
+        .value("0|1")
+        .help("end the step when a task exits with a non-zero code")
+        .commands(Commands::STEP),
+    OptionDef::new("wait", Apply::Value(|low, v, _| set(&mut low.step_wait, seconds("--wait", v))))
+        .short('W')
+        .value("sec")
+        .srun_only("kill the other tasks this long after the first one exits"),
+    OptionDef::new("task-prolog", Apply::Value(|low, v, _| set(&mut low.task_prolog, text(v))))
+        .value("program")
+        .srun_only("run this before each task (its export, unset and print lines shape the task)"),
+    OptionDef::new("task-epilog", Apply::Value(|low, v, _| set(&mut low.task_epilog, text(v))))
+        .value("program")
+        .srun_only("run this after each task"),
+    OptionDef::new("quit-on-interrupt", Apply::Flag(|low| low.quit_on_interrupt = Some(true))).srun_only(
+        "kill the step at the first SIGINT (default: print its status; a second one within a second aborts)",
+    ),
+    OptionDef::new("no-shell", Apply::Flag(|low| low.no_shell = Some(true)))
+        .help("exit once the allocation is granted, leaving it to run")
+        .commands(Commands::SALLOC),
     // Constraint options.
     OptionDef::new("constraint", Apply::Value(|low, v, _| set(&mut low.constraint, text(v))))
         .short('C')
@@ -882,6 +940,16 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .value("hosts")
         .section(Section::Constraint)
         .help("nodes the job must include")
+        .commands(Commands::ALL),
+    OptionDef::new("mincpus", Apply::Value(|low, v, _| set(&mut low.mincpus, positive("number of CPUs", v))))
+        .value("n")
+        .section(Section::Constraint)
+        .help("at least this many CPUs of each node")
+        .commands(Commands::STEP),
+    OptionDef::new("tmp", Apply::Value(|low, v, _| set(&mut low.tmp, parse_mem_mb(v))))
+        .value("MB")
+        .section(Section::Constraint)
+        .help("temporary disk per node (no Drover node declares any: only 0 fits)")
         .commands(Commands::ALL),
     OptionDef::new("exclude", Apply::Value(|low, v, _| set(&mut low.exclude, hostlist(v))))
         .short('x')
@@ -995,16 +1063,15 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("thread-spec", Apply::NotYet(ArgKind::Required)).env("SBATCH_THREAD_SPEC"),
     OptionDef::new("threads-per-core", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("time-min", Apply::Ignored(ArgKind::Required)),
-    OptionDef::new("tmp", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("uid", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("use-min-nodes", Apply::Ignored(ArgKind::None)).env("SBATCH_USE_MIN_NODES"),
     OptionDef::new("wait-all-nodes", Apply::Ignored(ArgKind::Required)).env("SBATCH_WAIT_ALL_NODES"),
     // srun's and salloc's hints without effect (no warning: they never printed one).
     OptionDef::new("cpu-bind", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
     OptionDef::new("exact", Apply::Ignored(ArgKind::None)).commands(Commands::STEP),
-    OptionDef::new("kill-on-bad-exit", Apply::Ignored(ArgKind::None)).short('K').commands(Commands::STEP),
     OptionDef::new("mpi", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
     OptionDef::new("quiet", Apply::Ignored(ArgKind::None)).short('Q').commands(Commands::STEP),
     OptionDef::new("signal", Apply::Ignored(ArgKind::Required)).commands(Commands::STEP),
+    OptionDef::new("threads", Apply::Ignored(ArgKind::Required)).short('T').commands(Commands::STEP),
     OptionDef::new("unbuffered", Apply::Ignored(ArgKind::None)).short('u').commands(Commands::STEP),
 ];

@@ -97,6 +97,10 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         // Drover has no reservations: every name is unknown, which Slurm's controller refuses so.
         return Err("Batch job submission failed: Requested reservation is invalid".into());
     }
+    if low.tmp.is_some_and(|mb| mb > 0) {
+        // Every node reports TmpDisk=0 (Drover has no temporary-disk setting): none can hold it.
+        return Err("Batch job submission failed: Requested node configuration is not available".into());
+    }
     if let (Some(begin), Some(deadline)) = (low.begin, low.deadline)
         && deadline < begin
     {

@@ -164,4 +164,22 @@ low_args! {
     pty: bool,
     /// srun's `--jobid`.
     job_id: u32,
+    /// srun's and salloc's `-I/--immediate[=secs]` (0 without a value).
+    immediate: u32,
+    /// salloc's `--no-shell`.
+    no_shell: bool,
+    /// srun's and salloc's `--mincpus`.
+    mincpus: u32,
+    /// `--tmp`, megabytes.
+    tmp: u64,
+    /// srun's `-K/--kill-on-bad-exit`.
+    kill_on_bad_exit: bool,
+    /// srun's `-W/--wait=sec`.
+    step_wait: u32,
+    /// srun's `--quit-on-interrupt`.
+    quit_on_interrupt: bool,
+    /// srun's `--task-prolog`.
+    task_prolog: String,
+    /// srun's `--task-epilog`.
+    task_epilog: String,
 }

@@ -516,6 +516,14 @@ fn command_line_options() {
         operands: ["job.sh", "-p", "x"]
     "#]],
     );
+    // `-N-3`: at most three nodes, at least one.
+    check_cli(
+        &["-N-3", "job.sh"],
+        expect![[r#"
+        nodes: NodeCount { min: 1, max: Some(3) }
+        operands: ["job.sh"]
+    "#]],
+    );
     // Abbreviations, clustered flags, last occurrence wins, `--` ends the options.
     check_cli(
         &["--part=a", "--nodes", "2-4", "-HQ", "-p", "b", "--parsable", "-vv", "--", "-job.sh"],

@@ -39,12 +39,25 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Set by SIGINT/SIGTERM: srun cancels its step (its tasks get SIGTERM, then SIGKILL) and goes on
-/// collecting their exits.
+/// Set by SIGTERM, and by SIGINT before a step exists: srun cancels its step (its tasks get
+/// SIGTERM, then SIGKILL) and goes on collecting their exits.
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-extern "C" fn on_interrupt(_signal: libc::c_int) {
-    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+/// SIGINTs received: while a step runs, one prints its tasks' status and a second within a
+/// second cancels it (Slurm's srun); under `--quit-on-interrupt` one kills it.
+static INTERRUPTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn on_interrupt(signal: libc::c_int) {
+    if signal == libc::SIGINT {
+        INTERRUPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    } else {
+        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Whether srun was asked to stop (SIGTERM, or any SIGINT).
+fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) || INTERRUPTS.load(std::sync::atomic::Ordering::SeqCst) > 0
 }
 
 fn catch_interrupts() {
@@ -79,11 +92,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         bail!("No command given to execute.");
     }
     if options.verbosity > 0 {
-        // The option dump Slurm's srun starts with under -v (scripts read `verbose : N`).
-        eprintln!(
-            "srun: defined options\nsrun: verbose             : {}\nsrun: end of defined options",
-            options.verbosity
-        );
+        eprint!("{}", options_dump(&options));
     }
     let job_id = options.job_id.or_else(|| {
         ["SLURM_JOB_ID", "SLURM_JOBID"].iter().find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
@@ -98,9 +107,49 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
                 allocation.name = job_name_of(&options.command[0]);
             }
             let who = crate::salloc::Allocator::Srun;
-            crate::salloc::with_allocation(&socket, &allocation, who, |job_id| run_step(&socket, job_id, &options))
+            crate::salloc::with_allocation(&socket, &allocation, who, options.immediate, |job_id| {
+                run_step(&socket, job_id, &options)
+            })
         }
     }
+}
+
+/// The option dump Slurm's srun starts with under `-v`: the options set, one `name : value`
+/// line each (scripts and tests read `verbose : N` and `ntasks : N`).
+fn options_dump(options: &StepOptions) -> String {
+    let step = &options.step;
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    if let Some(job_id) = options.job_id {
+        lines.push(("jobid", job_id.to_string()));
+    }
+    if let Some(n) = step.nodes {
+        lines.push(("nodes", n.to_string()));
+    }
+    if let Some(n) = step.ntasks {
+        lines.push(("ntasks", n.to_string()));
+    }
+    if let Some(n) = step.ntasks_per_node {
+        lines.push(("ntasks-per-node", n.to_string()));
+    }
+    if let Some(n) = step.cpus_per_task {
+        lines.push(("cpus-per-task", n.to_string()));
+    }
+    if step.overcommit {
+        lines.push(("overcommit", "set".to_owned()));
+    }
+    if step.overlap {
+        lines.push(("overlap", "set".to_owned()));
+    }
+    if let Some(nodelist) = &options.allocation.nodelist {
+        lines.push(("nodelist", nodelist.clone()));
+    }
+    lines.push(("verbose", options.verbosity.to_string()));
+    let mut out = String::from("srun: defined options\nsrun: -------------------- --------------------\n");
+    for (name, value) in lines {
+        out.push_str(&format!("srun: {name:<20}: {value}\n"));
+    }
+    out.push_str("srun: -------------------- --------------------\nsrun: end of defined options\n");
+    out
 }
 
 /// The job name Slurm gives `srun COMMAND` outside an allocation: the command's file name.
@@ -152,14 +201,18 @@ fn inherited_socket() -> Option<PathBuf> {
 }
 
 /// Where srun listens for its step's nodes and the host it names to them: the address and name
-/// in `SLURM_SRUN_COMM_HOST` when set; else the address this host reaches ctld's node port from
+/// in `SLURM_SRUN_COMM_HOST` when set to an address of this host; else the address this host reaches ctld's node port from
 /// (the network the nodes share with ctld; loopback on a `drover up` cluster); else the host
 /// name and what it resolves to here. Only when none of these can be bound does srun listen on
 /// every address (and name the host).
 fn io_address() -> (IpAddr, String) {
     let resolve = |host: &str| (host, 0).to_socket_addrs().ok().and_then(|mut addrs| addrs.next()).map(|a| a.ip());
-    if let Ok(host) = std::env::var("SLURM_SRUN_COMM_HOST") {
-        return (resolve(&host).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), host);
+    // Tasks inherit their srun's SLURM_SRUN_COMM_HOST: an srun inside a task on another node
+    // must not name that host, so the variable counts only where it is an address of this host.
+    if let Ok(host) = std::env::var("SLURM_SRUN_COMM_HOST")
+        && let Some(ip) = resolve(&host).filter(|ip| TcpListener::bind((*ip, 0)).is_ok())
+    {
+        return (ip, host);
     }
     if let Some(ip) = crate::client::config().ok().and_then(|config| route_towards(&config.controller_address)) {
         return (ip, ip.to_string());
@@ -379,18 +432,55 @@ impl Drop for Terminal {
     }
 }
 
-/// Copies srun's stdin to the tasks once every node is connected: to all tasks, or to task 0
-/// alone under `--pty`; end of input is passed on as an empty frame.
-fn forward_stdin(mut targets: Vec<(u32, TcpStream)>, pty: bool) {
-    use std::io::Read;
-    let task = if pty { 0 } else { stepio::ALL_TASKS };
+/// Where the tasks' input comes from (`-i/--input`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum InputSource {
+    /// srun's stdin, to every task (the default, `all`).
+    Stdin,
+    /// srun's stdin to this task alone; the others read end of file at once.
+    Task(u32),
+    /// No input: every task reads end of file (`none`).
+    Nothing,
+    /// A file srun opens, to every task.
+    File(String),
+}
+
+impl InputSource {
+    fn of(pattern: Option<&str>) -> InputSource {
+        match pattern {
+            None | Some("all") => InputSource::Stdin,
+            Some("none") => InputSource::Nothing,
+            Some(text) => match text.parse() {
+                Ok(task) => InputSource::Task(task),
+                Err(_) => InputSource::File(text.to_owned()),
+            },
+        }
+    }
+}
+
+/// Copies the tasks' input to them once every node is connected (`source`: read by srun; `task`:
+/// one task, or [`stepio::ALL_TASKS`]); end of input is passed on as an empty frame. Under
+/// `--pty` it goes to task 0 alone. Tasks that get no input (`-i N`, `-i none`) read end of file
+/// at once: `others` lists, per node, the tasks to close first.
+fn forward_input(
+    mut targets: Vec<(u32, TcpStream)>,
+    pty: bool,
+    task: u32,
+    others: &[Vec<u32>],
+    mut source: Box<dyn std::io::Read + Send>,
+) {
+    let task = if pty { 0 } else { task };
     if pty {
         targets.retain(|(node, _)| *node == 0);
     }
-    let mut stdin = std::io::stdin().lock();
+    for (node, stream) in &mut targets {
+        for &other in others.get(*node as usize).map_or(&[][..], Vec::as_slice) {
+            let _ = stepio::write_frame(stream, stepio::STDIN, other, &[]);
+        }
+    }
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match stdin.read(&mut buf) {
+        let n = match source.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => 0,
@@ -402,6 +492,27 @@ fn forward_stdin(mut targets: Vec<(u32, TcpStream)>, pty: bool) {
             return;
         }
     }
+}
+
+/// What feeds the tasks' input: the task it goes to ([`stepio::ALL_TASKS`] for all), per node the
+/// tasks that get none, and the reader.
+type InputPlan = (u32, Vec<Vec<u32>>, Box<dyn std::io::Read + Send>);
+
+fn input_plan(source: &InputSource, layout: &StepLayout, work_dir: &str) -> anyhow::Result<InputPlan> {
+    let all_but = |keep: Option<u32>| -> Vec<Vec<u32>> {
+        layout.tasks.iter().map(|tasks| tasks.iter().copied().filter(|t| Some(*t) != keep).collect()).collect()
+    };
+    Ok(match source {
+        InputSource::Stdin => (stepio::ALL_TASKS, Vec::new(), Box::new(std::io::stdin())),
+        InputSource::Task(task) => (*task, all_but(Some(*task)), Box::new(std::io::stdin())),
+        InputSource::Nothing => (stepio::ALL_TASKS, all_but(None), Box::new(std::io::empty())),
+        InputSource::File(path) => {
+            let path = std::path::Path::new(work_dir).join(path);
+            let file =
+                std::fs::File::open(&path).with_context(|| format!("opening the input file {}", path.display()))?;
+            (stepio::ALL_TASKS, Vec::new(), Box::new(file))
+        }
+    })
 }
 
 /// Per task, per stream: the bytes after the last newline, held back under `-l`.
@@ -469,6 +580,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     spec.srun_address = address;
     spec.argv = options.command.clone();
     spec.environment = options.environment();
+    spec.rlimits = drover_shared::job::current_rlimits();
     spec.work_dir = match &options.chdir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("reading the working directory")?.to_string_lossy().into_owned(),
@@ -502,6 +614,15 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     }
     drop(tx);
     let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok().flatten().map(|u| u.name).unwrap_or_default();
+    // `%x`: the step's name, else the job's (srun outside an allocation names it after the
+    // command, as Slurm does).
+    let job_name = Some(options.step.name.clone())
+        .filter(|n| !n.is_empty())
+        .or_else(|| std::env::var("SLURM_JOB_NAME").ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| options.command.first().map(|c| job_name_of(c)).unwrap_or_default());
+    // `%A`/`%a`: the array of the job srun runs in (its environment says).
+    let array_var = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+    let array = array_var("SLURM_ARRAY_JOB_ID").zip(array_var("SLURM_ARRAY_TASK_ID"));
     let mut files = HashMap::new();
     for (index, (node, tasks)) in layout.nodes.iter().zip(&layout.tasks).enumerate() {
         for &task in tasks {
@@ -512,9 +633,16 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
                 node_index: u32::try_from(index).unwrap_or(u32::MAX),
                 node_name: node,
                 user: &user,
-                job_name: &options.step.name,
+                job_name: &job_name,
+                array,
             };
-            let expand = |pattern: &Option<String>| pattern.as_deref().map(|p| output::expand(p, &context));
+            // `none` discards; a task id sends that task's stream to srun and discards the others'.
+            let expand = |pattern: &Option<String>| match pattern.as_deref() {
+                None => None,
+                Some("none") => Some("/dev/null".to_owned()),
+                Some(id) if id.parse::<u32>().is_ok() => (id.parse() != Ok(task)).then(|| "/dev/null".to_owned()),
+                Some(p) => Some(output::expand(p, &context)),
+            };
             files.insert(task, (expand(&options.output), expand(&options.error)));
         }
     }
@@ -526,6 +654,15 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
         open: output::Files::default(),
         base: PathBuf::from(&work_dir),
     };
+    // Every task's `-o`/`-e` file exists once the step starts, even one no output reaches (Slurm
+    // creates them as the tasks start).
+    let paths: Vec<String> =
+        printer.files.values().flat_map(|(out, err)| [out.clone(), err.clone()]).flatten().collect();
+    for path in paths {
+        if let Err(error) = printer.open.write(&printer.base, &path, &[]) {
+            eprintln!("srun: error: opening {path}: {error}");
+        }
+    }
     let mut statuses: HashMap<u32, i32> = HashMap::new();
     let mut closed = 0;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
@@ -533,14 +670,66 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     catch_interrupts();
     let mut cancel_sent = false;
     let mut writers: Vec<(u32, TcpStream)> = Vec::new();
+    let mut input = Some(input_plan(&InputSource::of(options.input.as_deref()), &layout, &work_dir)?);
+    // `-W`: when the first task exited; `-K`: whether one exited with a non-zero code.
+    let mut first_exit: Option<Instant> = None;
+    let mut bad_exit = false;
+    let cancel = |signal: Option<i32>| {
+        let request = Request::CancelStep { job_id, step_id: layout.step_id, signal };
+        if let Err(error) = Client::connect_via(socket).and_then(|mut c| c.call(&request)) {
+            eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
+        }
+    };
+    let status_line = |statuses: &HashMap<u32, i32>| {
+        let (exited, running): (Vec<u32>, Vec<u32>) = (0..layout.ntasks).partition(|t| statuses.contains_key(t));
+        for (tasks, what) in [(running, "running"), (exited, "exited")] {
+            if !tasks.is_empty() {
+                let plural = if tasks.len() > 1 { "tasks" } else { "task" };
+                eprintln!("srun: StepId={job_id}.{} {plural} {}: {what}", layout.step_id, task_ranges(&tasks));
+            }
+        }
+    };
+    let mut interrupts_seen = INTERRUPTS.load(std::sync::atomic::Ordering::SeqCst);
+    let mut last_interrupt: Option<Instant> = None;
     while statuses.len() < total && closed < expected {
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) && !cancel_sent {
             cancel_sent = true;
             eprintln!("srun: interrupt: cancelling step {job_id}.{}", layout.step_id);
-            let cancel = Request::CancelStep { job_id, step_id: layout.step_id, signal: None };
-            if let Err(error) = Client::connect_via(socket).and_then(|mut c| c.call(&cancel)) {
-                eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
+            cancel(None);
+        }
+        let interrupts = INTERRUPTS.load(std::sync::atomic::Ordering::SeqCst);
+        if interrupts > interrupts_seen && !cancel_sent {
+            interrupts_seen = interrupts;
+            if options.quit_on_interrupt {
+                cancel_sent = true;
+                eprintln!("srun: interrupt: killing StepId={job_id}.{}", layout.step_id);
+                cancel(Some(libc::SIGKILL));
+            } else if last_interrupt.is_some_and(|at| at.elapsed() <= Duration::from_secs(1)) {
+                cancel_sent = true;
+                eprintln!("srun: interrupt: aborting StepId={job_id}.{}", layout.step_id);
+                cancel(None);
+            } else {
+                last_interrupt = Some(Instant::now());
+                eprintln!("srun: interrupt (one more within 1 sec to abort)");
+                status_line(&statuses);
             }
+        }
+        if bad_exit && options.kill_on_bad_exit && !cancel_sent {
+            cancel_sent = true;
+            eprintln!(
+                "srun: error: a task exited with a non-zero code: terminating StepId={job_id}.{}",
+                layout.step_id
+            );
+            cancel(None);
+        }
+        if let (Some(wait), Some(first)) = (options.wait, first_exit)
+            && !cancel_sent
+            && first.elapsed() >= Duration::from_secs(wait.into())
+        {
+            cancel_sent = true;
+            eprintln!("srun: First task exited {wait}s ago");
+            status_line(&statuses);
+            cancel(Some(libc::SIGKILL));
         }
         if statuses.is_empty() && Instant::now() >= deadline {
             break;
@@ -550,6 +739,8 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             Ok(Incoming::Output { kind, task, data }) => printer.write(kind, task, &data),
             Ok(Incoming::Exit { task, status }) => {
                 statuses.insert(task, status);
+                first_exit.get_or_insert_with(Instant::now);
+                bad_exit |= status != 0;
             }
             Ok(Incoming::Closed) => closed += 1,
             Ok(Incoming::Connected { node, stream }) => {
@@ -557,11 +748,20 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
                 if writers.len() == expected {
                     let targets = std::mem::take(&mut writers);
                     let pty = spec_pty;
-                    std::thread::spawn(move || forward_stdin(targets, pty));
+                    let (task, others, source) =
+                        input.take().unwrap_or((stepio::ALL_TASKS, Vec::new(), Box::new(std::io::empty())));
+                    std::thread::spawn(move || forward_input(targets, pty, task, &others, source));
                 }
             }
             Err(_) => break,
         }
+    }
+    // Tasks killed by a signal srun did not send: when the step (or its job) was cancelled, say
+    // so, as Slurm's srun does.
+    // (A task that never reported counts as killed, as in the summary.)
+    let signaled = (0..layout.ntasks).any(|t| statuses.get(&t).is_none_or(|s| WaitStatus(*s).parts().1 != 0));
+    if !cancel_sent && signaled && step_cancelled(socket, job_id, layout.step_id) {
+        eprintln!("srun: Job step aborted: StepId={job_id}.{} was cancelled", layout.step_id);
     }
     // Output that raced the last exit frame.
     while let Ok(message) = rx.try_recv() {
@@ -577,6 +777,22 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
         eprintln!("srun: error: could not record the end of step {job_id}.{}: {error:#}", layout.step_id);
     }
     Ok(code)
+}
+
+/// Whether ctld records the step, or its job, as cancelled.
+fn step_cancelled(socket: &std::path::Path, job_id: u32, step_id: u32) -> bool {
+    use drover_shared::job::StepId;
+    use drover_shared::proto::client::JobQuery;
+    let query = JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() };
+    let Ok(Response::Jobs { jobs, .. }) =
+        Client::connect_via(socket).and_then(|mut c| c.call(&Request::QueryJobs(query)))
+    else {
+        return false;
+    };
+    jobs.iter().filter(|j| j.job_id == job_id).any(|job| {
+        job.state() == JobState::Cancelled
+            || job.steps.iter().any(|s| s.step_id == StepId::Numbered(step_id) && s.state == JobState::Cancelled)
+    })
 }
 
 /// Asks ctld for the step; while the job's running steps hold the CPUs it needs, waits and asks
@@ -610,7 +826,7 @@ fn create_step(
                     }
                     waited = true;
                 }
-                if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+                if interrupted() {
                     bail!("Unable to create step for job {job_id}: interrupted");
                 }
                 std::thread::sleep(pause);
@@ -653,9 +869,8 @@ fn summarize(layout: &StepLayout, statuses: &HashMap<u32, i32>) -> (i32, WaitSta
             }
         }
         for (message, ids) in by_message {
-            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
             let plural = if ids.len() > 1 { "tasks" } else { "task" };
-            eprintln!("srun: error: {node}: {plural} {}: {message}", ids.join(","));
+            eprintln!("srun: error: {node}: {plural} {}: {message}", task_ranges(&ids));
         }
     }
     let state = match (code, signaled) {
@@ -664,6 +879,21 @@ fn summarize(layout: &StepLayout, statuses: &HashMap<u32, i32>) -> (i32, WaitSta
         _ => JobState::Failed,
     };
     (code, worst, state)
+}
+
+/// Task ids as Slurm lists them: runs of consecutive ids as ranges, `0,2-9`.
+fn task_ranges(ids: &[u32]) -> String {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    let mut parts: Vec<String> = Vec::new();
+    for run in sorted.chunk_by(|a, b| a + 1 == *b) {
+        parts.push(match run {
+            [one] => one.to_string(),
+            [first, .., last] => format!("{first}-{last}"),
+            [] => continue,
+        });
+    }
+    parts.join(",")
 }
 
 fn signal_name(signal: i32) -> String {
@@ -688,5 +918,26 @@ mod tests {
         assert_eq!(runs_text(&[1, 3, 3, 3]), "1,3(x3)");
         assert_eq!(job_name_of("/usr/bin/hostname"), "hostname");
         assert_eq!(job_name_of("true"), "true");
+        assert_eq!(task_ranges(&[9, 0, 2, 3, 4, 5, 6, 7, 8]), "0,2-9");
+        assert_eq!(task_ranges(&[1, 3, 5]), "1,3,5");
+        assert_eq!(task_ranges(&[4]), "4");
+    }
+
+    /// `-v` lists the options set, in Slurm's `name : value` layout.
+    #[test]
+    fn option_dump_lists_what_was_set() {
+        let Ok(Parsed::Run(options)) =
+            options::parse(Command::Srun, &["-N1".into(), "-n5".into(), "-O".into(), "-v".into(), "true".into()])
+        else {
+            panic!("srun refused -N1 -n5 -O -v")
+        };
+        let dump = options_dump(&options);
+        assert!(dump.contains("srun: ntasks              : 5\n"), "{dump}");
+        assert!(dump.contains("srun: nodes               : 1\n"), "{dump}");
+        assert!(dump.contains("srun: overcommit          : set\n"), "{dump}");
+        assert!(dump.contains("srun: verbose             : 1\n"), "{dump}");
+        assert!(dump.starts_with("srun: defined options\n") && dump.ends_with("srun: end of defined options\n"));
+        // The allocation of an overcommitted step: one task (one CPU per task) on each node.
+        assert_eq!((options.allocation.ntasks, options.allocation.nodes_min), (None, Some(1)));
     }
 }

@@ -40,6 +40,18 @@ pub(crate) struct StepOptions {
     pub(crate) error: Option<String>,
     /// The job to request when there is no allocation yet.
     pub(crate) allocation: JobSpec,
+    /// `-I/--immediate[=secs]`: give up on an allocation not granted within this many seconds.
+    pub(crate) immediate: Option<u32>,
+    /// salloc's `--no-shell`: exit once granted, leaving the allocation to run.
+    pub(crate) no_shell: bool,
+    /// `-K`: end the step when a task exits with a non-zero code.
+    pub(crate) kill_on_bad_exit: bool,
+    /// `-W sec`: kill the tasks still running this long after the first one exited.
+    pub(crate) wait: Option<u32>,
+    /// `-i`: `all`, `none`, a task id or a file.
+    pub(crate) input: Option<String>,
+    /// `--quit-on-interrupt`: the first SIGINT kills the step.
+    pub(crate) quit_on_interrupt: bool,
 }
 
 /// What srun's or salloc's command line asks.
@@ -108,12 +120,50 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     spec.template = low.template;
     options.output = low.output;
     options.error = low.error;
+    spec.hold = low.hold.unwrap_or(false);
+    spec.begin_time = low.begin;
+    options.immediate = low.immediate;
+    options.no_shell = low.no_shell.unwrap_or(false);
+    options.kill_on_bad_exit = low.kill_on_bad_exit.unwrap_or(false);
+    options.wait = low.step_wait.filter(|w| *w > 0);
+    options.input = low.input;
+    options.quit_on_interrupt = low.quit_on_interrupt.unwrap_or(false);
+    // The node runs them from the step's working directory; srun names them from its own.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let absolute = |path: String| cwd.join(path).to_string_lossy().into_owned();
+    step.task_prolog = low.task_prolog.map(absolute);
+    step.task_epilog = low.task_epilog.map(absolute);
+    if low.tmp.is_some_and(|mb| mb > 0) {
+        // Every node reports TmpDisk=0 (Drover has no temporary-disk setting): none can hold it.
+        bail!("Unable to allocate resources: Requested node configuration is not available");
+    }
+    if let Some(mincpus) = low.mincpus {
+        // At least `mincpus` CPUs of each node: the allocation's CPUs per task grow until the
+        // tasks on a node hold that many (the step's own CPUs per task are unchanged).
+        let tasks_per_node = match (low.ntasks_per_node, low.ntasks, low.nodes) {
+            (Some(k), _, _) => k,
+            (None, Some(n), nodes) => n / nodes.map_or(1, |c| c.min.max(1)),
+            (None, None, _) => 1,
+        }
+        .max(1);
+        let cpus = spec.cpus_per_task.unwrap_or(1);
+        if tasks_per_node.saturating_mul(cpus) < mincpus {
+            spec.cpus_per_task = Some(mincpus.div_ceil(tasks_per_node));
+        }
+    }
+    if step.overcommit {
+        // An allocation for an overcommitted step is sized as if each node ran one task
+        // (Slurm's rule for `-O`): its CPUs per task on each of its nodes. The step then runs
+        // all its tasks there, up to MaxTasksPerNode.
+        spec.ntasks = None;
+        spec.ntasks_per_node = None;
+    }
     Ok(Parsed::Run(Box::new(options)))
 }
 
 /// The input variables srun and salloc read (Slurm's names), as the options they stand for.
-/// Only variables no job sets for its own steps: a step inherits `SLURM_NTASKS` and the like
-/// from its job's environment, and reading those is left for later.
+/// Only variables no job sets for its own steps (for the counts, see
+/// [`OUTSIDE_INPUT_VARIABLES`]).
 const INPUT_VARIABLES: [(Command, &str, &str); 10] = [
     (Command::Srun, "SLURM_ACCOUNT", "account"),
     (Command::Srun, "SLURM_PARTITION", "partition"),
@@ -127,16 +177,30 @@ const INPUT_VARIABLES: [(Command, &str, &str); 10] = [
     (Command::Salloc, "SALLOC_TIMELIMIT", "time"),
 ];
 
+/// The input variables srun reads only outside an allocation: inside one, the job's own
+/// environment carries these (its counts, not the step's), and a step defaults to the job's
+/// tasks anyway.
+const OUTSIDE_INPUT_VARIABLES: [(&str, &str); 3] =
+    [("SLURM_NNODES", "nodes"), ("SLURM_NPROCS", "ntasks"), ("SLURM_NTASKS", "ntasks")];
+
 /// `--option=value` words for the input variables of `command` set (non-empty) in `env`.
 fn input_variables(command: Command, env: &[(String, String)]) -> Vec<String> {
-    INPUT_VARIABLES
+    let value_of = |var: &str| env.iter().find(|(name, value)| name == var && !value.is_empty()).map(|(_, v)| v);
+    let mut words: Vec<String> = INPUT_VARIABLES
         .iter()
         .filter(|(for_command, _, _)| *for_command == command)
-        .filter_map(|(_, var, long)| {
-            let (_, value) = env.iter().find(|(name, value)| name == var && !value.is_empty())?;
-            Some(format!("--{long}={value}"))
-        })
-        .collect()
+        .filter_map(|(_, var, long)| Some(format!("--{long}={}", value_of(var)?)))
+        .collect();
+    let in_allocation = value_of("SLURM_JOB_ID").or_else(|| value_of("SLURM_JOBID")).is_some();
+    if command == Command::Srun && !in_allocation {
+        words.extend(
+            OUTSIDE_INPUT_VARIABLES.iter().filter_map(|(var, long)| Some(format!("--{long}={}", value_of(var)?))),
+        );
+        if value_of("SLURM_OVERCOMMIT").is_some_and(|v| v != "0") {
+            words.push("--overcommit".to_owned());
+        }
+    }
+    words
 }
 
 impl StepOptions {
@@ -192,8 +256,17 @@ mod tests {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-        assert_eq!(input_variables(Command::Srun, &env), ["--account=envacct", "--output=out.%j"]);
+        assert_eq!(input_variables(Command::Srun, &env), ["--account=envacct", "--output=out.%j", "--ntasks=4"]);
         assert_eq!(input_variables(Command::Salloc, &env), ["--account=sallocacct"]);
+        // Outside an allocation srun also reads the task and node counts and SLURM_OVERCOMMIT.
+        let outside: Vec<(String, String)> = [("SLURM_NPROCS", "5"), ("SLURM_NNODES", "1"), ("SLURM_OVERCOMMIT", "1")]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(input_variables(Command::Srun, &outside), ["--nodes=1", "--ntasks=5", "--overcommit"]);
+        let mut inside = outside.clone();
+        inside.push(("SLURM_JOB_ID".to_owned(), "12".to_owned()));
+        assert!(input_variables(Command::Srun, &inside).is_empty(), "a job's own counts are not the step's");
         assert_eq!(srun("--account=envacct true").allocation.account.as_deref(), Some("envacct"));
         assert_eq!(srun("--account=envacct -A cli true").allocation.account.as_deref(), Some("cli"));
     }
@@ -256,8 +329,11 @@ mod tests {
         assert_eq!((spec.nodelist.as_deref(), spec.exclusive), (Some("n[1-2]"), true));
         assert_eq!((spec.nodes_min, o.step.nodes), (Some(2), Some(2)));
         // Hints without effect are accepted silently.
-        let o = srun("-u -K -Q --exact --cpu-bind=cores --mpi pmix --signal=USR1@10 true");
+        let o = srun("-u -Q --exact --cpu-bind=cores --mpi pmix --signal=USR1@10 -T4 true");
         assert_eq!(o.command, vec!["true"]);
+        let o = srun("-K -W 5 true");
+        assert_eq!((o.kill_on_bad_exit, o.wait), (true, Some(5)));
+        assert!(!srun("--kill-on-bad-exit=0 true").kill_on_bad_exit);
     }
 
     #[test]
@@ -322,9 +398,11 @@ mod tests {
 
             Job options:
               -A, --account=name          account to charge the job to
+              -b, --begin=time            do not start the job before this date/time
               -c, --cpus-per-task=ncpus   CPUs each task needs
               -D, --chdir=directory       working directory of the tasks
                   --gres=list             generic resources needed on each node
+              -H, --hold                  submit the job held (scontrol release frees it)
               -J, --job-name=jobname      name of the job
               -n, --ntasks=ntasks         number of tasks to run
                   --ntasks-per-node=n     tasks to run on each node
@@ -336,16 +414,26 @@ mod tests {
                   --template=name         use this team job template's defaults and bounds (Drover; `drover templates` lists them)
               -e, --error=err             file pattern the tasks' stderr goes to
                   --export=names          environment variables passed to the tasks: ALL, NONE or a list
+              -i, --input=in              the tasks' stdin: all, none, a task id, or a file srun reads
                   --jobid=id              run the step in this job (default: SLURM_JOB_ID)
               -l, --label                 prefix each output line with its task id
               -o, --output=out            file pattern the tasks' stdout goes to
                   --overlap               share CPUs with the job's other running steps
               -O, --overcommit            start more tasks than the job has CPUs on a node
                   --pty                   run task 0 on a pseudo-terminal
+              -I, --immediate[=secs]      fail unless the allocation is granted within secs (default: at once)
+              -K, --kill-on-bad-exit[=0|1]
+                                          end the step when a task exits with a non-zero code
+              -W, --wait=sec              kill the other tasks this long after the first one exits
+                  --task-prolog=program   run this before each task (its export, unset and print lines shape the task)
+                  --task-epilog=program   run this after each task
+                  --quit-on-interrupt     kill the step at the first SIGINT (default: print its status; a second one within a second aborts)
 
             Node and memory constraints:
                   --mem=MB                memory per node (MB, or a K, M, G or T suffix)
               -w, --nodelist=hosts        nodes the job must include
+                  --mincpus=n             at least this many CPUs of each node
+                  --tmp=MB                temporary disk per node (no Drover node declares any: only 0 fits)
 
             Consumable resources:
                   --exclusive             do not share the job's nodes with other jobs
@@ -362,7 +450,7 @@ mod tests {
               -V, --version               print the version and exit
 
             Accepted and ignored (hints Drover has no use for):
-              --cpu-bind --exact --kill-on-bad-exit --mpi --quiet --signal --unbuffered
+              --cpu-bind --exact --mpi --quiet --signal --threads --unbuffered
         "#]]
         .assert_eq(&text);
     }

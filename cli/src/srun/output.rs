@@ -1,6 +1,7 @@
 //! Where srun writes its tasks' output: its own stdout and stderr, or the files `-o/-e` name.
 //! Step patterns expand per task: `%t` task id, `%n` node index in the step, `%N` node name,
-//! `%s` step id, `%j`/`%J` job id (`%J` as `job.step`), `%u` user, `%x` job name, `%%`; a decimal
+//! `%s` step id, `%j`/`%J` job id (`%J` as `job.step`), `%A` the array's job id (the job id
+//! outside an array), `%a` the array task id (0 outside an array), `%u` user, `%x` job name, `%%`; a decimal
 //! width between `%` and the letter zero-pads numbers; other tokens stay as written. Files are
 //! opened by srun, as the user running it, relative to the step's working directory; without
 //! `%t`/`%n`/`%N` every task shares one file. `-e` defaults to the `-o` file.
@@ -19,6 +20,8 @@ pub(crate) struct TaskContext<'a> {
     pub(crate) node_name: &'a str,
     pub(crate) user: &'a str,
     pub(crate) job_name: &'a str,
+    /// The job's array: its job id and this job's task id (`None` outside an array).
+    pub(crate) array: Option<(u32, u32)>,
 }
 
 /// Expands a step output pattern for one task.
@@ -49,6 +52,8 @@ pub(crate) fn expand(pattern: &str, context: &TaskContext<'_>) -> String {
             's' => out.push_str(&number(context.step_id)),
             'j' => out.push_str(&number(context.job_id)),
             'J' => out.push_str(&format!("{}.{}", number(context.job_id), context.step_id)),
+            'A' => out.push_str(&number(context.array.map_or(context.job_id, |(job, _)| job))),
+            'a' => out.push_str(&number(context.array.map_or(0, |(_, task)| task))),
             'N' => out.push_str(context.node_name),
             'u' => out.push_str(context.user),
             'x' => out.push_str(context.job_name),
@@ -97,8 +102,11 @@ mod tests {
             node_name: "n2",
             user: "alice",
             job_name: "train",
+            array: None,
         };
         assert_eq!(expand("out-%j.%s-%t-%n-%N.txt", &context), "out-42.1-3-1-n2.txt");
         assert_eq!(expand("%3t|%J|%u|%x|%%|%q", &context), "003|42.1|alice|train|%|%q");
+        assert_eq!(expand("%A.%a", &context), "42.0");
+        assert_eq!(expand("%A.%a", &TaskContext { array: Some((40, 2)), ..context }), "40.2");
     }
 }

@@ -144,6 +144,22 @@ impl Core {
                         } else if request.signal.is_some() || base.info.state().is_terminal() {
                             // Nothing runs yet to signal; an ended base record has nothing to cancel.
                             if base.info.state().is_terminal() { Err(ErrorCode::AlreadyDone) } else { Ok(()) }
+                        } else if base.info.array_tasks_pending.len() > 1 {
+                            // As in Slurm, a pending task that is cancelled is dropped from the
+                            // base record: it never existed as a job (`scontrol show job N_T`
+                            // fails, accounting has no record of it).
+                            if let Some(base) = self.state.jobs.get_mut(&array_job_id) {
+                                base.info.array_tasks_pending.retain(|t| *t != task);
+                            }
+                            self.store_job(array_job_id, false);
+                            self.audit_request(
+                                caller,
+                                "cancel",
+                                Some(array_job_id),
+                                Ok(()),
+                                format!("pending task {task}"),
+                            );
+                            Ok(())
                         } else {
                             match crate::policy::array::claim(&mut self.state, array_job_id, Some(task)) {
                                 Some((job_id, split)) => {

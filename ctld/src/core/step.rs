@@ -52,6 +52,9 @@ fn launch_size(launch: &StepLaunch) -> usize {
     postcard::experimental::serialized_size(launch).map_or(usize::MAX, |size| size + 8)
 }
 
+/// The most resource limits a step may carry (srun sends ten).
+const MAX_RLIMITS: usize = 16;
+
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> Response {
     Response::Error { code, detail: detail.into() }
 }
@@ -163,6 +166,11 @@ impl Core {
             let _ = reply.send(refuse(code, format!("job {job_id} is not running")));
             return;
         };
+        if spec.rlimits.len() > MAX_RLIMITS {
+            let detail = format!("{} resource limits, at most {MAX_RLIMITS}", spec.rlimits.len());
+            let _ = reply.send(refuse(ErrorCode::InvalidSpec, detail));
+            return;
+        }
         // A step's name is shown to other users (`squeue -s`, `sacct`): the bounds and the
         // control-character rule of a job's name.
         if let Err((code, detail)) = crate::policy::validate::check_string("step name", &spec.name) {
@@ -183,19 +191,28 @@ impl Core {
                 return;
             }
         };
-        let nodes = u32::try_from(counts.len()).unwrap_or(u32::MAX);
+        // The step's nodes: the job's nodes in order, skipping those whose CPUs the job's running
+        // steps hold, so that steps started together spread over the allocation (Slurm's
+        // placement); an `--overlap` step takes the first nodes.
+        let mut node_names: Vec<String> = Vec::with_capacity(counts.len());
         let mut held = Vec::new();
-        for ((node, cpus), count) in shares.iter().zip(&counts) {
+        for (node, cpus) in &shares {
+            let Some(count) = counts.get(node_names.len()) else { break };
             // An overcommitted step holds at most the job's CPUs on the node.
             let wanted = count.saturating_mul(cpus_per_task).min(*cpus);
             if !spec.overlap {
                 if wanted + self.steps.held_on(job_id, node) > *cpus {
-                    let detail = format!("{wanted} CPUs wanted on {node}, held by running steps");
-                    let _ = reply.send(refuse(ErrorCode::StepsBusy, detail));
-                    return;
+                    continue;
                 }
                 held.push((node.clone(), wanted));
             }
+            node_names.push(node.clone());
+        }
+        if node_names.len() < counts.len() {
+            let detail =
+                format!("{} nodes with free CPUs wanted, the job's running steps hold the others", counts.len());
+            let _ = reply.send(refuse(ErrorCode::StepsBusy, detail));
+            return;
         }
         let tasks = block_layout(&counts);
         let Some(job) = self.state.jobs.get(&job_id) else { return };
@@ -213,7 +230,6 @@ impl Core {
             let _ = reply.send(refuse(ErrorCode::Internal, "no randomness for the step credential"));
             return;
         };
-        let node_names: Vec<String> = shares.iter().take(nodes as usize).map(|(node, _)| node.clone()).collect();
         let layout = StepLayout {
             job_id,
             step_id,
@@ -294,8 +310,10 @@ impl Core {
         if job.info.state() != JobState::Running {
             return Vec::new();
         }
+        let shares: HashMap<&str, _> = alloc.nodes.iter().map(|share| (share.node.as_str(), share)).collect();
         let mut launches = Vec::new();
-        for (index, share) in alloc.nodes.iter().take(layout.nodes.len().min(most)).enumerate() {
+        let step_nodes = layout.nodes.iter().filter_map(|name| shares.get(name.as_str()).copied());
+        for (index, share) in step_nodes.take(most).enumerate() {
             let request = self.launch_request(job, (*job.spec).clone(), alloc, share);
             let launch = StepLaunch {
                 job: request,
@@ -309,6 +327,9 @@ impl Core {
                 work_dir: spec.work_dir.clone(),
                 label: spec.label,
                 pty: spec.pty,
+                task_prolog: spec.task_prolog.clone(),
+                task_epilog: spec.task_epilog.clone(),
+                rlimits: spec.rlimits.clone(),
             };
             launches.push((share.node.clone(), launch));
         }

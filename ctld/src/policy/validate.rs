@@ -157,6 +157,28 @@ fn check_launch_size(config: &Config, spec: &JobSpec) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// `-n N` without `-N` (nor `--ntasks-per-node`): as in Slurm, the tasks spread over as many
+/// nodes as they need rather than all asking for one node. The job asks for the fewest nodes
+/// that hold its tasks when each holds as many as the candidate partitions' largest node has
+/// CPUs for; a job whose tasks fit one such node keeps asking for one. More nodes than the
+/// cluster has are refused here, before any per-node shape is built.
+fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobSpec) -> Result<JobSpec, Rejection> {
+    let (Some(ntasks), None, None) = (spec.ntasks, spec.nodes_min, spec.ntasks_per_node) else { return Ok(spec) };
+    let names: std::collections::HashSet<&str> =
+        partitions.iter().flat_map(|p| p.nodes.iter().map(String::as_str)).collect();
+    let most_cpus = config.nodes.iter().filter(|n| names.contains(n.name.as_str())).map(|n| n.cpus).max();
+    let per_node = most_cpus.unwrap_or(0) / spec.cpus_per_task.unwrap_or(1).max(1);
+    if per_node > 0 && ntasks > per_node {
+        let nodes = ntasks.div_ceil(per_node);
+        if usize::try_from(nodes).map_or(true, |n| n > names.len()) {
+            let detail = format!("{ntasks} tasks need {nodes} nodes, the partitions have {}", names.len());
+            return Err((ErrorCode::NodeConfigUnavailable, detail));
+        }
+        spec.nodes_min = Some(nodes);
+    }
+    Ok(spec)
+}
+
 /// Validates a submission and builds the job record it becomes (without a job id yet).
 pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Rejection> {
     let config = &state.config;
@@ -259,7 +281,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     let privileged = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::JobPrivileged);
     check_nice(spec.nice, privileged)?;
 
-    let spec = Arc::new(spec);
+    let spec = Arc::new(spread_tasks(config, &partitions, spec)?);
     let mut job = Job {
         info: JobInfo::default().into(),
         spec: spec.clone(),

@@ -27,6 +27,7 @@
 //! noded's rescan sends it to ctld ([`take_spooled_usage`]) and deletes it.
 
 mod run;
+mod task_scripts;
 
 use crate::isolation::{self, NodeIsolation};
 use drover_shared::job::JobId;

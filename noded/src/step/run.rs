@@ -16,7 +16,7 @@
 //! thread (a thread per pipe would count against the job's pids limit); srun's input has one
 //! thread.
 
-use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS};
+use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS, task_scripts};
 use crate::cgroup::{Controller, JobCgroup};
 use crate::isolation::{self, JobIsolation};
 use crate::sys::exec::TaskSetup;
@@ -282,6 +282,16 @@ fn task_environment(launch: &StepLaunch, plan: Option<&JobIsolation>, task: u32,
     set("SLURM_GTIDS", tasks_here.join(","));
     set("SLURMD_NODENAME", here.clone());
     set("SLURM_TOPOLOGY_ADDR", here);
+    set("SLURM_TOPOLOGY_ADDR_PATTERN", "node".to_owned());
+    set("SLURM_CPUS_ON_NODE", launch.job.cpus_on_node.to_string());
+    // Where srun listens (`host:port`, `[v6]:port`): the host is the address srun picked on its
+    // node, which Slurm also names the launch node's address.
+    if let Some((host, port)) = launch.srun_address.rsplit_once(':') {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        set("SLURM_SRUN_COMM_HOST", host.to_owned());
+        set("SLURM_SRUN_COMM_PORT", port.to_owned());
+        set("SLURM_LAUNCH_NODE_IPADDR", host.to_owned());
+    }
     set("SLURM_CLUSTER_NAME", launch.job.cluster_name.clone());
     set("SLURM_JOB_USER", launch.job.user.clone());
     set("SLURM_JOB_UID", launch.job.uid.to_string());
@@ -309,7 +319,10 @@ fn spawn_task(
 ) -> std::io::Result<Child> {
     let program = launch.argv.first().cloned().unwrap_or_default();
     let mut command = Command::new(&program);
-    command.args(launch.argv.iter().skip(1)).env_clear().envs(env);
+    // The environment is installed in the child with its pid (`SLURM_TASK_PID`): the command's
+    // own is left alone, so that `execvp` passes on the one installed.
+    command.args(launch.argv.iter().skip(1));
+    let environment = crate::sys::exec::TaskEnvironment::new(&env)?;
     match terminal {
         Some(slave) => {
             command.stdin(slave.try_clone()?).stdout(slave.try_clone()?).stderr(slave.try_clone()?);
@@ -327,6 +340,8 @@ fn spawn_task(
         identity: identity.map(|i| (i.uid, i.gid, i.groups.clone())),
         work_dir,
         umask: launch.job.spec.umask,
+        rlimits: crate::sys::exec::capped_rlimits(&launch.rlimits),
+        environment,
     };
     crate::sys::exec::prepare_task(&mut command, setup);
     command.spawn()
@@ -364,14 +379,21 @@ fn send(sink: &Sink, kind: u8, task: u32, data: &[u8]) {
     }
 }
 
+/// How often the relay looks for tasks that ended while others still write.
+const REAP_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Relays the tasks' output to srun until every source has ended: `(kind, task, pipe or
 /// terminal master)`. One `poll` loop; a terminal master whose slave closed reads EIO, which
-/// ends it like end of file.
-fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
+/// ends it like end of file. A task whose output has ended and that exited while other tasks
+/// of this node still run is reaped and its exit sent at once (srun's `-K` and `-W` act on the
+/// first exits); the last ones are left to the caller, which spools the usage first.
+fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(u32, Child)>) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
+        reap_early(sink, &sources, running);
         let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_fd()).collect();
-        let Ok(ready) = stepio::poll_readable(&fds, None) else { return };
+        let wait = (running.len() > 1).then_some(REAP_EVERY);
+        let Ok(ready) = stepio::poll_readable(&fds, wait) else { return };
         let mut ended = Vec::new();
         for (index, _) in ready.iter().enumerate().filter(|(_, ready)| **ready) {
             let (kind, task, file) = &mut sources[index];
@@ -385,6 +407,22 @@ fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>) {
         for index in ended.into_iter().rev() {
             sources.swap_remove(index);
         }
+    }
+}
+
+/// Sends the exit of each task whose output has ended and that has exited, as long as another
+/// task of the step is left running here.
+fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Child)>) {
+    let mut index = 0;
+    while index < running.len() && running.len() > 1 {
+        let (task, child) = &mut running[index];
+        let writing = sources.iter().any(|(_, t, _)| t == task);
+        if !writing && let Ok(Some(status)) = child.try_wait() {
+            send(sink, stepio::EXIT, *task, &std::os::unix::process::ExitStatusExt::into_raw(status).to_le_bytes());
+            running.swap_remove(index);
+            continue;
+        }
+        index += 1;
     }
 }
 
@@ -482,8 +520,27 @@ fn run_tasks(
         terminal = Some((File::from(pty.master), pty.slave));
     }
     let mut children: Vec<(u32, std::io::Result<Child>)> = Vec::new();
+    let script_user = task_scripts::ScriptUser {
+        ids: identity.as_ref().map(|i| (i.uid.as_raw(), i.gid.as_raw())),
+        work_dir: &launch.work_dir,
+    };
+    // Each task's environment, for its epilog.
+    let mut envs: Vec<Vec<(String, String)>> = Vec::new();
     for (local, &task) in tasks.iter().enumerate() {
-        let env = task_environment(launch, plan, task, u32::try_from(local).unwrap_or(u32::MAX));
+        let mut env = task_environment(launch, plan, task, u32::try_from(local).unwrap_or(u32::MAX));
+        if let Some(prolog) = &launch.task_prolog {
+            match task_scripts::run_prolog(prolog, &mut env, &script_user) {
+                Ok(outcome) if outcome.print.is_empty() => {}
+                Ok(outcome) => send(sink, stepio::STDOUT, task, &outcome.print),
+                Err(error) => {
+                    let message = format!("slurmstepd: error: task prolog {prolog}: {}\n", describe(&error));
+                    send(sink, stepio::STDERR, task, message.as_bytes());
+                    send(sink, stepio::EXIT, task, &(1i32 << 8).to_le_bytes());
+                    continue;
+                }
+            }
+        }
+        envs.push(env.clone());
         let slave = terminal.as_ref().filter(|_| task == 0).map(|(_, slave)| slave);
         children.push((task, spawn_task(launch, env, identity.as_ref(), slave)));
     }
@@ -539,11 +596,14 @@ fn run_tasks(
         // Without this thread (the job's pids limit reached) the tasks get no input from srun.
         let _ = std::thread::Builder::new().name("input".into()).spawn(move || forward_input(stream, &inputs));
     }
-    relay_all(sink, sources);
+    relay_all(sink, sources, &mut running);
     let mut statuses = Vec::with_capacity(running.len());
     for (task, mut child) in running {
         let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
         statuses.push((task, status));
+    }
+    if let Some(epilog) = &launch.task_epilog {
+        task_scripts::run_epilogs(epilog, &envs, &script_user);
     }
     // Every task is reaped: what they used is the runner's children's usage. It is spooled for
     // noded before srun learns of the exits (srun then records the step's end).

@@ -70,6 +70,90 @@ pub(crate) struct TaskSetup {
     pub(crate) work_dir: CString,
     /// Applied unless 0.
     pub(crate) umask: u32,
+    /// Soft resource limits to set (srun's), each already capped at this process's hard limit.
+    pub(crate) rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
+    /// The task's environment, installed just before the exec with the task's own pid.
+    pub(crate) environment: TaskEnvironment,
+}
+
+unsafe extern "C" {
+    /// The process's environment, which `execvp` passes on.
+    static mut environ: *mut *mut libc::c_char;
+}
+
+/// `SLURM_TASK_PID=`, followed in the child by its pid.
+const TASK_PID: &[u8] = b"SLURM_TASK_PID=";
+
+/// A task's environment, built before the fork: its `NAME=value` strings, a slot for
+/// `SLURM_TASK_PID` (the task's pid is known only in the child) and the null-terminated array of
+/// their addresses that becomes `environ` in the child.
+#[derive(Debug)]
+pub(crate) struct TaskEnvironment {
+    entries: Vec<CString>,
+    pid_entry: Vec<u8>,
+    /// Addresses of `entries` and `pid_entry`, then 0 (as integers, so the hook stays `Send`).
+    pointers: Vec<usize>,
+}
+
+impl TaskEnvironment {
+    pub(crate) fn new(env: &[(String, String)]) -> std::io::Result<TaskEnvironment> {
+        let entries = env
+            .iter()
+            .filter(|(name, _)| name != "SLURM_TASK_PID")
+            .map(|(name, value)| CString::new(format!("{name}={value}")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| std::io::Error::other("environment variable with NUL"))?;
+        // Room for the prefix, ten digits and the terminating NUL.
+        let mut pid_entry = TASK_PID.to_vec();
+        pid_entry.resize(TASK_PID.len() + 11, 0);
+        let mut pointers: Vec<usize> = entries.iter().map(|entry| entry.as_ptr() as usize).collect();
+        pointers.push(pid_entry.as_ptr() as usize);
+        pointers.push(0);
+        Ok(TaskEnvironment { entries, pid_entry, pointers })
+    }
+
+    /// In the child: writes its pid into the `SLURM_TASK_PID` slot and makes this the
+    /// process's environment. No allocation: the buffers were sized before the fork.
+    fn install(&mut self) {
+        let _ = &self.entries;
+        let mut pid = std::process::id();
+        let mut digits = [0u8; 10];
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (pid % 10) as u8;
+            pid /= 10;
+            len += 1;
+            if pid == 0 || len == digits.len() {
+                break;
+            }
+        }
+        for (slot, digit) in self.pid_entry[TASK_PID.len()..].iter_mut().zip(digits[..len].iter().rev()) {
+            *slot = *digit;
+        }
+        self.pid_entry[TASK_PID.len() + len] = 0;
+        // SAFETY: in the forked child, single-threaded, before the exec: `pointers` holds the
+        // addresses of NUL-terminated strings owned by `self` (heap buffers that do not move)
+        // and ends with a null pointer, as `environ` must; `self` lives until the exec.
+        unsafe {
+            environ = self.pointers.as_ptr() as *mut *mut libc::c_char;
+        }
+    }
+}
+
+/// The soft limits srun sent, as `(resource, soft, hard)` with the soft one capped at the
+/// runner's hard limit (a user's limit never raises what the node allows); unknown names and
+/// limits that cannot be read are skipped.
+pub(crate) fn capped_rlimits(wanted: &[(String, u64)]) -> Vec<(nix::sys::resource::Resource, u64, u64)> {
+    use nix::sys::resource::{RLIM_INFINITY, getrlimit};
+    wanted
+        .iter()
+        .filter_map(|(name, value)| {
+            let (_, resource) = drover_shared::job::PROPAGATED_RLIMITS.iter().find(|(n, _)| n == name)?;
+            let (_, hard) = getrlimit(*resource).ok()?;
+            let soft = if *value == u64::MAX { RLIM_INFINITY } else { *value };
+            Some((*resource, soft.min(hard), hard))
+        })
+        .collect()
 }
 
 /// Has `command`'s child set itself up as `setup` says before the exec: session or process
@@ -77,13 +161,13 @@ pub(crate) struct TaskSetup {
 /// mask with default actions for the signals the runner handles, and nothing inherited but its
 /// stdio.
 pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
-    let TaskSetup { on_terminal, identity, work_dir, umask } = setup;
+    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits, mut environment } = setup;
     // SAFETY: the closure runs in the forked child of a runner that has not started any thread
     // yet (tasks are all forked before the first thread), and only makes system calls on data
     // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
-    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setgroups,
-    // setgid, setuid, chdir, umask, sigprocmask/signal resets and marking descriptors
-    // close-on-exec.
+    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setrlimit, setgroups,
+    // setgid, setuid, chdir, umask, sigprocmask/signal resets, marking descriptors
+    // close-on-exec and installing the environment built before the fork.
     unsafe {
         command.pre_exec(move || {
             if on_terminal {
@@ -101,6 +185,9 @@ pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
                 nix::sys::stat::Mode::empty(),
             ) {
                 let _ = nix::unistd::write(&adjust, b"0");
+            }
+            for (resource, soft, hard) in &rlimits {
+                let _ = nix::sys::resource::setrlimit(*resource, *soft, *hard);
             }
             if let Some((uid, gid, groups)) = &identity {
                 nix::unistd::setgroups(groups)?;
@@ -126,6 +213,7 @@ pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
             }
             // Only stdin, stdout and stderr reach the task (stdio is in place by now).
             super::descriptors::close_on_exec_above_stdio();
+            environment.install();
             Ok(())
         });
     }

@@ -138,6 +138,11 @@ pub struct StepLaunch {
     pub label: bool,
     /// `--pty`: task 0 runs on a pseudo-terminal of this size (rows, columns).
     pub pty: Option<(u16, u16)>,
+    /// `--task-prolog` and `--task-epilog`: run as the user before and after each task.
+    pub task_prolog: Option<String>,
+    pub task_epilog: Option<String>,
+    /// srun's soft resource limits ([`crate::job::StepSpec::rlimits`]).
+    pub rlimits: Vec<(String, u64)>,
 }
 
 /// Everything a supervisor needs to run a batch script, resolved by ctld.
