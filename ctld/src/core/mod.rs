@@ -301,7 +301,7 @@ impl Core {
             Request::TestOnly(spec) => {
                 let now = now();
                 match validate::validate(&self.state, caller, *spec, now) {
-                    Err((code, detail)) => Response::Error { code, detail },
+                    Err(refusal) => refusal.into(),
                     Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
                 }
             }
@@ -387,7 +387,7 @@ impl Core {
             self.store(DbOp::PurgeUsage { now, hours_days: a.retention_hours_days, jobs_days: a.retention_jobs_days });
         }
         // Preemption warnings whose lead time is over are due whether or not a pass runs.
-        self.preempt();
+        self.cancel_warned();
         // Arrived begin times need a pass; so, now and then, does everything else that moves
         // with the clock (priority age, fair-share decay).
         if begins || now - since >= PERIODIC_PASS {

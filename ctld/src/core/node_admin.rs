@@ -18,7 +18,7 @@ use drover_shared::proto::node::CtldMessage;
 use drover_shared::{UnixTime, now};
 
 /// A refused node update: Slurm's code and a detail for the log and the audit record.
-type Refusal = (ErrorCode, String);
+use crate::model::refusal::Refusal;
 
 impl Core {
     /// Applies a node update (all its nodes or none) and audits it with its outcome.
@@ -31,10 +31,10 @@ impl Core {
         };
         let detail = format!("nodes={} reason={}", update.nodes, update.reason.as_deref().unwrap_or(""));
         let result = self.update_node_checked(Who::of(&self.state.config, caller), update);
-        self.audit_request(caller, action, None, result.as_ref().map(|_| ()).map_err(|(code, _)| *code), detail);
+        self.audit_request(caller, action, None, result.as_ref().map(|_| ()).map_err(|refusal| refusal.code), detail);
         match result {
             Ok(()) => Response::Done,
-            Err((code, detail)) => {
+            Err(Refusal { code, detail }) => {
                 tracing::info!(uid = caller.uid, %code, detail, "node update refused");
                 Response::Error { code, detail }
             }
@@ -42,18 +42,19 @@ impl Core {
     }
 
     fn update_node_checked(&mut self, who: Who, update: &NodeUpdate) -> Result<(), Refusal> {
-        who.check(Operation::NodeState).map_err(|code| (code, "operator or admin role required".to_owned()))?;
-        let names = hostlist::expand(&update.nodes).map_err(|e| (ErrorCode::InvalidNodeName, e.to_string()))?;
+        who.check(Operation::NodeState).map_err(|code| Refusal::new(code, "operator or admin role required"))?;
+        let names =
+            hostlist::expand(&update.nodes).map_err(|e| Refusal::new(ErrorCode::InvalidNodeName, e.to_string()))?;
         if names.is_empty() {
-            return Err((ErrorCode::InvalidNodeName, "no node named".into()));
+            return Err(Refusal::new(ErrorCode::InvalidNodeName, "no node named"));
         }
         if let Some(unknown) = names.iter().find(|n| !self.state.node_index.contains_key(*n)) {
-            return Err((ErrorCode::InvalidNodeName, format!("node {unknown} is not configured")));
+            return Err(Refusal::new(ErrorCode::InvalidNodeName, format!("node {unknown} is not configured")));
         }
         let reason = update.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
         let needs_reason = matches!(update.state, NodeStateChange::Drain | NodeStateChange::Down);
         if needs_reason && reason.is_none() {
-            return Err((ErrorCode::NodeReasonRequired, "no reason given".into()));
+            return Err(Refusal::new(ErrorCode::NodeReasonRequired, "no reason given"));
         }
         reason.map_or(Ok(()), |r| crate::policy::validate::forbidden_text("reason", r))?;
         let now = now();

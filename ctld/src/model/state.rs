@@ -273,8 +273,6 @@ pub(crate) struct State {
     pub(crate) usage: crate::model::usage::Usage,
     /// Running jobs being preempted → the job they make room for.
     pub(crate) preempting: HashMap<JobId, JobId>,
-    /// Preemptions a scheduling pass decided; the core sends them to the nodes.
-    pub(crate) preempt_requests: Vec<Preemption>,
     /// Reclaiming job → the resources kept for it (freed or being freed) until it starts or the
     /// hold's deadline passes; no other job is placed on them meanwhile.
     pub(crate) reclaim_holds: HashMap<JobId, Hold>,
@@ -291,13 +289,6 @@ pub(crate) struct State {
     pub(crate) pass_shortcuts: bool,
     /// Pending dependent jobs' parsed dependencies and the statuses behind their shown text.
     pub(crate) dependencies: crate::model::dependency::Cache,
-}
-
-/// A running job to preempt and the job it makes room for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Preemption {
-    pub(crate) victim: JobId,
-    pub(crate) for_job: JobId,
 }
 
 /// Resources kept for a reclaiming job: the placement planned for it on what its victims free
@@ -333,7 +324,6 @@ impl State {
             expiry: BTreeMap::new(),
             usage,
             preempting: HashMap::new(),
-            preempt_requests: Vec::new(),
             reclaim_holds: HashMap::new(),
             preempt_cancel_on_end: Default::default(),
             planned_starts: HashMap::new(),

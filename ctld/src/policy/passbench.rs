@@ -176,7 +176,7 @@ impl Bench {
     /// Runs one pass at the bench's clock and starts what it chose.
     pub fn pass(&mut self) -> PassReport {
         let began = Instant::now();
-        let starts = schedule(&mut self.state, self.now);
+        let starts = schedule(&mut self.state, self.now).starts;
         let total_s = began.elapsed().as_secs_f64();
         let backfill_s = self.state.last_pass.backfill.as_secs_f64();
         let started = starts.len();
