@@ -229,6 +229,8 @@ impl Core {
     }
 
     fn handle(&mut self, event: Event) {
+        // The job table's indexes as of this event (they cost what changed since the last).
+        self.state.jobs.refile(now());
         match event {
             Event::Client { caller, request, reply } => self.client(caller, request, reply),
             Event::Committed(report) => self.committed(report),
@@ -365,17 +367,12 @@ impl Core {
         }
         self.lost_jobs();
         self.state.purge(now);
-        // One walk for what the clock brings to pending jobs: deadlines to check, and begin times
-        // that arrived since the last periodic pass (they need a pass even without other events).
+        // What the clock brings to pending jobs: deadlines to check, and begin times that arrived
+        // (they need a pass even without other events). Both from the job table's indexes.
         let since = self.periodic_pass_at;
-        let (mut deadlines, mut begins) = (false, false);
-        for job in self.state.jobs.values().filter(|j| j.info.state() == JobState::Pending) {
-            deadlines |= job.spec.deadline.is_some();
-            begins |= job.spec.begin_time.is_some_and(|t| t <= now && t > since - 1);
-            if deadlines && begins {
-                break;
-            }
-        }
+        self.state.jobs.refile(now);
+        let deadlines = self.state.jobs.with_deadline().next().is_some();
+        let begins = self.state.jobs.take_arrived();
         if deadlines {
             self.expire_deadlines(now);
         }

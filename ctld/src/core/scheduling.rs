@@ -61,10 +61,11 @@ impl Core {
     /// limit, the shortest over its partitions, is past it) ends `DEADLINE`, as in Slurm.
     pub(super) fn expire_deadlines(&mut self, now: UnixTime) {
         let config = self.state.config.clone();
+        self.state.jobs.refile(now);
         let expired: Vec<JobId> = self
             .state
             .jobs
-            .values()
+            .with_deadline()
             .filter(|j| j.committed && j.info.state() == JobState::Pending)
             .filter(|j| {
                 j.spec.deadline.is_some_and(|deadline| {

@@ -76,7 +76,9 @@ pub(crate) struct Lookup {
 impl Lookup {
     /// The lookup of a scheduling pass, which follows a [`refresh`] with no job ended since.
     pub(crate) fn for_pass(state: &State) -> Lookup {
-        Lookup { pass: true, ..Lookup::new(state) }
+        // Without a pending dependent job, no job of the pass asks the lookup anything.
+        let lookup = if state.jobs.any_dependent() { Lookup::new(state) } else { Lookup::default() };
+        Lookup { pass: true, ..lookup }
     }
 
     pub(crate) fn new(state: &State) -> Lookup {
@@ -533,10 +535,11 @@ pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobI
     let mut updates = Vec::new();
     let mut kill = Vec::new();
     let mut cache = Cache::default();
-    let mut lookup = Lookup::new(state);
+    state.jobs.refile(now);
+    let mut lookup = if state.jobs.any_dependent() { Lookup::new(state) } else { Lookup::default() };
     for job in state
         .jobs
-        .values()
+        .dependent()
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
         let job_id = job.info.job_id;

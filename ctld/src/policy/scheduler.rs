@@ -365,13 +365,11 @@ pub(crate) struct Decisions {
     pub(crate) preemptions: Vec<Preemption>,
 }
 
-/// Recomputes the priority of every pending job that is not held: the best over its partitions.
+/// Recomputes the priority of every pending job that may start (not held, begin time come; see
+/// [`crate::model::state::Jobs::ready`]): the best over its partitions.
 pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, now: UnixTime) {
     let mut updates = Vec::new();
-    for job in state.jobs.values().filter(|j| j.committed && j.info.state() == JobState::Pending) {
-        if job.spec.hold || job.info.priority == 0 {
-            continue;
-        }
+    for job in state.jobs.ready() {
         let best = job
             .candidates
             .iter()
@@ -393,6 +391,12 @@ pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, 
 /// One scheduling pass. Returns what it decided (starts, preemptions); priorities and pending
 /// reasons are updated in place.
 pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
+    // The pass walks the ready jobs only: held jobs and jobs waiting for their begin time are
+    // filed elsewhere by the job table, so a deep held queue costs a pass nothing.
+    state.jobs.refile(now);
+    for job_id in state.jobs.take_deferred() {
+        set_reason(state, job_id, "BeginTime");
+    }
     let context = priority::Context::new(state);
     update_priorities(state, &context, now);
     let tier = |job: &Job| {
@@ -413,10 +417,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     };
     let mut order: Vec<(bool, u32, u32, UnixTime, JobId)> = state
         .jobs
-        .values()
-        // Held jobs (and those at priority 0) never start: leave them out before ranking, so a
-        // deep held queue costs a pass one walk, not a rank per job.
-        .filter(|j| j.committed && j.info.state() == JobState::Pending && !j.spec.hold && j.info.priority != 0)
+        .ready()
         .map(|j| (preemptor(j), tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id))
         .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
@@ -448,7 +449,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let max_reservations = state.config.priority.backfill_reservations as usize;
     let mut blocked: HashSet<String> = HashSet::new();
     let mut decisions = Decisions::default();
-    let mut stats = crate::model::state::PassStats::default();
+    let mut stats = crate::model::state::PassStats { considered: order.len(), ..Default::default() };
     let shortcuts = state.pass_shortcuts;
     timeline.gated = shortcuts;
     let mut free = FreeIndex::new(state, &views);
@@ -710,8 +711,9 @@ fn reclaim(
 }
 
 fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
-    if let Some(job) = state.jobs.get_mut(&job_id)
-        && job.info.reason != reason
+    // Looked at first: a job handed out mutably is filed again at the next pass.
+    if state.jobs.get(&job_id).is_some_and(|j| j.info.reason != reason)
+        && let Some(job) = state.jobs.get_mut(&job_id)
     {
         job.info.reason = reason.to_owned();
     }

@@ -919,3 +919,31 @@ fn pool_free_counts_follow_the_nodes() {
     assert_eq!(gpus(&counts), Some(29));
     assert_eq!(quota::PoolFree::new(&cluster(""), &views).of("main"), None);
 }
+
+/// The pass considers only the pending jobs that may start: held jobs and jobs waiting for their
+/// begin time are filed apart by the job table (a deep held queue costs a pass nothing) and join
+/// the pass when released or when their begin time comes; the waiting ones show `BeginTime`.
+#[test]
+fn held_and_future_jobs_stay_out_of_the_pass_until_they_may_start() {
+    let mut state = cluster("");
+    let held: Vec<JobId> = (0..3).map(|_| submit(&mut state, "alice", "g=1 t=60")).collect();
+    for job_id in &held {
+        let job = state.jobs.get_mut(job_id).unwrap();
+        Arc::make_mut(&mut job.spec).hold = true;
+        job.info.priority = 0;
+    }
+    let later = submit(&mut state, "alice", "g=1 t=60");
+    Arc::make_mut(&mut state.jobs.get_mut(&later).unwrap().spec).begin_time = Some(NOW + 60);
+    let ready = submit(&mut state, "bob", "g=1 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![ready]);
+    assert_eq!(state.last_pass.considered, 1, "only the job that may start");
+    assert_eq!(reason(&state, later), "BeginTime");
+    assert_eq!(pass(&mut state, NOW + 30), Vec::<JobId>::new());
+    assert_eq!(state.last_pass.considered, 0);
+    assert_eq!(pass(&mut state, NOW + 60), vec![later], "its begin time came");
+    let job = state.jobs.get_mut(&held[0]).unwrap();
+    Arc::make_mut(&mut job.spec).hold = false;
+    job.info.priority = 1;
+    assert_eq!(pass(&mut state, NOW + 61), vec![held[0]], "released");
+    assert_eq!(state.last_pass.considered, 1);
+}
