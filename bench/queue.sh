@@ -18,12 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=("$@"); [ ${#SIZES[@]} -gt 0 ] || SIZES=(1000 10000 100000)
-if [ -n "${DROVER_BIN:-}" ]; then
-    BIN=$DROVER_BIN
-else
-    cargo build --release --quiet -p drover-ctld -p drover-cli -p drover-sim
-    BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
-fi
+. bench/lib.sh
+bench_bin
 LIKE=(); [ -z "${SBATCH_LIKE:-}" ] || LIKE=(--sbatch-like "$SBATCH_LIKE")
 if [ -n "${SBATCH_CLI:-}" ] && [ -n "${SBATCH_LIKE:-}" ]; then
     i=0
@@ -39,10 +35,7 @@ submit_cli() {
     seq "$1" | xargs -P 8 -n 50 sh -c 'f=$1; shift; for i; do "$0" sbatch --hold -J "cli$i" "$f" >/dev/null; done' \
         "$BIN/drover" "$WORK/cli.sh"
 }
-WORK=$(mktemp -d /tmp/drover-queue-XXXXXX)
-PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+bench_work queue
 cat > "$WORK/cluster.toml" <<CONF
 cluster_name = "queue"
 default_account = "shared"
@@ -62,14 +55,7 @@ default = true
 [[accounts]]
 name = "shared"
 CONF
-"$BIN/drover" keygen "$WORK/cluster.key" >/dev/null
-mkdir -p "$WORK/state"
-RUST_LOG=warn "$BIN/drover-ctld" --config "$WORK/cluster.toml" 2> "$WORK/ctld.log" &
-CTLD=$!
-PIDS+=($CTLD)
-SOCK=$WORK/state/ctld.sock
-export DROVER_SOCKET=$SOCK
-until [ -S "$SOCK" ]; do sleep 0.1; done
+bench_ctld
 # The socket appears before ctld has built its node table: wait for an answer, then settle.
 until "$BIN/drover" squeue >/dev/null 2>&1; do sleep 0.1; done
 sleep 1

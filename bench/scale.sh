@@ -10,12 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NODES=${1:-10000}
 JOBS=${2:-100000}
-cargo build --release --quiet -p drover-ctld -p drover-cli -p drover-sim
-BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
-WORK=$(mktemp -d /tmp/drover-scale-XXXXXX)
-PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$WORK"' EXIT
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+. bench/lib.sh
+bench_bin
+bench_work scale
 WIDTH=${#NODES}
 cat > "$WORK/cluster.toml" <<CONF
 cluster_name = "scale"
@@ -39,12 +36,7 @@ default_mem_per_cpu = 1000
 [[accounts]]
 name = "shared"
 CONF
-"$BIN/drover" keygen "$WORK/cluster.key" >/dev/null
-mkdir -p "$WORK/state"
-RUST_LOG=warn "$BIN/drover-ctld" --config "$WORK/cluster.toml" 2> "$WORK/ctld.log" &
-PIDS+=($!)
-SOCK=$WORK/state/ctld.sock
-until [ -S "$SOCK" ]; do sleep 0.1; done
+bench_ctld
 t0=$(date +%s.%N)
 # Jobs run 3600 simulated seconds at warp 1: they stay running while we measure.
 "$BIN/drover-simnode" nodes --config "$WORK/cluster.toml" --count "$NODES" --warp 1 --heartbeat 30 > "$WORK/nodes.log" 2>&1 &

@@ -4,6 +4,7 @@
 use super::Core;
 use super::commits::bounded;
 use crate::model::identity::Caller;
+use crate::model::refusal::Refusal;
 use crate::policy::authz::{Operation, Who};
 use crate::policy::validate;
 use crate::store::db::{AfterCommit, DbOp};
@@ -20,7 +21,7 @@ impl Core {
     pub(super) fn submit(&mut self, caller: Caller, spec: JobSpec, reply: oneshot::Sender<Response>) {
         let now = now();
         match validate::validate(&self.state, caller, spec, now) {
-            Err((code, detail)) => {
+            Err(Refusal { code, detail }) => {
                 tracing::info!(uid = caller.uid, %code, detail, "submission refused");
                 self.audit_request(caller, "submit", None, Err(code), detail.clone());
                 let _ = reply.send(Response::Error { code, detail });
@@ -237,10 +238,10 @@ impl Core {
     /// (and the jobs it waits on, for [`crate::policy::dependency::check_cycle`]), names and comments as
     /// long as a submission's may be.
     fn check_update(&self, update: &JobUpdate) -> Result<HashMap<JobId, JobId>, ErrorCode> {
-        validate::check_update_text(update).map_err(|(code, _)| code)?;
+        validate::check_update_text(update).map_err(|refusal| refusal.code)?;
         match update.dependency.as_deref().filter(|t| !t.is_empty()) {
             Some(text) => {
-                crate::policy::dependency::validate(&self.state, text).map_err(|(code, _)| code)?;
+                crate::policy::dependency::validate(&self.state, text).map_err(|refusal| refusal.code)?;
                 Ok(crate::policy::dependency::reachable(&self.state, text))
             }
             None => Ok(HashMap::new()),
@@ -257,7 +258,7 @@ impl Core {
         let config = self.state.config.clone();
         let job = self.state.jobs.get(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         who.check(Operation::Job { owner: job.info.uid })?;
-        crate::policy::dependency::check_cycle(&self.state, job_id, reached).map_err(|(code, _)| code)?;
+        crate::policy::dependency::check_cycle(&self.state, job_id, reached).map_err(|refusal| refusal.code)?;
         let job = self.state.jobs.get_mut(&job_id).ok_or(ErrorCode::InvalidJobId)?;
         let state = job.info.state();
         if state.is_terminal() {
@@ -291,7 +292,7 @@ impl Core {
             }
         }
         if let Some(nice) = update.nice {
-            validate::check_nice(nice, who.may(Operation::JobPrivileged)).map_err(|(code, _)| code)?;
+            validate::check_nice(nice, who.may(Operation::JobPrivileged)).map_err(|refusal| refusal.code)?;
         }
         if update.array_max_tasks.is_some() && job.info.array_job_id != Some(job_id) {
             return Err(ErrorCode::InvalidSpec);

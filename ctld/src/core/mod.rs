@@ -229,6 +229,8 @@ impl Core {
     }
 
     fn handle(&mut self, event: Event) {
+        // The job table's indexes as of this event (they cost what changed since the last).
+        self.state.jobs.refile(now());
         match event {
             Event::Client { caller, request, reply } => self.client(caller, request, reply),
             Event::Committed(report) => self.committed(report),
@@ -301,7 +303,7 @@ impl Core {
             Request::TestOnly(spec) => {
                 let now = now();
                 match validate::validate(&self.state, caller, *spec, now) {
-                    Err((code, detail)) => Response::Error { code, detail },
+                    Err(refusal) => refusal.into(),
                     Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
                 }
             }
@@ -372,17 +374,12 @@ impl Core {
         }
         self.lost_jobs();
         self.state.purge(now);
-        // One walk for what the clock brings to pending jobs: deadlines to check, and begin times
-        // that arrived since the last periodic pass (they need a pass even without other events).
+        // What the clock brings to pending jobs: deadlines to check, and begin times that arrived
+        // (they need a pass even without other events). Both from the job table's indexes.
         let since = self.periodic_pass_at;
-        let (mut deadlines, mut begins) = (false, false);
-        for job in self.state.jobs.values().filter(|j| j.info.state() == JobState::Pending) {
-            deadlines |= job.spec.deadline.is_some();
-            begins |= job.spec.begin_time.is_some_and(|t| t <= now && t > since - 1);
-            if deadlines && begins {
-                break;
-            }
-        }
+        self.state.jobs.refile(now);
+        let deadlines = self.state.jobs.with_deadline().next().is_some();
+        let begins = self.state.jobs.take_arrived();
         if deadlines {
             self.expire_deadlines(now);
         }
@@ -394,7 +391,7 @@ impl Core {
             self.store(DbOp::PurgeUsage { now, hours_days: a.retention_hours_days, jobs_days: a.retention_jobs_days });
         }
         // Preemption warnings whose lead time is over are due whether or not a pass runs.
-        self.preempt();
+        self.cancel_warned();
         // Arrived begin times need a pass; so, now and then, does everything else that moves
         // with the clock (priority age, fair-share decay).
         if begins || now - since >= PERIODIC_PASS {

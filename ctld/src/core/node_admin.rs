@@ -25,7 +25,7 @@ use drover_shared::proto::node::CtldMessage;
 use drover_shared::{UnixTime, now};
 
 /// A refused node update: Slurm's code and a detail for the log and the audit record.
-type Refusal = (ErrorCode, String);
+use crate::model::refusal::Refusal;
 
 impl Core {
     /// Applies a node update (all its nodes or none) and audits it with its outcome.
@@ -43,10 +43,10 @@ impl Core {
             }
         }
         let result = self.update_node_checked(Who::of(&self.state.config, caller), update);
-        self.audit_request(caller, action, None, result.as_ref().map(|_| ()).map_err(|(code, _)| *code), detail);
+        self.audit_request(caller, action, None, result.as_ref().map(|_| ()).map_err(|refusal| refusal.code), detail);
         match result {
             Ok(()) => Response::Done,
-            Err((code, detail)) => {
+            Err(Refusal { code, detail }) => {
                 tracing::info!(uid = caller.uid, %code, detail, "node update refused");
                 Response::Error { code, detail }
             }
@@ -54,24 +54,25 @@ impl Core {
     }
 
     fn update_node_checked(&mut self, who: Who, update: &NodeUpdate) -> Result<(), Refusal> {
-        who.check(Operation::NodeState).map_err(|code| (code, "operator or admin role required".to_owned()))?;
-        let names = hostlist::expand(&update.nodes).map_err(|e| (ErrorCode::InvalidNodeName, e.to_string()))?;
+        who.check(Operation::NodeState).map_err(|code| Refusal::new(code, "operator or admin role required"))?;
+        let names =
+            hostlist::expand(&update.nodes).map_err(|e| Refusal::new(ErrorCode::InvalidNodeName, e.to_string()))?;
         if names.is_empty() {
-            return Err((ErrorCode::InvalidNodeName, "no node named".into()));
+            return Err(Refusal::new(ErrorCode::InvalidNodeName, "no node named"));
         }
         if let Some(unknown) = names.iter().find(|n| !self.state.node_index.contains_key(*n)) {
-            return Err((ErrorCode::InvalidNodeName, format!("node {unknown} is not configured")));
+            return Err(Refusal::new(ErrorCode::InvalidNodeName, format!("node {unknown} is not configured")));
         }
         let reason = update.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
         let needs_reason = matches!(update.state, NodeStateChange::Drain | NodeStateChange::Down);
         if needs_reason && reason.is_none() {
-            return Err((ErrorCode::NodeReasonRequired, "no reason given".into()));
+            return Err(Refusal::new(ErrorCode::NodeReasonRequired, "no reason given"));
         }
         reason.map_or(Ok(()), |r| crate::policy::validate::check_string("reason", r))?;
         let owner = update.owner.as_deref().map(str::trim).filter(|o| !o.is_empty());
         let ticket = update.ticket.as_deref().map(str::trim).filter(|t| !t.is_empty());
         if !needs_reason && (owner.is_some() || ticket.is_some()) {
-            return Err((ErrorCode::InvalidSpec, "owner and ticket go with state=drain or state=down".into()));
+            return Err(Refusal::new(ErrorCode::InvalidSpec, "owner and ticket go with state=drain or state=down"));
         }
         owner.map_or(Ok(()), check_owner)?;
         ticket.map_or(Ok(()), check_ticket)?;
@@ -304,7 +305,7 @@ fn check_owner(owner: &str) -> Result<(), Refusal> {
     if ok {
         Ok(())
     } else {
-        Err((ErrorCode::InvalidSpec, "owner must be a name of at most 64 letters, digits, '.', '_', '-' or '@'".into()))
+        Err(Refusal::new(ErrorCode::InvalidSpec, "owner must be a name of at most 64 letters, digits, '.', '_', '-' or '@'"))
     }
 }
 
@@ -314,6 +315,6 @@ fn check_ticket(ticket: &str) -> Result<(), Refusal> {
     if ok {
         Ok(())
     } else {
-        Err((ErrorCode::InvalidSpec, "ticket must be an id or a link of at most 256 printable characters".into()))
+        Err(Refusal::new(ErrorCode::InvalidSpec, "ticket must be an id or a link of at most 256 printable characters"))
     }
 }

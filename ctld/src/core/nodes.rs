@@ -95,7 +95,7 @@ impl Core {
 
     /// Jobs ctld runs on a node that the node's last report (registration or heartbeat) no
     /// longer holds, launched more than the launch grace before that report: NODE_FAIL. One walk
-    /// over the jobs per tick for every node that reported since the last (a walk per heartbeat
+    /// over the allocated jobs per tick for every node that reported since the last (a walk per heartbeat
     /// cost nodes x jobs: 10,000 nodes x 100,000 jobs delayed ctld past the launch grace itself).
     pub(super) fn lost_jobs(&mut self) {
         let reports: HashMap<String, (UnixTime, std::collections::HashSet<JobRun>)> = self
@@ -112,7 +112,7 @@ impl Core {
         let lost: Vec<(JobId, UnixTime, u32, String)> = self
             .state
             .jobs
-            .values()
+            .allocated()
             .filter(|j| j.alloc.is_some())
             .filter_map(|j| {
                 let node = j.info.nodes.first()?;

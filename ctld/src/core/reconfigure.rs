@@ -10,6 +10,7 @@
 
 use super::Core;
 use crate::model::identity::Caller;
+use crate::model::refusal::Refusal;
 use crate::model::state::Node;
 use crate::policy::authz::{Operation, Who};
 use drover_shared::config::Config;
@@ -43,16 +44,16 @@ impl Core {
     pub(crate) fn reconfigure(&mut self, caller: Caller) -> Response {
         let path = self.state.config.path.clone();
         let result = self.reconfigure_checked(Who::of(&self.state.config, caller));
-        let outcome = result.as_ref().map(|_| ()).map_err(|(code, _)| *code);
+        let outcome = result.as_ref().map(|_| ()).map_err(|refusal| refusal.code);
         let detail = match &result {
             Ok(changes) if changes.is_empty() => format!("file={}", path.display()),
             Ok(changes) => format!("file={} {changes}", path.display()),
-            Err((_, detail)) => format!("file={} {detail}", path.display()),
+            Err(Refusal { detail, .. }) => format!("file={} {detail}", path.display()),
         };
         self.audit_request(caller, "reconfigure", None, outcome, detail);
         match result {
             Ok(_) => Response::Done,
-            Err((code, detail)) => {
+            Err(Refusal { code, detail }) => {
                 tracing::warn!(uid = caller.uid, %code, detail, "reconfigure refused; the old config stays");
                 Response::Error { code, detail }
             }
@@ -60,12 +61,12 @@ impl Core {
     }
 
     /// Applies the reloaded config; `Ok` says what changed in the job templates, for the audit.
-    fn reconfigure_checked(&mut self, who: Who) -> Result<String, (ErrorCode, String)> {
-        who.check(Operation::Reconfigure).map_err(|code| (code, "admin role required".to_owned()))?;
+    fn reconfigure_checked(&mut self, who: Who) -> Result<String, Refusal> {
+        who.check(Operation::Reconfigure).map_err(|code| Refusal::new(code, "admin role required"))?;
         let old = self.state.config.clone();
-        let new = old.reload().map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
-        fixed_settings_unchanged(&old, &new).map_err(|e| (ErrorCode::InvalidConfig, e))?;
-        let nodes = self.carry_nodes(&new).map_err(|e| (ErrorCode::InvalidConfig, e))?;
+        let new = old.reload().map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        fixed_settings_unchanged(&old, &new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
+        let nodes = self.carry_nodes(&new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
         let new = Arc::new(new);
         for user in &new.users {
             for account in &user.accounts {

@@ -4,7 +4,7 @@
 
 use super::Core;
 use crate::model::state::{Allocation, Job, NodeAllocation};
-use crate::policy::scheduler::{self, Start};
+use crate::policy::scheduler::{self, Decisions, Preemption, Start};
 use crate::policy::validate;
 use crate::store::db::{AfterCommit, DbOp};
 use drover_shared::grammar::time::TimeLimit;
@@ -21,8 +21,9 @@ impl Core {
         // passes follow while tasks are split off, so the tasks that fit start together.
         let mut split = false;
         let mut backfill = std::time::Duration::ZERO;
+        let mut preemptions = Vec::new();
         for _ in 0..crate::policy::array::MAX_ARRAY_SIZE {
-            let more = self.schedule_pass(now);
+            let more = self.schedule_pass(now, &mut preemptions);
             backfill += self.state.last_pass.backfill;
             if !more {
                 break;
@@ -36,7 +37,7 @@ impl Core {
         }
         // What `/metrics` reports: the backfill part of all rounds.
         self.state.last_pass.backfill = backfill;
-        self.preempt();
+        self.preempt(preemptions);
     }
 
     /// Shows where each pending job's dependency stands and cancels the jobs that asked for it
@@ -60,10 +61,11 @@ impl Core {
     /// limit, the shortest over its partitions, is past it) ends `DEADLINE`, as in Slurm.
     pub(super) fn expire_deadlines(&mut self, now: UnixTime) {
         let config = self.state.config.clone();
+        self.state.jobs.refile(now);
         let expired: Vec<JobId> = self
             .state
             .jobs
-            .values()
+            .with_deadline()
             .filter(|j| j.committed && j.info.state() == JobState::Pending)
             .filter(|j| {
                 j.spec.deadline.is_some_and(|deadline| {
@@ -87,11 +89,14 @@ impl Core {
         }
     }
 
-    /// One scheduling pass; true when it split array tasks off their base records.
-    fn schedule_pass(&mut self, now: UnixTime) -> bool {
+    /// One scheduling pass: carries out its starts and adds its preemptions to `preemptions`
+    /// (sent once the passes are done); true when it split array tasks off their base records.
+    fn schedule_pass(&mut self, now: UnixTime, preemptions: &mut Vec<Preemption>) -> bool {
         let mut split_any = false;
         let mut started = Vec::new();
-        for Start { job_id, partition, alloc } in scheduler::schedule(&mut self.state, now) {
+        let Decisions { starts, preemptions: decided } = scheduler::schedule(&mut self.state, now);
+        preemptions.extend(decided);
+        for Start { job_id, partition, alloc } in starts {
             let base = job_id;
             let task = crate::policy::dependency::ready_task(&self.state, base, now);
             let Some((job_id, split)) = crate::policy::array::claim(&mut self.state, base, task) else { continue };
@@ -211,13 +216,12 @@ impl Core {
         self.schedule_needed = true;
     }
 
-    /// Sends the preemptions the last pass decided: the job's `--signal` warning and SIGTERM
+    /// Sends the preemptions the passes decided (`requests`): the job's `--signal` warning and SIGTERM
     /// after its lead time, else SIGTERM now; SIGKILL after the victim QOS's `grace_time` (else
     /// `kill_wait`); the job is requeued with the same id (restart count + 1)
     /// or, with `preempt_mode = "cancel"` or `--no-requeue`, ends `PREEMPTED`.
-    pub(super) fn preempt(&mut self) {
-        let requests = std::mem::take(&mut self.state.preempt_requests);
-        for crate::model::state::Preemption { victim, for_job } in requests {
+    pub(super) fn preempt(&mut self, requests: Vec<Preemption>) {
+        for Preemption { victim, for_job } in requests {
             let Some(job) = self.state.jobs.get(&victim) else { continue };
             let qos = self.state.config.qos.iter().find(|q| q.name == job.info.qos);
             let grace = qos.and_then(|q| q.grace_time).unwrap_or(self.state.config.kill_wait);
@@ -244,7 +248,11 @@ impl Core {
             let how = if requeue { "requeue" } else { "cancel" };
             self.audit(0, "preempt", Some(victim), format!("reclaimed for job {for_job} ({how}, grace {grace}s)"));
         }
-        // Warned victims whose lead time is over.
+        self.cancel_warned();
+    }
+
+    /// Cancels the warned victims whose lead time is over.
+    pub(super) fn cancel_warned(&mut self) {
         let now = now();
         let (due, later): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.state.delayed_cancels).into_iter().partition(|(at, _, _)| *at <= now);

@@ -11,6 +11,7 @@
 
 use super::Core;
 use crate::model::identity::Caller;
+use crate::model::refusal::Refusal;
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{AfterCommit, DbOp};
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
@@ -100,7 +101,7 @@ pub(crate) fn step_counts(
     job_tasks: u32,
     shares: &[(String, u32)],
     max_per_node: u32,
-) -> Result<(u32, u32, Vec<u32>), (ErrorCode, String)> {
+) -> Result<(u32, u32, Vec<u32>), Refusal> {
     let job_nodes = u32::try_from(shares.len()).unwrap_or(u32::MAX);
     let cpus_per_task = spec.cpus_per_task.unwrap_or(1).max(1);
     let ntasks = spec
@@ -113,16 +114,16 @@ pub(crate) fn step_counts(
         _ => ntasks.min(job_nodes),
     });
     if ntasks == 0 || spec.ntasks_per_node == Some(0) {
-        return Err((ErrorCode::BadTaskCount, "a step needs at least one task".into()));
+        return Err(Refusal::new(ErrorCode::BadTaskCount, "a step needs at least one task"));
     }
     if nodes == 0 || nodes > job_nodes || ntasks < nodes {
         let detail = format!("{ntasks} tasks on {nodes} nodes do not fit the job's {job_nodes} nodes");
-        return Err((ErrorCode::NodeConfigUnavailable, detail));
+        return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, detail));
     }
     // One count per node of the step (at most the job's nodes), whatever `ntasks` is.
     let counts = block_counts(ntasks, nodes, spec.ntasks_per_node);
     if counts.iter().map(|c| u64::from(*c)).sum::<u64>() != u64::from(ntasks) {
-        return Err((ErrorCode::NodeConfigUnavailable, "--ntasks-per-node leaves tasks without a node".into()));
+        return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, "--ntasks-per-node leaves tasks without a node"));
     }
     // Slurm's order: the CPUs first, then the task count.
     if !spec.overcommit {
@@ -130,13 +131,13 @@ pub(crate) fn step_counts(
             let wanted = u64::from(*count) * u64::from(cpus_per_task);
             if wanted > u64::from(*cpus) {
                 let detail = format!("{wanted} CPUs wanted on {node}, the job has {cpus} there");
-                return Err((ErrorCode::TooManyCpus, detail));
+                return Err(Refusal::new(ErrorCode::TooManyCpus, detail));
             }
         }
     }
     if let Some(most) = counts.iter().copied().max().filter(|most| *most > max_per_node) {
         let detail = format!("{most} tasks on one node, at most {max_per_node} allowed (MaxTasksPerNode)");
-        return Err((ErrorCode::BadTaskCount, detail));
+        return Err(Refusal::new(ErrorCode::BadTaskCount, detail));
     }
     Ok((ntasks, cpus_per_task, counts))
 }
@@ -173,7 +174,7 @@ impl Core {
         }
         // A step's name is shown to other users (`squeue -s`, `sacct`): the bounds and the
         // control-character rule of a job's name.
-        if let Err((code, detail)) = crate::policy::validate::check_string("step name", &spec.name) {
+        if let Err(Refusal { code, detail }) = crate::policy::validate::check_string("step name", &spec.name) {
             let _ = reply.send(refuse(code, detail.clone()));
             self.audit_request(caller, "step", Some(job_id), Err(code), format!("refused: {detail}"));
             return;
@@ -185,7 +186,7 @@ impl Core {
         // is allocated before the tasks are known to fit.
         let (ntasks, cpus_per_task, counts) = match step_counts(&spec, job_tasks, &shares, max_per_node) {
             Ok(fit) => fit,
-            Err((code, detail)) => {
+            Err(Refusal { code, detail }) => {
                 let _ = reply.send(refuse(code, detail.clone()));
                 self.audit_request(caller, "step", Some(job_id), Err(code), format!("refused: {detail}"));
                 return;
@@ -473,7 +474,7 @@ mod tests {
     fn steps_are_checked_against_the_allocation_before_layout() {
         let shares = [("n1".to_owned(), 1), ("n2".to_owned(), 4)];
         let spec = |ntasks, overcommit| StepSpec { ntasks: Some(ntasks), overcommit, ..StepSpec::default() };
-        let code = |spec: &StepSpec| step_counts(spec, 2, &shares, 512).map(|(n, _, c)| (n, c)).map_err(|e| e.0);
+        let code = |spec: &StepSpec| step_counts(spec, 2, &shares, 512).map(|(n, _, c)| (n, c)).map_err(|e| e.code);
         assert_eq!(code(&spec(2, false)), Ok((2, vec![1, 1])));
         assert_eq!(code(&spec(4, false)), Err(ErrorCode::TooManyCpus));
         assert_eq!(code(&spec(4, true)), Ok((4, vec![2, 2])));

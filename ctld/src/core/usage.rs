@@ -16,7 +16,7 @@ impl Core {
         let charges: Vec<(String, String, f64)> = self
             .state
             .jobs
-            .values()
+            .allocated()
             .filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running)
             .map(|j| (j.info.account.clone(), j.info.user.clone(), crate::model::tres::job_billing(&self.state, j)))
             .collect();
@@ -101,7 +101,7 @@ impl Core {
     pub(super) fn advance_gpu_seconds(&mut self, now: UnixTime) {
         let dt = u64::try_from(now - self.gpu_seconds_at).unwrap_or(0);
         self.gpu_seconds_at = now;
-        for job in self.state.jobs.values().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running) {
+        for job in self.state.jobs.allocated().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running) {
             *self.gpu_seconds.entry(job.info.account.clone()).or_default() += dt * u64::from(job.info.gpus_allocated);
         }
     }
@@ -112,6 +112,7 @@ impl Core {
         if job_ids.is_empty() {
             return;
         }
+        self.state.jobs.refile(drover_shared::now());
         let borrowed = crate::policy::quota::Quotas::new(&self.state).borrowed;
         let runs = &mut self.runs;
         for job_id in job_ids {

@@ -1,13 +1,15 @@
 //! The model: what ctld knows, with no decisions and no I/O. Jobs and nodes in memory
 //! ([`state`]), what of a job's spec stays resident ([`resident`]), trackable resources
 //! ([`tres`]), decayed usage ([`usage`]), the published job snapshots ([`snapshot`]), who a
-//! client is ([`identity`]), incidents on nodes ([`incident`]), what a job asks of each node ([`request`]) and the parsed
-//! dependencies kept between passes ([`dependency`]). **Invariant:** the model imports nothing
-//! of ctld's other layers (`tests/tests/tidy.rs` checks it).
+//! client is ([`identity`]), a refused request ([`refusal`]), incidents on nodes
+//! ([`incident`]), what a job asks of each node ([`request`]) and the parsed dependencies kept
+//! between passes ([`dependency`]). **Invariant:** the model imports nothing of ctld's other
+//! layers (`tests/tests/tidy.rs` checks it).
 
 pub(crate) mod dependency;
 pub(crate) mod identity;
 pub(crate) mod incident;
+pub(crate) mod refusal;
 pub(crate) mod request;
 pub(crate) mod resident;
 pub(crate) mod snapshot;

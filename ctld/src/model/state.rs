@@ -184,6 +184,12 @@ impl Node {
 /// that looks at every pending job through `get_mut` and changes a few rebuilds only theirs. A
 /// change that is not to the record (a job becoming committed, and so visible) is filed with
 /// [`Jobs::touch`].
+///
+/// The same choke point keeps the job table's indexes ([`Filed`]): every job inserted or handed
+/// out mutably is filed again at the next [`Jobs::refile`] (every event the core handles and
+/// every pass start with one), so a pass walks the pending jobs that may start, not the queue:
+/// held jobs (and those at priority 0) are in no index a pass reads, jobs waiting for their
+/// begin time are filed by that time and join the pass when it comes.
 #[derive(Debug, Default)]
 pub(crate) struct Jobs {
     map: BTreeMap<JobId, Job>,
@@ -191,6 +197,72 @@ pub(crate) struct Jobs {
     changed: std::collections::BTreeSet<JobId>,
     /// Handed out mutably since the last publish: changed if their record's flag says so.
     lent: std::collections::BTreeSet<JobId>,
+    /// Inserted, removed or handed out mutably since the last [`Jobs::refile`].
+    unfiled: std::collections::BTreeSet<JobId>,
+    filed: Filed,
+}
+
+/// The job table's indexes, as of the last [`Jobs::refile`].
+#[derive(Debug, Default)]
+struct Filed {
+    /// Committed pending jobs that are not held (priority above 0) and whose begin time, if
+    /// any, has come: what a scheduling pass considers.
+    ready: std::collections::BTreeSet<JobId>,
+    /// The same jobs while their begin time is still ahead, by begin time.
+    later: std::collections::BTreeSet<(UnixTime, JobId)>,
+    /// Where each job in `later` is filed.
+    later_at: HashMap<JobId, UnixTime>,
+    /// Jobs filed in `later` since the pass last took them ([`Jobs::take_deferred`]).
+    deferred: Vec<JobId>,
+    /// Whether a job moved from `later` to `ready` since [`Jobs::take_arrived`] last asked.
+    arrived: bool,
+    /// Committed pending jobs with a dependency, held or not.
+    dependent: std::collections::BTreeSet<JobId>,
+    /// Committed pending jobs with a deadline, held or not.
+    deadlines: std::collections::BTreeSet<JobId>,
+    /// Jobs holding an allocation.
+    running: std::collections::BTreeSet<JobId>,
+}
+
+impl Filed {
+    fn remove(&mut self, job_id: JobId) {
+        self.ready.remove(&job_id);
+        if let Some(at) = self.later_at.remove(&job_id) {
+            self.later.remove(&(at, job_id));
+        }
+        self.dependent.remove(&job_id);
+        self.deadlines.remove(&job_id);
+        self.running.remove(&job_id);
+    }
+
+    fn file(&mut self, job: &Job, now: UnixTime) {
+        let job_id = job.info.job_id;
+        if job.alloc.is_some() {
+            self.running.insert(job_id);
+        }
+        if !job.committed || job.info.state() != JobState::Pending {
+            return;
+        }
+        if job.spec.dependency.is_some() {
+            self.dependent.insert(job_id);
+        }
+        if job.spec.deadline.is_some() {
+            self.deadlines.insert(job_id);
+        }
+        if job.spec.hold || job.info.priority == 0 {
+            return;
+        }
+        match job.spec.begin_time.filter(|t| *t > now) {
+            Some(at) => {
+                self.later.insert((at, job_id));
+                self.later_at.insert(job_id, at);
+                self.deferred.push(job_id);
+            }
+            None => {
+                self.ready.insert(job_id);
+            }
+        }
+    }
 }
 
 impl std::ops::Deref for Jobs {
@@ -212,12 +284,14 @@ impl Jobs {
     pub(crate) fn get_mut(&mut self, job_id: &JobId) -> Option<&mut Job> {
         let job = self.map.get_mut(job_id)?;
         self.lent.insert(*job_id);
+        self.unfiled.insert(*job_id);
         Some(job)
     }
 
     pub(crate) fn insert(&mut self, job_id: JobId, mut job: Job) -> Option<Job> {
         job.info.take_changed(); // filed as changed here, whatever its record says
         self.changed.insert(job_id);
+        self.unfiled.insert(job_id);
         self.map.insert(job_id, job)
     }
 
@@ -225,19 +299,81 @@ impl Jobs {
         let removed = self.map.remove(job_id);
         if removed.is_some() {
             self.changed.insert(*job_id);
+            self.unfiled.insert(*job_id);
         }
         removed
+    }
+
+    /// Files the jobs changed since the last call again, and moves the jobs whose begin time
+    /// came by `now` to the ready ones. Costs what changed, not the queue.
+    pub(crate) fn refile(&mut self, now: UnixTime) {
+        for job_id in std::mem::take(&mut self.unfiled) {
+            self.filed.remove(job_id);
+            if let Some(job) = self.map.get(&job_id) {
+                self.filed.file(job, now);
+            }
+        }
+        while let Some(&(at, job_id)) = self.filed.later.first()
+            && at <= now
+        {
+            self.filed.later.pop_first();
+            self.filed.later_at.remove(&job_id);
+            self.filed.ready.insert(job_id);
+            self.filed.arrived = true;
+        }
+    }
+
+    /// Whether a job's begin time came since the last call (it needs a pass), and forgets it.
+    pub(crate) fn take_arrived(&mut self) -> bool {
+        std::mem::take(&mut self.filed.arrived)
+    }
+
+    /// The committed, pending, unheld jobs whose begin time has come (as of the last
+    /// [`Jobs::refile`]), in id order: what a scheduling pass considers.
+    pub(crate) fn ready(&self) -> impl Iterator<Item = &Job> {
+        self.filed.ready.iter().filter_map(|id| self.map.get(id))
+    }
+
+    /// The jobs filed as waiting for their begin time since the last call (their pending reason
+    /// is the pass's to set), and forgets them.
+    pub(crate) fn take_deferred(&mut self) -> Vec<JobId> {
+        let deferred = std::mem::take(&mut self.filed.deferred);
+        deferred.into_iter().filter(|id| self.filed.later_at.contains_key(id)).collect()
+    }
+
+    /// Committed pending jobs with a dependency (held or not), in id order.
+    pub(crate) fn dependent(&self) -> impl Iterator<Item = &Job> {
+        self.filed.dependent.iter().filter_map(|id| self.map.get(id))
+    }
+
+    /// Whether any committed pending job has a dependency.
+    pub(crate) fn any_dependent(&self) -> bool {
+        !self.filed.dependent.is_empty()
+    }
+
+    /// Committed pending jobs with a deadline (held or not), in id order.
+    pub(crate) fn with_deadline(&self) -> impl Iterator<Item = &Job> {
+        self.filed.deadlines.iter().filter_map(|id| self.map.get(id))
+    }
+
+    /// The jobs that hold an allocation, in id order: those filed so, and those changed since
+    /// the last [`Jobs::refile`] that hold one now (so a job given an allocation a moment ago is
+    /// counted before it is filed). A job filed so may have given it back since: callers check
+    /// `alloc`.
+    pub(crate) fn allocated(&self) -> impl Iterator<Item = &Job> {
+        self.filed.running.union(&self.unfiled).filter_map(|id| self.map.get(id)).filter(|j| j.alloc.is_some())
     }
 
     #[cfg(test)]
     /// Keeps the jobs `keep` approves of; it sees each job read-only, so it cannot change one
     /// behind the table's back.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &Job) -> bool) {
-        let changed = &mut self.changed;
+        let (changed, unfiled) = (&mut self.changed, &mut self.unfiled);
         self.map.retain(|job_id, job| {
             let kept = keep(job_id, job);
             if !kept {
                 changed.insert(*job_id);
+                unfiled.insert(*job_id);
             }
             kept
         });
@@ -279,8 +415,6 @@ pub(crate) struct State {
     pub(crate) usage: crate::model::usage::Usage,
     /// Running jobs being preempted → the job they make room for.
     pub(crate) preempting: HashMap<JobId, JobId>,
-    /// Preemptions a scheduling pass decided; the core sends them to the nodes.
-    pub(crate) preempt_requests: Vec<Preemption>,
     /// Reclaiming job → the resources kept for it (freed or being freed) until it starts or the
     /// hold's deadline passes; no other job is placed on them meanwhile.
     pub(crate) reclaim_holds: HashMap<JobId, Hold>,
@@ -299,13 +433,6 @@ pub(crate) struct State {
     pub(crate) dependencies: crate::model::dependency::Cache,
 }
 
-/// A running job to preempt and the job it makes room for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Preemption {
-    pub(crate) victim: JobId,
-    pub(crate) for_job: JobId,
-}
-
 /// Resources kept for a reclaiming job: the placement planned for it on what its victims free
 /// (`policy::preempt` decides them).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,6 +449,8 @@ pub(crate) struct PassStats {
     pub(crate) backfill: std::time::Duration,
     /// Jobs whose placement was skipped because a job of the same shape found no room earlier in the pass.
     pub(crate) shape_skips: usize,
+    /// Pending jobs the pass considered ([`Jobs::ready`]: not held, begin time come).
+    pub(crate) considered: usize,
 }
 
 impl State {
@@ -339,7 +468,6 @@ impl State {
             expiry: BTreeMap::new(),
             usage,
             preempting: HashMap::new(),
-            preempt_requests: Vec::new(),
             reclaim_holds: HashMap::new(),
             preempt_cancel_on_end: Default::default(),
             planned_starts: HashMap::new(),

@@ -5,8 +5,8 @@
 //! base record and its id, as in Slurm. Every task that ran is therefore a real job record, in
 //! memory and in the database, and `squeue`, `scontrol` and `sacct` show them without guessing.
 
+use crate::model::refusal::Refusal;
 use crate::model::state::{Job, State};
-use crate::policy::validate::Rejection;
 use drover_shared::grammar::array::{ArraySpec, parse_array, uniform_step};
 use drover_shared::job::{JobId, JobState};
 use drover_shared::proto::client::ErrorCode;
@@ -16,8 +16,8 @@ use drover_shared::proto::node::ArrayTask;
 pub(crate) const MAX_ARRAY_SIZE: u32 = 1001;
 
 /// Parses a submission's `--array` value.
-pub(crate) fn parse(text: &str) -> Result<ArraySpec, Rejection> {
-    parse_array(text, MAX_ARRAY_SIZE - 1).map_err(|e| (ErrorCode::BadArraySpec, e.to_string()))
+pub(crate) fn parse(text: &str) -> Result<ArraySpec, Refusal> {
+    parse_array(text, MAX_ARRAY_SIZE - 1).map_err(|e| Refusal::new(ErrorCode::BadArraySpec, e.to_string()))
 }
 
 /// Turns a freshly numbered job into an array's base record.

@@ -98,7 +98,7 @@ pub(crate) struct Timeline {
 impl Timeline {
     pub(crate) fn new(state: &State, now: UnixTime) -> Timeline {
         let mut timeline = Timeline::default();
-        for job in state.jobs.values().filter(|j| j.info.state() == JobState::Running) {
+        for job in state.jobs.allocated().filter(|j| j.info.state() == JobState::Running) {
             let Some(alloc) = &job.alloc else { continue };
             let limit = match job.info.time_limit {
                 Some(TimeLimit::Minutes(m)) => i64::from(m) * 60,

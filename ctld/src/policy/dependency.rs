@@ -25,12 +25,11 @@
 //! itself) is refused by `scontrol update` ([`check_cycle`]).
 
 pub(crate) use crate::model::dependency::{Cache, Dependency, Item, Kind, Status};
+use crate::model::refusal::Refusal;
 use crate::model::state::{Job, State};
-use crate::policy::validate::Rejection;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobState};
 use drover_shared::proto::client::ErrorCode;
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -38,8 +37,8 @@ use std::sync::Arc;
 /// The most items (job ids and `singleton`s) one dependency may have.
 pub(crate) const MAX_ITEMS: usize = 1000;
 
-fn problem(detail: String) -> Rejection {
-    (ErrorCode::Dependency, detail)
+fn problem(detail: String) -> Refusal {
+    Refusal::new(ErrorCode::Dependency, detail)
 }
 
 /// An item as the memo of a [`Lookup`] knows it: kind, target and `+minutes`.
@@ -66,8 +65,9 @@ pub(crate) struct Lookup {
     /// (uid, name) → the running jobs and the lowest pending job id with that owner and name.
     named: HashMap<(u32, String), (Vec<JobId>, Option<JobId>)>,
     /// Items already worked out (they do not depend on the job that names them): many jobs
-    /// naming the same targets cost one look each.
-    memo: RefCell<HashMap<ItemKey, Status>>,
+    /// naming the same targets cost one look each. Filled as items are worked out, which is
+    /// why working a dependency out takes the lookup `&mut`.
+    memo: HashMap<ItemKey, Status>,
     /// Built for the scheduling passes right after a refresh: they may take the statuses it
     /// worked out for dependencies that only wait for ends.
     pass: bool,
@@ -76,7 +76,9 @@ pub(crate) struct Lookup {
 impl Lookup {
     /// The lookup of a scheduling pass, which follows a [`refresh`] with no job ended since.
     pub(crate) fn for_pass(state: &State) -> Lookup {
-        Lookup { pass: true, ..Lookup::new(state) }
+        // Without a pending dependent job, no job of the pass asks the lookup anything.
+        let lookup = if state.jobs.any_dependent() { Lookup::new(state) } else { Lookup::default() };
+        Lookup { pass: true, ..lookup }
     }
 
     pub(crate) fn new(state: &State) -> Lookup {
@@ -105,7 +107,7 @@ impl Lookup {
 }
 
 /// Parses a `--dependency` value.
-pub(crate) fn parse(text: &str) -> Result<Dependency, Rejection> {
+pub(crate) fn parse(text: &str) -> Result<Dependency, Refusal> {
     if text.contains(',') && text.contains('?') {
         return Err(problem(format!("dependency `{text}` mixes `,` and `?`")));
     }
@@ -171,7 +173,7 @@ fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
 }
 
 /// Submit-time check: the value parses and every job it names is known.
-pub(crate) fn validate(state: &State, text: &str) -> Result<(), Rejection> {
+pub(crate) fn validate(state: &State, text: &str) -> Result<(), Refusal> {
     let dependency = parse(text)?;
     // Arrays and their tasks are found through the arrays' records: one walk for the whole
     // dependency, and none when it names plain jobs only.
@@ -214,7 +216,7 @@ pub(crate) fn reachable(state: &State, text: &str) -> HashMap<JobId, JobId> {
 
 /// Whether giving `job_id` a dependency that reaches `reached` ([`reachable`]) would make it
 /// wait on itself: the job, or its array if it is an array record, is among them.
-pub(crate) fn check_cycle(state: &State, job_id: JobId, reached: &HashMap<JobId, JobId>) -> Result<(), Rejection> {
+pub(crate) fn check_cycle(state: &State, job_id: JobId, reached: &HashMap<JobId, JobId>) -> Result<(), Refusal> {
     let array = state.jobs.get(&job_id).and_then(|j| j.info.array_job_id);
     match std::iter::once(job_id).chain(array).find_map(|own| reached.get(&own).map(|via| (own, *via))) {
         None => Ok(()),
@@ -264,7 +266,7 @@ fn targets<'a>(state: &'a State, lookup: &Lookup, (job_id, task): (JobId, Option
 }
 
 /// Where one item other than `aftercorr` stands for `job` (those hold per task: [`Evaluation`]).
-fn item_status(state: &State, lookup: &Lookup, job: &Job, item: &Item, now: UnixTime) -> Status {
+fn item_status(state: &State, lookup: &mut Lookup, job: &Job, item: &Item, now: UnixTime) -> Status {
     let Some(target) = item.target else {
         let me = job.info.job_id;
         let blocked = lookup.named.get(&(job.info.uid, job.info.name.clone())).is_some_and(|(running, lowest)| {
@@ -281,11 +283,11 @@ fn item_status(state: &State, lookup: &Lookup, job: &Job, item: &Item, now: Unix
         return target_status(records, item, target, now);
     }
     let key = (item.kind, target, item.delay_minutes);
-    if let Some(status) = lookup.memo.borrow().get(&key) {
+    if let Some(status) = lookup.memo.get(&key) {
         return *status;
     }
     let status = target_status(&targets(state, lookup, target), item, target, now);
-    lookup.memo.borrow_mut().insert(key, status);
+    lookup.memo.insert(key, status);
     status
 }
 
@@ -355,7 +357,7 @@ struct Evaluation<'a> {
 impl<'a> Evaluation<'a> {
     fn new(
         state: &'a State,
-        lookup: &'a Lookup,
+        lookup: &'a mut Lookup,
         job: &Job,
         dependency: Arc<Dependency>,
         now: UnixTime,
@@ -363,8 +365,9 @@ impl<'a> Evaluation<'a> {
         let fixed = dependency
             .items
             .iter()
-            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, lookup, job, item, now)))
+            .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, &mut *lookup, job, item, now)))
             .collect();
+        let lookup: &'a Lookup = lookup;
         let arrays: HashSet<JobId> = dependency
             .items
             .iter()
@@ -436,8 +439,8 @@ pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<
     if !dependency.items.iter().any(|i| i.kind == Kind::AfterCorr) || job.info.array_task_id.is_some() {
         return None;
     }
-    let lookup = Lookup::new(state);
-    let evaluation = Evaluation::new(state, &lookup, job, Arc::new(dependency), now);
+    let mut lookup = Lookup::new(state);
+    let evaluation = Evaluation::new(state, &mut lookup, job, Arc::new(dependency), now);
     job.info.array_tasks_pending.iter().copied().find(|t| evaluation.for_task(Some(*t)).0 == Status::Satisfied)
 }
 
@@ -445,7 +448,7 @@ pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<
 /// no longer parses, which counts as satisfied).
 fn judge<'a>(
     state: &'a State,
-    lookup: &'a Lookup,
+    lookup: &'a mut Lookup,
     job: &Job,
     now: UnixTime,
 ) -> Option<(Evaluation<'a>, Status, Vec<Status>)> {
@@ -476,7 +479,7 @@ fn judge<'a>(
 /// each unsatisfied item with `(unfulfilled)` or `(failed)`. A base record of pending tasks
 /// stands where its best task stands (satisfied, else waiting, else never).
 #[cfg(test)]
-pub(crate) fn evaluate(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> (Status, Option<String>) {
+pub(crate) fn evaluate(state: &State, lookup: &mut Lookup, job: &Job, now: UnixTime) -> (Status, Option<String>) {
     let Some((evaluation, overall, statuses)) = judge(state, lookup, job, now) else {
         return (Status::Satisfied, None);
     };
@@ -510,7 +513,7 @@ fn shown(state: &State, evaluation: &Evaluation<'_>, overall: Status, statuses: 
 
 /// Whether a pending job may be considered by this pass; `Err` carries the pending reason.
 /// `lookup` is the pass's ([`Lookup::new`] on the state the pass started from).
-pub(crate) fn eligibility(state: &State, lookup: &Lookup, job: &Job, now: UnixTime) -> Result<(), &'static str> {
+pub(crate) fn eligibility(state: &State, lookup: &mut Lookup, job: &Job, now: UnixTime) -> Result<(), &'static str> {
     let stable = if lookup.pass { state.dependencies.stable.get(&job.info.job_id).copied() } else { None };
     let status =
         stable.unwrap_or_else(|| judge(state, lookup, job, now).map_or(Status::Satisfied, |(_, status, _)| status));
@@ -532,10 +535,11 @@ pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobI
     let mut updates = Vec::new();
     let mut kill = Vec::new();
     let mut cache = Cache::default();
-    let lookup = Lookup::new(state);
+    state.jobs.refile(now);
+    let mut lookup = if state.jobs.any_dependent() { Lookup::new(state) } else { Lookup::default() };
     for job in state
         .jobs
-        .values()
+        .dependent()
         .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
     {
         let job_id = job.info.job_id;
@@ -547,7 +551,7 @@ pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobI
             stable = ends_only(&dependency);
             cache.parsed.insert(job_id, dependency);
         }
-        let judged = judge(state, &lookup, job, now);
+        let judged = judge(state, &mut lookup, job, now);
         let status = judged.as_ref().map_or(Status::Satisfied, |(_, status, _)| *status);
         if stable {
             cache.stable.insert(job_id, status);
@@ -586,7 +590,7 @@ mod tests {
     use expect_test::{Expect, expect};
 
     fn check(text: &str, expected: Expect) {
-        expected.assert_debug_eq(&parse(text).map_err(|(_, detail)| detail));
+        expected.assert_debug_eq(&parse(text).map_err(|refusal| refusal.detail));
     }
 
     #[test]

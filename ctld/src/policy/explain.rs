@@ -59,8 +59,8 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
     if let Some(begin) = job.spec.begin_time.filter(|t| *t > now) {
         lines.push(format!("begin time not reached: eligible {}", when(now, begin)));
     }
-    let lookup = crate::policy::dependency::Lookup::new(state);
-    if let Err(reason) = crate::policy::dependency::eligibility(state, &lookup, job, now) {
+    let mut lookup = crate::policy::dependency::Lookup::new(state);
+    if let Err(reason) = crate::policy::dependency::eligibility(state, &mut lookup, job, now) {
         lines.push(format!("{reason}: dependency `{}`", job.info.dependency.clone().unwrap_or_default()));
     }
     let context = Context::new(state);

@@ -66,7 +66,7 @@ fn per_user_reason(name: &str) -> String {
 impl Running {
     pub(crate) fn new(state: &State) -> Running {
         let mut running = Running::default();
-        for job in state.jobs.values().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running) {
+        for job in state.jobs.allocated().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running) {
             running.add(&state.config, job, &tres::of_job(state, job));
         }
         running

@@ -103,6 +103,8 @@ pub struct PassReport {
     pub started: usize,
     /// Jobs still pending after it.
     pub pending: usize,
+    /// Pending jobs it considered (not held, begin time come).
+    pub considered: usize,
 }
 
 impl Bench {
@@ -176,7 +178,7 @@ impl Bench {
     /// Runs one pass at the bench's clock and starts what it chose.
     pub fn pass(&mut self) -> PassReport {
         let began = Instant::now();
-        let starts = schedule(&mut self.state, self.now);
+        let starts = schedule(&mut self.state, self.now).starts;
         let total_s = began.elapsed().as_secs_f64();
         let backfill_s = self.state.last_pass.backfill.as_secs_f64();
         let started = starts.len();
@@ -188,7 +190,8 @@ impl Bench {
             job.alloc = Some(start.alloc);
         }
         let pending = self.state.jobs.values().filter(|j| j.info.state() == JobState::Pending).count();
-        PassReport { total_s, backfill_s, started, pending }
+        let considered = self.state.last_pass.considered;
+        PassReport { total_s, backfill_s, started, pending, considered }
     }
 
     /// Ends `count` running jobs (the oldest ids first) and advances the clock a minute.

@@ -127,7 +127,7 @@ impl Quotas {
         let config = &state.config;
         let mut quotas = Quotas { used: vec![Tres::new(); config.quotas.len()], borrowed: HashSet::new() };
         let mut running: Vec<&Job> =
-            state.jobs.values().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running).collect();
+            state.jobs.allocated().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running).collect();
         running.sort_by_key(|j| (j.info.start_time, j.info.job_id));
         for job in running {
             let asked = tres::of_job(state, job);

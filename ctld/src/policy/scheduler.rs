@@ -349,13 +349,27 @@ pub(crate) struct Start {
     pub(crate) alloc: Allocation,
 }
 
-/// Recomputes the priority of every pending job that is not held: the best over its partitions.
+/// A running job to preempt and the job it makes room for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Preemption {
+    pub(crate) victim: JobId,
+    pub(crate) for_job: JobId,
+}
+
+/// What a pass decided, for the core to carry out: the jobs to start (their allocations already
+/// held on the nodes in the state) and the running jobs to preempt. Pending reasons, priorities,
+/// reservations and reclaim holds, which only the scheduler reads back, stay in the state.
+#[derive(Debug, Default)]
+pub(crate) struct Decisions {
+    pub(crate) starts: Vec<Start>,
+    pub(crate) preemptions: Vec<Preemption>,
+}
+
+/// Recomputes the priority of every pending job that may start (not held, begin time come; see
+/// [`crate::model::state::Jobs::ready`]): the best over its partitions.
 pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, now: UnixTime) {
     let mut updates = Vec::new();
-    for job in state.jobs.values().filter(|j| j.committed && j.info.state() == JobState::Pending) {
-        if job.spec.hold || job.info.priority == 0 {
-            continue;
-        }
+    for job in state.jobs.ready() {
         let best = job
             .candidates
             .iter()
@@ -374,9 +388,15 @@ pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, 
     }
 }
 
-/// One scheduling pass. Returns the jobs to start; priorities and pending reasons are updated in
-/// place.
-pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
+/// One scheduling pass. Returns what it decided (starts, preemptions); priorities and pending
+/// reasons are updated in place.
+pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
+    // The pass walks the ready jobs only: held jobs and jobs waiting for their begin time are
+    // filed elsewhere by the job table, so a deep held queue costs a pass nothing.
+    state.jobs.refile(now);
+    for job_id in state.jobs.take_deferred() {
+        set_reason(state, job_id, "BeginTime");
+    }
     let context = priority::Context::new(state);
     update_priorities(state, &context, now);
     let tier = |job: &Job| {
@@ -397,10 +417,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     };
     let mut order: Vec<(bool, u32, u32, UnixTime, JobId)> = state
         .jobs
-        .values()
-        // Held jobs (and those at priority 0) never start: leave them out before ranking, so a
-        // deep held queue costs a pass one walk, not a rank per job.
-        .filter(|j| j.committed && j.info.state() == JobState::Pending && !j.spec.hold && j.info.priority != 0)
+        .ready()
         .map(|j| (preemptor(j), tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id))
         .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
@@ -431,8 +448,8 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut reservations: Vec<Reservation> = Vec::new();
     let max_reservations = state.config.priority.backfill_reservations as usize;
     let mut blocked: HashSet<String> = HashSet::new();
-    let mut starts = Vec::new();
-    let mut stats = crate::model::state::PassStats::default();
+    let mut decisions = Decisions::default();
+    let mut stats = crate::model::state::PassStats { considered: order.len(), ..Default::default() };
     let shortcuts = state.pass_shortcuts;
     timeline.gated = shortcuts;
     let mut free = FreeIndex::new(state, &views);
@@ -440,14 +457,14 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut no_room: HashSet<Shape> = HashSet::new();
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
-    let dependencies = super::dependency::Lookup::for_pass(state);
+    let mut dependencies = super::dependency::Lookup::for_pass(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
         }
-        if let Err(reason) = super::dependency::eligibility(state, &dependencies, job, now) {
+        if let Err(reason) = super::dependency::eligibility(state, &mut dependencies, job, now) {
             set_reason(state, job_id, reason);
             continue;
         }
@@ -539,7 +556,20 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
             }
         }
         if outcome.is_none() {
-            if reclaim(state, &views, &holds, &mut planner, &quotas, job_id, &request, &asked, &mut reservations, now) {
+            let decided = &mut decisions.preemptions;
+            if reclaim(
+                state,
+                &views,
+                &holds,
+                &mut planner,
+                &quotas,
+                job_id,
+                &request,
+                &asked,
+                &mut reservations,
+                decided,
+                now,
+            ) {
                 if let Some(hold) = state.reclaim_holds.get(&job_id) {
                     let taken = super::preempt::take_free(&mut views, &state.node_index, &hold.alloc);
                     for (i, _) in &taken {
@@ -573,7 +603,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 running.add(&state.config, job, &asked);
                 quotas.add(&state.config, job, &start.partition, &asked, borrows);
                 state.hold(&start.alloc);
-                starts.push(start);
+                decisions.starts.push(start);
             }
             None => {
                 let reason = if node_limited && !first_in_line {
@@ -620,15 +650,15 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     }
     state.planned_starts = reservations.iter().map(|r| (r.job_id, r.start)).collect();
     state.last_pass = stats;
-    starts
+    decisions
 }
 
 /// Reclaims a guarantee for a job that cannot start: when the job asks only for what is left of
 /// its team's guarantee in a partition, the pass's reclaim planner finds room for it in what is
 /// free or being freed, or preempts the cheapest set of other teams' borrowed jobs that makes
-/// room (see `super::preempt`). The job then holds that room across passes and reserves its
-/// nodes in this one (start: now), so nothing else takes them. True when the job now waits for
-/// preemptions (new or already under way).
+/// room (see `super::preempt`), adding the new victims to `decided`. The job then holds that
+/// room across passes and reserves its nodes in this one (start: now), so nothing else takes
+/// them. True when the job now waits for preemptions (new or already under way).
 #[allow(clippy::too_many_arguments)]
 fn reclaim(
     state: &mut State,
@@ -640,6 +670,7 @@ fn reclaim(
     request: &PerNodeRequest,
     asked: &tres::Tres,
     reservations: &mut Vec<Reservation>,
+    decided: &mut Vec<Preemption>,
     now: UnixTime,
 ) -> bool {
     let job = &state.jobs[&job_id];
@@ -669,7 +700,7 @@ fn reclaim(
                 "preempting a borrowed job to reclaim a guarantee"
             );
             state.preempting.insert(victim, job_id);
-            state.preempt_requests.push(crate::model::state::Preemption { victim, for_job: job_id });
+            decided.push(Preemption { victim, for_job: job_id });
         }
         let nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
         reservations.push(Reservation { job_id, start: now, nodes });
@@ -680,8 +711,9 @@ fn reclaim(
 }
 
 fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
-    if let Some(job) = state.jobs.get_mut(&job_id)
-        && job.info.reason != reason
+    // Looked at first: a job handed out mutably is filed again at the next pass.
+    if state.jobs.get(&job_id).is_some_and(|j| j.info.reason != reason)
+        && let Some(job) = state.jobs.get_mut(&job_id)
     {
         job.info.reason = reason.to_owned();
     }

@@ -74,6 +74,8 @@ struct Sim {
     busy_gpu_seconds: f64,
     /// Seconds per step.
     step: i64,
+    /// The victims the last pass decided to preempt: requeued at the next step.
+    preempted: Vec<JobId>,
 }
 
 impl Sim {
@@ -85,7 +87,15 @@ impl Sim {
             node.registered_once = true;
         }
         state.usage.updated = START;
-        Sim { state, now: START, runtime: HashMap::new(), delivered: HashMap::new(), busy_gpu_seconds: 0.0, step }
+        Sim {
+            state,
+            now: START,
+            runtime: HashMap::new(),
+            delivered: HashMap::new(),
+            busy_gpu_seconds: 0.0,
+            step,
+            preempted: Vec::new(),
+        }
     }
 
     fn submit(&mut self, user: &str, account: &str, gpus: u32, runtime: i64) -> JobId {
@@ -137,8 +147,7 @@ impl Sim {
     fn step(&mut self) {
         self.now += self.step;
         let now = self.now;
-        let victims: Vec<JobId> =
-            std::mem::take(&mut self.state.preempt_requests).into_iter().map(|p| p.victim).collect();
+        let victims: Vec<JobId> = std::mem::take(&mut self.preempted);
         let done: Vec<JobId> = self
             .state
             .jobs
@@ -184,7 +193,9 @@ impl Sim {
             job.info.start_time = None;
         }
         self.state.jobs.retain(|_, j| j.info.state() != JobState::Completed);
-        for start in schedule(&mut self.state, now) {
+        let decisions = schedule(&mut self.state, now);
+        self.preempted = decisions.preemptions.into_iter().map(|p| p.victim).collect();
+        for start in decisions.starts {
             let job = self.state.jobs.get_mut(&start.job_id).unwrap();
             job.info.state = Some(JobState::Running);
             job.info.start_time = Some(now);

@@ -6,7 +6,8 @@
 //! that does not use the CLI cannot skip it. A job whose output goes to `/dev/null` (the
 //! allocations of salloc and srun) is outside the template's `output` and `error`.
 
-use crate::policy::validate::{Rejection, account_allowed};
+use crate::model::refusal::Refusal;
+use crate::policy::validate::account_allowed;
 use drover_shared::config::Config;
 use drover_shared::config::templates::{Bound, TemplateConfig, TemplateField};
 use drover_shared::grammar::gres::GresRequest;
@@ -37,24 +38,24 @@ fn required(config: &Config, account: &str) -> bool {
 }
 
 /// Applies the job's template to `spec` (see the module text).
-pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result<JobSpec, Rejection> {
+pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result<JobSpec, Refusal> {
     let Some(name) = spec.template.clone() else {
         if required(config, account) {
             let detail = format!(
                 "account {account} requires a job template (--template=NAME); `drover templates` lists the ones you may use"
             );
-            return Err((ErrorCode::InvalidSpec, detail));
+            return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
         }
         return Ok(spec);
     };
     let Some(template) = config.templates.iter().find(|t| t.name == name) else {
         let detail = format!("there is no job template {name}; `drover templates` lists the ones you may use");
-        return Err((ErrorCode::InvalidSpec, detail));
+        return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
     };
     if !usable(config, template, account) {
         // Invalid job specification (whose detail the commands print), not Slurm's account error,
         // whose fixed text would not say which template.
-        return Err((ErrorCode::InvalidSpec, format!("job template {name} is not for account {account}")));
+        return Err(Refusal::new(ErrorCode::InvalidSpec, format!("job template {name} is not for account {account}")));
     }
     // A job whose output goes nowhere (salloc's and srun's allocations) writes no file a
     // template's paths could govern.
@@ -74,7 +75,7 @@ pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result
                         show(field, &value),
                         show_bound(field, bound)
                     );
-                    return Err((ErrorCode::InvalidSpec, detail));
+                    return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
                 }
             }
             (Some(_), None) if template.defaults.sets(field) => {
@@ -83,7 +84,7 @@ pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result
                     field.option(),
                     default_text(template, field)
                 );
-                return Err((ErrorCode::InvalidSpec, detail));
+                return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
             }
             (Some(_), None) => {}
         }
@@ -336,12 +337,12 @@ gpus = { min = 1, max = 8 }
         s.gpus = vec![GresRequest { name: "gpu".into(), gres_type: None, count: 8 }];
         assert!(apply(&config(), "vision", s.clone()).is_ok());
         s.gpus[0].count = 16;
-        let (code, detail) = apply(&config(), "vision", s.clone()).unwrap_err();
+        let Refusal { code, detail } = apply(&config(), "vision", s.clone()).unwrap_err();
         assert_eq!(code, ErrorCode::InvalidSpec);
         assert_eq!(detail, "--gpus=16 is outside what job template train allows (1 to 8)");
         s.gpus[0].count = 8;
         s.time_limit = Some(TimeLimit::Unlimited);
-        let (_, detail) = apply(&config(), "vision", s).unwrap_err();
+        let Refusal { detail, .. } = apply(&config(), "vision", s).unwrap_err();
         assert_eq!(detail, "--time=UNLIMITED is outside what job template train allows (0:00 to 1-00:00:00)");
     }
 
@@ -349,22 +350,22 @@ gpus = { min = 1, max = 8 }
     fn a_locked_field_is_refused_with_the_templates_value() {
         let mut s = spec(Some("train"));
         s.partitions = vec!["debug".into()];
-        let (_, detail) = apply(&config(), "vision", s).unwrap_err();
+        let Refusal { detail, .. } = apply(&config(), "vision", s).unwrap_err();
         assert_eq!(detail, "--partition is locked by job template train (it sets main)");
         let mut s = spec(Some("train"));
         s.mem = Some(MemRequest::PerCpu(100));
-        let (_, detail) = apply(&config(), "vision", s).unwrap_err();
+        let Refusal { detail, .. } = apply(&config(), "vision", s).unwrap_err();
         assert_eq!(detail, "--mem is locked by job template train (it sets 32G)");
     }
 
     #[test]
     fn accounts_that_require_a_template_and_templates_of_other_teams() {
-        let (_, detail) = apply(&config(), "vision", spec(None)).unwrap_err();
+        let Refusal { detail, .. } = apply(&config(), "vision", spec(None)).unwrap_err();
         assert!(detail.starts_with("account vision requires a job template (--template=NAME)"), "{detail}");
         assert!(apply(&config(), "nlp", spec(None)).is_ok());
-        let (code, detail) = apply(&config(), "nlp", spec(Some("train"))).unwrap_err();
+        let Refusal { code, detail } = apply(&config(), "nlp", spec(Some("train"))).unwrap_err();
         assert_eq!((code, detail.as_str()), (ErrorCode::InvalidSpec, "job template train is not for account nlp"));
-        let (_, detail) = apply(&config(), "vision", spec(Some("nope"))).unwrap_err();
+        let Refusal { detail, .. } = apply(&config(), "vision", spec(Some("nope"))).unwrap_err();
         assert!(detail.starts_with("there is no job template nope"), "{detail}");
     }
 

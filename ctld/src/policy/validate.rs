@@ -12,8 +12,7 @@ use drover_shared::job::{JobInfo, JobSpec, JobState, StepInfo};
 use drover_shared::proto::client::ErrorCode;
 use std::sync::Arc;
 
-/// A refused submission.
-pub(crate) type Rejection = (ErrorCode, String);
+use crate::model::refusal::Refusal;
 
 /// Largest script accepted (Slurm's default `max_script_size` is 4 MB).
 const MAX_SCRIPT: usize = 4 * 1024 * 1024;
@@ -26,21 +25,27 @@ pub(crate) const MAX_NICE: i64 = 2_147_483_645;
 
 /// `--nice`, at submit and on update: within ±[`MAX_NICE`], and below 0 only for operators and
 /// admins (`privileged`), as in Slurm.
-pub(crate) fn check_nice(nice: i32, privileged: bool) -> Result<(), Rejection> {
+pub(crate) fn check_nice(nice: i32, privileged: bool) -> Result<(), Refusal> {
     if i64::from(nice).abs() > MAX_NICE {
-        return Err((ErrorCode::InvalidSpec, format!("nice {nice} is outside -{MAX_NICE}..{MAX_NICE}")));
+        return Err(Refusal::new(ErrorCode::InvalidSpec, format!("nice {nice} is outside -{MAX_NICE}..{MAX_NICE}")));
     }
     if nice < 0 && !privileged {
-        return Err((ErrorCode::AccessDenied, format!("only operators and admins may set a negative nice ({nice})")));
+        return Err(Refusal::new(
+            ErrorCode::AccessDenied,
+            format!("only operators and admins may set a negative nice ({nice})"),
+        ));
     }
     Ok(())
 }
 
 /// A name or comment set after submission (`scontrol update`, a step's `srun -J`): the bound a
 /// submission's has, and no control character.
-pub(crate) fn check_string(what: &str, value: &str) -> Result<(), Rejection> {
+pub(crate) fn check_string(what: &str, value: &str) -> Result<(), Refusal> {
     if value.len() > MAX_STRING {
-        return Err((ErrorCode::InvalidSpec, format!("{what} exceeds its size limit of {MAX_STRING} bytes")));
+        return Err(Refusal::new(
+            ErrorCode::InvalidSpec,
+            format!("{what} exceeds its size limit of {MAX_STRING} bytes"),
+        ));
     }
     forbidden_text(what, value)
 }
@@ -67,13 +72,13 @@ pub(crate) fn account_allowed(config: &Config, account: &str, allowed: &[String]
     false
 }
 
-fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
-    let too_big = |what: &str| (ErrorCode::InvalidSpec, format!("{what} exceeds its size limit"));
+fn check_sizes(spec: &JobSpec) -> Result<(), Refusal> {
+    let too_big = |what: &str| Refusal::new(ErrorCode::InvalidSpec, format!("{what} exceeds its size limit"));
     if spec.script.len() > MAX_SCRIPT {
         return Err(too_big("batch script"));
     }
     if spec.script.is_empty() {
-        return Err((ErrorCode::InvalidSpec, "empty batch script".into()));
+        return Err(Refusal::new(ErrorCode::InvalidSpec, "empty batch script"));
     }
     if spec.environment.len() > MAX_ENV_ENTRIES {
         return Err(too_big("environment"));
@@ -84,7 +89,7 @@ fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
         return Err(too_big("a string field"));
     }
     if !spec.work_dir.starts_with('/') {
-        return Err((ErrorCode::InvalidSpec, "working directory must be an absolute path".into()));
+        return Err(Refusal::new(ErrorCode::InvalidSpec, "working directory must be an absolute path"));
     }
     check_text(spec)
 }
@@ -94,7 +99,7 @@ fn check_sizes(spec: &JobSpec) -> Result<(), Rejection> {
 /// other users' `squeue` and `sacct -P` and reach their terminals. The script, its arguments and
 /// the environment (`--export` values included) are the job's own data and may hold anything
 /// (listings print control characters as `?`).
-fn check_text(spec: &JobSpec) -> Result<(), Rejection> {
+fn check_text(spec: &JobSpec) -> Result<(), Refusal> {
     let one = |what: &str, value: &str| forbidden_text(what, value);
     one("job name", &spec.name)?;
     for (what, value) in [
@@ -126,17 +131,17 @@ fn check_text(spec: &JobSpec) -> Result<(), Rejection> {
 /// The same rules for the strings `scontrol update job` sets: names and comments as
 /// [`check_string`], a dependency without control characters (its items are bounded where it is
 /// parsed).
-pub(crate) fn check_update_text(update: &drover_shared::proto::client::JobUpdate) -> Result<(), Rejection> {
+pub(crate) fn check_update_text(update: &drover_shared::proto::client::JobUpdate) -> Result<(), Refusal> {
     let strings = [("job name", &update.name), ("comment", &update.comment)];
     strings.into_iter().try_for_each(|(what, value)| value.as_deref().map_or(Ok(()), |v| check_string(what, v)))?;
     update.dependency.as_deref().map_or(Ok(()), |dependency| forbidden_text("dependency", dependency))
 }
 
 /// `Err` naming `what` when `value` holds a character [`drover_shared::text::forbidden`] refuses.
-pub(crate) fn forbidden_text(what: &str, value: &str) -> Result<(), Rejection> {
+pub(crate) fn forbidden_text(what: &str, value: &str) -> Result<(), Refusal> {
     match drover_shared::text::forbidden(value) {
         None => Ok(()),
-        Some(c) => Err((
+        Some(c) => Err(Refusal::new(
             ErrorCode::InvalidSpec,
             format!("{what} contains a control character (U+{:04X}), which is not allowed", u32::from(c)),
         )),
@@ -146,13 +151,13 @@ pub(crate) fn forbidden_text(what: &str, value: &str) -> Result<(), Rejection> {
 /// A job whose launch message could not reach its node: the spec (script, environment, options)
 /// plus what the launch adds, at most every node's name and counts, must fit a node frame. A
 /// launch that did not fit would drop the node's connection (and, requeued, drop it again).
-fn check_launch_size(config: &Config, spec: &JobSpec) -> Result<(), Rejection> {
+fn check_launch_size(config: &Config, spec: &JobSpec) -> Result<(), Refusal> {
     let nodes: usize = config.nodes.iter().map(|n| n.name.len() + 32).sum();
     let size = postcard::experimental::serialized_size(spec).unwrap_or(usize::MAX).saturating_add(64 * 1024 + nodes);
     if size > drover_shared::proto::frame::MAX_FRAME {
         let max = drover_shared::proto::frame::MAX_FRAME;
         let detail = format!("the job's launch message (script, environment and options) would exceed {max} bytes");
-        return Err((ErrorCode::InvalidSpec, detail));
+        return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
     }
     Ok(())
 }
@@ -162,7 +167,7 @@ fn check_launch_size(config: &Config, spec: &JobSpec) -> Result<(), Rejection> {
 /// that hold its tasks when each holds as many as the candidate partitions' largest node has
 /// CPUs for; a job whose tasks fit one such node keeps asking for one. More nodes than the
 /// cluster has are refused here, before any per-node shape is built.
-fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobSpec) -> Result<JobSpec, Rejection> {
+fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobSpec) -> Result<JobSpec, Refusal> {
     let (Some(ntasks), None, None) = (spec.ntasks, spec.nodes_min, spec.ntasks_per_node) else { return Ok(spec) };
     let names: std::collections::HashSet<&str> =
         partitions.iter().flat_map(|p| p.nodes.iter().map(String::as_str)).collect();
@@ -172,7 +177,7 @@ fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobS
         let nodes = ntasks.div_ceil(per_node);
         if usize::try_from(nodes).map_or(true, |n| n > names.len()) {
             let detail = format!("{ntasks} tasks need {nodes} nodes, the partitions have {}", names.len());
-            return Err((ErrorCode::NodeConfigUnavailable, detail));
+            return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, detail));
         }
         spec.nodes_min = Some(nodes);
     }
@@ -180,16 +185,17 @@ fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobS
 }
 
 /// Validates a submission and builds the job record it becomes (without a job id yet).
-pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Rejection> {
+pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Refusal> {
     let config = &state.config;
     check_sizes(&spec)?;
     check_launch_size(config, &spec)?;
     // The per-node shape is built node by node: never for more nodes than the cluster has.
     if let Some(nodes) = spec.nodes_min.filter(|n| usize::try_from(*n).map_or(true, |n| n > config.nodes.len())) {
         let detail = format!("{nodes} nodes asked, the cluster has {}", config.nodes.len());
-        return Err((ErrorCode::NodeConfigUnavailable, detail));
+        return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, detail));
     }
-    let user = user_name(caller.uid).ok_or((ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
+    let user = user_name(caller.uid)
+        .ok_or_else(|| Refusal::new(ErrorCode::InvalidUser, format!("uid {} has no user name", caller.uid)))?;
     let admin = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::ChargeAnyAccount);
     let user_config = config.users.iter().find(|u| u.name == user);
 
@@ -199,13 +205,13 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         (None, None) => config
             .default_account
             .clone()
-            .ok_or((ErrorCode::InvalidAccount, format!("user {user} has no association")))?,
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidAccount, format!("user {user} has no association")))?,
     };
     let account_known = config.accounts.iter().any(|a| a.name == account);
     let may_charge = admin
         || user_config.map_or(config.default_account.as_deref() == Some(&account), |u| u.accounts.contains(&account));
     if !account_known || !may_charge {
-        return Err((ErrorCode::InvalidAccount, format!("user {user} may not charge account {account}")));
+        return Err(Refusal::new(ErrorCode::InvalidAccount, format!("user {user} may not charge account {account}")));
     }
     // The team's job template: its defaults, locks and bounds, before anything reads the spec.
     let spec = crate::policy::template::apply(config, &account, spec)?;
@@ -217,43 +223,53 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     };
     let mut partitions: Vec<&PartitionConfig> = Vec::new();
     for name in &names {
-        let p =
-            config.partitions.iter().find(|p| &p.name == name).ok_or((ErrorCode::InvalidPartition, name.clone()))?;
+        let p = config
+            .partitions
+            .iter()
+            .find(|p| &p.name == name)
+            .ok_or_else(|| Refusal::new(ErrorCode::InvalidPartition, name.clone()))?;
         partitions.push(p);
     }
     partitions.retain(|p| account_allowed(config, &account, &p.allow_accounts));
     if partitions.is_empty() {
-        return Err((
+        return Err(Refusal::new(
             ErrorCode::InvalidAccount,
             format!("account {account} may not use partition {}", names.join(",")),
         ));
     }
 
     let qos_name = spec.qos.clone().unwrap_or_else(|| config.default_qos(Some(&user), &account).to_owned());
-    let qos = config.qos.iter().find(|q| q.name == qos_name).ok_or((ErrorCode::InvalidQos, qos_name.clone()))?;
+    let qos = config
+        .qos
+        .iter()
+        .find(|q| q.name == qos_name)
+        .ok_or_else(|| Refusal::new(ErrorCode::InvalidQos, qos_name.clone()))?;
     if let Some(allowed) = config.allowed_qos(Some(&user), &account)
         && !allowed.contains(&qos_name)
     {
-        return Err((
+        return Err(Refusal::new(
             ErrorCode::InvalidQos,
             format!("QOS {qos_name} is not in the association of {user} and {account}"),
         ));
     }
     partitions.retain(|p| p.allow_qos.is_empty() || p.allow_qos.contains(&qos_name));
     if partitions.is_empty() {
-        return Err((ErrorCode::InvalidQos, format!("QOS {qos_name} is not allowed in partition {}", names.join(","))));
+        return Err(Refusal::new(
+            ErrorCode::InvalidQos,
+            format!("QOS {qos_name} is not allowed in partition {}", names.join(",")),
+        ));
     }
 
     if let Some(TimeLimit::Minutes(minutes)) = spec.time_limit {
         let over = |limit: TimeLimit| matches!(limit, TimeLimit::Minutes(max) if minutes > max);
         partitions.retain(|p| !over(p.max_time));
         if partitions.is_empty() || qos.max_wall.is_some_and(over) {
-            return Err((ErrorCode::InvalidTimeLimit, format!("{minutes} minutes exceeds the limit")));
+            return Err(Refusal::new(ErrorCode::InvalidTimeLimit, format!("{minutes} minutes exceeds the limit")));
         }
     }
 
     if let Some(g) = spec.gres_per_node.iter().chain(&spec.gpus).chain(&spec.gpus_per_task).find(|g| g.name != "gpu") {
-        return Err((ErrorCode::InvalidGres, format!("unknown generic resource `{}`", g.name)));
+        return Err(Refusal::new(ErrorCode::InvalidGres, format!("unknown generic resource `{}`", g.name)));
     }
 
     if let Some(text) = &spec.array {
@@ -264,19 +280,19 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     }
     if let Some(text) = &spec.constraint {
         let constraint = drover_shared::grammar::constraint::parse_constraint(text)
-            .map_err(|e| (ErrorCode::InvalidFeature, e.to_string()))?;
+            .map_err(|e| Refusal::new(ErrorCode::InvalidFeature, e.to_string()))?;
         let known = |feature: &str| state.nodes.iter().any(|n| n.config.features.iter().any(|f| f == feature));
         if let Some(unknown) = constraint.features().into_iter().find(|f| !known(f)) {
-            return Err((ErrorCode::InvalidFeature, format!("no node has feature `{unknown}`")));
+            return Err(Refusal::new(ErrorCode::InvalidFeature, format!("no node has feature `{unknown}`")));
         }
         let matching = matches!(constraint, drover_shared::grammar::constraint::Constraint::Matching(_));
         if matching && spec.nodes_min.unwrap_or(1) > 1 {
             let detail = "a matching OR ([a|b]) over several nodes is not supported yet".to_owned();
-            return Err((ErrorCode::InvalidFeature, detail));
+            return Err(Refusal::new(ErrorCode::InvalidFeature, detail));
         }
     }
     if spec.deadline.is_some_and(|deadline| deadline <= now) {
-        return Err((ErrorCode::InvalidTimeValue, "the deadline has passed".into()));
+        return Err(Refusal::new(ErrorCode::InvalidTimeValue, "the deadline has passed"));
     }
     let privileged = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::JobPrivileged);
     check_nice(spec.nice, privileged)?;
@@ -293,13 +309,13 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     };
     let candidates: Vec<&PartitionConfig> = partitions.clone();
     if !candidates.iter().any(|p| could_ever_fit(state, &job, p)) {
-        return Err((ErrorCode::NodeConfigUnavailable, "no node of the partition can ever hold the job".into()));
+        return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, "no node of the partition can ever hold the job"));
     }
 
     let request = crate::model::request::PerNodeRequest::from_spec(&spec);
     let requested = crate::model::tres::of_request(&request);
     crate::policy::limits::check_submit(state, qos, &user, &requested)
-        .map_err(|detail| (ErrorCode::AccountingPolicy, detail))?;
+        .map_err(|detail| Refusal::new(ErrorCode::AccountingPolicy, detail))?;
     // Until it starts, the job's billing is its request's under its first partition's weights.
     let weights = candidates.first().map(|p| &p.tres_billing_weights);
     let billing = crate::model::tres::billing(weights.unwrap_or(&Default::default()), &requested);
@@ -388,7 +404,7 @@ mod tests {
         let mut spec = JobSpec { script: b"#!/bin/sh\ntrue\n".to_vec(), ..JobSpec::default() };
         assert_eq!(check_launch_size(&config, &spec), Ok(()));
         spec.environment = vec![("BIG".into(), "x".repeat(drover_shared::proto::frame::MAX_FRAME))];
-        let (code, detail) = check_launch_size(&config, &spec).unwrap_err();
+        let Refusal { code, detail } = check_launch_size(&config, &spec).unwrap_err();
         assert_eq!(code, ErrorCode::InvalidSpec);
         assert!(detail.contains("launch message"), "{detail}");
     }

@@ -113,11 +113,19 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
     job_id
 }
 
-/// One pass, applied the way the core applies it; returns the started job ids.
+thread_local! {
+    /// The victims the passes of this test decided to preempt and [`victims`] has not taken yet
+    /// (each test runs on its own thread).
+    static PREEMPTED: std::cell::RefCell<Vec<JobId>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One pass, applied the way the core applies it; returns the started job ids and keeps the
+/// preemptions it decided for [`victims`].
 fn pass(state: &mut State, now: UnixTime) -> Vec<JobId> {
-    let starts = schedule(state, now);
+    let decisions = schedule(state, now);
+    PREEMPTED.with_borrow_mut(|p| p.extend(decisions.preemptions.iter().map(|p| p.victim)));
     let mut started = Vec::new();
-    for start in starts {
+    for start in decisions.starts {
         let job = state.jobs.get_mut(&start.job_id).unwrap();
         job.info.state = Some(JobState::Running);
         job.info.start_time = Some(now);
@@ -286,12 +294,12 @@ fn borrowed_gpus_are_reclaimed_exactly() {
     let alice = submit(&mut state, "alice", "g=1 t=60");
     let other = submit(&mut state, "bob", "g=1 t=5");
     assert_eq!(pass(&mut state, NOW + 10), Vec::<JobId>::new());
-    let victims: Vec<JobId> = std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect();
-    assert_eq!(victims, vec![bobs[2]]);
+    let preempted = victims();
+    assert_eq!(preempted, vec![bobs[2]]);
     assert_eq!(reason(&state, alice), "Resources");
     // A second pass while the victim is still dying preempts nothing more.
     assert_eq!(pass(&mut state, NOW + 11), Vec::<JobId>::new());
-    assert!(state.preempt_requests.is_empty());
+    assert!(victims().is_empty());
     // The victim comes back requeued, older (so higher priority) than alice's job: it must not
     // take the reclaimed GPU back, or the two would preempt each other forever.
     state.release_job(bobs[2], NOW + 20);
@@ -301,7 +309,7 @@ fn borrowed_gpus_are_reclaimed_exactly() {
     assert_eq!(pass(&mut state, NOW + 20), vec![alice]);
     assert_eq!(reason(&state, bobs[2]), "Resources");
     assert_ne!(reason(&state, other), "None");
-    assert!(state.preempt_requests.is_empty());
+    assert!(victims().is_empty());
 }
 
 /// vision has a GPU guarantee and no CPU guarantee; nlp has no quota, so all its jobs borrow.
@@ -313,11 +321,11 @@ fn gpu_guarantee_is_reclaimed_without_a_cpu_guarantee() {
     assert_eq!(pass(&mut state, NOW), bobs);
     let alice = submit(&mut state, "alice", "g=2 t=60");
     pass(&mut state, NOW + 10);
-    let victims: Vec<JobId> = std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect();
-    assert_eq!(victims.len(), 2, "{victims:?}");
-    let nodes: HashSet<String> = victims.iter().map(|v| state.jobs[v].info.nodes[0].clone()).collect();
+    let preempted = victims();
+    assert_eq!(preempted.len(), 2, "{preempted:?}");
+    let nodes: HashSet<String> = preempted.iter().map(|v| state.jobs[v].info.nodes[0].clone()).collect();
     assert_eq!(nodes.len(), 1, "both victims free the same node");
-    for victim in victims {
+    for victim in preempted {
         end(&mut state, victim);
     }
     assert_eq!(pass(&mut state, NOW + 20), vec![alice]);
@@ -333,7 +341,7 @@ fn owned_jobs_are_never_preempted() {
     assert_eq!(pass(&mut state, NOW).len(), 4);
     let extra = submit(&mut state, "alice", "g=1 t=60");
     assert!(pass(&mut state, NOW + 10).is_empty());
-    assert!(state.preempt_requests.is_empty());
+    assert!(victims().is_empty());
     assert_eq!(reason(&state, extra), "Resources");
     assert!(quota::Quotas::new(&state).borrowed.is_empty(), "{bobs:?} {alices:?}");
 }
@@ -440,9 +448,12 @@ fn after_with_delay_waits_minutes_after_the_start() {
     let dependent = submit(&mut state, "alice", "");
     Arc::make_mut(&mut state.jobs.get_mut(&dependent).unwrap().spec).dependency = Some(format!("after:{target}+2"));
     let job = &state.jobs[&dependent];
-    assert_eq!(dependency::eligibility(&state, &dependency::Lookup::new(&state), job, NOW + 119), Err("Dependency"));
-    assert_eq!(dependency::eligibility(&state, &dependency::Lookup::new(&state), job, NOW + 120), Ok(()));
-    let (_, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), job, NOW + 60);
+    assert_eq!(
+        dependency::eligibility(&state, &mut dependency::Lookup::new(&state), job, NOW + 119),
+        Err("Dependency")
+    );
+    assert_eq!(dependency::eligibility(&state, &mut dependency::Lookup::new(&state), job, NOW + 120), Ok(()));
+    let (_, shown) = dependency::evaluate(&state, &mut dependency::Lookup::new(&state), job, NOW + 60);
     assert_eq!(shown, Some(format!("after:{target}+2(unfulfilled)")));
 }
 
@@ -467,7 +478,7 @@ fn aftercorr_holds_per_task() {
     let ready = |state: &State| dependency::ready_task(state, b, NOW);
     assert_eq!(ready(&state), Some(0));
     assert_eq!(
-        dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW),
+        dependency::evaluate(&state, &mut dependency::Lookup::new(&state), &state.jobs[&b], NOW),
         (dependency::Status::Satisfied, None)
     );
     // Without task 0, task 3 (A has none) is next; task 1 failed and task 2 waits.
@@ -475,10 +486,10 @@ fn aftercorr_holds_per_task() {
     assert_eq!(ready(&state), Some(3));
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1, 2];
     assert_eq!(ready(&state), None);
-    let (status, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW);
+    let (status, shown) = dependency::evaluate(&state, &mut dependency::Lookup::new(&state), &state.jobs[&b], NOW);
     assert_eq!((status, shown), (dependency::Status::Waiting, Some(format!("aftercorr:{a}_*(unfulfilled)"))));
     state.jobs.get_mut(&b).unwrap().info.array_tasks_pending = vec![1];
-    let (status, shown) = dependency::evaluate(&state, &dependency::Lookup::new(&state), &state.jobs[&b], NOW);
+    let (status, shown) = dependency::evaluate(&state, &mut dependency::Lookup::new(&state), &state.jobs[&b], NOW);
     assert_eq!((status, shown), (dependency::Status::Never, Some(format!("aftercorr:{a}_*(failed)"))));
 }
 
@@ -641,8 +652,8 @@ fn quota(account: &str, guarantee: u32) -> String {
 }
 
 /// The preemptions the last passes decided (taken, so the next call sees only new ones).
-fn victims(state: &mut State) -> Vec<JobId> {
-    std::mem::take(&mut state.preempt_requests).into_iter().map(|p| p.victim).collect()
+fn victims() -> Vec<JobId> {
+    PREEMPTED.with_borrow_mut(std::mem::take)
 }
 
 /// A preempted job's run ended: it frees its resources and pends again (requeued).
@@ -670,20 +681,20 @@ fn eight_small_reclaims_at_once_preempt_one_big_job() {
     assert_eq!(pass(&mut state, NOW), fill);
     let small: Vec<JobId> = (0..8).map(|_| submit(&mut state, "carol", "g=1 t=60")).collect();
     assert!(pass(&mut state, NOW + 10).is_empty());
-    let preempted = victims(&mut state);
+    let preempted = victims();
     assert_eq!(preempted.len(), 1, "{preempted:?}");
     assert_eq!(gpus_of(&state, preempted[0]), 8);
     assert!([fill[1], fill[3]].contains(&preempted[0]), "only a borrowed job: {preempted:?}");
     // While the victim dies, nothing more is preempted.
     assert!(pass(&mut state, NOW + 11).is_empty());
-    assert!(victims(&mut state).is_empty());
+    assert!(victims().is_empty());
     let node = state.jobs[&preempted[0]].info.nodes.clone();
     requeued(&mut state, preempted[0], NOW + 15);
     let mut started = pass(&mut state, NOW + 15);
     started.sort_unstable();
     assert_eq!(started, small);
     assert!(small.iter().all(|j| state.jobs[j].info.nodes == node));
-    assert!(victims(&mut state).is_empty());
+    assert!(victims().is_empty());
 }
 
 /// The same eight jobs submitted one after another, a pass each: the first preempts one 8-GPU
@@ -704,7 +715,7 @@ fn small_reclaims_one_after_another_share_one_victim() {
             requeued(&mut state, all[0], now);
         }
         pass(&mut state, now);
-        all.extend(victims(&mut state));
+        all.extend(victims());
     }
     assert_eq!(all.len(), 1, "{all:?}");
     assert!(small.iter().all(|j| state.jobs[j].info.state() == JobState::Running));
@@ -721,14 +732,14 @@ fn reclaim_never_pushes_a_team_below_its_guarantee() {
     pass(&mut state, NOW - 1000);
     let big: Vec<JobId> = (0..5).map(|_| submit(&mut state, "carol", "g=8 t=60")).collect();
     pass(&mut state, NOW);
-    assert_eq!(victims(&mut state), vec![bobs]);
+    assert_eq!(victims(), vec![bobs]);
     for now in [NOW + 1, NOW + 2] {
         pass(&mut state, now);
-        assert!(victims(&mut state).is_empty(), "vision's jobs {alices:?} stay");
+        assert!(victims().is_empty(), "vision's jobs {alices:?} stay");
     }
     requeued(&mut state, bobs, NOW + 5);
     assert_eq!(pass(&mut state, NOW + 5), vec![big[0]]);
-    assert!(victims(&mut state).is_empty());
+    assert!(victims().is_empty());
     assert!(alices.iter().all(|j| state.jobs[j].info.state() == JobState::Running));
 }
 
@@ -741,13 +752,13 @@ fn a_victim_in_its_grace_time_counts_as_freed() {
     assert_eq!(pass(&mut state, NOW), bobs);
     submit(&mut state, "carol", "g=8 t=60");
     pass(&mut state, NOW + 10);
-    assert_eq!(victims(&mut state).len(), 1);
+    assert_eq!(victims().len(), 1);
     submit(&mut state, "carol", "g=8 t=60");
     pass(&mut state, NOW + 11);
-    assert_eq!(victims(&mut state).len(), 1, "owed 16, 8 being freed: 8 more");
+    assert_eq!(victims().len(), 1, "owed 16, 8 being freed: 8 more");
     submit(&mut state, "carol", "g=8 t=60");
     pass(&mut state, NOW + 12);
-    assert!(victims(&mut state).is_empty(), "16 being freed: nothing more is owed");
+    assert!(victims().is_empty(), "16 being freed: nothing more is owed");
 }
 
 /// A run younger than `preempt_exempt_time` is not preempted, and a requeued victim that
@@ -764,7 +775,7 @@ fn exempt_time_protects_young_runs() {
     pass(&mut state, NOW);
     let first = submit(&mut state, "carol", "g=8 t=60");
     pass(&mut state, NOW + 10);
-    assert_eq!(victims(&mut state), vec![old], "the most recently started of those past the exempt time");
+    assert_eq!(victims(), vec![old], "the most recently started of those past the exempt time");
     requeued(&mut state, old, NOW + 20);
     assert_eq!(pass(&mut state, NOW + 20), vec![first]);
     // nlp's requeued job runs again only when something ends; then it is young again.
@@ -773,9 +784,9 @@ fn exempt_time_protects_young_runs() {
     assert_eq!(pass(&mut state, NOW + 30), vec![old]);
     submit(&mut state, "carol", "g=8 t=60");
     pass(&mut state, NOW + 40);
-    assert_eq!(victims(&mut state), vec![older], "{young:?} and {old} are younger than 300 s");
+    assert_eq!(victims(), vec![older], "{young:?} and {old} are younger than 300 s");
     pass(&mut state, NOW + 41);
-    assert!(victims(&mut state).is_empty());
+    assert!(victims().is_empty());
 }
 
 /// Of the borrowed jobs on the nodes, the set that frees enough with the fewest GPUs wins (a
@@ -793,10 +804,10 @@ fn the_victim_set_wastes_least() {
     }
     submit(&mut state, "carol", "g=1 t=60");
     pass(&mut state, NOW);
-    assert_eq!(victims(&mut state), vec![small[7]], "the 1-GPU job started last");
+    assert_eq!(victims(), vec![small[7]], "the 1-GPU job started last");
     submit(&mut state, "carol", "g=2 t=60");
     pass(&mut state, NOW + 1);
-    assert_eq!(victims(&mut state), vec![small[5], small[6]], "two 1-GPU jobs, the latest left");
+    assert_eq!(victims(), vec![small[5], small[6]], "two 1-GPU jobs, the latest left");
 }
 
 /// What is freed for a reclaiming job is kept for it: when its victim is gone, a job of another
@@ -809,13 +820,13 @@ fn freed_gpus_go_to_the_reclaimer() {
     assert_eq!(pass(&mut state, NOW - 1000), bobs);
     let carols = submit(&mut state, "carol", "g=8 t=60");
     pass(&mut state, NOW);
-    let first = victims(&mut state);
+    let first = victims();
     assert_eq!(first.len(), 1);
     let node = state.jobs[&first[0]].info.nodes.clone();
     let alices = submit(&mut state, "alice", "g=8 t=60");
     state.jobs.get_mut(&alices).unwrap().info.nice = -100_000;
     pass(&mut state, NOW + 1);
-    let second = victims(&mut state);
+    let second = victims();
     assert_eq!(second.len(), 1);
     assert_ne!(second, first);
     requeued(&mut state, first[0], NOW + 5);
@@ -823,7 +834,7 @@ fn freed_gpus_go_to_the_reclaimer() {
     assert_eq!(started, vec![carols]);
     assert_eq!(state.jobs[&carols].info.nodes, node);
     assert_eq!(reason(&state, alices), "Resources");
-    assert!(victims(&mut state).is_empty());
+    assert!(victims().is_empty());
 }
 
 fn nodes_of(state: &State, job_id: JobId) -> Vec<String> {
@@ -907,4 +918,32 @@ fn pool_free_counts_follow_the_nodes() {
     assert_eq!(counts.of("main").cloned(), fresh(&views));
     assert_eq!(gpus(&counts), Some(29));
     assert_eq!(quota::PoolFree::new(&cluster(""), &views).of("main"), None);
+}
+
+/// The pass considers only the pending jobs that may start: held jobs and jobs waiting for their
+/// begin time are filed apart by the job table (a deep held queue costs a pass nothing) and join
+/// the pass when released or when their begin time comes; the waiting ones show `BeginTime`.
+#[test]
+fn held_and_future_jobs_stay_out_of_the_pass_until_they_may_start() {
+    let mut state = cluster("");
+    let held: Vec<JobId> = (0..3).map(|_| submit(&mut state, "alice", "g=1 t=60")).collect();
+    for job_id in &held {
+        let job = state.jobs.get_mut(job_id).unwrap();
+        Arc::make_mut(&mut job.spec).hold = true;
+        job.info.priority = 0;
+    }
+    let later = submit(&mut state, "alice", "g=1 t=60");
+    Arc::make_mut(&mut state.jobs.get_mut(&later).unwrap().spec).begin_time = Some(NOW + 60);
+    let ready = submit(&mut state, "bob", "g=1 t=60");
+    assert_eq!(pass(&mut state, NOW), vec![ready]);
+    assert_eq!(state.last_pass.considered, 1, "only the job that may start");
+    assert_eq!(reason(&state, later), "BeginTime");
+    assert_eq!(pass(&mut state, NOW + 30), Vec::<JobId>::new());
+    assert_eq!(state.last_pass.considered, 0);
+    assert_eq!(pass(&mut state, NOW + 60), vec![later], "its begin time came");
+    let job = state.jobs.get_mut(&held[0]).unwrap();
+    Arc::make_mut(&mut job.spec).hold = false;
+    job.info.priority = 1;
+    assert_eq!(pass(&mut state, NOW + 61), vec![held[0]], "released");
+    assert_eq!(state.last_pass.considered, 1);
 }
