@@ -4,8 +4,9 @@
 # the guest's root, read-only over 9p) with `cgroup_no_v1=all` (pure cgroup v2, as current
 # distributions boot), or with `--layout v1` with v1 controllers only; runs the already built
 # test binaries of the checks below inside as root (on v2 from a login-session-like cgroup;
-# tests/vm/guest.sh), and fails when any check fails or did not run. Needs root, qemu-system-x86, linux-image-amd64, busybox-static and virtme-ng
-# (.ci/run installs them). Usage: tests/vm/run.sh [--layout v2|v1] [--timeout SECONDS]
+# tests/vm/guest.sh), and fails when any check fails or did not run. Needs root,
+# qemu-system-x86, linux-image-amd64, busybox-static and virtme-ng (.ci/run installs them).
+# Usage: tests/vm/run.sh [--layout v2|v1] [--timeout SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
