@@ -3,8 +3,8 @@
 # over 9p, no systemd): checks the cgroup layout the guest was booted with, then runs the listed
 # test binaries from the host's target/ with their root-only tests included, and writes the
 # summary and the exit status into the shared output folder. Usage: guest.sh OUT LAYOUT LIST
-# where LAYOUT is v2 (booted with cgroup_no_v1=all) and LIST has one `name|binary|test names…`
-# line per check.
+# where LAYOUT is v2 (booted with cgroup_no_v1=all) or v1 (v1 controllers only, no cgroup2)
+# and LIST has one `name|binary|test names…` line per check.
 set -u
 out=$1 layout=$2 list=$3
 exec >"$out/guest.log" 2>&1
@@ -19,29 +19,47 @@ ip link set lo up 2>/dev/null || true
 
 fail() { echo "guest: FAILED: $*"; echo "1" >"$out/status"; exit 1; }
 
-[ "$layout" = v2 ] || fail "unknown layout $layout"
-# cgroup_no_v1=all: no v1 hierarchy may exist, and /sys/fs/cgroup itself is cgroup2.
-grep -q '^[^ ]* /sys/fs/cgroup cgroup2 ' /proc/self/mounts || fail "/sys/fs/cgroup is not cgroup2"
-echo "guest: cgroup mounts:"
-grep cgroup /proc/self/mountinfo | sed 's/^/  /'
-echo "guest: /proc/cgroups (hierarchy 0: not bound to a v1 hierarchy):"
-sed 's/^/  /' /proc/cgroups
-# Every controller must be unbound from v1 (hierarchy id 0) and no v1 file system mounted.
-awk 'NR > 1 && $2 != 0 { bad = 1 } END { exit bad }' /proc/cgroups || fail "a v1 hierarchy exists"
-! grep -q ' - cgroup ' /proc/self/mountinfo || fail "a cgroup v1 file system is mounted"
-echo "guest: cgroup v1 is absent; v2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+case "$layout" in
+v2)
+    # cgroup_no_v1=all: no v1 hierarchy may exist, and /sys/fs/cgroup itself is cgroup2.
+    grep -q '^[^ ]* /sys/fs/cgroup cgroup2 ' /proc/self/mounts || fail "/sys/fs/cgroup is not cgroup2"
+    echo "guest: cgroup mounts:"
+    grep cgroup /proc/self/mountinfo | sed 's/^/  /'
+    echo "guest: /proc/cgroups (hierarchy 0: not bound to a v1 hierarchy):"
+    sed 's/^/  /' /proc/cgroups
+    # Every controller must be unbound from v1 (hierarchy id 0) and no v1 file system mounted.
+    awk 'NR > 1 && $2 != 0 { bad = 1 } END { exit bad }' /proc/cgroups || fail "a v1 hierarchy exists"
+    ! grep -q ' - cgroup ' /proc/self/mountinfo || fail "a cgroup v1 file system is mounted"
+    echo "guest: cgroup v1 is absent; v2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 
-# Where a distribution's systemd puts a root login shell: a session scope below user.slice, with
-# every controller enabled at the root but only memory and pids down the slices, and other
-# processes (this shell) beside whatever the checks start. Never the root cgroup.
-cg=/sys/fs/cgroup session=/sys/fs/cgroup/user.slice/user-0.slice/session-1.scope
-mkdir -p "$session"
-echo "+cpuset +cpu +io +memory +pids" >$cg/cgroup.subtree_control || fail "enabling the root's controllers"
-for slice in $cg/user.slice $cg/user.slice/user-0.slice; do
-    echo "+memory +pids" >"$slice/cgroup.subtree_control" || fail "enabling $slice's controllers"
-done
-echo $$ >"$session/cgroup.procs" || fail "entering $session"
-echo "guest: the checks run in $(cat /proc/self/cgroup) (like a login shell); subtree_control of /: $(cat $cg/cgroup.subtree_control), of user-0.slice: $(cat $cg/user.slice/user-0.slice/cgroup.subtree_control)"
+    # Where a distribution's systemd puts a root login shell: a session scope below user.slice, with
+    # every controller enabled at the root but only memory and pids down the slices, and other
+    # processes (this shell) beside whatever the checks start. Never the root cgroup.
+    cg=/sys/fs/cgroup session=/sys/fs/cgroup/user.slice/user-0.slice/session-1.scope
+    mkdir -p "$session"
+    echo "+cpuset +cpu +io +memory +pids" >$cg/cgroup.subtree_control || fail "enabling the root's controllers"
+    for slice in $cg/user.slice $cg/user.slice/user-0.slice; do
+        echo "+memory +pids" >"$slice/cgroup.subtree_control" || fail "enabling $slice's controllers"
+    done
+    echo $$ >"$session/cgroup.procs" || fail "entering $session"
+    echo "guest: the checks run in $(cat /proc/self/cgroup) (like a login shell); subtree_control of /: $(cat $cg/cgroup.subtree_control), of user-0.slice: $(cat $cg/user.slice/user-0.slice/cgroup.subtree_control)"
+    ;;
+v1)
+    # v1 only, as on hosts that boot systemd's legacy layout: the guest's init mounted cgroup2
+    # with every controller still free, so it goes, and each controller gets its v1 hierarchy.
+    umount /sys/fs/cgroup || fail "could not unmount the guest's cgroup2"
+    mount -t tmpfs -o mode=755 cgroup_root /sys/fs/cgroup
+    for controller in cpuset cpu,cpuacct memory devices freezer pids; do
+        mkdir -p "/sys/fs/cgroup/$controller"
+        mount -t cgroup -o "$controller" cgroup "/sys/fs/cgroup/$controller" || fail "mounting v1 $controller"
+    done
+    echo "guest: cgroup mounts:"
+    grep cgroup /proc/self/mountinfo | sed 's/^/  /'
+    ! grep -q ' - cgroup2 ' /proc/self/mountinfo || fail "a cgroup2 hierarchy is still mounted"
+    echo "guest: no cgroup2 hierarchy is mounted"
+    ;;
+*) fail "unknown layout $layout" ;;
+esac
 id alice >/dev/null && id bob >/dev/null || fail "the test users alice and bob are missing"
 
 # The e2e harness builds the binaries with cargo before its first cluster: they are built on

@@ -2,21 +2,41 @@
 # The isolation checks on the cgroup layouts CI's hybrid host does not have: boots the Debian
 # kernel under QEMU with virtme-ng (software emulation, no KVM needed; the host's filesystem is
 # the guest's root, read-only over 9p) with `cgroup_no_v1=all` (pure cgroup v2, as current
-# distributions boot); runs the already built test binaries of the checks below inside as root,
-# from a login-session-like cgroup (tests/vm/guest.sh), and fails when any check fails or did
-# not run. Needs root, qemu-system-x86, linux-image-amd64 and virtme-ng (.ci/run installs them).
-# Usage: tests/vm/run.sh [--timeout SECONDS]
+# distributions boot), or with `--layout v1` with v1 controllers only; runs the already built
+# test binaries of the checks below inside as root (on v2 from a login-session-like cgroup;
+# tests/vm/guest.sh), and fails when any check fails or did not run. Needs root,
+# qemu-system-x86, linux-image-amd64, busybox-static and virtme-ng (.ci/run installs them).
+# Usage: tests/vm/run.sh [--layout v2|v1] [--timeout SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 layout=v2 timeout=420
 while [ $# -gt 0 ]; do
     case "$1" in
+    --layout) layout=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
-    *) echo "usage: $0 [--timeout SECONDS]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--layout v2|v1] [--timeout SECONDS]" >&2; exit 2 ;;
     esac
 done
-append="cgroup_no_v1=all"
+# name | package | test target | exact test names (all of the target's tests when empty).
+case "$layout" in
+v2)
+    append="cgroup_no_v1=all"
+    checks="
+noded-isolation|drover-noded|isolation|
+e2e-every-limit|drover-e2e|isolation|an_unprivileged_users_jobs_get_every_limit
+"
+    ;;
+v1)
+    # No device filter on v1 (docs/admin/cgroups.md): the checks without GPUs.
+    append=""
+    checks="
+noded-isolation|drover-noded|isolation|memory_over_the_limit_is_oom_killed_and_reported a_fork_bomb_is_contained_by_pids_max signal_option_warns_before_the_time_limit
+e2e-oom|drover-e2e|isolation|a_job_over_its_memory_ends_out_of_memory_and_the_node_stays_up
+"
+    ;;
+*) echo "$0: --layout is v2 or v1" >&2; exit 2 ;;
+esac
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (the guest runs the root-only tests)" >&2; exit 2; }
 command -v vng >/dev/null || { echo "$0: vng (virtme-ng, from PyPI) is missing" >&2; exit 2; }
 command -v qemu-system-x86_64 >/dev/null || { echo "$0: qemu-system-x86 is missing" >&2; exit 2; }
@@ -26,12 +46,6 @@ for image in $(ls -v /boot/vmlinuz-* 2>/dev/null); do
     [ -d "/lib/modules/${image#/boot/vmlinuz-}" ] && kernel=$image
 done
 [ -n "$kernel" ] || { echo "$0: no kernel in /boot (install linux-image-amd64)" >&2; exit 2; }
-
-# name | package | test target | exact test names (all of the target's tests when empty).
-checks="
-noded-isolation|drover-noded|isolation|
-e2e-every-limit|drover-e2e|isolation|an_unprivileged_users_jobs_get_every_limit
-"
 
 # Not under /tmp: the guest mounts a fresh tmpfs there.
 out=$(mktemp -d /var/tmp/drover-vm-XXXXXX)
@@ -54,11 +68,11 @@ for line in """$checks""".strip().splitlines():
     name, package, target, filters = line.split("|")
     print("|".join([name, built[(package, target)], filters]))
 PY
-echo "vm: booting $kernel with $append (at most $timeout s)"
+echo "vm: booting $kernel (${append:-no cgroup option}; layout $layout; at most $timeout s)"
 t0=$(date +%s)
 rc=0
 timeout -k 10 "$timeout" vng --disable-kvm --force-9p --cpus 2 --memory 2G --rwdir "$out" \
-    --run "$kernel" --append "$append" \
+    --run "$kernel" ${append:+--append "$append"} \
     -- "$PWD/tests/vm/guest.sh" "$out" "$layout" "$out/checks" </dev/null >"$out/console.log" 2>&1 || rc=$?
 elapsed=$(($(date +%s) - t0))
 cat "$out/guest.log" 2>/dev/null || { echo "vm: the guest wrote no log; its console:"; tail -40 "$out/console.log"; }

@@ -1,5 +1,6 @@
 //! noded's thin cgroup layer (plain file I/O, v1 and v2): find the host's hierarchies
-//! ([`layout`]), keep one directory per noded below noded's own cgroup in each ([`NodeCgroups`]),
+//! ([`layout`]), keep one directory per noded below noded's own cgroup in each ([`NodeCgroups`];
+//! on v2, below an ancestor when processes other than noded share its cgroup),
 //! and give every job `job_<id>/step_batch` there ([`job`]) with its memory, cpuset and pids
 //! limits, its device filter, its OOM count and a kill that leaves nothing behind.
 //!
@@ -10,9 +11,11 @@
 //!
 //! **Boundary:** noded decides the paths ([`NodeCgroups::job`]) and writes them into the job
 //! directory; the supervisor creates, enters and removes them. It never writes to a cgroup it
-//! did not create, and never moves a process into the root of a hierarchy. The one exception to
-//! both: a step runner that leaves its step's cgroups to remove them goes back into noded's own
-//! cgroups (the ones it was started in), wherever noded runs.
+//! did not create, and never moves a process into the root of a hierarchy. The exceptions: on
+//! v2, noded enables controllers in the `cgroup.subtree_control` of its own cgroup and, where it
+//! must, of its ancestors (`v2_base`), which v2 requires before any child can have them; and a
+//! step runner that leaves its step's cgroups to remove them goes back into noded's own cgroups
+//! (the ones it was started in), wherever noded runs.
 
 pub mod job;
 pub mod layout;
@@ -73,8 +76,8 @@ pub struct NodeCgroups {
 }
 
 impl NodeCgroups {
-    /// Detects the layout, creates `scope` below noded's own cgroup in each hierarchy and, on
-    /// v2, enables the controllers for the jobs below it.
+    /// Detects the layout, creates `scope` below noded's own cgroup in each hierarchy (on v2,
+    /// below the cgroup `v2_base` picks) and, on v2, enables the controllers for the jobs below it.
     pub fn prepare(scope: &str) -> Result<NodeCgroups, CgroupError> {
         let layout =
             Layout::detect().map_err(|source| CgroupError::Read { path: "/proc/self/cgroup".into(), source })?;
