@@ -282,8 +282,9 @@ pub(crate) struct State {
     pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
     /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
     pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
-    /// Planned starts of the blocked jobs that got a backfill reservation in the last pass.
-    pub(crate) planned_starts: HashMap<JobId, UnixTime>,
+    /// The backfill reservations of the last pass, by job: `drover why` shows them and the next
+    /// pass keeps each one that still holds.
+    pub(crate) reservations: HashMap<JobId, Reservation>,
     /// What the last scheduling pass cost (for `/metrics` and the pass benchmark).
     pub(crate) last_pass: PassStats,
     /// Whether a pass may skip work it can prove useless (the shape cache, the free-node index,
@@ -307,6 +308,32 @@ pub(crate) struct Hold {
     pub(crate) alloc: Allocation,
     /// When the hold ends if the job has not started by then (unix time).
     pub(crate) until: UnixTime,
+}
+
+/// A blocked job's backfill reservation (planned by `policy::backfill`): its planned start, the resources it will use then, and until when they are held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    pub(crate) job_id: JobId,
+    pub(crate) partition: String,
+    pub(crate) start: UnixTime,
+    /// `start` plus the job's time limit: the reserved resources are busy until then.
+    pub(crate) end: UnixTime,
+    /// The shares it holds from `start` (GPU indices as planned; the start places afresh).
+    pub(crate) alloc: Allocation,
+    /// Since when the job has held a reservation without a break (kept or moved earlier).
+    pub(crate) since: UnixTime,
+}
+
+impl Reservation {
+    /// The nodes it holds.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &str> {
+        self.alloc.nodes.iter().map(|n| n.node.as_str())
+    }
+
+    /// Whether it holds its resources at some time in `[from, to)`.
+    pub(crate) fn overlaps(&self, from: UnixTime, to: UnixTime) -> bool {
+        self.start < to && from < self.end
+    }
 }
 
 /// The cost of one scheduling pass.
@@ -336,7 +363,7 @@ impl State {
             preempt_requests: Vec::new(),
             reclaim_holds: HashMap::new(),
             preempt_cancel_on_end: Default::default(),
-            planned_starts: HashMap::new(),
+            reservations: HashMap::new(),
             delayed_cancels: Vec::new(),
             last_pass: PassStats::default(),
             pass_shortcuts: true,

@@ -562,8 +562,8 @@ fn shortcuts_decide_the_same_as_a_full_scan() {
             let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
             allocations.sort_by_key(|(j, _)| *j);
             let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
-            let mut planned: Vec<_> = state.planned_starts.iter().map(|(j, t)| (*j, *t)).collect();
-            planned.sort_unstable();
+            let mut planned: Vec<_> = state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
+            planned.sort_by_key(|p| p.0);
             log.push((round, allocations, reasons, planned));
             now += 600;
             let running: Vec<JobId> =
