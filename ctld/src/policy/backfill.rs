@@ -73,35 +73,81 @@ impl NodeView {
     }
 }
 
-/// The reservations of a pass, each filed under the nodes (view indexes) it holds.
+/// The reservations of a pass, each filed under the nodes (view indexes) it holds. Those of the
+/// last pass are filed first, as *held*: until the pass reaches their job (which then keeps its
+/// reservation or plans a new one), they bind only the jobs submitted after the reservation was
+/// made, of any priority (a job that was ahead of it when it was planned still goes first). Jobs
+/// reclaiming a guarantee are bound only by the reservations of jobs ahead of them.
 #[derive(Debug, Default)]
 pub(crate) struct Reservations {
-    list: Vec<Reservation>,
+    list: Vec<Entry>,
     by_node: HashMap<usize, Vec<usize>>,
+    /// The submit time of the job being placed; `None` for a job that reclaims a guarantee.
+    viewer: Option<UnixTime>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    reservation: Reservation,
+    /// Kept from the last pass; its job has not been reached in this one.
+    held: bool,
+    /// Dropped when its job is reached (and plans again).
+    active: bool,
 }
 
 impl Reservations {
     pub(crate) fn push(&mut self, reservation: Reservation, node_index: &HashMap<String, usize>) {
+        self.file(reservation, false, node_index);
+    }
+
+    /// Files a reservation of the last pass as held (see the type's documentation).
+    pub(crate) fn hold(&mut self, reservation: Reservation, node_index: &HashMap<String, usize>) {
+        self.file(reservation, true, node_index);
+    }
+
+    fn file(&mut self, reservation: Reservation, held: bool, node_index: &HashMap<String, usize>) {
         let k = self.list.len();
         for node in reservation.nodes() {
             if let Some(&i) = node_index.get(node) {
                 self.by_node.entry(i).or_default().push(k);
             }
         }
-        self.list.push(reservation);
+        self.list.push(Entry { reservation, held, active: true });
+    }
+
+    /// The pass reached `job_id`: its held reservation binds nobody any more.
+    pub(crate) fn reached(&mut self, job_id: JobId) {
+        for entry in self.list.iter_mut().filter(|e| e.held && e.reservation.job_id == job_id) {
+            entry.active = false;
+        }
+    }
+
+    /// Which job is being placed: its submit time, or `None` if it reclaims a guarantee.
+    pub(crate) fn view_as(&mut self, submitted: Option<UnixTime>) {
+        self.viewer = submitted;
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
+        !self.list.iter().any(|e| e.active)
     }
 
     /// The reservations by job, for the next pass and `drover why`.
     pub(crate) fn into_map(self) -> HashMap<JobId, Reservation> {
-        self.list.into_iter().map(|r| (r.job_id, r)).collect()
+        self.list.into_iter().filter(|e| e.active && !e.held).map(|e| (e.reservation.job_id, e.reservation)).collect()
+    }
+
+    fn binds(&self, entry: &Entry) -> bool {
+        entry.active && (!entry.held || self.viewer.is_some_and(|submitted| submitted > entry.reservation.since))
     }
 
     fn on(&self, i: usize) -> impl Iterator<Item = &Reservation> {
-        self.by_node.get(&i).into_iter().flatten().map(|&k| &self.list[k])
+        self.by_node
+            .get(&i)
+            .into_iter()
+            .flatten()
+            .map(|&k| &self.list[k])
+            .filter(|e| self.binds(e))
+            .map(|e| &e.reservation)
     }
 
     /// Whether a reservation holds resources on the node at view index `i` during `[from, to)`.
@@ -113,9 +159,9 @@ impl Reservations {
     fn ends_on(&self, eligible: &[bool]) -> Vec<UnixTime> {
         let mut ends: Vec<UnixTime> = self
             .by_node
-            .iter()
-            .filter(|(i, _)| eligible.get(**i).copied().unwrap_or(false))
-            .flat_map(|(_, ks)| ks.iter().map(|&k| self.list[k].end))
+            .keys()
+            .filter(|i| eligible.get(**i).copied().unwrap_or(false))
+            .flat_map(|&i| self.on(i).map(|r| r.end))
             .collect();
         ends.sort_unstable();
         ends.dedup();

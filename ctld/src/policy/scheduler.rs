@@ -416,9 +416,20 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     // start there for the rest of the pass (they would take what is being reclaimed).
     let mut owners_waiting: HashSet<String> = HashSet::new();
     let mut timeline = backfill::Timeline::new(state, now);
-    let mut reservations = Reservations::default();
-    // The reservations of the last pass: each job that still waits keeps its own if it holds.
+    // The reservations of the last pass, of the jobs this pass considers: each binds the jobs
+    // submitted after it was made until the pass reaches its job, which keeps it if it holds.
     let mut held = std::mem::take(&mut state.reservations);
+    held.retain(|job_id, _| {
+        state.jobs.get(job_id).is_some_and(|j| {
+            j.committed && j.info.state() == JobState::Pending && !j.spec.hold && j.info.priority != 0
+        })
+    });
+    let mut reservations = Reservations::default();
+    let mut seeded: Vec<&Reservation> = held.values().collect();
+    seeded.sort_by_key(|r| (r.since, r.job_id));
+    for reservation in seeded {
+        reservations.hold(reservation.clone(), &state.node_index);
+    }
     let max_tests = state.config.priority.backfill_max_job_test as usize;
     let mut tested = 0usize;
     let mut blocked: HashSet<String> = HashSet::new();
@@ -432,8 +443,11 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
     let dependencies = super::dependency::Lookup::for_pass(state);
-    for (_, _, _, _, job_id) in order {
+    for (reclaims, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
+        reservations.reached(job_id);
+        let held_before = held.remove(&job_id);
+        reservations.view_as((!reclaims).then_some(job.info.submit_time));
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
@@ -577,7 +591,6 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 // A job that held a reservation is always planned (it keeps it unless an
                 // earlier start is possible or its plan broke); others while the pass's budget
                 // of jobs tested lasts.
-                let held_before = held.remove(&job_id);
                 if max_tests > 0 && (held_before.is_some() || tested < max_tests) {
                     tested += 1;
                     let began = std::time::Instant::now();
