@@ -82,8 +82,8 @@ impl NodeView {
 pub(crate) struct Reservations {
     list: Vec<Entry>,
     by_node: HashMap<usize, Vec<usize>>,
-    /// The submit time of the job being placed; `None` for a job that reclaims a guarantee.
-    viewer: Option<UnixTime>,
+    /// The id of the job being placed; `None` for a job that reclaims a guarantee.
+    viewer: Option<JobId>,
 }
 
 #[derive(Debug)]
@@ -122,9 +122,9 @@ impl Reservations {
         }
     }
 
-    /// Which job is being placed: its submit time, or `None` if it reclaims a guarantee.
-    pub(crate) fn view_as(&mut self, submitted: Option<UnixTime>) {
-        self.viewer = submitted;
+    /// Which job is being placed: its id, or `None` if it reclaims a guarantee.
+    pub(crate) fn view_as(&mut self, job_id: Option<JobId>) {
+        self.viewer = job_id;
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -137,7 +137,7 @@ impl Reservations {
     }
 
     fn binds(&self, entry: &Entry) -> bool {
-        entry.active && (!entry.held || self.viewer.is_some_and(|submitted| submitted > entry.reservation.since))
+        entry.active && (!entry.held || self.viewer.is_some_and(|job_id| job_id >= entry.reservation.binds_from))
     }
 
     fn on(&self, i: usize) -> impl Iterator<Item = &Reservation> {
@@ -443,6 +443,7 @@ pub(crate) fn plan(
 ) -> Option<Reservation> {
     let job_id = job.info.job_id;
     let since = held.map_or(now, |h| h.since);
+    let binds_from = held.map_or(state.next_job_id, |h| h.binds_from);
     let partition_of = |name: &str| state.config.partitions.iter().find(|p| p.name == name);
     let mut best: Option<Reservation> = held.and_then(|old| {
         let partition = partition_of(&old.partition).filter(|p| job.candidates.contains(&p.name))?;
@@ -453,7 +454,7 @@ pub(crate) fn plan(
         let limit = time_limit_secs(job, partition);
         let alloc = timeline.fits_at(views, &on, partition, request, reservations, start, limit)?;
         let end = start.saturating_add(limit);
-        Some(Reservation { job_id, partition: old.partition.clone(), start, end, alloc, since })
+        Some(Reservation { job_id, partition: old.partition.clone(), start, end, alloc, since, binds_from })
     });
     for name in &job.candidates {
         let Some(partition) = partition_of(name) else { continue };
@@ -472,7 +473,7 @@ pub(crate) fn plan(
         match timeline.earliest(views, &state.node_index, &nodes, partition, request, reservations, limit, before) {
             Some((start, alloc)) => {
                 let end = start.saturating_add(limit);
-                best = Some(Reservation { job_id, partition: name.clone(), start, end, alloc, since });
+                best = Some(Reservation { job_id, partition: name.clone(), start, end, alloc, since, binds_from });
             }
             None if before.is_none() => {
                 if let Some(cache) = never_fits.as_deref_mut() {

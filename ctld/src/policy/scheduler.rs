@@ -426,7 +426,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     });
     let mut reservations = Reservations::default();
     let mut seeded: Vec<&Reservation> = held.values().collect();
-    seeded.sort_by_key(|r| (r.since, r.job_id));
+    seeded.sort_by_key(|r| (r.binds_from, r.job_id));
     for reservation in seeded {
         reservations.hold(reservation.clone(), &state.node_index);
     }
@@ -447,7 +447,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
         let job = &state.jobs[&job_id];
         reservations.reached(job_id);
         let held_before = held.remove(&job_id);
-        reservations.view_as((!reclaims).then_some(job.info.submit_time));
+        reservations.view_as((!reclaims).then_some(job_id));
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
@@ -672,8 +672,9 @@ fn reclaim(
             state.preempt_requests.push(crate::model::state::Preemption { victim, for_job: job_id });
         }
         let end = now.saturating_add(limit);
+        let (partition, binds_from) = (name.clone(), state.next_job_id);
         let reservation =
-            Reservation { job_id, partition: name.clone(), start: now, end, alloc: alloc.clone(), since: now };
+            Reservation { job_id, partition, start: now, end, alloc: alloc.clone(), since: now, binds_from };
         reservations.push(reservation, &state.node_index);
         state.reclaim_holds.insert(job_id, crate::model::state::Hold { alloc, until });
         return true;

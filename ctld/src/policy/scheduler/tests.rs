@@ -1041,9 +1041,6 @@ fn a_later_higher_priority_job_does_not_delay_a_held_reservation() {
     assert!(pass(&mut state, NOW).is_empty());
     let later = submit(&mut state, "alice", "c=1 t=600");
     let short = submit(&mut state, "alice", "c=1 t=30");
-    for job_id in [later, short] {
-        state.jobs.get_mut(&job_id).unwrap().info.submit_time = NOW + 30;
-    }
     rank(&mut state, &[later, short, wide]);
     assert_eq!(pass(&mut state, NOW + 60), vec![short], "the later long job would delay the wide job");
     assert_eq!(
