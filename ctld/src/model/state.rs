@@ -322,9 +322,6 @@ pub(crate) struct Reservation {
     pub(crate) alloc: Allocation,
     /// Since when the job has held a reservation without a break (kept or moved earlier).
     pub(crate) since: UnixTime,
-    /// The first job id not yet handed out when it was first made: the jobs with this id or a
-    /// later one were submitted after it, and a reservation kept from an earlier pass binds them.
-    pub(crate) binds_from: JobId,
 }
 
 impl Reservation {

@@ -17,7 +17,7 @@ use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::node::GpuDevice;
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What an unlimited time limit counts as when planning (Slurm uses a year as well).
 pub(crate) const UNLIMITED: i64 = 365 * 86400;
@@ -73,81 +73,35 @@ impl NodeView {
     }
 }
 
-/// The reservations of a pass, each filed under the nodes (view indexes) it holds. Those of the
-/// last pass are filed first, as *held*: until the pass reaches their job (which then keeps its
-/// reservation or plans a new one), they bind only the jobs submitted after the reservation was
-/// made, of any priority (a job that was ahead of it when it was planned still goes first). Jobs
-/// reclaiming a guarantee are bound only by the reservations of jobs ahead of them.
+/// The reservations of a pass, each filed under the nodes (view indexes) it holds.
 #[derive(Debug, Default)]
 pub(crate) struct Reservations {
-    list: Vec<Entry>,
+    list: Vec<Reservation>,
     by_node: HashMap<usize, Vec<usize>>,
-    /// The id of the job being placed; `None` for a job that reclaims a guarantee.
-    viewer: Option<JobId>,
-}
-
-#[derive(Debug)]
-struct Entry {
-    reservation: Reservation,
-    /// Kept from the last pass; its job has not been reached in this one.
-    held: bool,
-    /// Dropped when its job is reached (and plans again).
-    active: bool,
 }
 
 impl Reservations {
     pub(crate) fn push(&mut self, reservation: Reservation, node_index: &HashMap<String, usize>) {
-        self.file(reservation, false, node_index);
-    }
-
-    /// Files a reservation of the last pass as held (see the type's documentation).
-    pub(crate) fn hold(&mut self, reservation: Reservation, node_index: &HashMap<String, usize>) {
-        self.file(reservation, true, node_index);
-    }
-
-    fn file(&mut self, reservation: Reservation, held: bool, node_index: &HashMap<String, usize>) {
         let k = self.list.len();
         for node in reservation.nodes() {
             if let Some(&i) = node_index.get(node) {
                 self.by_node.entry(i).or_default().push(k);
             }
         }
-        self.list.push(Entry { reservation, held, active: true });
-    }
-
-    /// The pass reached `job_id`: its held reservation binds nobody any more.
-    pub(crate) fn reached(&mut self, job_id: JobId) {
-        for entry in self.list.iter_mut().filter(|e| e.held && e.reservation.job_id == job_id) {
-            entry.active = false;
-        }
-    }
-
-    /// Which job is being placed: its id, or `None` if it reclaims a guarantee.
-    pub(crate) fn view_as(&mut self, job_id: Option<JobId>) {
-        self.viewer = job_id;
+        self.list.push(reservation);
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        !self.list.iter().any(|e| e.active)
+        self.list.is_empty()
     }
 
     /// The reservations by job, for the next pass and `drover why`.
     pub(crate) fn into_map(self) -> HashMap<JobId, Reservation> {
-        self.list.into_iter().filter(|e| e.active && !e.held).map(|e| (e.reservation.job_id, e.reservation)).collect()
-    }
-
-    fn binds(&self, entry: &Entry) -> bool {
-        entry.active && (!entry.held || self.viewer.is_some_and(|job_id| job_id >= entry.reservation.binds_from))
+        self.list.into_iter().map(|r| (r.job_id, r)).collect()
     }
 
     fn on(&self, i: usize) -> impl Iterator<Item = &Reservation> {
-        self.by_node
-            .get(&i)
-            .into_iter()
-            .flatten()
-            .map(|&k| &self.list[k])
-            .filter(|e| self.binds(e))
-            .map(|e| &e.reservation)
+        self.by_node.get(&i).into_iter().flatten().map(|&k| &self.list[k])
     }
 
     /// Whether a reservation holds resources on the node at view index `i` during `[from, to)`.
@@ -328,16 +282,26 @@ impl Timeline {
         before: Option<UnixTime>,
     ) -> Option<(UnixTime, Allocation)> {
         self.sort();
-        let mut future = views.to_vec();
         let mut eligible = vec![false; views.len()];
-        for &i in nodes {
+        let mut position = vec![0; views.len()];
+        for (p, &i) in nodes.iter().enumerate() {
             eligible[i] = true;
+            position[i] = p;
         }
+        // The smallest share a node of the job may get: a node that cannot take it cannot take any.
+        let smallest = request.tasks.len().saturating_sub(1);
+        // The job's nodes that can take a share (reservations aside), in the order given: those
+        // with room now, and those the running jobs' ends free as time goes on. No other node
+        // can take a share, so only these are tried; only the nodes freed get a view of their own.
+        let mut open: BTreeSet<(usize, usize)> = nodes
+            .iter()
+            .filter(|&&i| request.place_on(&views[i], smallest, partition).is_some())
+            .map(|&i| (position[i], i))
+            .collect();
+        let mut future: HashMap<usize, NodeView> = HashMap::new();
         // Times a reservation on the job's nodes gives its resources back: the job may fit then.
         let released = reservations.ends_on(&eligible);
         let mut next_release = released.iter().peekable();
-        // The smallest share a node of the job may get: a node that cannot take it cannot take any.
-        let smallest = request.tasks.len().saturating_sub(1);
         let mut k = 0;
         let mut first = true;
         loop {
@@ -361,9 +325,12 @@ impl Timeline {
             }
             while let Some((_, alloc)) = self.ends.get(k).filter(|(end, _)| *end <= at) {
                 for share in &alloc.nodes {
-                    if let Some(&i) = node_index.get(&share.node) {
-                        future[i].release(share);
-                        changed |= eligible[i] && request.place_on(&future[i], smallest, partition).is_some();
+                    let Some(&i) = node_index.get(&share.node).filter(|&&i| eligible[i]) else { continue };
+                    let view = future.entry(i).or_insert_with(|| views[i].clone());
+                    view.release(share);
+                    if request.place_on(view, smallest, partition).is_some() {
+                        open.insert((position[i], i));
+                        changed = true;
                     }
                 }
                 k += 1;
@@ -372,7 +339,9 @@ impl Timeline {
                 continue;
             }
             let to = at.saturating_add(limit);
-            if let Some(alloc) = place_best(nodes, partition, request, |i| reservations.overlay(i, &future[i], at, to)) {
+            let on: Vec<usize> = open.iter().map(|&(_, i)| i).collect();
+            let view = |i: usize| reservations.overlay(i, future.get(&i).unwrap_or(&views[i]), at, to);
+            if let Some(alloc) = place_best(&on, partition, request, view) {
                 return Some((at, alloc));
             }
         }
@@ -443,7 +412,6 @@ pub(crate) fn plan(
 ) -> Option<Reservation> {
     let job_id = job.info.job_id;
     let since = held.map_or(now, |h| h.since);
-    let binds_from = held.map_or(state.next_job_id, |h| h.binds_from);
     let partition_of = |name: &str| state.config.partitions.iter().find(|p| p.name == name);
     let mut best: Option<Reservation> = held.and_then(|old| {
         let partition = partition_of(&old.partition).filter(|p| job.candidates.contains(&p.name))?;
@@ -454,7 +422,7 @@ pub(crate) fn plan(
         let limit = time_limit_secs(job, partition);
         let alloc = timeline.fits_at(views, &on, partition, request, reservations, start, limit)?;
         let end = start.saturating_add(limit);
-        Some(Reservation { job_id, partition: old.partition.clone(), start, end, alloc, since, binds_from })
+        Some(Reservation { job_id, partition: old.partition.clone(), start, end, alloc, since })
     });
     for name in &job.candidates {
         let Some(partition) = partition_of(name) else { continue };
@@ -473,7 +441,7 @@ pub(crate) fn plan(
         match timeline.earliest(views, &state.node_index, &nodes, partition, request, reservations, limit, before) {
             Some((start, alloc)) => {
                 let end = start.saturating_add(limit);
-                best = Some(Reservation { job_id, partition: name.clone(), start, end, alloc, since, binds_from });
+                best = Some(Reservation { job_id, partition: name.clone(), start, end, alloc, since });
             }
             None if before.is_none() => {
                 if let Some(cache) = never_fits.as_deref_mut() {

@@ -416,20 +416,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     // start there for the rest of the pass (they would take what is being reclaimed).
     let mut owners_waiting: HashSet<String> = HashSet::new();
     let mut timeline = backfill::Timeline::new(state, now);
-    // The reservations of the last pass, of the jobs this pass considers: each binds the jobs
-    // submitted after it was made until the pass reaches its job, which keeps it if it holds.
-    let mut held = std::mem::take(&mut state.reservations);
-    held.retain(|job_id, _| {
-        state.jobs.get(job_id).is_some_and(|j| {
-            j.committed && j.info.state() == JobState::Pending && !j.spec.hold && j.info.priority != 0
-        })
-    });
     let mut reservations = Reservations::default();
-    let mut seeded: Vec<&Reservation> = held.values().collect();
-    seeded.sort_by_key(|r| (r.binds_from, r.job_id));
-    for reservation in seeded {
-        reservations.hold(reservation.clone(), &state.node_index);
-    }
+    // The reservations of the last pass: each job that still waits keeps its own if it holds.
+    let mut held = std::mem::take(&mut state.reservations);
     let max_tests = state.config.priority.backfill_max_job_test as usize;
     let mut tested = 0usize;
     let mut blocked: HashSet<String> = HashSet::new();
@@ -443,11 +432,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
     let dependencies = super::dependency::Lookup::for_pass(state);
-    for (reclaims, _, _, _, job_id) in order {
+    for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
-        reservations.reached(job_id);
         let held_before = held.remove(&job_id);
-        reservations.view_as((!reclaims).then_some(job_id));
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
@@ -672,9 +659,8 @@ fn reclaim(
             state.preempt_requests.push(crate::model::state::Preemption { victim, for_job: job_id });
         }
         let end = now.saturating_add(limit);
-        let (partition, binds_from) = (name.clone(), state.next_job_id);
         let reservation =
-            Reservation { job_id, partition, start: now, end, alloc: alloc.clone(), since: now, binds_from };
+            Reservation { job_id, partition: name.clone(), start: now, end, alloc: alloc.clone(), since: now };
         reservations.push(reservation, &state.node_index);
         state.reclaim_holds.insert(job_id, crate::model::state::Hold { alloc, until });
         return true;

@@ -1027,24 +1027,3 @@ fn reservations_are_planned_best_fit() {
     assert!(text.contains("backfill reservation: node(s) n2 "), "{text}");
     assert_eq!(planned(&state, two, NOW + 60), "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)");
 }
-
-/// A reservation binds the jobs submitted after it was made, whatever their priority: a later
-/// job ranked above the wide job still may not start where it would delay it (it only goes
-/// first where it does not).
-#[test]
-fn a_later_higher_priority_job_does_not_delay_a_held_reservation() {
-    let mut state = cluster("");
-    let a = submit(&mut state, "alice", "c=4 w=n1 t=60");
-    let b = submit(&mut state, "alice", "c=2 w=n2 t=120");
-    assert_eq!(pass(&mut state, NOW), vec![a, b]);
-    let wide = submit(&mut state, "bob", "N=2 c=4 t=60");
-    assert!(pass(&mut state, NOW).is_empty());
-    let later = submit(&mut state, "alice", "c=1 t=600");
-    let short = submit(&mut state, "alice", "c=1 t=30");
-    rank(&mut state, &[later, short, wide]);
-    assert_eq!(pass(&mut state, NOW + 60), vec![short], "the later long job would delay the wide job");
-    assert_eq!(
-        planned(&state, wide, NOW + 60),
-        "estimated start: in 1h59m (unix time 1700007200) (backfill reservation)"
-    );
-}
