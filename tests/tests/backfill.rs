@@ -81,7 +81,8 @@ fn submit(cluster: &SimCluster, job: &Job, name: &str) -> u32 {
         std::fs::write(&script, "#!/bin/sh\ntrue\n").unwrap();
     }
     let (nodes, gres, cpus) = (job.nodes.to_string(), format!("--gres=gpu:{}", job.gpus), (job.gpus * 4).to_string());
-    let (limit, comment, nice) = (job.minutes.to_string(), format!("sim:{}", job.seconds), format!("--nice={}", job.nice));
+    let (limit, comment, nice) =
+        (job.minutes.to_string(), format!("sim:{}", job.seconds), format!("--nice={}", job.nice));
     let mut args = vec!["--parsable", "-N", &nodes, &gres, "-c", &cpus, "-t", &limit, &nice, "--comment", &comment];
     if let Some(node) = job.on {
         args.extend(["-w", node]);
@@ -186,5 +187,9 @@ fn a_wide_job_starts_within_a_time_limit_under_a_flood_of_small_jobs() {
     // The estimate comes from the running jobs' time limits; they end earlier, so the job may
     // start earlier than estimated, but never later than the estimate plus the slack.
     let estimated = estimated.expect("the wide job held a reservation");
-    assert!(actual <= estimated + SLACK, "started at {actual}, {} s after the estimate {estimated}", actual - estimated);
+    assert!(
+        actual <= estimated + SLACK,
+        "started at {actual}, {} s after the estimate {estimated}",
+        actual - estimated
+    );
 }

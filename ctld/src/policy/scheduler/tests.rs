@@ -562,7 +562,8 @@ fn shortcuts_decide_the_same_as_a_full_scan() {
             let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
             allocations.sort_by_key(|(j, _)| *j);
             let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
-            let mut planned: Vec<_> = state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
+            let mut planned: Vec<_> =
+                state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
             planned.sort_by_key(|p| p.0);
             log.push((round, allocations, reasons, planned));
             now += 600;
@@ -955,7 +956,10 @@ fn a_reservation_persists_across_passes() {
         planned(&state, wide, NOW + 60),
         "estimated start: in 1h59m (unix time 1700007200) (backfill reservation)"
     );
-    assert_eq!(planned(&state, high, NOW + 60), "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)");
+    assert_eq!(
+        planned(&state, high, NOW + 60),
+        "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
+    );
     // It stays held pass after pass, and a short job that ends in time still backfills.
     let short = submit(&mut state, "alice", "c=1 t=30");
     rank(&mut state, &[high, wide, long, short]);
@@ -983,7 +987,10 @@ fn more_than_ten_jobs_hold_reservations() {
     ahead.extend([wide, later]);
     rank(&mut state, &ahead);
     assert!(pass(&mut state, NOW + 60).is_empty(), "the later job would delay the wide job");
-    assert_eq!(planned(&state, wide, NOW + 60), "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)");
+    assert_eq!(
+        planned(&state, wide, NOW + 60),
+        "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
+    );
     assert_eq!(state.reservations.len(), 12);
 }
 
@@ -1002,7 +1009,10 @@ fn a_wide_job_is_not_delayed_by_later_one_gpu_jobs() {
     order.extend(&later);
     rank(&mut state, &order);
     assert!(pass(&mut state, NOW + 60).is_empty(), "later 1-GPU jobs would delay the wide job");
-    assert_eq!(planned(&state, wide, NOW + 60), "estimated start: in 1h59m (unix time 1700007200) (backfill reservation)");
+    assert_eq!(
+        planned(&state, wide, NOW + 60),
+        "estimated start: in 1h59m (unix time 1700007200) (backfill reservation)"
+    );
     // 1-GPU jobs that end before the wide job starts still backfill.
     let short = submit(&mut state, "alice", "g=1 c=1 t=30");
     rank(&mut state, &[small_ahead, wide, later[0], later[1], later[2], later[3], short]);
@@ -1025,5 +1035,8 @@ fn reservations_are_planned_best_fit() {
     assert!(pass(&mut state, NOW + 60).is_empty());
     let text = explanation(&state, one);
     assert!(text.contains("backfill reservation: node(s) n2 "), "{text}");
-    assert_eq!(planned(&state, two, NOW + 60), "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)");
+    assert_eq!(
+        planned(&state, two, NOW + 60),
+        "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
+    );
 }
