@@ -343,6 +343,8 @@ pub(crate) struct PassStats {
     pub(crate) backfill: std::time::Duration,
     /// Jobs whose placement was skipped because a job of the same shape found no room earlier in the pass.
     pub(crate) shape_skips: usize,
+    /// Reservations carried over unchecked because the pass's planning time was spent.
+    pub(crate) carried: usize,
 }
 
 impl State {

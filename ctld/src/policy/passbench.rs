@@ -103,6 +103,10 @@ pub struct PassReport {
     pub started: usize,
     /// Jobs still pending after it.
     pub pending: usize,
+    /// Backfill reservations held after it, and of those carried over unchecked (the pass's
+    /// planning time was spent).
+    pub reservations: usize,
+    pub carried: usize,
 }
 
 impl Bench {
@@ -188,7 +192,8 @@ impl Bench {
             job.alloc = Some(start.alloc);
         }
         let pending = self.state.jobs.values().filter(|j| j.info.state() == JobState::Pending).count();
-        PassReport { total_s, backfill_s, started, pending }
+        let (reservations, carried) = (self.state.reservations.len(), self.state.last_pass.carried);
+        PassReport { total_s, backfill_s, started, pending, reservations, carried }
     }
 
     /// Ends `count` running jobs (the oldest ids first) and advances the clock a minute.

@@ -577,8 +577,11 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 };
                 // A job that held a reservation is always planned (it keeps it unless an
                 // earlier start is possible or its plan broke); others while the pass's budget
-                // of jobs tested lasts.
-                if max_tests > 0 && (held_before.is_some() || tested < max_tests) {
+                // of jobs tested lasts. Past the pass's planning time, a held reservation whose
+                // start is still to come and whose nodes are up is carried over as it was, and
+                // no new one is planned: the next pass goes on.
+                let in_time = !shortcuts || stats.backfill < backfill::PLANNING_TIME;
+                if max_tests > 0 && (held_before.is_some() || tested < max_tests) && in_time {
                     tested += 1;
                     let began = std::time::Instant::now();
                     let job = &state.jobs[&job_id];
@@ -597,6 +600,13 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                         reservations.push(reservation, &state.node_index);
                     }
                     stats.backfill += began.elapsed();
+                } else if let Some(old) = held_before.filter(|r| {
+                    max_tests > 0
+                        && r.start > now
+                        && r.nodes().all(|n| state.node_index.get(n).is_some_and(|&i| views[i].usable()))
+                }) {
+                    stats.carried += 1;
+                    reservations.push(old, &state.node_index);
                 }
                 let candidates = state.jobs[&job_id].candidates.clone();
                 blocked.extend(candidates);
