@@ -292,7 +292,15 @@ pub(crate) struct State {
     pub(crate) pass_shortcuts: bool,
     /// Pending dependent jobs' parsed dependencies and the statuses behind their shown text.
     pub(crate) dependencies: crate::model::dependency::Cache,
+    /// How long a pass plans backfill reservations, at most ([`PLANNING_TIME`]; longer only in
+    /// the test that compares decisions with and without shortcuts).
+    pub(crate) planning_time: std::time::Duration,
 }
+
+/// How long a pass plans backfill reservations, at most (Slurm's `bf_max_time` bounds its
+/// backfill cycle the same way): past it, held reservations are carried over unchecked and no
+/// new one is planned, so the pass stays short on a deep queue over a large cluster.
+pub(crate) const PLANNING_TIME: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// A running job to preempt and the job it makes room for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -370,6 +378,7 @@ impl State {
             last_pass: PassStats::default(),
             pass_shortcuts: true,
             dependencies: Default::default(),
+            planning_time: PLANNING_TIME,
         }
     }
 

@@ -19,11 +19,6 @@ use drover_shared::node::GpuDevice;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// How long a pass plans reservations, at most (Slurm's `bf_max_time` bounds its backfill cycle
-/// the same way): past it, held reservations are carried over unchecked and no new one is
-/// planned, so the pass stays short on a deep queue over a large cluster.
-pub(crate) const PLANNING_TIME: std::time::Duration = std::time::Duration::from_millis(150);
-
 /// What an unlimited time limit counts as when planning (Slurm uses a year as well).
 pub(crate) const UNLIMITED: i64 = 365 * 86400;
 

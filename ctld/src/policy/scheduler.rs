@@ -580,7 +580,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Vec<Start> {
                 // of jobs tested lasts. Past the pass's planning time, a held reservation whose
                 // start is still to come and whose nodes are up is carried over as it was, and
                 // no new one is planned: the next pass goes on.
-                let in_time = !shortcuts || stats.backfill < backfill::PLANNING_TIME;
+                let in_time = stats.backfill < state.planning_time;
                 if max_tests > 0 && (held_before.is_some() || tested < max_tests) && in_time {
                     tested += 1;
                     let began = std::time::Instant::now();
