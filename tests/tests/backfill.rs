@@ -13,9 +13,9 @@
 use drover_e2e::sim::{Run, SimCluster};
 use std::time::{Duration, Instant};
 
-const NODES: usize = 16;
+const NODES: u32 = 16;
 /// Nodes that run a long job, each wanted by a higher-priority whole-node job.
-const LONG: usize = 12;
+const LONG: u32 = 12;
 const GPUS_PER_NODE: u32 = 8;
 /// The flood's time limit (minutes, as `sbatch -t` takes it) and its run times (seconds).
 const LIMIT_MINUTES: u32 = 1;
@@ -46,7 +46,7 @@ name = "root"
 default_account = "ml"
 "#
     );
-    SimCluster::start("backfill", NODES, false, "default_account = \"ml\"", &config)
+    SimCluster::start("backfill", NODES as usize, false, "default_account = \"ml\"", &config)
 }
 
 /// The job stream's run times: a fixed pseudo-random sequence (xorshift).
@@ -101,7 +101,7 @@ fn estimate(cluster: &SimCluster, job: u32) -> Option<(i64, String)> {
 }
 
 fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+    i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()).unwrap()
 }
 
 #[test]
@@ -125,13 +125,13 @@ fn a_wide_job_starts_within_a_time_limit_under_a_flood_of_small_jobs() {
         submit(&cluster, &job, "waiting");
     }
     // The flood fills the other four nodes and queues more.
-    let free = (NODES - LONG) as u32 * GPUS_PER_NODE;
+    let free = (NODES - LONG) * GPUS_PER_NODE;
     for _ in 0..free + 16 {
         submit(&cluster, &small(run_time()), "small");
     }
     cluster.wait_for("the cluster to fill", || {
         let states = cluster.states();
-        (states.values().filter(|s| *s == "RUNNING").count() >= LONG + free as usize).then_some(())
+        (states.values().filter(|s| *s == "RUNNING").count() >= (LONG + free) as usize).then_some(())
     });
     let job = Job { nodes: 4, gpus: GPUS_PER_NODE, seconds: 10, minutes: LIMIT_MINUTES, nice: 2000, on: None };
     let wide = submit(&cluster, &job, "wide");
@@ -155,14 +155,14 @@ fn a_wide_job_starts_within_a_time_limit_under_a_flood_of_small_jobs() {
     while began.elapsed() < Duration::from_secs(FLOOD) {
         submit(&cluster, &small(run_time()), "small");
         tick += 1;
-        if tick % 4 == 0 && started.is_none() {
+        if tick.is_multiple_of(4) && started.is_none() {
             // How the estimate moves while the job waits (it should only move earlier).
             let now = estimate(&cluster, wide).map(|(at, _)| at);
             if estimates.last().is_none_or(|(_, last)| *last != now) {
                 estimates.push((began.elapsed().as_secs(), now));
             }
         }
-        if tick % 4 == 0 && cluster.states().get(&wide).is_some_and(|s| s == "RUNNING") {
+        if tick.is_multiple_of(4) && cluster.states().get(&wide).is_some_and(|s| s == "RUNNING") {
             started.get_or_insert(began.elapsed());
             // Keep flooding a little after the start, then stop: the figure is taken.
             if began.elapsed() > started.unwrap() + Duration::from_secs(5) {

@@ -922,7 +922,7 @@ fn small_nodes(n: usize, extra: &str) -> State {
 /// Orders jobs: the first of `jobs` highest.
 fn rank(state: &mut State, jobs: &[JobId]) {
     for (k, job_id) in jobs.iter().enumerate() {
-        state.jobs.get_mut(job_id).unwrap().info.nice = -1_000_000 + 1000 * k as i32;
+        state.jobs.get_mut(job_id).unwrap().info.nice = -1_000_000 + 1000 * i32::try_from(k).unwrap();
     }
 }
 
