@@ -49,19 +49,21 @@ fn main() -> anyhow::Result<()> {
     for i in 0..passes {
         let r = bench.pass();
         println!(
-            "full pass {i}: pending={} started={} total_s={:.3} backfill_s={:.3}",
-            r.pending, r.started, r.total_s, r.backfill_s
+            "full pass {i}: pending={} started={} total_s={:.3} backfill_s={:.3} reservations={} carried={}",
+            r.pending, r.started, r.total_s, r.backfill_s, r.reservations, r.carried
         );
     }
     bench.end_some(nodes / 10);
     let r = bench.pass();
     println!(
-        "pass after {} jobs ended: pending={} started={} total_s={:.3} backfill_s={:.3}",
+        "pass after {} jobs ended: pending={} started={} total_s={:.3} backfill_s={:.3} reservations={} carried={}",
         nodes / 10,
         r.pending,
         r.started,
         r.total_s,
-        r.backfill_s
+        r.backfill_s,
+        r.reservations,
+        r.carried
     );
     Ok(())
 }

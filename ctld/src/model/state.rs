@@ -422,8 +422,9 @@ pub(crate) struct State {
     pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
     /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
     pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
-    /// Planned starts of the blocked jobs that got a backfill reservation in the last pass.
-    pub(crate) planned_starts: HashMap<JobId, UnixTime>,
+    /// The backfill reservations of the last pass, by job: `drover why` shows them and the next
+    /// pass keeps each one that still holds.
+    pub(crate) reservations: HashMap<JobId, Reservation>,
     /// What the last scheduling pass cost (for `/metrics` and the pass benchmark).
     pub(crate) last_pass: PassStats,
     /// Whether a pass may skip work it can prove useless (the shape cache, the free-node index,
@@ -431,7 +432,15 @@ pub(crate) struct State {
     pub(crate) pass_shortcuts: bool,
     /// Pending dependent jobs' parsed dependencies and the statuses behind their shown text.
     pub(crate) dependencies: crate::model::dependency::Cache,
+    /// How long a pass plans backfill reservations, at most ([`PLANNING_TIME`]; longer only in
+    /// the test that compares decisions with and without shortcuts).
+    pub(crate) planning_time: std::time::Duration,
 }
+
+/// How long a pass plans backfill reservations, at most (Slurm's `bf_max_time` bounds its
+/// backfill cycle the same way): past it, held reservations are carried over unchecked and no
+/// new one is planned, so the pass stays short on a deep queue over a large cluster.
+pub(crate) const PLANNING_TIME: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// Resources kept for a reclaiming job: the placement planned for it on what its victims free
 /// (`policy::preempt` decides them).
@@ -440,6 +449,32 @@ pub(crate) struct Hold {
     pub(crate) alloc: Allocation,
     /// When the hold ends if the job has not started by then (unix time).
     pub(crate) until: UnixTime,
+}
+
+/// A blocked job's backfill reservation (planned by `policy::backfill`): its planned start, the resources it will use then, and until when they are held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    pub(crate) job_id: JobId,
+    pub(crate) partition: String,
+    pub(crate) start: UnixTime,
+    /// `start` plus the job's time limit: the reserved resources are busy until then.
+    pub(crate) end: UnixTime,
+    /// The shares it holds from `start` (GPU indices as planned; the start places afresh).
+    pub(crate) alloc: Allocation,
+    /// Since when the job has held a reservation without a break (kept or moved earlier).
+    pub(crate) since: UnixTime,
+}
+
+impl Reservation {
+    /// The nodes it holds.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &str> {
+        self.alloc.nodes.iter().map(|n| n.node.as_str())
+    }
+
+    /// Whether it holds its resources at some time in `[from, to)`.
+    pub(crate) fn overlaps(&self, from: UnixTime, to: UnixTime) -> bool {
+        self.start < to && from < self.end
+    }
 }
 
 /// The cost of one scheduling pass.
@@ -451,6 +486,8 @@ pub(crate) struct PassStats {
     pub(crate) shape_skips: usize,
     /// Pending jobs the pass considered ([`Jobs::ready`]: not held, begin time come).
     pub(crate) considered: usize,
+    /// Reservations carried over unchecked because the pass's planning time was spent.
+    pub(crate) carried: usize,
 }
 
 impl State {
@@ -470,11 +507,12 @@ impl State {
             preempting: HashMap::new(),
             reclaim_holds: HashMap::new(),
             preempt_cancel_on_end: Default::default(),
-            planned_starts: HashMap::new(),
+            reservations: HashMap::new(),
             delayed_cancels: Vec::new(),
             last_pass: PassStats::default(),
             pass_shortcuts: true,
             dependencies: Default::default(),
+            planning_time: PLANNING_TIME,
         }
     }
 

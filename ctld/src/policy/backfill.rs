@@ -1,17 +1,23 @@
 //! Backfill: a view of node capacity the pass can change and roll forward in time, each blocked
-//! job's reservation (the earliest time enough nodes free up, from the time limits of the jobs
-//! that run), and the rule that lets a lower-priority job start ahead: it avoids the reserved
-//! nodes, or it ends before the reservation starts.
+//! job's reservation (the earliest time its resources free up, from the time limits of the jobs
+//! that run, on the nodes that fit it best then), and the rule that lets a lower-priority job
+//! start ahead: it leaves free, on every node, what the reservations that overlap its run (by its
+//! time limit) hold there. A reservation holds CPUs, memory and GPUs on named nodes from its
+//! start to the end of the job's time limit; reservations outlive the pass (the core keeps them
+//! in `State::reservations`) and the next pass keeps each one unless an earlier start is possible
+//! or its plan no longer holds (a node went down, a higher-priority job took the room).
 
 use crate::model::request::PerNodeRequest;
+pub(crate) use crate::model::state::Reservation;
 use crate::model::state::{Allocation, Job, Node, NodeAllocation, State};
-use crate::policy::scheduler::place;
+use crate::policy::scheduler::{Shape, eligible_nodes, fit_key};
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::node::GpuDevice;
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What an unlimited time limit counts as when planning (Slurm uses a year as well).
 pub(crate) const UNLIMITED: i64 = 365 * 86400;
@@ -67,12 +73,70 @@ impl NodeView {
     }
 }
 
-/// A blocked job's planned start and the nodes it will use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reservation {
-    pub(crate) job_id: JobId,
-    pub(crate) start: UnixTime,
-    pub(crate) nodes: HashSet<String>,
+/// The reservations of a pass, each filed under the nodes (view indexes) it holds.
+#[derive(Debug, Default)]
+pub(crate) struct Reservations {
+    list: Vec<Reservation>,
+    by_node: HashMap<usize, Vec<usize>>,
+}
+
+impl Reservations {
+    pub(crate) fn push(&mut self, reservation: Reservation, node_index: &HashMap<String, usize>) {
+        let k = self.list.len();
+        for node in reservation.nodes() {
+            if let Some(&i) = node_index.get(node) {
+                self.by_node.entry(i).or_default().push(k);
+            }
+        }
+        self.list.push(reservation);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The reservations by job, for the next pass and `drover why`.
+    pub(crate) fn into_map(self) -> HashMap<JobId, Reservation> {
+        self.list.into_iter().map(|r| (r.job_id, r)).collect()
+    }
+
+    fn on(&self, i: usize) -> impl Iterator<Item = &Reservation> {
+        self.by_node.get(&i).into_iter().flatten().map(|&k| &self.list[k])
+    }
+
+    /// Whether a reservation holds resources on the node at view index `i` during `[from, to)`.
+    pub(crate) fn busy(&self, i: usize, from: UnixTime, to: UnixTime) -> bool {
+        self.on(i).any(|r| r.overlaps(from, to))
+    }
+
+    /// The ends of the reservations on the nodes `eligible` marks, in time order.
+    fn ends_on(&self, eligible: &[bool]) -> Vec<UnixTime> {
+        let mut ends: Vec<UnixTime> = self
+            .by_node
+            .keys()
+            .filter(|i| eligible.get(**i).copied().unwrap_or(false))
+            .flat_map(|&i| self.on(i).map(|r| r.end))
+            .collect();
+        ends.sort_unstable();
+        ends.dedup();
+        ends
+    }
+
+    /// `view` (the node at view index `i`) with what the reservations that overlap `[from, to)`
+    /// hold there taken: what a job running then may use without delaying any of them.
+    pub(crate) fn overlay<'a>(&self, i: usize, view: &'a NodeView, from: UnixTime, to: UnixTime) -> Cow<'a, NodeView> {
+        let mut overlapping = self.on(i).filter(|r| r.overlaps(from, to)).peekable();
+        if overlapping.peek().is_none() {
+            return Cow::Borrowed(view);
+        }
+        let mut taken = view.clone();
+        for reservation in overlapping {
+            for share in reservation.alloc.nodes.iter().filter(|n| n.node == view.name) {
+                taken.take(share);
+            }
+        }
+        Cow::Owned(taken)
+    }
 }
 
 /// The seconds a job may run in a partition: its own limit, else the partition's default, else
@@ -85,6 +149,41 @@ pub(crate) fn time_limit_secs(job: &Job, partition: &PartitionConfig) -> i64 {
     }
 }
 
+/// Places a job on the first nodes of `nodes` (view indexes, in the order given) that take a
+/// share, each node seen through `view`.
+pub(crate) fn place_with<'a>(
+    nodes: impl IntoIterator<Item = usize>,
+    partition: &PartitionConfig,
+    request: &PerNodeRequest,
+    view: impl Fn(usize) -> Cow<'a, NodeView>,
+) -> Option<Allocation> {
+    let mut shares = Vec::new();
+    for i in nodes {
+        if let Some(share) = request.place_on(&view(i), shares.len(), partition) {
+            shares.push(share);
+            if shares.len() == request.n_nodes as usize {
+                return Some(Allocation { nodes: shares });
+            }
+        }
+    }
+    None
+}
+
+/// Places a job on `nodes` as `view` shows them, best fit: when it fits at all (tried in the
+/// order given), the nodes with the fewest free of what it asks for that suffice are taken.
+fn place_best<'a>(
+    nodes: &[usize],
+    partition: &PartitionConfig,
+    request: &PerNodeRequest,
+    view: impl Fn(usize) -> Cow<'a, NodeView>,
+) -> Option<Allocation> {
+    let first = place_with(nodes.iter().copied(), partition, request, &view)?;
+    let mut keyed: Vec<((u32, u32), usize)> = nodes.iter().map(|&i| (fit_key(&view(i), request), i)).collect();
+    // Stable: ties keep the partition's order.
+    keyed.sort_by_key(|(key, _)| *key);
+    Some(place_with(keyed.into_iter().map(|(_, i)| i), partition, request, view).unwrap_or(first))
+}
+
 /// When the running jobs end, by their time limits.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Timeline {
@@ -93,6 +192,8 @@ pub(crate) struct Timeline {
     sorted: bool,
     /// Whether planning may skip the ends that free no node the job could use.
     pub(crate) gated: bool,
+    /// Node name → (end, index into `ends`) of the running jobs there, built when first needed.
+    by_node: Option<HashMap<String, Vec<(UnixTime, usize)>>>,
 }
 
 impl Timeline {
@@ -113,10 +214,61 @@ impl Timeline {
     pub(crate) fn add(&mut self, end: UnixTime, alloc: &Allocation) {
         self.ends.push((end, alloc.clone()));
         self.sorted = false;
+        self.by_node = None;
     }
 
-    /// The earliest time the job fits on `nodes` of `views` as running jobs end, avoiding
-    /// nodes other reservations hold; `None` if it never does.
+    fn sort(&mut self) {
+        if !self.sorted {
+            // Stable: jobs ending at the same time keep their order.
+            self.ends.sort_by_key(|(end, _)| *end);
+            self.sorted = true;
+            self.by_node = None;
+        }
+    }
+
+    /// The node at view index `i` as it will be at `at`: the running jobs that end by then gone.
+    fn view_at(&mut self, views: &[NodeView], i: usize, at: UnixTime) -> NodeView {
+        self.sort();
+        let ends = &self.ends;
+        let by_node = self.by_node.get_or_insert_with(|| {
+            let mut by_node: HashMap<String, Vec<(UnixTime, usize)>> = HashMap::new();
+            for (k, (end, alloc)) in ends.iter().enumerate() {
+                for share in &alloc.nodes {
+                    by_node.entry(share.node.clone()).or_default().push((*end, k));
+                }
+            }
+            by_node
+        });
+        let mut view = views[i].clone();
+        for &(_, k) in by_node.get(&view.name).into_iter().flatten().take_while(|(end, _)| *end <= at) {
+            for share in self.ends[k].1.nodes.iter().filter(|n| n.node == views[i].name) {
+                view.release(share);
+            }
+        }
+        view
+    }
+
+    /// Whether the job fits, at `at`, on the nodes `on` (view indexes) without delaying the
+    /// reservations made so far: the shares it would get there, best fit.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fits_at(
+        &mut self,
+        views: &[NodeView],
+        on: &[usize],
+        partition: &PartitionConfig,
+        request: &PerNodeRequest,
+        reservations: &Reservations,
+        at: UnixTime,
+        limit: i64,
+    ) -> Option<Allocation> {
+        let future: HashMap<usize, NodeView> = on.iter().map(|&i| (i, self.view_at(views, i, at))).collect();
+        let end = at.saturating_add(limit);
+        place_best(on, partition, request, |i| reservations.overlay(i, &future[&i], at, end))
+    }
+
+    /// The earliest time, before `before` if given, the job fits on `nodes` of `views` for
+    /// `limit` seconds as running jobs end, without delaying any reservation in `reservations`;
+    /// with the shares it would get then on the nodes that fit it best. `None` if it never does.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn earliest(
         &mut self,
@@ -125,41 +277,74 @@ impl Timeline {
         nodes: &[usize],
         partition: &PartitionConfig,
         request: &PerNodeRequest,
-        reservations: &[Reservation],
-        job_id: JobId,
-    ) -> Option<Reservation> {
-        if !self.sorted {
-            // Stable: jobs ending at the same time keep their order.
-            self.ends.sort_by_key(|(end, _)| *end);
-            self.sorted = true;
-        }
-        let mut future = views.to_vec();
-        let avoid: HashSet<String> = reservations.iter().flat_map(|r| r.nodes.iter().cloned()).collect();
+        reservations: &Reservations,
+        limit: i64,
+        before: Option<UnixTime>,
+    ) -> Option<(UnixTime, Allocation)> {
+        self.sort();
         let mut eligible = vec![false; views.len()];
-        for &i in nodes {
-            eligible[i] = !avoid.contains(&views[i].name);
+        let mut position = vec![0; views.len()];
+        for (p, &i) in nodes.iter().enumerate() {
+            eligible[i] = true;
+            position[i] = p;
         }
         // The smallest share a node of the job may get: a node that cannot take it cannot take any.
         let smallest = request.tasks.len().saturating_sub(1);
-        for (k, (end, alloc)) in self.ends.iter().enumerate() {
-            // The first end is always tried (the job may already fit on these nodes if it was
+        // The job's nodes that can take a share (reservations aside), in the order given: those
+        // with room now, and those the running jobs' ends free as time goes on. No other node
+        // can take a share, so only these are tried; only the nodes freed get a view of their own.
+        let mut open: BTreeSet<(usize, usize)> = nodes
+            .iter()
+            .filter(|&&i| request.place_on(&views[i], smallest, partition).is_some())
+            .map(|&i| (position[i], i))
+            .collect();
+        let mut future: HashMap<usize, NodeView> = HashMap::new();
+        // Times a reservation on the job's nodes gives its resources back: the job may fit then.
+        let released = reservations.ends_on(&eligible);
+        let mut next_release = released.iter().peekable();
+        let mut k = 0;
+        let mut first = true;
+        loop {
+            let next_end = self.ends.get(k).map(|(end, _)| *end);
+            let at = match (next_end, next_release.peek()) {
+                (None, None) => return None,
+                (Some(end), None) => end,
+                (None, Some(&&release)) => release,
+                (Some(end), Some(&&release)) => end.min(release),
+            };
+            if before.is_some_and(|b| at >= b) {
+                return None;
+            }
+            // The first time is always tried (the job may already fit on these nodes if it was
             // held back elsewhere); after that, only a node that was just freed can make it fit.
-            let mut changed = k == 0 || !self.gated;
-            for share in &alloc.nodes {
-                if let Some(&i) = node_index.get(&share.node) {
-                    future[i].release(share);
-                    changed |= eligible[i] && request.place_on(&future[i], smallest, partition).is_some();
+            let mut changed = first || !self.gated;
+            first = false;
+            while next_release.peek().is_some_and(|&&release| release <= at) {
+                next_release.next();
+                changed = true;
+            }
+            while let Some((_, alloc)) = self.ends.get(k).filter(|(end, _)| *end <= at) {
+                for share in &alloc.nodes {
+                    let Some(&i) = node_index.get(&share.node).filter(|&&i| eligible[i]) else { continue };
+                    let view = future.entry(i).or_insert_with(|| views[i].clone());
+                    view.release(share);
+                    if request.place_on(view, smallest, partition).is_some() {
+                        open.insert((position[i], i));
+                        changed = true;
+                    }
                 }
+                k += 1;
             }
             if !changed {
                 continue;
             }
-            if let Some(found) = place(&future, nodes.iter().copied(), &avoid, partition, request) {
-                let nodes = found.nodes.iter().map(|n| n.node.clone()).collect();
-                return Some(Reservation { job_id, start: *end, nodes });
+            let to = at.saturating_add(limit);
+            let on: Vec<usize> = open.iter().map(|&(_, i)| i).collect();
+            let view = |i: usize| reservations.overlay(i, future.get(&i).unwrap_or(&views[i]), at, to);
+            if let Some(alloc) = place_best(&on, partition, request, view) {
+                return Some((at, alloc));
             }
         }
-        None
     }
 }
 
@@ -174,26 +359,97 @@ pub(crate) enum Placement {
     WouldDelay,
 }
 
-/// Places a job now without delaying any reservation: first away from reserved nodes; failing
-/// that, anywhere, if it ends (by its time limit) before every reservation it touches begins.
+/// Places a job now for `limit` seconds without delaying any reservation: first on nodes no
+/// reservation needs meanwhile; failing that, anywhere it leaves free what the reservations that
+/// overlap its run hold on each node.
 pub(crate) fn place_around<I: IntoIterator<Item = usize> + Clone>(
     views: &[NodeView],
     nodes: I,
     partition: &PartitionConfig,
     request: &PerNodeRequest,
-    reservations: &[Reservation],
+    reservations: &Reservations,
     now: UnixTime,
     limit: i64,
 ) -> Placement {
-    let reserved: HashSet<String> = reservations.iter().flat_map(|r| r.nodes.iter().cloned()).collect();
-    if let Some(alloc) = place(views, nodes.clone(), &reserved, partition, request) {
+    let end = now.saturating_add(limit);
+    let view = |i: usize| Cow::Borrowed(&views[i]);
+    if reservations.is_empty() {
+        return match place_with(nodes, partition, request, view) {
+            Some(alloc) => Placement::Placed(alloc),
+            None => Placement::NoRoom,
+        };
+    }
+    let clear = nodes.clone().into_iter().filter(|&i| !reservations.busy(i, now, end));
+    if let Some(alloc) = place_with(clear, partition, request, view) {
         return Placement::Placed(alloc);
     }
-    if reserved.is_empty() {
+    if place_with(nodes.clone(), partition, request, view).is_none() {
         return Placement::NoRoom;
     }
-    let Some(alloc) = place(views, nodes, &HashSet::new(), partition, request) else { return Placement::NoRoom };
-    let end = now.saturating_add(limit);
-    let delays = reservations.iter().any(|r| end > r.start && alloc.nodes.iter().any(|n| r.nodes.contains(&n.node)));
-    if delays { Placement::WouldDelay } else { Placement::Placed(alloc) }
+    match place_with(nodes, partition, request, |i| reservations.overlay(i, &views[i], now, end)) {
+        Some(alloc) => Placement::Placed(alloc),
+        None => Placement::WouldDelay,
+    }
+}
+
+/// Plans the reservation of a job that cannot start now. The reservation it held after the last
+/// pass is kept (its nodes, its start or now if that has come) while the job still fits there
+/// then without delaying the reservations made so far in this pass; a start earlier than that, on
+/// any nodes of its partitions, replaces it. Without one that holds, the earliest start over its
+/// partitions, best fit on the nodes free then. `never_fits` (when the pass may take shortcuts)
+/// collects the shapes that fit at no time.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan(
+    state: &State,
+    job: &Job,
+    request: &PerNodeRequest,
+    views: &[NodeView],
+    timeline: &mut Timeline,
+    reservations: &Reservations,
+    held: Option<&Reservation>,
+    mut never_fits: Option<&mut HashSet<Shape>>,
+    now: UnixTime,
+) -> Option<Reservation> {
+    let job_id = job.info.job_id;
+    let since = held.map_or(now, |h| h.since);
+    let partition_of = |name: &str| state.config.partitions.iter().find(|p| p.name == name);
+    let mut best: Option<Reservation> = held.and_then(|old| {
+        let partition = partition_of(&old.partition).filter(|p| job.candidates.contains(&p.name))?;
+        let eligible = eligible_nodes(state, job, partition);
+        let on = old.nodes().map(|n| state.node_index.get(n).copied().filter(|i| eligible.contains(i)));
+        let on: Vec<usize> = on.collect::<Option<_>>()?;
+        let start = old.start.max(now);
+        let limit = time_limit_secs(job, partition);
+        let alloc = timeline.fits_at(views, &on, partition, request, reservations, start, limit)?;
+        let end = start.saturating_add(limit);
+        Some(Reservation { job_id, partition: old.partition.clone(), start, end, alloc, since })
+    });
+    for name in &job.candidates {
+        let Some(partition) = partition_of(name) else { continue };
+        if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
+            continue;
+        }
+        // A shape that fits at no time (as running jobs end and reservations pass) in this pass
+        // never will later in it: capacity only shrinks and reservations only grow.
+        let shape = Shape::of(name, job, request);
+        if never_fits.as_ref().is_some_and(|cache| cache.contains(&shape)) {
+            continue;
+        }
+        let before = best.as_ref().map(|b| b.start);
+        let nodes = eligible_nodes(state, job, partition);
+        let limit = time_limit_secs(job, partition);
+        match timeline.earliest(views, &state.node_index, &nodes, partition, request, reservations, limit, before) {
+            Some((start, alloc)) => {
+                let end = start.saturating_add(limit);
+                best = Some(Reservation { job_id, partition: name.clone(), start, end, alloc, since });
+            }
+            None if before.is_none() => {
+                if let Some(cache) = never_fits.as_deref_mut() {
+                    cache.insert(shape);
+                }
+            }
+            None => {}
+        }
+    }
+    best
 }

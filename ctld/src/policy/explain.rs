@@ -5,7 +5,7 @@
 use crate::model::request::PerNodeRequest;
 use crate::model::state::{Job, State};
 use crate::model::tres;
-use crate::policy::backfill::NodeView;
+use crate::policy::backfill::{NodeView, Reservation};
 use crate::policy::limits::Running;
 use crate::policy::priority::{self, Context};
 use crate::policy::quota::{self, Quotas};
@@ -48,6 +48,24 @@ fn lacks(view: &NodeView, request: &PerNodeRequest, default_mem_per_cpu: Option<
         }
     }
     (!missing.is_empty()).then(|| missing.join("; "))
+}
+
+/// The reservation a job holds: its nodes and what it holds on them, from when to when, and
+/// since when the job has held a reservation (passes keep it while it holds).
+fn reserved(reservation: &Reservation, now: UnixTime) -> String {
+    let nodes: Vec<&str> = reservation.nodes().collect();
+    let cpus: u32 = reservation.alloc.nodes.iter().map(|n| n.cpus).sum();
+    let gpus: usize = reservation.alloc.nodes.iter().map(|n| n.gpus.len()).sum();
+    let gpus = if gpus > 0 { format!(", {gpus} GPUs") } else { String::new() };
+    format!(
+        "backfill reservation: node(s) {} in partition {} ({cpus} CPUs{gpus}) from unix time {} to {}, held since unix time {} ({}s)",
+        drover_shared::hostlist::compress(&nodes),
+        reservation.partition,
+        reservation.start,
+        reservation.end,
+        reservation.since,
+        (now - reservation.since).max(0),
+    )
 }
 
 fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
@@ -125,8 +143,11 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
     if !victims.is_empty() {
         lines.push(format!("reclaim under way: preempting borrowed job(s) {}", victims.join(", ")));
     }
-    match state.planned_starts.get(&job_id) {
-        Some(start) => lines.push(format!("estimated start: {} (backfill reservation)", when(now, *start))),
+    match state.reservations.get(&job_id) {
+        Some(reservation) => {
+            lines.push(reserved(reservation, now));
+            lines.push(format!("estimated start: {} (backfill reservation)", when(now, reservation.start)));
+        }
         None => lines.push(
             "estimated start: unknown (no reservation: not among the top blocked jobs, or blocked by a limit)".into(),
         ),

@@ -105,6 +105,10 @@ pub struct PassReport {
     pub pending: usize,
     /// Pending jobs it considered (not held, begin time come).
     pub considered: usize,
+    /// Backfill reservations held after it, and of those carried over unchecked (the pass's
+    /// planning time was spent).
+    pub reservations: usize,
+    pub carried: usize,
 }
 
 impl Bench {
@@ -191,7 +195,8 @@ impl Bench {
         }
         let pending = self.state.jobs.values().filter(|j| j.info.state() == JobState::Pending).count();
         let considered = self.state.last_pass.considered;
-        PassReport { total_s, backfill_s, started, pending, considered }
+        let (reservations, carried) = (self.state.reservations.len(), self.state.last_pass.carried);
+        PassReport { total_s, backfill_s, started, pending, considered, reservations, carried }
     }
 
     /// Ends `count` running jobs (the oldest ids first) and advances the clock a minute.

@@ -10,7 +10,7 @@
 use crate::model::request::PerNodeRequest;
 use crate::model::state::{Allocation, Job, NodeAllocation, State};
 use crate::model::tres;
-use crate::policy::backfill::{self, NodeView, Reservation};
+use crate::policy::backfill::{self, NodeView, Reservation, Reservations};
 use crate::policy::limits::Running;
 use crate::policy::priority;
 use crate::policy::quota::{PoolFree, Quotas};
@@ -115,20 +115,8 @@ pub(crate) fn place(
     partition: &PartitionConfig,
     request: &PerNodeRequest,
 ) -> Option<Allocation> {
-    let mut shares = Vec::new();
-    for i in nodes {
-        let node = &views[i];
-        if avoid.contains(&node.name) {
-            continue;
-        }
-        if let Some(share) = request.place_on(node, shares.len(), partition) {
-            shares.push(share);
-            if shares.len() == request.n_nodes as usize {
-                return Some(Allocation { nodes: shares });
-            }
-        }
-    }
-    None
+    let nodes = nodes.into_iter().filter(|&i| !avoid.contains(&views[i].name));
+    backfill::place_with(nodes, partition, request, |i| std::borrow::Cow::Borrowed(&views[i]))
 }
 
 /// Whether a job could run in the partition at all, on an empty cluster.
@@ -173,7 +161,7 @@ impl Shape {
 
 /// The GPUs of the types `request` asks for that are free on a node, and its free CPUs: best fit
 /// tries the nodes with the fewest first. A request for GPUs of one type counts that type only.
-fn fit_key(view: &NodeView, request: &PerNodeRequest) -> (u32, u32) {
+pub(crate) fn fit_key(view: &NodeView, request: &PerNodeRequest) -> (u32, u32) {
     let free_cpus = view.cpus.saturating_sub(view.cpus_alloc);
     if request.n_gpus() == 0 {
         return (free_cpus, 0);
@@ -445,8 +433,11 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     // start there for the rest of the pass (they would take what is being reclaimed).
     let mut owners_waiting: HashSet<String> = HashSet::new();
     let mut timeline = backfill::Timeline::new(state, now);
-    let mut reservations: Vec<Reservation> = Vec::new();
-    let max_reservations = state.config.priority.backfill_reservations as usize;
+    let mut reservations = Reservations::default();
+    // The reservations of the last pass: each job that still waits keeps its own if it holds.
+    let mut held = std::mem::take(&mut state.reservations);
+    let max_tests = state.config.priority.backfill_max_job_test as usize;
+    let mut tested = 0usize;
     let mut blocked: HashSet<String> = HashSet::new();
     let mut decisions = Decisions::default();
     let mut stats = crate::model::state::PassStats { considered: order.len(), ..Default::default() };
@@ -460,6 +451,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut dependencies = super::dependency::Lookup::for_pass(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
+        let held_before = held.remove(&job_id);
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
@@ -613,34 +605,38 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                 } else {
                     "Priority"
                 };
-                if reservations.len() < max_reservations {
+                // A job that held a reservation is always planned (it keeps it unless an
+                // earlier start is possible or its plan broke); others while the pass's budget
+                // of jobs tested lasts. Past the pass's planning time, a held reservation whose
+                // start is still to come and whose nodes are up is carried over as it was, and
+                // no new one is planned: the next pass goes on.
+                let in_time = stats.backfill < state.planning_time;
+                if max_tests > 0 && (held_before.is_some() || tested < max_tests) && in_time {
+                    tested += 1;
                     let began = std::time::Instant::now();
                     let job = &state.jobs[&job_id];
-                    let reservation = job.candidates.iter().find_map(|name| {
-                        let partition = state.config.partitions.iter().find(|p| &p.name == name)?;
-                        // A shape that never fits (as running jobs end) in this pass never will
-                        // later in it: capacity only shrinks and reservations only grow.
-                        let shape = Shape::of(name, job, &request);
-                        if shortcuts && never_fits.contains(&shape) {
-                            return None;
-                        }
-                        let nodes = eligible_nodes(state, job, partition);
-                        let found = timeline.earliest(
-                            &views,
-                            &state.node_index,
-                            &nodes,
-                            partition,
-                            &request,
-                            &reservations,
-                            job_id,
-                        );
-                        if found.is_none() {
-                            never_fits.insert(shape);
-                        }
-                        found
-                    });
-                    reservations.extend(reservation);
+                    let planned = backfill::plan(
+                        state,
+                        job,
+                        &request,
+                        &views,
+                        &mut timeline,
+                        &reservations,
+                        held_before.as_ref(),
+                        shortcuts.then_some(&mut never_fits),
+                        now,
+                    );
+                    if let Some(reservation) = planned {
+                        reservations.push(reservation, &state.node_index);
+                    }
                     stats.backfill += began.elapsed();
+                } else if let Some(old) = held_before.filter(|r| {
+                    max_tests > 0
+                        && r.start > now
+                        && r.nodes().all(|n| state.node_index.get(n).is_some_and(|&i| views[i].usable()))
+                }) {
+                    stats.carried += 1;
+                    reservations.push(old, &state.node_index);
                 }
                 let candidates = state.jobs[&job_id].candidates.clone();
                 blocked.extend(candidates);
@@ -648,7 +644,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
             }
         }
     }
-    state.planned_starts = reservations.iter().map(|r| (r.job_id, r.start)).collect();
+    state.reservations = reservations.into_map();
     state.last_pass = stats;
     decisions
 }
@@ -669,7 +665,7 @@ fn reclaim(
     job_id: JobId,
     request: &PerNodeRequest,
     asked: &tres::Tres,
-    reservations: &mut Vec<Reservation>,
+    reservations: &mut Reservations,
     decided: &mut Vec<Preemption>,
     now: UnixTime,
 ) -> bool {
@@ -680,6 +676,7 @@ fn reclaim(
             continue;
         }
         let Some(own) = super::quota::quota_of(&state.config, &job.info.account, name) else { continue };
+        let limit = backfill::time_limit_secs(job, partition);
         // Built at the pass's first reclaim: a pass without one pays nothing for it.
         let planner = planner.get_or_insert_with(|| super::preempt::Planner::new(state, views, holds, quotas));
         let nodes = eligible_nodes(state, job, partition);
@@ -702,8 +699,10 @@ fn reclaim(
             state.preempting.insert(victim, job_id);
             decided.push(Preemption { victim, for_job: job_id });
         }
-        let nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
-        reservations.push(Reservation { job_id, start: now, nodes });
+        let end = now.saturating_add(limit);
+        let reservation =
+            Reservation { job_id, partition: name.clone(), start: now, end, alloc: alloc.clone(), since: now };
+        reservations.push(reservation, &state.node_index);
         state.reclaim_holds.insert(job_id, crate::model::state::Hold { alloc, until });
         return true;
     }

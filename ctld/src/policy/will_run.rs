@@ -6,7 +6,7 @@
 
 use crate::model::request::PerNodeRequest;
 use crate::model::state::{Job, State};
-use crate::policy::backfill::{NodeView, Timeline};
+use crate::policy::backfill::{NodeView, Reservations, Timeline, time_limit_secs};
 use crate::policy::scheduler::{eligible_nodes, place};
 use drover_shared::UnixTime;
 use drover_shared::proto::client::{ErrorCode, Response};
@@ -27,15 +27,13 @@ pub(crate) fn estimate(state: &State, job: &Job, job_id: drover_shared::job::Job
         let nodes = eligible_nodes(state, job, partition);
         let found = match place(&views, nodes.iter().copied(), &HashSet::new(), partition, &request) {
             Some(alloc) => Some((now, alloc.nodes)),
-            None => timeline.earliest(&views, &state.node_index, &nodes, partition, &request, &[], job_id).and_then(
-                |reservation| {
-                    // The reservation names the nodes; their shares come from placing on them empty.
-                    let empty: Vec<NodeView> = state.nodes.iter().map(NodeView::empty).collect();
-                    let on: Vec<usize> =
-                        nodes.iter().copied().filter(|&i| reservation.nodes.contains(&views[i].name)).collect();
-                    place(&empty, on, &HashSet::new(), partition, &request).map(|a| (reservation.start, a.nodes))
-                },
-            ),
+            None => {
+                let limit = time_limit_secs(job, partition);
+                let none = Reservations::default();
+                let found =
+                    timeline.earliest(&views, &state.node_index, &nodes, partition, &request, &none, limit, None);
+                found.map(|(start, alloc)| (start, alloc.nodes))
+            }
         };
         let Some((start, shares)) = found else { continue };
         let start = start.max(earliest_begin);

@@ -30,8 +30,11 @@ pub struct RawPriority {
     /// `PriorityFavorSmall`.
     #[serde(default)]
     pub favor_small: bool,
-    /// How many of the highest-priority blocked jobs get a backfill reservation (`bf_max_job_test`-like).
-    pub backfill_reservations: Option<u32>,
+    /// How many blocked jobs a pass plans a backfill reservation for, highest priority first
+    /// (Slurm's `bf_max_job_test`); jobs that hold one from the last pass are always planned.
+    /// `backfill_reservations` is the key's earlier name.
+    #[serde(alias = "backfill_reservations")]
+    pub backfill_max_job_test: Option<u32>,
 }
 
 /// TRES name → weight. Parsing refuses NaN, so equality is total.
@@ -85,6 +88,12 @@ pub enum FairShareAlgorithm {
     Classic,
 }
 
+/// Blocked jobs tested for a backfill reservation per pass by default (Slurm's `bf_max_job_test`
+/// default).
+pub const DEFAULT_BACKFILL_MAX_JOB_TEST: u32 = 500;
+/// The most a config may ask for (Slurm's own bound on `bf_max_job_test`).
+pub const MAX_BACKFILL_MAX_JOB_TEST: u32 = 1_000_000;
+
 /// The validated `[priority]` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriorityConfig {
@@ -102,7 +111,8 @@ pub struct PriorityConfig {
     /// Seconds; 0 = no decay.
     pub decay_half_life: u64,
     pub favor_small: bool,
-    pub backfill_reservations: u32,
+    /// Blocked jobs tested for a backfill reservation per pass; 0 = no reservations.
+    pub backfill_max_job_test: u32,
 }
 
 impl Default for PriorityConfig {
@@ -121,7 +131,7 @@ impl Default for PriorityConfig {
             max_age: 7 * 86400,
             decay_half_life: 7 * 86400,
             favor_small: false,
-            backfill_reservations: 10,
+            backfill_max_job_test: DEFAULT_BACKFILL_MAX_JOB_TEST,
         }
     }
 }
@@ -166,7 +176,16 @@ impl RawPriority {
                 None => d.decay_half_life,
             },
             favor_small: self.favor_small,
-            backfill_reservations: self.backfill_reservations.unwrap_or(d.backfill_reservations),
+            backfill_max_job_test: match self.backfill_max_job_test {
+                Some(n) if n > MAX_BACKFILL_MAX_JOB_TEST => {
+                    return Err((
+                        "priority.backfill_max_job_test",
+                        format!("{n}: at most {MAX_BACKFILL_MAX_JOB_TEST} jobs per pass"),
+                    ));
+                }
+                Some(n) => n,
+                None => d.backfill_max_job_test,
+            },
         })
     }
 }

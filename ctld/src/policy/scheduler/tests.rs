@@ -539,6 +539,8 @@ fn shortcuts_decide_the_same_as_a_full_scan() {
     let run = |shortcuts: bool| {
         let mut state = cluster(nodes);
         state.pass_shortcuts = shortcuts;
+        // A loaded machine must not cut either run's planning short.
+        state.planning_time = std::time::Duration::MAX;
         let mut seed = 11_u64;
         let mut next = |n: u64| {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
@@ -573,8 +575,9 @@ fn shortcuts_decide_the_same_as_a_full_scan() {
             let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
             allocations.sort_by_key(|(j, _)| *j);
             let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
-            let mut planned: Vec<_> = state.planned_starts.iter().map(|(j, t)| (*j, *t)).collect();
-            planned.sort_unstable();
+            let mut planned: Vec<_> =
+                state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
+            planned.sort_by_key(|p| p.0);
             log.push((round, allocations, reasons, planned));
             now += 600;
             let running: Vec<JobId> =
@@ -946,4 +949,135 @@ fn held_and_future_jobs_stay_out_of_the_pass_until_they_may_start() {
     job.info.priority = 1;
     assert_eq!(pass(&mut state, NOW + 61), vec![held[0]], "released");
     assert_eq!(state.last_pass.considered, 1);
+}
+
+/// `n` nodes of 4 CPUs and 2 GPUs in partition `main`, all up.
+fn small_nodes(n: usize, extra: &str) -> State {
+    let nodes = BASE.replace("names = \"n[1-2]\"", &format!("names = \"n[1-{n}]\""));
+    let nodes = nodes.replace("nodes = \"n[1-2]\"", &format!("nodes = \"n[1-{n}]\""));
+    cluster_of(&format!("{nodes}{extra}"))
+}
+
+/// Orders jobs: the first of `jobs` highest.
+fn rank(state: &mut State, jobs: &[JobId]) {
+    for (k, job_id) in jobs.iter().enumerate() {
+        state.jobs.get_mut(job_id).unwrap().info.nice = -1_000_000 + 1000 * i32::try_from(k).unwrap();
+    }
+}
+
+fn planned(state: &State, job_id: JobId, now: UnixTime) -> String {
+    let text = match explain::explain(state, job_id, now) {
+        Response::Explanation { lines, .. } => lines.join("\n"),
+        other => panic!("{other:?}"),
+    };
+    text.lines().find(|l| l.starts_with("estimated start")).unwrap_or_default().to_owned()
+}
+
+/// A reservation outlives its pass: when a higher-priority job takes the pass's only
+/// reservation test, the wide job keeps the reservation it got earlier, and a later long job does
+/// not start on its nodes. (Rebuilt every pass, the reservation was lost and the long job
+/// started, delaying the wide job by its whole time limit.) Also reads the key's earlier name.
+#[test]
+fn a_reservation_persists_across_passes() {
+    let mut state = cluster("[priority]\nbackfill_reservations = 1\n");
+    let a = submit(&mut state, "alice", "c=4 w=n1 t=60");
+    let b = submit(&mut state, "alice", "c=2 w=n2 t=120");
+    assert_eq!(pass(&mut state, NOW), vec![a, b]);
+    let wide = submit(&mut state, "bob", "N=2 c=4 t=60");
+    rank(&mut state, &[wide]);
+    assert!(pass(&mut state, NOW).is_empty());
+    assert_eq!(planned(&state, wide, NOW), "estimated start: in 2h00m (unix time 1700007200) (backfill reservation)");
+    // A higher-priority job now takes the pass's one test; a long job comes behind both.
+    let high = submit(&mut state, "alice", "c=4 w=n1 t=60");
+    let long = submit(&mut state, "alice", "c=1 t=600");
+    rank(&mut state, &[high, wide, long]);
+    assert!(pass(&mut state, NOW + 60).is_empty(), "the long job would delay the wide job");
+    assert_eq!(reason(&state, long), "Priority");
+    assert_eq!(
+        planned(&state, wide, NOW + 60),
+        "estimated start: in 1h59m (unix time 1700007200) (backfill reservation)"
+    );
+    assert_eq!(
+        planned(&state, high, NOW + 60),
+        "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
+    );
+    // It stays held pass after pass, and a short job that ends in time still backfills.
+    let short = submit(&mut state, "alice", "c=1 t=30");
+    rank(&mut state, &[high, wide, long, short]);
+    assert_eq!(pass(&mut state, NOW + 120), vec![short]);
+    let text = explanation(&state, wide);
+    assert!(text.contains("backfill reservation: node(s) n[1-2] in partition main (8 CPUs) from unix time 1700007200 to 1700010800, held since unix time 1700000000"), "{text}");
+}
+
+/// More than ten blocked jobs hold reservations at once (there used to be ten slots): the
+/// eleventh, a two-node job, still gets one, so a later job does not take its nodes.
+#[test]
+fn more_than_ten_jobs_hold_reservations() {
+    let mut state = small_nodes(12, "");
+    let mut running = Vec::new();
+    for i in 1..=12 {
+        let cpus = if i == 11 { 2 } else { 4 };
+        running.push(submit(&mut state, "alice", &format!("c={cpus} w=n{i} t=60")));
+    }
+    let mut started = pass(&mut state, NOW);
+    started.sort_unstable();
+    assert_eq!(started, running);
+    let mut ahead: Vec<JobId> = (1..=10).map(|i| submit(&mut state, "alice", &format!("c=4 w=n{i} t=60"))).collect();
+    let wide = submit(&mut state, "bob", "N=2 c=4 t=60");
+    let later = submit(&mut state, "alice", "c=1 t=120");
+    ahead.extend([wide, later]);
+    rank(&mut state, &ahead);
+    assert!(pass(&mut state, NOW + 60).is_empty(), "the later job would delay the wide job");
+    assert_eq!(
+        planned(&state, wide, NOW + 60),
+        "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
+    );
+    assert_eq!(state.reservations.len(), 12);
+}
+
+/// A wide job is not delayed by later small jobs when a higher-priority small job reserves part
+/// of a node: that reservation holds the GPUs it needs, not the whole node for ever (which left
+/// the wide job no reservation at all, and let a later 1-GPU job start on its nodes).
+#[test]
+fn a_wide_job_is_not_delayed_by_later_one_gpu_jobs() {
+    let mut state = small_nodes(4, "");
+    let running: Vec<JobId> = (1..=4).map(|i| submit(&mut state, "alice", &format!("g=1 c=1 w=n{i} t=60"))).collect();
+    assert_eq!(pass(&mut state, NOW), running);
+    let small_ahead = submit(&mut state, "alice", "g=2 c=1 w=n1 t=60");
+    let wide = submit(&mut state, "bob", "N=4 g=2 c=1 t=60");
+    let later: Vec<JobId> = (0..4).map(|_| submit(&mut state, "alice", "g=1 c=1 t=120")).collect();
+    let mut order = vec![small_ahead, wide];
+    order.extend(&later);
+    rank(&mut state, &order);
+    assert!(pass(&mut state, NOW + 60).is_empty(), "later 1-GPU jobs would delay the wide job");
+    assert_eq!(
+        planned(&state, wide, NOW + 60),
+        "estimated start: in 1h59m (unix time 1700007200) (backfill reservation)"
+    );
+    // 1-GPU jobs that end before the wide job starts still backfill.
+    let short = submit(&mut state, "alice", "g=1 c=1 t=30");
+    rank(&mut state, &[small_ahead, wide, later[0], later[1], later[2], later[3], short]);
+    assert_eq!(pass(&mut state, NOW + 120).len(), 1);
+}
+
+/// Reservations are planned best fit: a blocked 1-GPU job reserves the GPU of the node that
+/// will have the fewest free, so a 2-GPU job behind it gets the node that frees whole, an hour
+/// earlier than first fit gave it.
+#[test]
+fn reservations_are_planned_best_fit() {
+    let mut state = cluster("");
+    let whole = submit(&mut state, "alice", "g=2 c=2 w=n1 t=60");
+    let hour = submit(&mut state, "alice", "g=1 c=1 w=n2 t=60");
+    let two_hours = submit(&mut state, "alice", "g=1 c=1 w=n2 t=120");
+    assert_eq!(pass(&mut state, NOW), vec![whole, hour, two_hours]);
+    let one = submit(&mut state, "bob", "g=1 c=1 t=60");
+    let two = submit(&mut state, "bob", "g=2 c=1 t=60");
+    rank(&mut state, &[one, two]);
+    assert!(pass(&mut state, NOW + 60).is_empty());
+    let text = explanation(&state, one);
+    assert!(text.contains("backfill reservation: node(s) n2 "), "{text}");
+    assert_eq!(
+        planned(&state, two, NOW + 60),
+        "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
+    );
 }
