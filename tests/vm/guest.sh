@@ -8,16 +8,30 @@
 set -u
 out=$1 layout=$2 list=$3
 exec >"$out/guest.log" 2>&1
+fail() { echo "guest: FAILED: $*"; echo "1" >"$out/status"; exit 1; }
 started=$(date +%s)
 echo "guest: kernel $(uname -r), up $(cut -d' ' -f1 /proc/uptime) s, $(nproc) CPUs, layout $layout"
 echo "guest: kernel command line: $(cat /proc/cmdline)"
 
 # Unix sockets cannot be made on the 9p share and the host's /tmp is only an overlay here: the
-# clusters' homes and scratch files go to a fresh tmpfs.
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+# clusters' homes and scratch files go to a fresh tmpfs. A checkout under /tmp (a CI clone) would
+# be hidden by it, with the test binaries in its target/: the host's /tmp stays reachable at /mnt
+# and the checkout is bound back at its own path on the new tmpfs.
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+case "$repo/" in
+    /tmp/*)
+        mount --bind /tmp /mnt || fail "cannot keep the host's /tmp reachable at /mnt"
+        mount -t tmpfs -o mode=1777 tmpfs /tmp
+        mkdir -p "$repo"
+        mount --bind "/mnt/${repo#/tmp/}" "$repo" || fail "cannot bind the checkout $repo back"
+        echo "guest: the checkout $repo is under /tmp: bound back onto the guest's tmpfs"
+        ;;
+    *)
+        mount -t tmpfs -o mode=1777 tmpfs /tmp
+        ;;
+esac
 ip link set lo up 2>/dev/null || true
 
-fail() { echo "guest: FAILED: $*"; echo "1" >"$out/status"; exit 1; }
 
 case "$layout" in
 v2)
