@@ -48,6 +48,12 @@ pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result
         }
         return Ok(spec);
     };
+    // The name comes from the user: echoed in the refusal and the audit record, so bounded first.
+    let plausible = name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !plausible {
+        let detail = "a job template name is at most 64 letters, digits, '.', '_' or '-'";
+        return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
+    }
     let Some(template) = config.templates.iter().find(|t| t.name == name) else {
         let detail = format!("there is no job template {name}; `drover templates` lists the ones you may use");
         return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
@@ -367,6 +373,12 @@ gpus = { min = 1, max = 8 }
         assert_eq!((code, detail.as_str()), (ErrorCode::InvalidSpec, "job template train is not for account nlp"));
         let Refusal { detail, .. } = apply(&config(), "vision", spec(Some("nope"))).unwrap_err();
         assert!(detail.starts_with("there is no job template nope"), "{detail}");
+        // A hostile name (megabytes, escape sequences) is refused without being echoed.
+        let long = "x".repeat(1 << 20);
+        for name in [long.as_str(), "a\u{1b}[2J"] {
+            let Refusal { detail, .. } = apply(&config(), "vision", spec(Some(name))).unwrap_err();
+            assert_eq!(detail, "a job template name is at most 64 letters, digits, '.', '_' or '-'");
+        }
     }
 
     #[test]
