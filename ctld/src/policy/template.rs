@@ -49,8 +49,8 @@ pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result
         return Ok(spec);
     };
     // The name comes from the user: echoed in the refusal and the audit record, so bounded first.
-    let plausible = name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if !plausible {
+    // (An empty name is refused below as no template's.)
+    if !name.is_empty() && !drover_shared::config::templates::is_name(&name) {
         let detail = "a job template name is at most 64 letters, digits, '.', '_' or '-'";
         return Err(Refusal::new(ErrorCode::InvalidSpec, detail));
     }

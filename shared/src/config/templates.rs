@@ -15,6 +15,12 @@ use std::collections::BTreeMap;
 pub const MAX_TEMPLATES: usize = 256;
 pub const MAX_SETUP_LINES: usize = 64;
 
+/// Whether `name` can name a template: 1 to 64 letters, digits, `.`, `_` or `-`. ctld checks a
+/// name a job gives against it before looking it up, echoing or auditing it.
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
 /// A raw `[[templates]]` entry.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -220,10 +226,7 @@ impl RawTemplate {
     /// Checks the template's values and bounds; the caller checks that named accounts,
     /// partitions and QOS exist. An error is `(key, message)` with a key relative to the template.
     pub fn validate(self) -> Result<TemplateConfig, (String, String)> {
-        let valid_name = !self.name.is_empty()
-            && self.name.len() <= 64
-            && self.name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-        if !valid_name {
+        if !is_name(&self.name) {
             return Err(("name".into(), "a name of at most 64 letters, digits, '.', '_' or '-'".into()));
         }
         if self.setup.len() > MAX_SETUP_LINES {
