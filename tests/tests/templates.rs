@@ -20,12 +20,14 @@ accounts = ["vision"]
 partition = "main"
 time = "10:00"
 gpus = 1
+mem = "500M"
 output = "train-%j.out"
 setup = ["echo SETUP-RAN"]
 
 [templates.overridable]
 time = { max = "30:00" }
 gpus = { min = 1, max = 2 }
+mem = { max = "1G" }
 "#;
 
 fn config() -> String {
@@ -96,6 +98,15 @@ fn templates_fill_bound_and_lock_what_a_team_submits() {
         "account vision requires a job template (--template=NAME)",
     );
     refused(&sbatch(&cluster, "alice", &["--template=nope", "--wrap", "true"]), "there is no job template nope");
+    // A whole node is no way around a template that sizes the job.
+    refused(
+        &sbatch(&cluster, "alice", &["--template=train", "--exclusive", "--wrap", "true"]),
+        "--exclusive is not allowed by job template train (it sizes the job's --gpus)",
+    );
+    refused(
+        &sbatch(&cluster, "alice", &["--template=train", "--mem=0", "--wrap", "true"]),
+        "--mem=0 (all of a node's memory) is outside what job template train allows (0M to 1G)",
+    );
     refused(
         &sbatch(&cluster, "bob", &["--template=train", "--wrap", "true"]),
         "job template train is not for account nlp",
@@ -121,7 +132,7 @@ fn templates_fill_bound_and_lock_what_a_team_submits() {
     let listed = cluster.run(Some("alice"), &workdir, "drover", &["templates", "-P"], None);
     assert_eq!(
         text(&listed.stdout),
-        "train|partition|main|locked\ntrain|time|10:00|0:00 to 30:00\ntrain|gpus|1|1 to 2\ntrain|output|train-%j.out|locked\n"
+        "train|partition|main|locked\ntrain|time|10:00|0:00 to 30:00\ntrain|gpus|1|1 to 2\ntrain|mem|500M|0M to 1G\ntrain|output|train-%j.out|locked\n"
     );
     let listed = cluster.run(Some("bob"), &cluster.workdir(Some("bob")), "drover", &["templates"], None);
     assert_eq!(text(&listed.stdout), "No job templates for your accounts.\n");

@@ -95,8 +95,29 @@ pub(crate) fn apply(config: &Config, account: &str, mut spec: JobSpec) -> Result
             (Some(_), None) => {}
         }
     }
+    exclusive_fits(&spec, template)?;
     add_setup(&mut spec, &template.setup);
     Ok(spec)
+}
+
+/// `--exclusive` takes a whole node, whatever the job's CPUs, memory and GPUs say; under a
+/// template that sizes the job (sets or bounds any of them) it would step around those bounds,
+/// so it is refused there.
+fn exclusive_fits(spec: &JobSpec, template: &TemplateConfig) -> Result<(), Refusal> {
+    let sizes = [TemplateField::Gpus, TemplateField::Mem, TemplateField::CpusPerTask]
+        .into_iter()
+        .find(|f| template.defaults.sets(*f) || template.overridable.contains_key(f));
+    match sizes {
+        Some(field) if spec.exclusive => {
+            let detail = format!(
+                "--exclusive is not allowed by job template {} (it sizes the job's {})",
+                template.name,
+                field.option()
+            );
+            Err(Refusal::new(ErrorCode::InvalidSpec, detail))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What the job asks of `field`, `None` when it leaves it unset. Memory asked per CPU or per
@@ -119,6 +140,8 @@ fn asked(spec: &JobSpec, field: TemplateField, bound: Option<&Bound>) -> Option<
             (total > 0).then_some(Value::Count(total))
         }
         TemplateField::Mem => spec.mem.map(|m| match (m, bound) {
+            // `--mem=0` is all of a node's memory: beyond every finite bound.
+            (MemRequest::PerNode(0), _) => Value::Count(u64::MAX),
             (MemRequest::PerNode(mb), _) => Value::Count(mb),
             (MemRequest::PerCpu(_), _) => Value::Other("--mem-per-cpu"),
             (MemRequest::PerGpu(_), _) => Value::Other("--mem-per-gpu"),
@@ -227,6 +250,7 @@ fn show_count(field: TemplateField, n: u64) -> String {
             drover_shared::queue_lines::clock_into(&mut out, i64::try_from(n.saturating_mul(60)).unwrap_or(i64::MAX));
             out
         }
+        TemplateField::Mem if n == u64::MAX => "0 (all of a node's memory)".into(),
         TemplateField::Mem => format_mem_mb(n),
         _ => n.to_string(),
     }
@@ -362,6 +386,28 @@ gpus = { min = 1, max = 8 }
         s.mem = Some(MemRequest::PerCpu(100));
         let Refusal { detail, .. } = apply(&config(), "vision", s).unwrap_err();
         assert_eq!(detail, "--mem is locked by job template train (it sets 32G)");
+    }
+
+    #[test]
+    fn a_whole_node_is_not_a_way_around_the_size_bounds() {
+        // Found by trying: `--mem=0` (all of the node's memory) passed a bound of a few GB, and
+        // `--exclusive` took every CPU of the node under a locked --cpus-per-task.
+        let mut s = spec(Some("train"));
+        s.mem = Some(MemRequest::PerNode(0));
+        let mut bounded = config();
+        bounded.templates[0].overridable.insert(TemplateField::Mem, Bound::Range { min: 0, max: 64 * 1024 });
+        let Refusal { detail, .. } = apply(&bounded, "vision", s).unwrap_err();
+        assert_eq!(detail, "--mem=0 (all of a node's memory) is outside what job template train allows (0M to 64G)");
+        let mut s = spec(Some("train"));
+        s.exclusive = true;
+        let Refusal { detail, .. } = apply(&config(), "vision", s.clone()).unwrap_err();
+        assert_eq!(detail, "--exclusive is not allowed by job template train (it sizes the job's --gpus)");
+        // A template that sizes nothing leaves --exclusive to the user.
+        let mut open = config();
+        let t = &mut open.templates[0];
+        (t.defaults.gpus, t.defaults.mem_mb) = (None, None);
+        t.overridable.remove(&TemplateField::Gpus);
+        assert!(apply(&open, "vision", s).is_ok());
     }
 
     #[test]
