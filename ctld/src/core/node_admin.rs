@@ -132,12 +132,10 @@ impl Core {
                 node: name.clone(),
                 event: event.into(),
                 uid: who.caller.uid,
-                user: String::new(),
                 owner: shown.owner,
                 reason: reason.unwrap_or_default().to_owned(),
                 ticket: shown.ticket,
-                evidence: String::new(),
-                job_id: None,
+                ..NodeEvent::default()
             });
             self.save_node_state(name);
             if update.state == NodeStateChange::Down {
@@ -211,13 +209,10 @@ impl Core {
             time,
             node: name.to_owned(),
             event: "auto_drain".into(),
-            uid: 0,
-            user: String::new(),
             owner: SYSTEM_OWNER.into(),
             reason: reason.clone(),
-            ticket: None,
             evidence: evidence.clone(),
-            job_id: None,
+            ..NodeEvent::default()
         });
         let origin = format!("node:{name}");
         let detail = format!("nodes={name} reason={reason} owner={SYSTEM_OWNER} evidence={evidence}");
@@ -246,12 +241,9 @@ impl Core {
             node: name.to_owned(),
             event: "job_failure".into(),
             uid,
-            user: String::new(),
-            owner: String::new(),
-            reason: String::new(),
-            ticket: None,
             evidence: how,
             job_id: Some(job_id),
+            ..NodeEvent::default()
         });
         if let Some(evidence) = evidence.filter(|_| !already) {
             tracing::warn!(node = name, evidence, "jobs keep failing on the node: drained");

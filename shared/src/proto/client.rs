@@ -178,7 +178,7 @@ pub struct NodeReason {
 }
 
 /// One entry of a node's history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEvent {
     pub time: UnixTime,
     pub node: String,
