@@ -436,3 +436,40 @@ fn srun_output_array_tokens() {
         });
     }
 }
+
+/// `scancel --signal` follows Slurm's rule: without `-b` or `-f` only the job's steps get the
+/// signal, never the batch shell; `-b` signals the batch shell only; `-f/--full` both.
+#[test]
+fn scancel_signal_reaches_steps_batch_or_both() {
+    let cluster = Cluster::start();
+    // The shell waits in `wait`, which a trapped signal interrupts at once; the step's task
+    // reports each signal it gets. srun itself ignores USR1/USR2.
+    let script = "#!/bin/bash\ntrap 'echo batch-usr1' USR1\ntrap 'echo batch-usr2' USR2\n\
+        $DROVER_HOME/bin/srun -n1 bash -c 'trap \"echo step-usr1\" USR1; trap \"echo step-usr2\" USR2; \
+        echo step-up; while :; do sleep 0.1; done' &\n\
+        while :; do wait; done\n";
+    let job_id = cluster.submit(None, "signals.sh", script, &["-N1", "-n1", "-t", "5", "-o", "signals.out"]);
+    let path = cluster.workdir(None).join("signals.out");
+    let wait_lines = |needle: &str, count: usize| {
+        cluster.wait_for(needle, std::time::Duration::from_secs(60), || {
+            let out = std::fs::read_to_string(&path).unwrap_or_default();
+            (out.lines().filter(|l| *l == needle).count() >= count).then_some(out)
+        })
+    };
+    wait_lines("step-up", 1);
+    let id = job_id.to_string();
+    // Neither -b nor -f: the step only.
+    cluster.ok("scancel", &["--signal=USR1", &id]);
+    wait_lines("step-usr1", 1);
+    // -b: the batch shell only. The shell's USR1 (had it been sent) left before this USR2.
+    cluster.ok("scancel", &["-b", "--signal=USR2", &id]);
+    let out = wait_lines("batch-usr2", 1);
+    assert!(!out.contains("batch-usr1"), "a signal without -b reached the batch shell:\n{out}");
+    // -f: both.
+    cluster.ok("scancel", &["--full", "--signal=USR1", &id]);
+    wait_lines("batch-usr1", 1);
+    let out = wait_lines("step-usr1", 2);
+    assert!(!out.contains("step-usr2"), "-b reached the step:\n{out}");
+    assert_eq!(out.lines().filter(|l| *l == "batch-usr2").count(), 1, "{out}");
+    cluster.ok("scancel", &[&id]);
+}

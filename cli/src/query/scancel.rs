@@ -26,7 +26,7 @@ struct Args {
     /// Signal only the batch shell.
     #[arg(short = 'b', long = "batch")]
     batch: bool,
-    /// Signal the batch shell and all steps (what `--signal` does anyway without `-b`).
+    /// Signal the batch shell and all steps.
     #[arg(short = 'f', long = "full")]
     full: bool,
     /// Print this help.
@@ -59,7 +59,7 @@ struct Args {
     /// Only jobs in this reservation (Drover has none, so no job matches).
     #[arg(short = 'R', long = "reservation")]
     reservation: Option<String>,
-    /// Send this signal (name or number) instead of cancelling.
+    /// Send this signal (name or number) instead of cancelling: to the job's steps only, unless -b or -f.
     #[arg(short = 's', long = "signal")]
     signal: Option<String>,
     /// Only jobs in these states (PENDING, RUNNING, SUSPENDED).
@@ -277,6 +277,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         states,
         signal,
         batch_only: args.batch || std::env::var_os("SCANCEL_BATCH").is_some(),
+        full: args.full || std::env::var_os("SCANCEL_FULL").is_some(),
     };
     let mut has_filter = !request.users.is_empty()
         || !request.accounts.is_empty()
@@ -298,6 +299,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             job_ids: ids,
             signal: request.signal,
             batch_only: request.batch_only,
+            full: request.full,
             ..CancelRequest::default()
         };
         has_filter = false;

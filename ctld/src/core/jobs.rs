@@ -436,7 +436,11 @@ impl Core {
         }
         let batch_host = job.info.nodes.first().cloned();
         if let Some(signal) = request.signal {
-            if state == JobState::Running
+            // Slurm's rule: `-b` signals the batch shell only, `-f` the batch shell and every
+            // step, neither only the steps.
+            let to_batch = request.batch_only || request.full;
+            if to_batch
+                && state == JobState::Running
                 && let Some(link) = batch_host.and_then(|h| self.links.get(&h).cloned())
             {
                 let _ = link.tx.send(CtldMessage::Signal { job_id, signal, batch_only: request.batch_only });

@@ -278,6 +278,10 @@ pub struct CancelRequest {
     pub signal: Option<i32>,
     /// `-b/--batch`: signal only the batch shell.
     pub batch_only: bool,
+    /// `-f/--full`: signal the batch shell and every step. Without it (and without `-b`) a
+    /// signal reaches the job's steps only, as in Slurm.
+    #[serde(default)]
+    pub full: bool,
 }
 
 /// ctld's answer.
@@ -388,7 +392,9 @@ pub enum Response {
         templates: Vec<TemplateInfo>,
     },
     /// Answer to [`Request::Sacctmgr`]: the text sacctmgr prints.
-    Listing { text: String },
+    Listing {
+        text: String,
+    },
 }
 
 /// A job template as `drover templates` shows it.
