@@ -110,6 +110,10 @@ pub struct JobSpec {
     pub wckey: Option<String>,
     /// Drover's `--template`: the team job template ctld applies (`docs/admin/templates.md`).
     pub template: Option<String>,
+    /// sbatch's `-O/--overcommit`: the allocation holds CPUs as if each node ran one task (its
+    /// CPUs per task), however many tasks `-n` asks for; the tasks share them.
+    #[serde(default)]
+    pub overcommit: bool,
 }
 
 /// How much memory a job asks for.

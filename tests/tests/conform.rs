@@ -473,3 +473,23 @@ fn scancel_signal_reaches_steps_batch_or_both() {
     assert_eq!(out.lines().filter(|l| *l == "batch-usr2").count(), 1, "{out}");
     cluster.ok("scancel", &[&id]);
 }
+
+/// `sbatch -O -n 12` on two 4-CPU nodes: the allocation holds one task's CPUs on one node
+/// (Slurm's rule for `-O`), the job keeps its 12 tasks (`SLURM_NTASKS`), and its steps
+/// overcommit too (`SLURM_OVERCOMMIT`): a plain `srun` runs the 12 tasks on that one CPU.
+#[test]
+fn sbatch_overcommit_allocates_one_task_per_node() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\necho ntasks=$SLURM_NTASKS overcommit=$SLURM_OVERCOMMIT\n\
+        $DROVER_HOME/bin/squeue -h -j $SLURM_JOB_ID -o 'cpus=%C nodes=%D'\n\
+        $DROVER_HOME/bin/srun printenv SLURM_PROCID | wc -l\n";
+    let job_id = cluster.submit(None, "over.sh", script, &["-O", "-n", "12", "-o", "over.out"]);
+    cluster.wait_state(job_id, "COMPLETED", std::time::Duration::from_secs(60));
+    let out = std::fs::read_to_string(cluster.workdir(None).join("over.out")).expect("job output");
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines, ["ntasks=12 overcommit=1", "cpus=1 nodes=1", "12"], "{out}");
+    // Without -O the same request is still more than the cluster holds.
+    let dir = cluster.workdir(None);
+    let refused = cluster.run(None, &dir, "sbatch", &["-n", "12", "--wrap", "true"], None);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+}

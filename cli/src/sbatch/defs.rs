@@ -1050,7 +1050,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("ntasks-per-core", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("ntasks-per-gpu", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("ntasks-per-socket", Apply::Ignored(ArgKind::Required)),
-    OptionDef::new("overcommit", Apply::Ignored(ArgKind::None)).short('O').env("SBATCH_OVERCOMMIT"),
+    OptionDef::new("overcommit", Apply::Flag(|low| low.overcommit = Some(true)))
+        .short('O')
+        .env("SBATCH_OVERCOMMIT")
+        .help("overcommit resources: one task's CPUs per node, shared by all its tasks"),
     OptionDef::new("oversubscribe", Apply::Ignored(ArgKind::None)).short('s'),
     OptionDef::new("power", Apply::Ignored(ArgKind::Required)).env("SBATCH_POWER"),
     OptionDef::new("priority", Apply::NotYet(ArgKind::Required)),

@@ -196,9 +196,10 @@ fn input_variables(command: Command, env: &[(String, String)]) -> Vec<String> {
         words.extend(
             OUTSIDE_INPUT_VARIABLES.iter().filter_map(|(var, long)| Some(format!("--{long}={}", value_of(var)?))),
         );
-        if value_of("SLURM_OVERCOMMIT").is_some_and(|v| v != "0") {
-            words.push("--overcommit".to_owned());
-        }
+    }
+    // Inside an allocation too: an `sbatch -O` job sets it for its steps.
+    if command == Command::Srun && value_of("SLURM_OVERCOMMIT").is_some_and(|v| v != "0") {
+        words.push("--overcommit".to_owned());
     }
     words
 }
@@ -258,7 +259,8 @@ mod tests {
         .collect();
         assert_eq!(input_variables(Command::Srun, &env), ["--account=envacct", "--output=out.%j", "--ntasks=4"]);
         assert_eq!(input_variables(Command::Salloc, &env), ["--account=sallocacct"]);
-        // Outside an allocation srun also reads the task and node counts and SLURM_OVERCOMMIT.
+        // Outside an allocation srun also reads the task and node counts; SLURM_OVERCOMMIT
+        // everywhere (an `sbatch -O` job sets it).
         let outside: Vec<(String, String)> = [("SLURM_NPROCS", "5"), ("SLURM_NNODES", "1"), ("SLURM_OVERCOMMIT", "1")]
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -266,7 +268,7 @@ mod tests {
         assert_eq!(input_variables(Command::Srun, &outside), ["--nodes=1", "--ntasks=5", "--overcommit"]);
         let mut inside = outside.clone();
         inside.push(("SLURM_JOB_ID".to_owned(), "12".to_owned()));
-        assert!(input_variables(Command::Srun, &inside).is_empty(), "a job's own counts are not the step's");
+        assert_eq!(input_variables(Command::Srun, &inside), ["--overcommit"], "a job's own counts are not the step's");
         assert_eq!(srun("--account=envacct true").allocation.account.as_deref(), Some("envacct"));
         assert_eq!(srun("--account=envacct -A cli true").allocation.account.as_deref(), Some("cli"));
     }

@@ -64,6 +64,7 @@ pub(crate) fn resident(spec: &JobSpec) -> JobSpec {
         kill_on_invalid_dep,
         wckey: _,
         template: _,
+        overcommit,
     } = spec;
     JobSpec {
         partitions: partitions.clone(),
@@ -94,6 +95,7 @@ pub(crate) fn resident(spec: &JobSpec) -> JobSpec {
         // The step runner on every node of the job reads it (`LaunchStep`).
         umask: *umask,
         kill_on_invalid_dep: *kill_on_invalid_dep,
+        overcommit: *overcommit,
         ..JobSpec::default()
     }
 }
@@ -148,6 +150,7 @@ pub(crate) fn complete(resident: &JobSpec, info: &JobInfo, stored: JobSpec) -> J
         kill_on_invalid_dep: _,
         wckey,
         template,
+        overcommit: _,
     } = stored;
     JobSpec {
         name: info.name.clone(),
