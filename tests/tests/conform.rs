@@ -493,3 +493,27 @@ fn sbatch_overcommit_allocates_one_task_per_node() {
     let refused = cluster.run(None, &dir, "sbatch", &["-n", "12", "--wrap", "true"], None);
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
 }
+
+/// `scancel --signal` of a job that has not started yet: ctld refuses it as Slurm's does ("Job
+/// can not be altered now"), and scancel tries again after 5 s, as Slurm's does, by when the
+/// job and its step run: the signal arrives instead of being lost.
+#[test]
+fn scancel_signal_waits_for_a_starting_job() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/bash\n$DROVER_HOME/bin/srun -n1 bash -c 'trap \"echo step-usr1\" USR1; \
+        echo step-up; for i in $(seq 150); do sleep 0.1; done'\n";
+    let job_id = cluster.submit(None, "later.sh", script, &["--begin=now+2", "-t", "2", "-o", "later.out"]);
+    let dir = cluster.workdir(None);
+    let started = std::time::Instant::now();
+    let out = cluster.run(None, &dir, "scancel", &["-v", "--signal=USR1", &job_id.to_string()], None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(5), "no retry: {stderr}");
+    assert!(stderr.contains("scancel: Job is in transistional state, retrying"), "{stderr}");
+    let path = dir.join("later.out");
+    cluster.wait_for("the step's signal", std::time::Duration::from_secs(30), || {
+        std::fs::read_to_string(&path).ok().filter(|out| out.contains("step-usr1"))
+    });
+    assert_eq!(cluster.sacct_state(job_id).map(|s| s.0).as_deref(), Some("RUNNING"));
+    cluster.ok("scancel", &[&job_id.to_string()]);
+}

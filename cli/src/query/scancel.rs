@@ -344,6 +344,39 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             return Ok(code);
         }
     }
+    let mut answers = cancel_jobs(&request)?;
+    // A job not running yet cannot be signalled: as Slurm's scancel, try again after 5, 6, …
+    // seconds (the job is likely starting), ten times at most.
+    for attempt in 0..MAX_SIGNAL_RETRIES {
+        let waiting: Vec<JobId> =
+            answers.iter().filter(|(_, r)| *r == Err(ErrorCode::TransitionState)).map(|(id, _)| *id).collect();
+        if waiting.is_empty() || request.signal.is_none() {
+            break;
+        }
+        if args.verbose > 0 {
+            eprintln!("scancel: Job is in transistional state, retrying");
+        }
+        std::thread::sleep(std::time::Duration::from_secs(5 + attempt));
+        let again = cancel_jobs(&CancelRequest { job_ids: waiting, ..request.clone() })?;
+        for (id, result) in again {
+            if let Some(slot) = answers.iter_mut().find(|(known, _)| *known == id) {
+                slot.1 = result;
+            }
+        }
+    }
+    results.extend(answers.into_iter().map(|(id, result)| (id.to_string(), result)));
+    let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
+    let (stderr, code) = report(&results, options);
+    eprint!("{stderr}");
+    Ok(code)
+}
+
+/// How often scancel signals a job again that was not running yet (Slurm's count).
+const MAX_SIGNAL_RETRIES: u64 = 10;
+
+/// Sends `request` for its job ids (and filters), in chunks; one result per job.
+fn cancel_jobs(request: &CancelRequest) -> anyhow::Result<Vec<(JobId, Result<(), ErrorCode>)>> {
+    let mut results = Vec::new();
     let make = |job_ids| Request::Cancel(CancelRequest { job_ids, ..request.clone() });
     for (chunk, answer) in crate::client::call_chunked(&request.job_ids, make)? {
         let answer: Vec<(JobId, Result<(), ErrorCode>)> = match answer {
@@ -358,12 +391,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             }
             other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
         };
-        results.extend(answer.into_iter().map(|(id, result)| (id.to_string(), result)));
+        results.extend(answer);
     }
-    let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
-    let (stderr, code) = report(&results, options);
-    eprint!("{stderr}");
-    Ok(code)
+    Ok(results)
 }
 
 #[cfg(test)]

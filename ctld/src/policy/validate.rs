@@ -309,6 +309,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         committed: false,
         launched_at: None,
         cancel_requested_by: None,
+        started: false,
     };
     let candidates: Vec<&PartitionConfig> = partitions.clone();
     if !candidates.iter().any(|p| could_ever_fit(state, &job, p)) {

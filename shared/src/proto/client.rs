@@ -487,6 +487,8 @@ pub enum ErrorCode {
     TooManyCpus,
     /// A step's task count is zero or above `max_tasks_per_node` on some node.
     BadTaskCount,
+    /// `scancel --signal` of a job that is not running (yet): scancel tries again.
+    TransitionState,
 }
 
 impl ErrorCode {
@@ -524,6 +526,7 @@ impl ErrorCode {
             ErrorCode::InvalidTimeValue => "Invalid time specification",
             ErrorCode::TooManyCpus => "More processors requested than permitted",
             ErrorCode::BadTaskCount => "Task count specification invalid",
+            ErrorCode::TransitionState => "Job can not be altered now, try again later",
         }
     }
 }
