@@ -114,6 +114,10 @@ pub struct JobSpec {
     /// CPUs per task), however many tasks `-n` asks for; the tasks share them.
     #[serde(default)]
     pub overcommit: bool,
+    /// srun's `-Z/--no-allocate`: run on the `-w` nodes for root or the SlurmUser only (ctld
+    /// refuses it to anyone else); the allocation is one CPU per node, overcommitted.
+    #[serde(default)]
+    pub no_allocate: bool,
 }
 
 /// How much memory a job asks for.

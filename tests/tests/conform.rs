@@ -517,3 +517,52 @@ fn scancel_signal_waits_for_a_starting_job() {
     assert_eq!(cluster.sacct_state(job_id).map(|s| s.0).as_deref(), Some("RUNNING"));
     cluster.ok("scancel", &[&job_id.to_string()]);
 }
+
+/// `srun -Z/--no-allocate` by root (or the SlurmUser, the user ctld runs as; here the test's
+/// own user): the tasks run on the `-w` nodes, more of them than a node has CPUs; without `-w`
+/// it is an error.
+#[test]
+fn srun_no_allocate_runs_on_the_named_nodes() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let srun = |args: &[&str]| cluster.run(None, &dir, "srun", args, None);
+    let out = srun(&["-N1", "--nodelist=n2", "--no-allocate", "printenv", "SLURMD_NODENAME"]);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "n2\n".to_owned()), "{}", text(&out.stderr));
+    let out = srun(&["-Z", "-w", "n1", "-n", "6", "printenv", "SLURM_PROCID"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), 6, "{}", text(&out.stdout));
+    let out = srun(&["-Z", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--no-allocate needs the nodes to run on"), "{}", text(&out.stderr));
+}
+
+/// Hostile: `srun -Z` by a plain user is refused by ctld (the privilege is checked there, not
+/// by srun), with Slurm's access error; nothing runs and no job is left behind.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn srun_no_allocate_is_refused_to_plain_users() {
+    drover_e2e::require_users();
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(Some("alice"));
+    let marker = dir.join("ran-without-allocation");
+    let command = format!("touch {}", marker.display());
+    for args in [
+        vec!["-Z", "-w", "n1", "sh", "-c", command.as_str()],
+        vec!["--no-allocate", "--nodelist=n1,n2", "-N2", "sh", "-c", command.as_str()],
+    ] {
+        let out = cluster.run(Some("alice"), &dir, "srun", &args, None);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("Access/permission denied"), "{stderr}");
+    }
+    // Inside an allocation of her own, -Z is refused too (it does not use the allocation).
+    let script = format!("#!/bin/sh\n$DROVER_HOME/bin/srun -Z -w n2 sh -c '{command}'\necho rc=$?\n");
+    let job_id = cluster.submit(Some("alice"), "z.sh", &script, &["-o", "z.out"]);
+    cluster.wait_state(job_id, "COMPLETED", std::time::Duration::from_secs(60));
+    let out = std::fs::read_to_string(dir.join("z.out")).unwrap_or_default();
+    assert!(out.contains("rc=1"), "{out}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!marker.exists(), "a plain user ran tasks without an allocation");
+    let jobs = cluster.ok("sacct", &["-a", "-X", "-n", "-P", "-o", "JobID"]);
+    assert_eq!(jobs.trim(), job_id.to_string(), "only alice's own batch job was ever created: {jobs}");
+}

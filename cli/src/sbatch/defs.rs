@@ -890,6 +890,9 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('o')
         .value("out")
         .srun_only("file pattern the tasks' stdout goes to"),
+    OptionDef::new("no-allocate", Apply::Flag(|low| low.no_allocate = Some(true)))
+        .short('Z')
+        .srun_only("run on the -w nodes without a job allocation (root and SlurmUser only)"),
     OptionDef::new("overlap", Apply::Flag(|low| low.overlap = Some(true)))
         .srun_only("share CPUs with the job's other running steps"),
     OptionDef::new("overcommit", Apply::Flag(|low| low.overcommit = Some(true)))

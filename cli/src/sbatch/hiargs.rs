@@ -185,6 +185,7 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         wckey: low.wckey,
         template: low.template,
         overcommit: low.overcommit.unwrap_or(false),
+        no_allocate: false,
     };
     Ok(HiArgs {
         job_spec,

@@ -52,6 +52,9 @@ pub(crate) struct StepOptions {
     pub(crate) input: Option<String>,
     /// `--quit-on-interrupt`: the first SIGINT kills the step.
     pub(crate) quit_on_interrupt: bool,
+    /// `-Z/--no-allocate`: run on the `-w` nodes outside any allocation srun is in (ctld allows
+    /// it to root and the SlurmUser only).
+    pub(crate) no_allocate: bool,
 }
 
 /// What srun's or salloc's command line asks.
@@ -128,6 +131,20 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.wait = low.step_wait.filter(|w| *w > 0);
     options.input = low.input;
     options.quit_on_interrupt = low.quit_on_interrupt.unwrap_or(false);
+    if command == Command::Srun && low.no_allocate == Some(true) {
+        // Slurm's `-Z`: the tasks go to the `-w` nodes without a job allocation. Drover
+        // asks ctld for an allocation marked `no_allocate` (refused to anyone but root and the
+        // SlurmUser) of one CPU on each named node, which its step overcommits.
+        let Some(nodelist) = spec.nodelist.as_deref() else {
+            bail!("--no-allocate needs the nodes to run on: -w/--nodelist");
+        };
+        let nodes = drover_shared::hostlist::expand(nodelist)?.len();
+        options.no_allocate = true;
+        spec.no_allocate = true;
+        spec.nodes_min = Some(u32::try_from(nodes).unwrap_or(u32::MAX));
+        step.nodes = spec.nodes_min;
+        step.overcommit = true;
+    }
     // The node runs them from the step's working directory; srun names them from its own.
     let cwd = std::env::current_dir().unwrap_or_default();
     let absolute = |path: String| cwd.join(path).to_string_lossy().into_owned();
@@ -420,6 +437,7 @@ mod tests {
                   --jobid=id              run the step in this job (default: SLURM_JOB_ID)
               -l, --label                 prefix each output line with its task id
               -o, --output=out            file pattern the tasks' stdout goes to
+              -Z, --no-allocate           run on the -w nodes without a job allocation (root and SlurmUser only)
                   --overlap               share CPUs with the job's other running steps
               -O, --overcommit            start more tasks than the job has CPUs on a node
                   --pty                   run task 0 on a pseudo-terminal

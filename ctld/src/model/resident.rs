@@ -65,6 +65,7 @@ pub(crate) fn resident(spec: &JobSpec) -> JobSpec {
         wckey: _,
         template: _,
         overcommit,
+        no_allocate,
     } = spec;
     JobSpec {
         partitions: partitions.clone(),
@@ -96,6 +97,7 @@ pub(crate) fn resident(spec: &JobSpec) -> JobSpec {
         umask: *umask,
         kill_on_invalid_dep: *kill_on_invalid_dep,
         overcommit: *overcommit,
+        no_allocate: *no_allocate,
         ..JobSpec::default()
     }
 }
@@ -151,6 +153,7 @@ pub(crate) fn complete(resident: &JobSpec, info: &JobInfo, stored: JobSpec) -> J
         wckey,
         template,
         overcommit: _,
+        no_allocate: _,
     } = stored;
     JobSpec {
         name: info.name.clone(),

@@ -190,6 +190,10 @@ fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobS
 /// Validates a submission and builds the job record it becomes (without a job id yet).
 pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Refusal> {
     let config = &state.config;
+    if spec.no_allocate && !crate::policy::authz::may_skip_allocation(caller) {
+        let detail = format!("--no-allocate is for root and the SlurmUser, not uid {}", caller.uid);
+        return Err(Refusal::new(ErrorCode::AccessDenied, detail));
+    }
     check_sizes(&spec)?;
     check_launch_size(config, &spec)?;
     // The per-node shape is built node by node: never for more nodes than the cluster has.
