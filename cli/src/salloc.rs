@@ -12,7 +12,7 @@ use crate::sbatch::defs::Command;
 use crate::srun::options::{self, Parsed, StepOptions};
 use anyhow::{Context, bail};
 use drover_shared::job::{JobInfo, JobSpec, JobState};
-use drover_shared::proto::client::{CancelRequest, JobQuery, Request, Response};
+use drover_shared::proto::client::{CancelRequest, ErrorCode, JobQuery, Request, Response};
 use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
@@ -104,8 +104,22 @@ pub(crate) fn with_allocation(
         batch_only: true,
         ..CancelRequest::default()
     };
-    if let Err(error) = crate::client::call_via(socket, &Request::Cancel(release)) {
-        eprintln!("salloc: error: could not release job {job_id}: {error:#}");
+    // ctld signals a job only once its node reported the script started: until then, try again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match crate::client::call_via(socket, &Request::Cancel(release.clone())) {
+            Ok(Response::Cancelled { results })
+                if results.iter().any(|(_, r)| *r == Err(ErrorCode::TransitionState))
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Ok(_) => break,
+            Err(error) => {
+                eprintln!("salloc: error: could not release job {job_id}: {error:#}");
+                break;
+            }
+        }
     }
     result
 }

@@ -110,6 +110,14 @@ pub struct JobSpec {
     pub wckey: Option<String>,
     /// Drover's `--template`: the team job template ctld applies (`docs/admin/templates.md`).
     pub template: Option<String>,
+    /// sbatch's `-O/--overcommit`: the allocation holds CPUs as if each node ran one task (its
+    /// CPUs per task), however many tasks `-n` asks for; the tasks share them.
+    #[serde(default)]
+    pub overcommit: bool,
+    /// srun's `-Z/--no-allocate`: run on the `-w` nodes for root or the SlurmUser only (ctld
+    /// refuses it to anyone else); the allocation is one CPU per node, overcommitted.
+    #[serde(default)]
+    pub no_allocate: bool,
 }
 
 /// How much memory a job asks for.

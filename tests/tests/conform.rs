@@ -436,3 +436,133 @@ fn srun_output_array_tokens() {
         });
     }
 }
+
+/// `scancel --signal` follows Slurm's rule: without `-b` or `-f` only the job's steps get the
+/// signal, never the batch shell; `-b` signals the batch shell only; `-f/--full` both.
+#[test]
+fn scancel_signal_reaches_steps_batch_or_both() {
+    let cluster = Cluster::start();
+    // The shell waits in `wait`, which a trapped signal interrupts at once; the step's task
+    // reports each signal it gets. srun itself ignores USR1/USR2.
+    let script = "#!/bin/bash\ntrap 'echo batch-usr1' USR1\ntrap 'echo batch-usr2' USR2\n\
+        $DROVER_HOME/bin/srun -n1 bash -c 'trap \"echo step-usr1\" USR1; trap \"echo step-usr2\" USR2; \
+        echo step-up; while :; do sleep 0.1; done' &\n\
+        while :; do wait; done\n";
+    let job_id = cluster.submit(None, "signals.sh", script, &["-N1", "-n1", "-t", "5", "-o", "signals.out"]);
+    let path = cluster.workdir(None).join("signals.out");
+    let wait_lines = |needle: &str, count: usize| {
+        cluster.wait_for(needle, std::time::Duration::from_secs(60), || {
+            let out = std::fs::read_to_string(&path).unwrap_or_default();
+            (out.lines().filter(|l| *l == needle).count() >= count).then_some(out)
+        })
+    };
+    wait_lines("step-up", 1);
+    let id = job_id.to_string();
+    // Neither -b nor -f: the step only.
+    cluster.ok("scancel", &["--signal=USR1", &id]);
+    wait_lines("step-usr1", 1);
+    // -b: the batch shell only. The shell's USR1 (had it been sent) left before this USR2.
+    cluster.ok("scancel", &["-b", "--signal=USR2", &id]);
+    let out = wait_lines("batch-usr2", 1);
+    assert!(!out.contains("batch-usr1"), "a signal without -b reached the batch shell:\n{out}");
+    // -f: both.
+    cluster.ok("scancel", &["--full", "--signal=USR1", &id]);
+    wait_lines("batch-usr1", 1);
+    let out = wait_lines("step-usr1", 2);
+    assert!(!out.contains("step-usr2"), "-b reached the step:\n{out}");
+    assert_eq!(out.lines().filter(|l| *l == "batch-usr2").count(), 1, "{out}");
+    cluster.ok("scancel", &[&id]);
+}
+
+/// `sbatch -O -n 12` on two 4-CPU nodes: the allocation holds one task's CPUs on one node
+/// (Slurm's rule for `-O`), the job keeps its 12 tasks (`SLURM_NTASKS`), and its steps
+/// overcommit too (`SLURM_OVERCOMMIT`): a plain `srun` runs the 12 tasks on that one CPU.
+#[test]
+fn sbatch_overcommit_allocates_one_task_per_node() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\necho ntasks=$SLURM_NTASKS overcommit=$SLURM_OVERCOMMIT\n\
+        $DROVER_HOME/bin/squeue -h -j $SLURM_JOB_ID -o 'cpus=%C nodes=%D'\n\
+        $DROVER_HOME/bin/srun printenv SLURM_PROCID | wc -l\n";
+    let job_id = cluster.submit(None, "over.sh", script, &["-O", "-n", "12", "-o", "over.out"]);
+    cluster.wait_state(job_id, "COMPLETED", std::time::Duration::from_secs(60));
+    let out = std::fs::read_to_string(cluster.workdir(None).join("over.out")).expect("job output");
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines, ["ntasks=12 overcommit=1", "cpus=1 nodes=1", "12"], "{out}");
+    // Without -O the same request is still more than the cluster holds.
+    let dir = cluster.workdir(None);
+    let refused = cluster.run(None, &dir, "sbatch", &["-n", "12", "--wrap", "true"], None);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+}
+
+/// `scancel --signal` of a job that has not started yet: ctld refuses it as Slurm's does ("Job
+/// can not be altered now"), and scancel tries again after 5 s, as Slurm's does, by when the
+/// job and its step run: the signal arrives instead of being lost.
+#[test]
+fn scancel_signal_waits_for_a_starting_job() {
+    let cluster = Cluster::start();
+    let script = "#!/bin/bash\n$DROVER_HOME/bin/srun -n1 bash -c 'trap \"echo step-usr1\" USR1; \
+        echo step-up; for i in $(seq 150); do sleep 0.1; done'\n";
+    let job_id = cluster.submit(None, "later.sh", script, &["--begin=now+2", "-t", "2", "-o", "later.out"]);
+    let dir = cluster.workdir(None);
+    let started = std::time::Instant::now();
+    let out = cluster.run(None, &dir, "scancel", &["-v", "--signal=USR1", &job_id.to_string()], None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(5), "no retry: {stderr}");
+    assert!(stderr.contains("scancel: Job is in transistional state, retrying"), "{stderr}");
+    let path = dir.join("later.out");
+    cluster.wait_for("the step's signal", std::time::Duration::from_secs(30), || {
+        std::fs::read_to_string(&path).ok().filter(|out| out.contains("step-usr1"))
+    });
+    assert_eq!(cluster.sacct_state(job_id).map(|s| s.0).as_deref(), Some("RUNNING"));
+    cluster.ok("scancel", &[&job_id.to_string()]);
+}
+
+/// `srun -Z/--no-allocate` by root (or the SlurmUser, the user ctld runs as; here the test's
+/// own user): the tasks run on the `-w` nodes, more of them than a node has CPUs; without `-w`
+/// it is an error.
+#[test]
+fn srun_no_allocate_runs_on_the_named_nodes() {
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let srun = |args: &[&str]| cluster.run(None, &dir, "srun", args, None);
+    let out = srun(&["-N1", "--nodelist=n2", "--no-allocate", "printenv", "SLURMD_NODENAME"]);
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "n2\n".to_owned()), "{}", text(&out.stderr));
+    let out = srun(&["-Z", "-w", "n1", "-n", "6", "printenv", "SLURM_PROCID"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), 6, "{}", text(&out.stdout));
+    let out = srun(&["-Z", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--no-allocate needs the nodes to run on"), "{}", text(&out.stderr));
+}
+
+/// Hostile: `srun -Z` by a plain user is refused by ctld (the privilege is checked there, not
+/// by srun), with Slurm's access error; nothing runs and no job is left behind.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn srun_no_allocate_is_refused_to_plain_users() {
+    drover_e2e::require_users();
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(Some("alice"));
+    let marker = dir.join("ran-without-allocation");
+    let command = format!("touch {}", marker.display());
+    for args in [
+        vec!["-Z", "-w", "n1", "sh", "-c", command.as_str()],
+        vec!["--no-allocate", "--nodelist=n1,n2", "-N2", "sh", "-c", command.as_str()],
+    ] {
+        let out = cluster.run(Some("alice"), &dir, "srun", &args, None);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("Access/permission denied"), "{stderr}");
+    }
+    // Inside an allocation of her own, -Z is refused too (it does not use the allocation).
+    let script = format!("#!/bin/sh\n$DROVER_HOME/bin/srun -Z -w n2 sh -c '{command}'\necho rc=$?\n");
+    let job_id = cluster.submit(Some("alice"), "z.sh", &script, &["-o", "z.out"]);
+    cluster.wait_state(job_id, "COMPLETED", std::time::Duration::from_secs(60));
+    let out = std::fs::read_to_string(dir.join("z.out")).unwrap_or_default();
+    assert!(out.contains("rc=1"), "{out}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!marker.exists(), "a plain user ran tasks without an allocation");
+    let jobs = cluster.ok("sacct", &["-a", "-X", "-n", "-P", "-o", "JobID"]);
+    assert_eq!(jobs.trim(), job_id.to_string(), "only alice's own batch job was ever created: {jobs}");
+}

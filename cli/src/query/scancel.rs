@@ -26,7 +26,7 @@ struct Args {
     /// Signal only the batch shell.
     #[arg(short = 'b', long = "batch")]
     batch: bool,
-    /// Signal the batch shell and all steps (what `--signal` does anyway without `-b`).
+    /// Signal the batch shell and all steps.
     #[arg(short = 'f', long = "full")]
     full: bool,
     /// Print this help.
@@ -59,7 +59,7 @@ struct Args {
     /// Only jobs in this reservation (Drover has none, so no job matches).
     #[arg(short = 'R', long = "reservation")]
     reservation: Option<String>,
-    /// Send this signal (name or number) instead of cancelling.
+    /// Send this signal (name or number) instead of cancelling: to the job's steps only, unless -b or -f.
     #[arg(short = 's', long = "signal")]
     signal: Option<String>,
     /// Only jobs in these states (PENDING, RUNNING, SUSPENDED).
@@ -277,6 +277,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         states,
         signal,
         batch_only: args.batch || std::env::var_os("SCANCEL_BATCH").is_some(),
+        full: args.full || std::env::var_os("SCANCEL_FULL").is_some(),
     };
     let mut has_filter = !request.users.is_empty()
         || !request.accounts.is_empty()
@@ -298,6 +299,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             job_ids: ids,
             signal: request.signal,
             batch_only: request.batch_only,
+            full: request.full,
             ..CancelRequest::default()
         };
         has_filter = false;
@@ -342,6 +344,39 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             return Ok(code);
         }
     }
+    let mut answers = cancel_jobs(&request)?;
+    // A job not running yet cannot be signalled: as Slurm's scancel, try again after 5, 6, …
+    // seconds (the job is likely starting), ten times at most.
+    for attempt in 0..MAX_SIGNAL_RETRIES {
+        let waiting: Vec<JobId> =
+            answers.iter().filter(|(_, r)| *r == Err(ErrorCode::TransitionState)).map(|(id, _)| *id).collect();
+        if waiting.is_empty() || request.signal.is_none() {
+            break;
+        }
+        if args.verbose > 0 {
+            eprintln!("scancel: Job is in transistional state, retrying");
+        }
+        std::thread::sleep(std::time::Duration::from_secs(5 + attempt));
+        let again = cancel_jobs(&CancelRequest { job_ids: waiting, ..request.clone() })?;
+        for (id, result) in again {
+            if let Some(slot) = answers.iter_mut().find(|(known, _)| *known == id) {
+                slot.1 = result;
+            }
+        }
+    }
+    results.extend(answers.into_iter().map(|(id, result)| (id.to_string(), result)));
+    let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
+    let (stderr, code) = report(&results, options);
+    eprint!("{stderr}");
+    Ok(code)
+}
+
+/// How often scancel signals a job again that was not running yet (Slurm's count).
+const MAX_SIGNAL_RETRIES: u64 = 10;
+
+/// Sends `request` for its job ids (and filters), in chunks; one result per job.
+fn cancel_jobs(request: &CancelRequest) -> anyhow::Result<Vec<(JobId, Result<(), ErrorCode>)>> {
+    let mut results = Vec::new();
     let make = |job_ids| Request::Cancel(CancelRequest { job_ids, ..request.clone() });
     for (chunk, answer) in crate::client::call_chunked(&request.job_ids, make)? {
         let answer: Vec<(JobId, Result<(), ErrorCode>)> = match answer {
@@ -356,12 +391,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             }
             other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
         };
-        results.extend(answer.into_iter().map(|(id, result)| (id.to_string(), result)));
+        results.extend(answer);
     }
-    let options = ReportOptions { verbose: args.verbose > 0, quiet: args.quiet, signal };
-    let (stderr, code) = report(&results, options);
-    eprint!("{stderr}");
-    Ok(code)
+    Ok(results)
 }
 
 #[cfg(test)]

@@ -890,6 +890,9 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .short('o')
         .value("out")
         .srun_only("file pattern the tasks' stdout goes to"),
+    OptionDef::new("no-allocate", Apply::Flag(|low| low.no_allocate = Some(true)))
+        .short('Z')
+        .srun_only("run on the -w nodes without a job allocation (root and SlurmUser only)"),
     OptionDef::new("overlap", Apply::Flag(|low| low.overlap = Some(true)))
         .srun_only("share CPUs with the job's other running steps"),
     OptionDef::new("overcommit", Apply::Flag(|low| low.overcommit = Some(true)))
@@ -1050,7 +1053,10 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("ntasks-per-core", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("ntasks-per-gpu", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("ntasks-per-socket", Apply::Ignored(ArgKind::Required)),
-    OptionDef::new("overcommit", Apply::Ignored(ArgKind::None)).short('O').env("SBATCH_OVERCOMMIT"),
+    OptionDef::new("overcommit", Apply::Flag(|low| low.overcommit = Some(true)))
+        .short('O')
+        .env("SBATCH_OVERCOMMIT")
+        .help("overcommit resources: one task's CPUs per node, shared by all its tasks"),
     OptionDef::new("oversubscribe", Apply::Ignored(ArgKind::None)).short('s'),
     OptionDef::new("power", Apply::Ignored(ArgKind::Required)).env("SBATCH_POWER"),
     OptionDef::new("priority", Apply::NotYet(ArgKind::Required)),

@@ -184,6 +184,8 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         kill_on_invalid_dep: low.kill_on_invalid_dep.unwrap_or(false),
         wckey: low.wckey,
         template: low.template,
+        overcommit: low.overcommit.unwrap_or(false),
+        no_allocate: false,
     };
     Ok(HiArgs {
         job_spec,

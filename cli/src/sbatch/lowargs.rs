@@ -160,6 +160,8 @@ low_args! {
     overlap: bool,
     /// srun's `-O/--overcommit`.
     overcommit: bool,
+    /// srun's `-Z/--no-allocate`.
+    no_allocate: bool,
     /// srun's `--pty`.
     pty: bool,
     /// srun's `--jobid`.

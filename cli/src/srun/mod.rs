@@ -94,8 +94,12 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if options.verbosity > 0 {
         eprint!("{}", options_dump(&options));
     }
-    let job_id = options.job_id.or_else(|| {
-        ["SLURM_JOB_ID", "SLURM_JOBID"].iter().find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
+    // `-Z` runs outside any allocation srun is in.
+    let job_id = options.job_id.filter(|_| !options.no_allocate).or_else(|| {
+        ["SLURM_JOB_ID", "SLURM_JOBID"]
+            .iter()
+            .filter(|_| !options.no_allocate)
+            .find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
     });
     let socket = socket_path()?;
     match job_id {

@@ -52,6 +52,9 @@ pub(crate) struct StepOptions {
     pub(crate) input: Option<String>,
     /// `--quit-on-interrupt`: the first SIGINT kills the step.
     pub(crate) quit_on_interrupt: bool,
+    /// `-Z/--no-allocate`: run on the `-w` nodes outside any allocation srun is in (ctld allows
+    /// it to root and the SlurmUser only).
+    pub(crate) no_allocate: bool,
 }
 
 /// What srun's or salloc's command line asks.
@@ -128,6 +131,20 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.wait = low.step_wait.filter(|w| *w > 0);
     options.input = low.input;
     options.quit_on_interrupt = low.quit_on_interrupt.unwrap_or(false);
+    if command == Command::Srun && low.no_allocate == Some(true) {
+        // Slurm's `-Z`: the tasks go to the `-w` nodes without a job allocation. Drover
+        // asks ctld for an allocation marked `no_allocate` (refused to anyone but root and the
+        // SlurmUser) of one CPU on each named node, which its step overcommits.
+        let Some(nodelist) = spec.nodelist.as_deref() else {
+            bail!("--no-allocate needs the nodes to run on: -w/--nodelist");
+        };
+        let nodes = drover_shared::hostlist::expand(nodelist)?.len();
+        options.no_allocate = true;
+        spec.no_allocate = true;
+        spec.nodes_min = Some(u32::try_from(nodes).unwrap_or(u32::MAX));
+        step.nodes = spec.nodes_min;
+        step.overcommit = true;
+    }
     // The node runs them from the step's working directory; srun names them from its own.
     let cwd = std::env::current_dir().unwrap_or_default();
     let absolute = |path: String| cwd.join(path).to_string_lossy().into_owned();
@@ -196,9 +213,10 @@ fn input_variables(command: Command, env: &[(String, String)]) -> Vec<String> {
         words.extend(
             OUTSIDE_INPUT_VARIABLES.iter().filter_map(|(var, long)| Some(format!("--{long}={}", value_of(var)?))),
         );
-        if value_of("SLURM_OVERCOMMIT").is_some_and(|v| v != "0") {
-            words.push("--overcommit".to_owned());
-        }
+    }
+    // Inside an allocation too: an `sbatch -O` job sets it for its steps.
+    if command == Command::Srun && value_of("SLURM_OVERCOMMIT").is_some_and(|v| v != "0") {
+        words.push("--overcommit".to_owned());
     }
     words
 }
@@ -258,7 +276,8 @@ mod tests {
         .collect();
         assert_eq!(input_variables(Command::Srun, &env), ["--account=envacct", "--output=out.%j", "--ntasks=4"]);
         assert_eq!(input_variables(Command::Salloc, &env), ["--account=sallocacct"]);
-        // Outside an allocation srun also reads the task and node counts and SLURM_OVERCOMMIT.
+        // Outside an allocation srun also reads the task and node counts; SLURM_OVERCOMMIT
+        // everywhere (an `sbatch -O` job sets it).
         let outside: Vec<(String, String)> = [("SLURM_NPROCS", "5"), ("SLURM_NNODES", "1"), ("SLURM_OVERCOMMIT", "1")]
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -266,7 +285,7 @@ mod tests {
         assert_eq!(input_variables(Command::Srun, &outside), ["--nodes=1", "--ntasks=5", "--overcommit"]);
         let mut inside = outside.clone();
         inside.push(("SLURM_JOB_ID".to_owned(), "12".to_owned()));
-        assert!(input_variables(Command::Srun, &inside).is_empty(), "a job's own counts are not the step's");
+        assert_eq!(input_variables(Command::Srun, &inside), ["--overcommit"], "a job's own counts are not the step's");
         assert_eq!(srun("--account=envacct true").allocation.account.as_deref(), Some("envacct"));
         assert_eq!(srun("--account=envacct -A cli true").allocation.account.as_deref(), Some("cli"));
     }
@@ -418,6 +437,7 @@ mod tests {
                   --jobid=id              run the step in this job (default: SLURM_JOB_ID)
               -l, --label                 prefix each output line with its task id
               -o, --output=out            file pattern the tasks' stdout goes to
+              -Z, --no-allocate           run on the -w nodes without a job allocation (root and SlurmUser only)
                   --overlap               share CPUs with the job's other running steps
               -O, --overcommit            start more tasks than the job has CPUs on a node
                   --pty                   run task 0 on a pseudo-terminal

@@ -72,6 +72,7 @@ impl Core {
             info.steps.clear();
             info.partition = job.candidates.join(",");
             job.launched_at = None;
+            job.started = false;
         }
         self.store_job(job_id, false);
         self.schedule_needed = true;
@@ -435,8 +436,18 @@ impl Core {
             return Err(ErrorCode::AlreadyDone);
         }
         let batch_host = job.info.nodes.first().cloned();
-        if let Some(signal) = request.signal {
-            if state == JobState::Running
+        // Slurm's rule: a signal reaches a running job only, once its script has started (a
+        // starting job is Slurm's CONFIGURING); SIGKILL cancels a pending one.
+        let signal = request.signal.filter(|s| !(*s == libc::SIGKILL && state == JobState::Pending));
+        if signal.is_some() && (state != JobState::Running || !job.started) {
+            return Err(ErrorCode::TransitionState);
+        }
+        if let Some(signal) = signal {
+            // Slurm's rule: `-b` signals the batch shell only, `-f` the batch shell and every
+            // step, neither only the steps.
+            let to_batch = request.batch_only || request.full;
+            if to_batch
+                && state == JobState::Running
                 && let Some(link) = batch_host.and_then(|h| self.links.get(&h).cloned())
             {
                 let _ = link.tx.send(CtldMessage::Signal { job_id, signal, batch_only: request.batch_only });

@@ -420,6 +420,8 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::store::db::StoredJob
             committed: true,
             launched_at: running.then_some(now),
             cancel_requested_by: None,
+            // Whether its script started was not stored: a running job is taken as started.
+            started: running,
         };
         if let Some(alloc) = &job.alloc {
             let alloc = alloc.clone();

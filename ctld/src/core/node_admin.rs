@@ -297,7 +297,10 @@ fn check_owner(owner: &str) -> Result<(), Refusal> {
     if ok {
         Ok(())
     } else {
-        Err(Refusal::new(ErrorCode::InvalidSpec, "owner must be a name of at most 64 letters, digits, '.', '_', '-' or '@'"))
+        Err(Refusal::new(
+            ErrorCode::InvalidSpec,
+            "owner must be a name of at most 64 letters, digits, '.', '_', '-' or '@'",
+        ))
     }
 }
 

@@ -150,6 +150,7 @@ impl Core {
                     && job.info.restarts == run
                 {
                     job.info.start_time = Some(start_time);
+                    job.started = true;
                     if let Some(step) = job.info.steps.first_mut() {
                         step.start_time = Some(start_time);
                     }

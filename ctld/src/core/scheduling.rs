@@ -125,6 +125,7 @@ impl Core {
             info.steps = vec![validate::batch_step(info, now)];
             job.alloc = Some(alloc);
             job.launched_at = Some(now);
+            job.started = false;
             let billing = crate::model::tres::job_billing(&self.state, &self.state.jobs[&job_id]);
             let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
             job.info.billing = Some(crate::model::tres::billing_count(billing));

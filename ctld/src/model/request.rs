@@ -27,6 +27,8 @@ pub(crate) struct PerNodeRequest {
     /// Tasks on each node (block distribution of `-n` over the nodes).
     pub(crate) tasks: Vec<u32>,
     pub(crate) cpus_per_task: u32,
+    /// `-O/--overcommit`: each node holds one task's CPUs, whatever its task count.
+    pub(crate) overcommit: bool,
     pub(crate) exclusive: bool,
     pub(crate) mem: Option<Mem>,
     /// GPUs per node, by type (`None` = any type).
@@ -67,6 +69,7 @@ impl PerNodeRequest {
             n_nodes,
             tasks,
             cpus_per_task: spec.cpus_per_task.unwrap_or(1).max(1),
+            overcommit: spec.overcommit,
             exclusive: spec.exclusive,
             mem: spec.mem.map(Mem),
             gpus,
@@ -79,8 +82,16 @@ impl PerNodeRequest {
 
     /// CPUs wanted on the `i`-th node.
     pub(crate) fn cpus(&self, i: usize) -> u32 {
+        if self.overcommit {
+            return self.cpus_per_task;
+        }
         // Saturating: a request of 2³¹ tasks × 2 CPUs must not wrap around to one that fits.
         self.tasks[i].saturating_mul(self.cpus_per_task)
+    }
+
+    /// CPUs wanted on all the nodes together.
+    pub(crate) fn total_cpus(&self) -> u32 {
+        (0..self.tasks.len()).fold(0u32, |sum, i| sum.saturating_add(self.cpus(i)))
     }
 
     pub(crate) fn mem_mb(&self, cpus: u32, node_mem: u64, default_mem_per_cpu: Option<u64>) -> u64 {

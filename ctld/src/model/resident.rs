@@ -64,6 +64,8 @@ pub(crate) fn resident(spec: &JobSpec) -> JobSpec {
         kill_on_invalid_dep,
         wckey: _,
         template: _,
+        overcommit,
+        no_allocate,
     } = spec;
     JobSpec {
         partitions: partitions.clone(),
@@ -94,6 +96,8 @@ pub(crate) fn resident(spec: &JobSpec) -> JobSpec {
         // The step runner on every node of the job reads it (`LaunchStep`).
         umask: *umask,
         kill_on_invalid_dep: *kill_on_invalid_dep,
+        overcommit: *overcommit,
+        no_allocate: *no_allocate,
         ..JobSpec::default()
     }
 }
@@ -148,6 +152,8 @@ pub(crate) fn complete(resident: &JobSpec, info: &JobInfo, stored: JobSpec) -> J
         kill_on_invalid_dep: _,
         wckey,
         template,
+        overcommit: _,
+        no_allocate: _,
     } = stored;
     JobSpec {
         name: info.name.clone(),

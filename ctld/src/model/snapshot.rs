@@ -359,6 +359,7 @@ mod tests {
             committed,
             launched_at: None,
             cancel_requested_by: None,
+            started: false,
         };
         state.jobs.insert(job_id, job);
     }

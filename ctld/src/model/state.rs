@@ -45,6 +45,9 @@ pub(crate) struct Job {
     pub(crate) launched_at: Option<UnixTime>,
     /// The uid that asked for the cancel, while the node is still killing the job.
     pub(crate) cancel_requested_by: Option<u32>,
+    /// The node reported the batch script started (`JobStarted`) for this run; until then the
+    /// job is starting (Slurm's `CONFIGURING`) and cannot be signalled. Kept in memory only.
+    pub(crate) started: bool,
 }
 
 /// One configured node and its live state.

@@ -45,7 +45,7 @@ pub(crate) fn of_job(state: &State, job: &Job) -> Tres {
 pub(crate) fn of_request(request: &PerNodeRequest) -> Tres {
     let mut tres = Tres::new();
     let n_nodes = u64::from(request.n_nodes);
-    tres.insert("cpu".into(), u64::from(request.tasks.iter().sum::<u32>() * request.cpus_per_task));
+    tres.insert("cpu".into(), u64::from(request.total_cpus()));
     tres.insert("node".into(), n_nodes);
     if let Some(drover_shared::job::MemRequest::PerNode(mb)) = request.mem.map(|m| m.0) {
         tres.insert("mem".into(), mb * n_nodes);

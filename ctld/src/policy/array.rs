@@ -77,6 +77,7 @@ pub(crate) fn claim(state: &mut State, job_id: JobId, task: Option<u32>) -> Opti
         committed: true,
         launched_at: None,
         cancel_requested_by: None,
+        started: false,
     };
     state.jobs.insert(new_id, task_job);
     Some((new_id, true))

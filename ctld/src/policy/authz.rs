@@ -66,6 +66,13 @@ impl Who {
     }
 }
 
+/// Whether `caller` may run tasks without an allocation of their own (srun's `-Z/--no-allocate`):
+/// root and the SlurmUser (the user ctld runs as) only, whatever role the config gives anyone
+/// else, as in Slurm.
+pub(crate) fn may_skip_allocation(caller: Caller) -> bool {
+    caller.uid == 0 || caller.uid == nix::unistd::geteuid().as_raw()
+}
+
 /// What `PrivateData` hides from a caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Private {

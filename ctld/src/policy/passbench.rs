@@ -175,6 +175,7 @@ impl Bench {
             committed: true,
             launched_at: None,
             cancel_requested_by: None,
+            started: false,
         };
         self.state.jobs.insert(job_id, job);
     }

@@ -133,6 +133,7 @@ impl Sim {
             committed: true,
             launched_at: None,
             cancel_requested_by: None,
+            started: false,
         };
         self.state.jobs.insert(job_id, job);
         self.runtime.insert(job_id, runtime);

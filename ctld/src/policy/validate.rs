@@ -166,9 +166,12 @@ fn check_launch_size(config: &Config, spec: &JobSpec) -> Result<(), Refusal> {
 /// nodes as they need rather than all asking for one node. The job asks for the fewest nodes
 /// that hold its tasks when each holds as many as the candidate partitions' largest node has
 /// CPUs for; a job whose tasks fit one such node keeps asking for one. More nodes than the
-/// cluster has are refused here, before any per-node shape is built.
+/// cluster has are refused here, before any per-node shape is built. Under `-O/--overcommit` the
+/// tasks share one node's CPUs: nothing spreads.
 fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobSpec) -> Result<JobSpec, Refusal> {
-    let (Some(ntasks), None, None) = (spec.ntasks, spec.nodes_min, spec.ntasks_per_node) else { return Ok(spec) };
+    let (Some(ntasks), None, None, false) = (spec.ntasks, spec.nodes_min, spec.ntasks_per_node, spec.overcommit) else {
+        return Ok(spec);
+    };
     let names: std::collections::HashSet<&str> =
         partitions.iter().flat_map(|p| p.nodes.iter().map(String::as_str)).collect();
     let most_cpus = config.nodes.iter().filter(|n| names.contains(n.name.as_str())).map(|n| n.cpus).max();
@@ -187,6 +190,10 @@ fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobS
 /// Validates a submission and builds the job record it becomes (without a job id yet).
 pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Refusal> {
     let config = &state.config;
+    if spec.no_allocate && !crate::policy::authz::may_skip_allocation(caller) {
+        let detail = format!("--no-allocate is for root and the SlurmUser, not uid {}", caller.uid);
+        return Err(Refusal::new(ErrorCode::AccessDenied, detail));
+    }
     check_sizes(&spec)?;
     check_launch_size(config, &spec)?;
     // The per-node shape is built node by node: never for more nodes than the cluster has.
@@ -306,6 +313,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         committed: false,
         launched_at: None,
         cancel_requested_by: None,
+        started: false,
     };
     let candidates: Vec<&PartitionConfig> = partitions.clone();
     if !candidates.iter().any(|p| could_ever_fit(state, &job, p)) {
@@ -340,7 +348,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         eligible_time: Some(spec.begin_time.unwrap_or(now).max(now)),
         time_limit: spec.time_limit,
         num_nodes: request.n_nodes,
-        num_cpus: request.tasks.iter().sum::<u32>().saturating_mul(request.cpus_per_task),
+        num_cpus: request.total_cpus(),
         num_tasks: request.tasks.iter().sum(),
         cpus_per_task: request.cpus_per_task,
         mem: spec.mem,

@@ -50,6 +50,10 @@ pub(super) fn batch_environment(
     if let Some(cpus_per_task) = spec.cpus_per_task {
         env.set("SLURM_CPUS_PER_TASK", cpus_per_task);
     }
+    if spec.overcommit {
+        // srun reads it: the job's steps overcommit its CPUs too.
+        env.set("SLURM_OVERCOMMIT", 1);
+    }
     env.set("SLURM_CPUS_ON_NODE", launch.cpus_on_node);
     match spec.mem {
         Some(MemRequest::PerCpu(mb)) if mb != 0 => env.set("SLURM_MEM_PER_CPU", mb),

@@ -278,6 +278,10 @@ pub struct CancelRequest {
     pub signal: Option<i32>,
     /// `-b/--batch`: signal only the batch shell.
     pub batch_only: bool,
+    /// `-f/--full`: signal the batch shell and every step. Without it (and without `-b`) a
+    /// signal reaches the job's steps only, as in Slurm.
+    #[serde(default)]
+    pub full: bool,
 }
 
 /// ctld's answer.
@@ -388,7 +392,9 @@ pub enum Response {
         templates: Vec<TemplateInfo>,
     },
     /// Answer to [`Request::Sacctmgr`]: the text sacctmgr prints.
-    Listing { text: String },
+    Listing {
+        text: String,
+    },
 }
 
 /// A job template as `drover templates` shows it.
@@ -481,6 +487,8 @@ pub enum ErrorCode {
     TooManyCpus,
     /// A step's task count is zero or above `max_tasks_per_node` on some node.
     BadTaskCount,
+    /// `scancel --signal` of a job that is not running (yet): scancel tries again.
+    TransitionState,
 }
 
 impl ErrorCode {
@@ -518,6 +526,7 @@ impl ErrorCode {
             ErrorCode::InvalidTimeValue => "Invalid time specification",
             ErrorCode::TooManyCpus => "More processors requested than permitted",
             ErrorCode::BadTaskCount => "Task count specification invalid",
+            ErrorCode::TransitionState => "Job can not be altered now, try again later",
         }
     }
 }

@@ -108,6 +108,7 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
         committed: true,
         launched_at: None,
         cancel_requested_by: None,
+        started: false,
     };
     state.jobs.insert(job_id, job);
     job_id
