@@ -29,6 +29,8 @@ use tokio::sync::Notify;
 #[derive(Debug, Clone)]
 pub struct NodeSettings {
     pub name: String,
+    /// ctld's node address; a replicated controller's replicas' addresses, comma-separated,
+    /// tried in turn.
     pub controller: String,
     pub state_dir: PathBuf,
     pub key: Arc<ClusterKey>,
@@ -164,10 +166,18 @@ fn launched_before_boot(dir: &std::path::Path) -> bool {
 }
 
 async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
-    let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&settings.controller))
-        .await
-        .context("connecting to ctld timed out")?
-        .with_context(|| format!("connecting to ctld at {}", settings.controller))?;
+    // A replicated controller lists every replica; only the leader accepts.
+    let mut connected = Err(anyhow::anyhow!("no controller address"));
+    for address in settings.controller.split(',') {
+        connected = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address))
+            .await
+            .context("connecting to ctld timed out")
+            .and_then(|stream| stream.with_context(|| format!("connecting to ctld at {address}")));
+        if connected.is_ok() {
+            break;
+        }
+    }
+    let stream = connected?;
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
     let handshake = node_handshake(&mut messages, &settings.key, &settings.name);

@@ -1,0 +1,150 @@
+//! Replicated controllers (`[[controller.replicas]]`, docs/admin/ha.md): three or more ctld
+//! processes keep the state database in step with Raft (openraft). Every batch the writer would
+//! commit becomes one log entry; each replica applies committed entries to its own `drover.db`
+//! with the writer's own code (`state_machine.rs`), and the leader releases a batch's
+//! `AfterCommit` actions only once its entry is committed on a majority and applied (`writer.rs`).
+//! Only the leader runs the core: a replica that wins an election builds its core from its own
+//! database, as a restarted ctld does, and a leader that stops leading ends its process at once
+//! (its supervisor restarts it as a follower). The log lives in `raft.db` (`log_store.rs`);
+//! replicas talk over authenticated, sealed TCP (`network.rs`).
+//!
+//! Layer: beside the store, for the wiring in `lib.rs`; it imports only the store and the model.
+
+mod log_store;
+mod network;
+mod state_machine;
+mod wire;
+pub(crate) mod writer;
+
+use anyhow::Context;
+use drover_shared::auth::ClusterKey;
+use drover_shared::config::Config;
+use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+openraft::declare_raft_types!(
+    /// The Raft types of the controller's log.
+    pub(crate) TypeConfig:
+        D = wire::Batch,
+        R = wire::Applied,
+        NodeId = u64,
+        Node = BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// Leader heartbeats (ms).
+const HEARTBEAT_MS: u64 = 150;
+/// A follower that hears no leader for a random time in this range stands for election (ms).
+const ELECTION_MS: (u64, u64) = (700, 1400);
+/// A leader that has heard from no majority for this long stops (ms): by then the others may
+/// have elected a new leader.
+const LOST_QUORUM_MS: u64 = 1000;
+/// Entries between two snapshots of the state database (after which the log before the
+/// snapshot is purged).
+const SNAPSHOT_EVERY: u64 = 2000;
+
+/// This process's replica: its Raft node and where its state database is.
+pub(crate) struct Replica {
+    pub(crate) raft: Raft<TypeConfig>,
+    pub(crate) id: u64,
+    pub(crate) db_path: PathBuf,
+}
+
+/// Opens replica `id`'s log and state database (in its state directory), starts its Raft node
+/// and the Raft port, and, on a replica that never held a log, proposes the configured
+/// membership (every replica proposes the same one; the first election decides).
+pub(crate) async fn start(config: &Config, id: u64, key: Arc<ClusterKey>) -> anyhow::Result<Replica> {
+    let me = config.replicas.iter().find(|r| r.id == id).context("this replica is not in the config")?;
+    let log = log_store::LogStore::open(&me.state_dir.join("raft.db"))?;
+    let blank = log.is_blank();
+    let db_path = me.state_dir.join("drover.db");
+    let state_machine = state_machine::StateMachine::open(&db_path)?;
+    let raft_config = openraft::Config {
+        cluster_name: config.cluster_name.clone(),
+        heartbeat_interval: HEARTBEAT_MS,
+        election_timeout_min: ELECTION_MS.0,
+        election_timeout_max: ELECTION_MS.1,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
+        max_in_snapshot_log_to_keep: 100,
+        max_payload_entries: 16,
+        ..openraft::Config::default()
+    }
+    .validate()
+    .context("the Raft settings")?;
+    let peers: BTreeMap<u64, String> = config.replicas.iter().map(|r| (r.id, r.raft_address.clone())).collect();
+    let network = network::Network { me: id, key, peers: Arc::new(peers) };
+    let raft = Raft::new(id, Arc::new(raft_config), network.clone(), log, state_machine)
+        .await
+        .context("starting the Raft node")?;
+    let listener = tokio::net::TcpListener::bind(&me.raft_address)
+        .await
+        .with_context(|| format!("binding the Raft port {}", me.raft_address))?;
+    tokio::spawn(network::serve(listener, raft.clone(), network));
+    if blank {
+        let members: BTreeMap<u64, BasicNode> =
+            config.replicas.iter().map(|r| (r.id, BasicNode::new(r.raft_address.clone()))).collect();
+        if let Err(e) = raft.initialize(members).await {
+            tracing::info!(error = %e, "membership not proposed");
+        }
+    }
+    tracing::info!(replica = id, raft = me.raft_address, "replica started");
+    Ok(Replica { raft, id, db_path })
+}
+
+impl Replica {
+    /// Waits until this replica leads and has applied every entry committed before its term.
+    pub(crate) async fn until_leader(&self) -> anyhow::Result<()> {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let leads = {
+                let m = metrics.borrow_and_update();
+                m.state == ServerState::Leader && m.current_leader == Some(self.id)
+            };
+            if leads {
+                match self.raft.ensure_linearizable().await {
+                    Ok(_) => {
+                        tracing::info!(replica = self.id, "this replica leads; loading the state");
+                        return Ok(());
+                    }
+                    Err(e) => tracing::info!(error = %e, "elected but not confirmed"),
+                }
+            }
+            metrics.changed().await.context("the Raft node stopped")?;
+        }
+    }
+
+    /// Ends the process the moment this replica stops leading or has heard from no majority for
+    /// [`LOST_QUORUM_MS`], so that a deposed leader never answers or schedules beside the new one.
+    pub(crate) fn stop_when_deposed(&self) {
+        let mut metrics = self.raft.metrics();
+        let id = self.id;
+        tokio::spawn(async move {
+            loop {
+                let lost = {
+                    let m = metrics.borrow_and_update();
+                    if m.state != ServerState::Leader {
+                        Some(format!("now {:?}", m.state))
+                    } else {
+                        m.millis_since_quorum_ack
+                            .filter(|ms| *ms > LOST_QUORUM_MS)
+                            .map(|ms| format!("no majority heard for {ms} ms"))
+                    }
+                };
+                if let Some(why) = lost {
+                    tracing::error!(
+                        replica = id,
+                        why,
+                        "leadership lost; exiting so that the supervisor restarts this replica as a follower"
+                    );
+                    std::process::exit(75);
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(100), metrics.changed()).await;
+            }
+        });
+    }
+}
