@@ -32,6 +32,9 @@ const REFUSED_RETRY: Duration = Duration::from_secs(3);
 /// How long a command looks for the leading replica of a replicated controller.
 const FAILOVER_WAIT: Duration = Duration::from_secs(20);
 
+/// How long a replica's socket may take to answer a hello before the next one is tried.
+const GREET_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A byte stream to ctld: its Unix socket or its TCP port.
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
@@ -158,12 +161,23 @@ impl Client {
                 if !socket.exists() {
                     continue;
                 }
-                match UnixStream::connect(socket) {
-                    Ok(stream) => match Client::greet(Box::new(stream), Role::Client)? {
-                        Ok(client) => return Ok(client),
-                        Err(message) => last = Some(format!("controller refused the connection: {message}")),
-                    },
-                    Err(_) => last = Some(format!("no controller answers at {}", socket.display())),
+                let Ok(stream) = UnixStream::connect(socket) else {
+                    last = Some(format!("no controller answers at {}", socket.display()));
+                    continue;
+                };
+                // A replica that hangs (stopped, or deposed and about to exit) must not hold the
+                // command: its hello gets a deadline, and the connection none after it.
+                stream.set_read_timeout(Some(GREET_TIMEOUT))?;
+                stream.set_write_timeout(Some(GREET_TIMEOUT))?;
+                let handle = stream.try_clone()?;
+                match Client::greet(Box::new(stream), Role::Client) {
+                    Ok(Ok(client)) => {
+                        handle.set_read_timeout(None)?;
+                        handle.set_write_timeout(None)?;
+                        return Ok(client);
+                    }
+                    Ok(Err(message)) => last = Some(format!("controller refused the connection: {message}")),
+                    Err(error) => last = Some(format!("{error:#}")),
                 }
             }
             if Instant::now() >= deadline {

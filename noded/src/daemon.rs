@@ -165,6 +165,9 @@ fn launched_before_boot(dir: &std::path::Path) -> bool {
     boot_time() > 0 && written.is_some_and(|written| written < boot)
 }
 
+/// Milliseconds data sent to ctld may stay unacknowledged before the connection counts as lost.
+const UNACKED_LIMIT_MS: u32 = 15_000;
+
 async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
     // A replicated controller lists every replica; only the leader accepts.
     let mut connected = Err(anyhow::anyhow!("no controller address"));
@@ -179,6 +182,10 @@ async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> an
     }
     let stream = connected?;
     stream.set_nodelay(true)?;
+    // A controller cut off by the network never closes the connection: heartbeats it leaves
+    // unacknowledged for this long drop it, and noded looks for the (new) leader.
+    nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::TcpUserTimeout, &UNACKED_LIMIT_MS)
+        .context("setting TCP_USER_TIMEOUT")?;
     let mut messages = MessageStream::new(stream);
     let handshake = node_handshake(&mut messages, &settings.key, &settings.name);
     tokio::time::timeout(Duration::from_secs(10), handshake).await.context("ctld did not answer hello")??;

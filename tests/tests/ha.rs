@@ -34,7 +34,12 @@ impl Replicas {
 
     fn start() -> Replicas {
         let bin = bin_dir();
-        let dir = tempfile::Builder::new().prefix("drover-ha-").tempdir_in("/tmp").unwrap();
+        // DROVER_HA_KEEP=1 keeps the scratch directory (logs) for a look after the test.
+        let keep = std::env::var_os("DROVER_HA_KEEP").is_some();
+        let dir = tempfile::Builder::new().prefix("drover-ha-").disable_cleanup(keep).tempdir_in("/tmp").unwrap();
+        if keep {
+            eprintln!("scratch directory: {}", dir.path().display());
+        }
         let mut replicas = String::new();
         for id in 1..=3 {
             replicas.push_str(&format!(
@@ -110,6 +115,25 @@ default_account = "shared"
         command.arg("--config").arg(self.conf()).args(["--replica", &id.to_string()]);
         let child = self.spawn(command, &format!("ctld-{id}"));
         self.ctlds.insert(id, child);
+    }
+
+    /// Restarts every replica that exited by itself (a deposed leader exits; its supervisor, here
+    /// the test, starts it again as a follower); the ids it restarted.
+    fn supervise(&mut self) -> Vec<u64> {
+        let exited: Vec<u64> = self
+            .ctlds
+            .iter_mut()
+            .filter_map(|(id, child)| child.try_wait().unwrap().map(|status| (*id, status)))
+            .map(|(id, status)| {
+                eprintln!("replica {id} exited by itself ({status}); restarting it");
+                id
+            })
+            .collect();
+        for id in &exited {
+            self.ctlds.remove(id);
+            self.start_replica(*id);
+        }
+        exited
     }
 
     /// The replica whose client socket answers (only the leader opens it).
@@ -189,6 +213,7 @@ fn killing_the_leader_loses_no_acknowledged_job() {
     let acked: Arc<Mutex<Vec<u32>>> = Arc::default();
     let mut failovers = Vec::new();
     for round in 0..rounds {
+        cluster.supervise();
         let leader = poll("a leader", Duration::from_secs(30), || cluster.logs(), || cluster.leader());
         let stop = Arc::new(AtomicBool::new(false));
         let clients: Vec<_> = (0..3)
@@ -221,7 +246,11 @@ fn killing_the_leader_loses_no_acknowledged_job() {
             poll("a submission after the failover", Duration::from_secs(30), || cluster.logs(), || cluster.submit());
         let failover = killed_at.elapsed();
         acked.lock().unwrap().push(id);
-        eprintln!("round {round}: killed replica {leader}; a submission was acknowledged again after {failover:?}");
+        let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap() - failover;
+        eprintln!(
+            "round {round}: killed replica {leader} at {:.3} (Unix time); a submission was acknowledged again after {failover:?}",
+            at.as_secs_f64()
+        );
         failovers.push(failover);
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, Ordering::Relaxed);

@@ -38,12 +38,17 @@ openraft::declare_raft_types!(
 );
 
 /// Leader heartbeats (ms).
-const HEARTBEAT_MS: u64 = 150;
-/// A follower that hears no leader for a random time in this range stands for election (ms).
-const ELECTION_MS: (u64, u64) = (700, 1400);
-/// A leader that has heard from no majority for this long stops (ms): by then the others may
-/// have elected a new leader.
+const HEARTBEAT_MS: u64 = 100;
+/// A follower that hears no leader stands for election after openraft's leader lease (the
+/// range's upper end) plus a random time in this range (ms): 1.2 to 1.6 s of silence, longer
+/// when it has seen a longer log than its own (then the other stands first).
+const ELECTION_MS: (u64, u64) = (400, 800);
+/// A leader that has heard from no majority for this long stops (ms). It is shorter than the
+/// least silence after which a follower may stand for election (lease + shortest timeout), so a
+/// cut-off leader is gone before another can be elected: there is never a moment with two
+/// leaders answering clients.
 const LOST_QUORUM_MS: u64 = 1000;
+const _: () = assert!(LOST_QUORUM_MS < ELECTION_MS.1 + ELECTION_MS.0);
 /// Entries between two snapshots of the state database (after which the log before the
 /// snapshot is purged).
 const SNAPSHOT_EVERY: u64 = 2000;
