@@ -113,6 +113,7 @@ async fn run_with(
     let (db_tx, db_rx) = std::sync::mpsc::channel();
     let writer_events = events_tx.clone();
     let writer_path = db_path.clone();
+    let replica_states = replica.as_ref().map(replica::Replica::publish_states);
     let writer = std::thread::Builder::new().name("db-writer".into());
     let writer = match replica {
         None => writer.spawn(move || {
@@ -168,6 +169,7 @@ async fn run_with(
         metrics: registry,
         jobs: jobs_snapshot,
         admission: serve::rpc::admission::Admission::new(),
+        replicas: replica_states,
     };
     let remote = serve::remote::Remote {
         tokens: Arc::new(serve::remote::Tokens::new(key.clone(), hosts)),

@@ -136,6 +136,29 @@ default_account = "shared"
         exited
     }
 
+    /// `scontrol -d ping`: every replica's line.
+    fn ping(&self) -> String {
+        text(&self.command("scontrol", &["-d", "ping"]).stdout)
+    }
+
+    /// Waits until all three replicas are up and in step with the leader (a replica restarted
+    /// after a kill has caught up), so that each round kills one of three healthy replicas.
+    fn wait_in_step(&self) -> u64 {
+        poll(
+            "three replicas in step",
+            Duration::from_secs(60),
+            || self.logs(),
+            || {
+                let ping = self.ping();
+                let lines: Vec<&str> = ping.lines().collect();
+                let healthy =
+                    lines.len() == 3 && lines.iter().all(|l| l.contains(" is UP (") && l.ends_with("behind: 0)"));
+                let leader = lines.first()?.split("(replica ").nth(1)?.split(',').next()?.parse().ok()?;
+                healthy.then_some(leader)
+            },
+        )
+    }
+
     /// The replica whose client socket answers (only the leader opens it).
     fn leader(&self) -> Option<u64> {
         (1..=3).find(|id| std::os::unix::net::UnixStream::connect(self.socket(*id)).is_ok())
@@ -214,7 +237,8 @@ fn killing_the_leader_loses_no_acknowledged_job() {
     let mut failovers = Vec::new();
     for round in 0..rounds {
         cluster.supervise();
-        let leader = poll("a leader", Duration::from_secs(30), || cluster.logs(), || cluster.leader());
+        let leader = cluster.wait_in_step();
+        assert_eq!(cluster.leader(), Some(leader), "the replica ping calls primary is the one whose socket answers");
         let stop = Arc::new(AtomicBool::new(false));
         let clients: Vec<_> = (0..3)
             .map(|_| {

@@ -19,6 +19,7 @@ pub(crate) mod writer;
 use anyhow::Context;
 use drover_shared::auth::ClusterKey;
 use drover_shared::config::Config;
+use drover_shared::proto::client::ReplicaState;
 use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,6 +50,10 @@ const ELECTION_MS: (u64, u64) = (400, 800);
 /// leaders answering clients.
 const LOST_QUORUM_MS: u64 = 1000;
 const _: () = assert!(LOST_QUORUM_MS < ELECTION_MS.1 + ELECTION_MS.0);
+/// How often the replicas' states are refreshed for `scontrol ping` (ms).
+const STATE_EVERY_MS: u64 = 200;
+/// A replica that answered the leader within this long is up (ms; heartbeats go every 100 ms).
+const FRESH_MS: u64 = 1000;
 /// Entries between two snapshots of the state database (after which the log before the
 /// snapshot is purged).
 const SNAPSHOT_EVERY: u64 = 2000;
@@ -58,6 +63,9 @@ pub(crate) struct Replica {
     pub(crate) raft: Raft<TypeConfig>,
     pub(crate) id: u64,
     pub(crate) db_path: PathBuf,
+    /// Every replica's node address, by id (config order is id order here).
+    addresses: BTreeMap<u64, String>,
+    answered: network::Answered,
 }
 
 /// Opens replica `id`'s log and state database (in its state directory), starts its Raft node
@@ -82,7 +90,8 @@ pub(crate) async fn start(config: &Config, id: u64, key: Arc<ClusterKey>) -> any
     .validate()
     .context("the Raft settings")?;
     let peers: BTreeMap<u64, String> = config.replicas.iter().map(|r| (r.id, r.raft_address.clone())).collect();
-    let network = network::Network { me: id, key, peers: Arc::new(peers) };
+    let answered = network::Answered::default();
+    let network = network::Network { me: id, key, peers: Arc::new(peers), answered: answered.clone() };
     let raft = Raft::new(id, Arc::new(raft_config), network.clone(), log, state_machine)
         .await
         .context("starting the Raft node")?;
@@ -98,7 +107,8 @@ pub(crate) async fn start(config: &Config, id: u64, key: Arc<ClusterKey>) -> any
         }
     }
     tracing::info!(replica = id, raft = me.raft_address, "replica started");
-    Ok(Replica { raft, id, db_path })
+    let addresses = config.replicas.iter().map(|r| (r.id, r.address.clone())).collect();
+    Ok(Replica { raft, id, db_path, addresses, answered })
 }
 
 impl Replica {
@@ -121,6 +131,48 @@ impl Replica {
             }
             metrics.changed().await.context("the Raft node stopped")?;
         }
+    }
+
+    /// Publishes every replica's state as this leader sees it (`scontrol ping`), every
+    /// [`STATE_EVERY_MS`].
+    pub(crate) fn publish_states(&self) -> tokio::sync::watch::Receiver<Vec<ReplicaState>> {
+        let (publish, states) = tokio::sync::watch::channel(Vec::new());
+        let (metrics, id) = (self.raft.metrics(), self.id);
+        let (addresses, answered) = (self.addresses.clone(), self.answered.clone());
+        tokio::spawn(async move {
+            loop {
+                let rows = {
+                    let m = metrics.borrow();
+                    let last = m.last_log_index.unwrap_or(0);
+                    let answered = answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    addresses
+                        .iter()
+                        .map(|(&replica, address)| {
+                            let matched = m.replication.as_ref().and_then(|r| r.get(&replica).copied());
+                            let behind = match (replica == id, matched) {
+                                (true, _) => Some(0),
+                                (false, Some(matched)) => Some(last.saturating_sub(matched.map_or(0, |l| l.index))),
+                                (false, None) => None,
+                            };
+                            let fresh =
+                                answered.get(&replica).is_some_and(|at| at.elapsed() < Duration::from_millis(FRESH_MS));
+                            ReplicaState {
+                                id: replica,
+                                address: address.clone(),
+                                leader: replica == id,
+                                up: replica == id || fresh,
+                                behind,
+                            }
+                        })
+                        .collect()
+                };
+                if publish.send(rows).is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(STATE_EVERY_MS)).await;
+            }
+        });
+        states
     }
 
     /// Ends the process the moment this replica stops leading or has heard from no majority for

@@ -80,14 +80,19 @@ pub(crate) struct Network {
     pub(crate) key: Arc<ClusterKey>,
     /// Replica id → Raft address, from the config.
     pub(crate) peers: Arc<BTreeMap<NodeId, String>>,
+    /// When each peer last answered a call (`scontrol ping`).
+    pub(crate) answered: Answered,
 }
+
+/// When each peer last answered.
+pub(crate) type Answered = Arc<std::sync::Mutex<BTreeMap<NodeId, std::time::Instant>>>;
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerLink;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerLink {
         let address = self.peers.get(&target).cloned().unwrap_or_else(|| node.addr.clone());
-        PeerLink { me: self.me, target, address, key: self.key.clone(), conn: None }
+        PeerLink { me: self.me, target, address, key: self.key.clone(), conn: None, answered: self.answered.clone() }
     }
 }
 
@@ -98,6 +103,7 @@ pub(crate) struct PeerLink {
     address: String,
     key: Arc<ClusterKey>,
     conn: Option<MessageStream<TcpStream>>,
+    answered: Answered,
 }
 
 /// Why a call failed: the peer could not be reached (back off), or the exchange broke.
@@ -141,7 +147,11 @@ impl PeerLink {
             conn.recv::<Reply>().await?.context("the peer closed the connection")
         };
         match tokio::time::timeout(ttl, exchange).await {
-            Ok(Ok(reply)) => Ok(reply),
+            Ok(Ok(reply)) => {
+                let mut answered = self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                answered.insert(self.target, std::time::Instant::now());
+                Ok(reply)
+            }
             Ok(Err(e)) => {
                 self.conn = None;
                 Err(CallError::Network(other(e)))
