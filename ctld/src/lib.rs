@@ -53,10 +53,11 @@ const TICK: Duration = Duration::from_secs(1);
 pub struct Replication(replica::Replica);
 
 impl Replication {
-    /// Starts replica `id` of `config` (its Raft node and port; no client or node doors).
-    pub async fn start(config: &Config, id: u64) -> anyhow::Result<Replication> {
+    /// Starts replica `id` of `config` (its Raft node and port; no client or node doors),
+    /// snapshotting every `snapshot_every` log entries.
+    pub async fn start(config: &Config, id: u64, snapshot_every: u64) -> anyhow::Result<Replication> {
         let key = Arc::new(ClusterKey::load(&config.key_file)?);
-        Ok(Replication(replica::start(config, id, key).await?))
+        Ok(Replication(replica::start(config, id, key, snapshot_every.max(1)).await?))
     }
 
     /// Waits until this replica leads with everything committed before applied.

@@ -30,6 +30,10 @@ struct Args {
     /// Runs as this replica of `[[controller.replicas]]` (required when the config lists them).
     #[arg(long, env = "DROVER_REPLICA")]
     replica: Option<u64>,
+    /// A replica snapshots its state database after this many log entries and purges the log
+    /// before the snapshot (tests set it low).
+    #[arg(long, env = "DROVER_SNAPSHOT_EVERY", default_value_t = 2000)]
+    snapshot_every: u64,
 }
 
 #[tokio::main]
@@ -63,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
     // leader by trying the next replica.
     let replication = match args.replica {
         Some(id) => {
-            let replication = drover_ctld::Replication::start(&config, id).await?;
+            let replication = drover_ctld::Replication::start(&config, id, args.snapshot_every).await?;
             tracing::info!(replica = id, "following; waiting to lead");
             replication.until_leader().await?;
             Some(replication)

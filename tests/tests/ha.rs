@@ -25,6 +25,8 @@ struct Replicas {
     dir: tempfile::TempDir,
     ctlds: BTreeMap<u64, Child>,
     nodeds: Vec<Child>,
+    /// Environment of every ctld.
+    ctld_env: Vec<(&'static str, &'static str)>,
 }
 
 impl Replicas {
@@ -33,6 +35,10 @@ impl Replicas {
     }
 
     fn start() -> Replicas {
+        Replicas::start_with(&[])
+    }
+
+    fn start_with(ctld_env: &[(&'static str, &'static str)]) -> Replicas {
         let bin = bin_dir();
         // DROVER_HA_KEEP=1 keeps the scratch directory (logs) for a look after the test.
         let keep = std::env::var_os("DROVER_HA_KEEP").is_some();
@@ -84,7 +90,7 @@ default_account = "shared"
         for applet in ["sbatch", "squeue", "sacct", "scontrol"] {
             std::os::unix::fs::symlink(bin.join("drover"), dir.path().join("bin").join(applet)).unwrap();
         }
-        let mut cluster = Replicas { dir, ctlds: BTreeMap::new(), nodeds: Vec::new() };
+        let mut cluster = Replicas { dir, ctlds: BTreeMap::new(), nodeds: Vec::new(), ctld_env: ctld_env.to_vec() };
         for id in 1..=3 {
             cluster.start_replica(id);
         }
@@ -110,9 +116,30 @@ default_account = "shared"
         command.spawn().unwrap()
     }
 
+    /// How many times replica `id` has started (its log's start lines).
+    fn starts(&self, id: u64) -> usize {
+        let log = std::fs::read_to_string(self.dir.path().join(format!("ctld-{id}.log"))).unwrap_or_default();
+        log.matches("replica started").count()
+    }
+
+    /// Starts replica `id` again and waits until the new process runs its Raft node and the
+    /// leader's view of it can only come from the new process (older answers have aged out).
+    fn restart_replica(&mut self, id: u64) {
+        let before = self.starts(id);
+        self.start_replica(id);
+        poll(
+            "the replica to start",
+            Duration::from_secs(30),
+            || self.logs(),
+            || (self.starts(id) > before).then_some(()),
+        );
+        std::thread::sleep(Duration::from_millis(1200));
+    }
+
     fn start_replica(&mut self, id: u64) {
         let mut command = Command::new(bin_dir().join("drover-ctld"));
         command.arg("--config").arg(self.conf()).args(["--replica", &id.to_string()]);
+        command.envs(self.ctld_env.iter().copied());
         let child = self.spawn(command, &format!("ctld-{id}"));
         self.ctlds.insert(id, child);
     }
@@ -143,20 +170,20 @@ default_account = "shared"
 
     /// Waits until all three replicas are up and in step with the leader (a replica restarted
     /// after a kill has caught up), so that each round kills one of three healthy replicas.
-    fn wait_in_step(&self) -> u64 {
-        poll(
-            "three replicas in step",
-            Duration::from_secs(60),
-            || self.logs(),
-            || {
-                let ping = self.ping();
-                let lines: Vec<&str> = ping.lines().collect();
-                let healthy =
-                    lines.len() == 3 && lines.iter().all(|l| l.contains(" is UP (") && l.ends_with("behind: 0)"));
-                let leader = lines.first()?.split("(replica ").nth(1)?.split(',').next()?.parse().ok()?;
-                healthy.then_some(leader)
-            },
-        )
+    fn wait_in_step(&mut self) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.supervise();
+            let ping = self.ping();
+            let lines: Vec<&str> = ping.lines().collect();
+            let healthy = lines.len() == 3 && lines.iter().all(|l| l.contains(" is UP (") && l.ends_with("behind: 0)"));
+            let leader = lines.first().and_then(|l| l.split("(replica ").nth(1)?.split(',').next()?.parse().ok());
+            if let (true, Some(leader)) = (healthy, leader) {
+                return leader;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for three replicas in step\n{ping}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The replica whose client socket answers (only the leader opens it).
@@ -281,7 +308,7 @@ fn killing_the_leader_loses_no_acknowledged_job() {
         for client in clients {
             client.join().unwrap();
         }
-        cluster.start_replica(leader);
+        cluster.restart_replica(leader);
     }
     let acked = acked.lock().unwrap().clone();
     let unique: BTreeSet<u32> = acked.iter().copied().collect();
@@ -316,4 +343,106 @@ fn killing_the_leader_loses_no_acknowledged_job() {
         failovers.len()
     );
     assert!(worst < FAILOVER_BOUND, "failover took {worst:?}");
+}
+
+/// The job ids stored in replica `dir`'s own state database (read-only, beside the replica).
+fn stored_jobs(dir: &Path) -> BTreeSet<u32> {
+    let conn = rusqlite::Connection::open_with_flags(dir.join("drover.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let mut stmt = conn.prepare("SELECT job_id FROM jobs").unwrap();
+    stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+}
+
+/// A follower whose state directory is wiped catches up from a snapshot (the leader has purged
+/// the log it would need), and then a rolling restart of all three replicas, one at a time,
+/// keeps the cluster answering: every submission during it is acknowledged and kept.
+#[test]
+fn a_wiped_follower_catches_up_from_a_snapshot_and_a_rolling_restart_keeps_answering() {
+    let mut cluster = Replicas::start_with(&[("DROVER_SNAPSHOT_EVERY", "10")]);
+    let leader = cluster.wait_in_step();
+    let mut acked: Vec<u32> = (0..40).map(|_| cluster.submit().expect("a submission")).collect();
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower_dir = cluster.dir.path().join(format!("r{follower}"));
+    // The leader has snapshotted and purged its log: entry 1 is gone.
+    let first_kept: i64 = poll(
+        "the leader to purge its log",
+        Duration::from_secs(30),
+        || cluster.logs(),
+        || {
+            let log = cluster.dir.path().join(format!("r{leader}")).join("raft.db");
+            let conn = rusqlite::Connection::open_with_flags(log, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+            let first: i64 = conn.query_row("SELECT COALESCE(MIN(idx), 0) FROM log", [], |r| r.get(0)).ok()?;
+            (first > 1).then_some(first)
+        },
+    );
+    eprintln!("the leader's log starts at entry {first_kept}");
+    cluster.kill9(follower);
+    std::fs::remove_dir_all(&follower_dir).unwrap();
+    cluster.restart_replica(follower);
+    // (The leader's view of the follower may still be the one from before the wipe: the
+    // snapshot's installation is what shows that it caught up.)
+    poll(
+        "the wiped follower to install a snapshot",
+        Duration::from_secs(30),
+        || cluster.logs(),
+        || {
+            let log = std::fs::read_to_string(cluster.dir.path().join(format!("ctld-{follower}.log"))).ok()?;
+            log.contains("installed a snapshot of the state database").then_some(())
+        },
+    );
+    cluster.wait_in_step();
+    let stored = stored_jobs(&follower_dir);
+    assert!(
+        acked.iter().all(|id| stored.contains(id)),
+        "the wiped follower lacks jobs: has {stored:?}, acked {acked:?}"
+    );
+
+    // Rolling restart: followers first, the leader last; a client submits throughout.
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures = Arc::new(Mutex::new(0usize));
+    let during: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let client = {
+        let (stop, failures, during) = (stop.clone(), failures.clone(), during.clone());
+        let conf = cluster.conf();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let out = Command::new(conf.with_file_name("bin").join("sbatch"))
+                    .args(["--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 0.3"])
+                    .env("DROVER_CONF", &conf)
+                    .env_remove("DROVER_SOCKET")
+                    .output()
+                    .unwrap();
+                match text(&out.stdout).trim().parse::<u32>() {
+                    Ok(id) if out.status.success() => during.lock().unwrap().push(id),
+                    _ => *failures.lock().unwrap() += 1,
+                }
+            }
+        })
+    };
+    let leader = cluster.wait_in_step();
+    let order: Vec<u64> = (1..=3).filter(|id| *id != leader).chain([leader]).collect();
+    for id in order {
+        let mut child = cluster.ctlds.remove(&id).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        child.wait().unwrap();
+        cluster.restart_replica(id);
+        cluster.wait_in_step();
+        eprintln!("restarted replica {id}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    client.join().unwrap();
+    let during = during.lock().unwrap().clone();
+    assert_eq!(*failures.lock().unwrap(), 0, "submissions failed during the rolling restart\n{}", cluster.logs());
+    assert!(during.len() >= 3, "too few submissions during the rolling restart: {}", during.len());
+    acked.extend(during);
+    let list = acked.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let out = cluster.command("sacct", &["-X", "-n", "-P", "-o", "JobID", "-j", &list]);
+    let listed: Vec<u32> = text(&out.stdout).lines().map(|l| l.parse().unwrap()).collect();
+    let unique: BTreeSet<u32> = listed.iter().copied().collect();
+    assert_eq!(listed.len(), unique.len(), "a job listed twice");
+    assert_eq!(unique, acked.iter().copied().collect(), "acknowledged jobs missing after the rolling restart");
 }

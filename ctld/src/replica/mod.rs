@@ -50,13 +50,13 @@ const ELECTION_MS: (u64, u64) = (400, 800);
 /// leaders answering clients.
 const LOST_QUORUM_MS: u64 = 1000;
 const _: () = assert!(LOST_QUORUM_MS < ELECTION_MS.1 + ELECTION_MS.0);
+/// How long the first replica of a new cluster listens for a leader before it proposes the
+/// membership (ms).
+const BOOTSTRAP_WAIT_MS: u64 = 2000;
 /// How often the replicas' states are refreshed for `scontrol ping` (ms).
 const STATE_EVERY_MS: u64 = 200;
 /// A replica that answered the leader within this long is up (ms; heartbeats go every 100 ms).
 const FRESH_MS: u64 = 1000;
-/// Entries between two snapshots of the state database (after which the log before the
-/// snapshot is purged).
-const SNAPSHOT_EVERY: u64 = 2000;
 
 /// This process's replica: its Raft node and where its state database is.
 pub(crate) struct Replica {
@@ -68,10 +68,17 @@ pub(crate) struct Replica {
     answered: network::Answered,
 }
 
-/// Opens replica `id`'s log and state database (in its state directory), starts its Raft node
+/// Opens replica `id`'s log and state database (in its state directory), snapshotting every
+/// `snapshot_every` entries (the log before a snapshot, but for a few entries, is purged),
+/// starts its Raft node
 /// and the Raft port, and, on a replica that never held a log, proposes the configured
 /// membership (every replica proposes the same one; the first election decides).
-pub(crate) async fn start(config: &Config, id: u64, key: Arc<ClusterKey>) -> anyhow::Result<Replica> {
+pub(crate) async fn start(
+    config: &Config,
+    id: u64,
+    key: Arc<ClusterKey>,
+    snapshot_every: u64,
+) -> anyhow::Result<Replica> {
     let me = config.replicas.iter().find(|r| r.id == id).context("this replica is not in the config")?;
     let log = log_store::LogStore::open(&me.state_dir.join("raft.db"))?;
     let blank = log.is_blank();
@@ -82,8 +89,8 @@ pub(crate) async fn start(config: &Config, id: u64, key: Arc<ClusterKey>) -> any
         heartbeat_interval: HEARTBEAT_MS,
         election_timeout_min: ELECTION_MS.0,
         election_timeout_max: ELECTION_MS.1,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
-        max_in_snapshot_log_to_keep: 100,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_every),
+        max_in_snapshot_log_to_keep: (snapshot_every / 20).min(100),
         max_payload_entries: 16,
         ..openraft::Config::default()
     }
@@ -99,12 +106,28 @@ pub(crate) async fn start(config: &Config, id: u64, key: Arc<ClusterKey>) -> any
         .await
         .with_context(|| format!("binding the Raft port {}", me.raft_address))?;
     tokio::spawn(network::serve(listener, raft.clone(), network));
-    if blank {
+    // A new cluster: the replica with the lowest id proposes the membership, once it has heard
+    // from no leader for a while. Only one replica may: a blank replica that proposed its own
+    // would stand for election with its short log and depose a working leader (Raft without
+    // pre-vote), and a wiped replica of a running cluster hears from the leader well before.
+    let first = config.replicas.iter().map(|r| r.id).min() == Some(id);
+    if blank && first {
         let members: BTreeMap<u64, BasicNode> =
             config.replicas.iter().map(|r| (r.id, BasicNode::new(r.raft_address.clone()))).collect();
-        if let Err(e) = raft.initialize(members).await {
-            tracing::info!(error = %e, "membership not proposed");
-        }
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(BOOTSTRAP_WAIT_MS)).await;
+            let untouched = {
+                let m = raft.metrics().borrow().clone();
+                m.current_leader.is_none() && m.last_log_index.is_none() && m.vote.leader_id.term == 0
+            };
+            if untouched {
+                tracing::info!("no replica holds a log: proposing the configured membership");
+                if let Err(e) = raft.initialize(members).await {
+                    tracing::info!(error = %e, "membership not proposed");
+                }
+            }
+        });
     }
     tracing::info!(replica = id, raft = me.raft_address, "replica started");
     let addresses = config.replicas.iter().map(|r| (r.id, r.address.clone())).collect();
