@@ -27,6 +27,17 @@ struct Replicas {
     nodeds: Vec<Child>,
     /// Environment of every ctld.
     ctld_env: Vec<(&'static str, &'static str)>,
+    /// Command prefixes putting a daemon on another network (`ctld-<id>`, `nodes`), for the
+    /// partition test.
+    prefixes: BTreeMap<String, Vec<String>>,
+}
+
+/// Where the replicas and nodes run.
+enum Net<'a> {
+    /// Loopback, free ports.
+    Loopback,
+    /// Replica N on host N-1 of `hosts`, the nodes on host 3, each in its network namespace.
+    Hosts(&'a drover_e2e::hosts::Hosts),
 }
 
 impl Replicas {
@@ -39,6 +50,10 @@ impl Replicas {
     }
 
     fn start_with(ctld_env: &[(&'static str, &'static str)]) -> Replicas {
+        Replicas::start_on(ctld_env, &Net::Loopback)
+    }
+
+    fn start_on(ctld_env: &[(&'static str, &'static str)], net: &Net<'_>) -> Replicas {
         let bin = bin_dir();
         // DROVER_HA_KEEP=1 keeps the scratch directory (logs) for a look after the test.
         let keep = std::env::var_os("DROVER_HA_KEEP").is_some();
@@ -47,12 +62,22 @@ impl Replicas {
             eprintln!("scratch directory: {}", dir.path().display());
         }
         let mut replicas = String::new();
+        let mut prefixes = BTreeMap::new();
         for id in 1..=3 {
+            let (address, raft_address) = match net {
+                Net::Loopback => (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port())),
+                Net::Hosts(hosts) => {
+                    let host = &hosts.hosts[usize::try_from(id).unwrap() - 1];
+                    prefixes.insert(format!("ctld-{id}"), host.net_prefix());
+                    (format!("{}:6817", host.ip), format!("{}:6827", host.ip))
+                }
+            };
             replicas.push_str(&format!(
-                "[[controller.replicas]]\nid = {id}\naddress = \"127.0.0.1:{}\"\nraft_address = \"127.0.0.1:{}\"\nstate_dir = \"r{id}\"\n\n",
-                free_port(),
-                free_port()
+                "[[controller.replicas]]\nid = {id}\naddress = \"{address}\"\nraft_address = \"{raft_address}\"\nstate_dir = \"r{id}\"\n\n"
             ));
+        }
+        if let Net::Hosts(hosts) = net {
+            prefixes.insert("nodes".into(), hosts.hosts[3].net_prefix());
         }
         let config = format!(
             r#"cluster_name = "ha"
@@ -90,18 +115,31 @@ default_account = "shared"
         for applet in ["sbatch", "squeue", "sacct", "scontrol"] {
             std::os::unix::fs::symlink(bin.join("drover"), dir.path().join("bin").join(applet)).unwrap();
         }
-        let mut cluster = Replicas { dir, ctlds: BTreeMap::new(), nodeds: Vec::new(), ctld_env: ctld_env.to_vec() };
+        let mut cluster =
+            Replicas { dir, ctlds: BTreeMap::new(), nodeds: Vec::new(), ctld_env: ctld_env.to_vec(), prefixes };
         for id in 1..=3 {
             cluster.start_replica(id);
         }
         for name in ["n1", "n2"] {
             let state = cluster.dir.path().join(name);
             std::fs::create_dir_all(&state).unwrap();
-            let mut command = Command::new(bin.join("drover-noded"));
+            let mut command = cluster.daemon("nodes", &bin.join("drover-noded"));
             command.arg("--config").arg(cluster.conf()).args(["--name", name, "--state-dir"]).arg(&state);
             cluster.nodeds.push(cluster.spawn(command, name));
         }
         cluster
+    }
+
+    /// A command line for `program`, on the network `prefixes` names for `daemon`.
+    fn daemon(&self, daemon: &str, program: &Path) -> Command {
+        match self.prefixes.get(daemon) {
+            Some(prefix) => {
+                let mut command = Command::new(&prefix[0]);
+                command.args(&prefix[1..]).arg(program);
+                command
+            }
+            None => Command::new(program),
+        }
     }
 
     fn spawn(&self, mut command: Command, log: &str) -> Child {
@@ -137,7 +175,7 @@ default_account = "shared"
     }
 
     fn start_replica(&mut self, id: u64) {
-        let mut command = Command::new(bin_dir().join("drover-ctld"));
+        let mut command = self.daemon(&format!("ctld-{id}"), &bin_dir().join("drover-ctld"));
         command.arg("--config").arg(self.conf()).args(["--replica", &id.to_string()]);
         command.envs(self.ctld_env.iter().copied());
         let child = self.spawn(command, &format!("ctld-{id}"));
@@ -445,4 +483,72 @@ fn a_wiped_follower_catches_up_from_a_snapshot_and_a_rolling_restart_keeps_answe
     let unique: BTreeSet<u32> = listed.iter().copied().collect();
     assert_eq!(listed.len(), unique.len(), "a job listed twice");
     assert_eq!(unique, acked.iter().copied().collect(), "acknowledged jobs missing after the rolling restart");
+}
+
+/// A leader cut off from the other replicas by a network partition (network namespaces on a
+/// bridge; its link goes down) stops leading and acknowledges nothing, even to a client that
+/// reaches its socket; the majority elects a new leader and goes on; the cut-off replica,
+/// restarted, never leads while it is a minority, and rejoins when the network heals. Every
+/// acknowledged job is kept once and ends once.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn a_leader_cut_off_by_a_partition_acknowledges_nothing_and_rejoins() {
+    drover_e2e::require_root("this test makes network namespaces");
+    let hosts = drover_e2e::hosts::Hosts::create(&["c1", "c2", "c3", "nodes"]).expect("network namespaces");
+    let mut cluster = Replicas::start_on(&[], &Net::Hosts(&hosts));
+    let leader = cluster.wait_in_step();
+    let mut acked: Vec<u32> = (0..5).map(|_| cluster.submit().expect("a submission")).collect();
+    let cut = &hosts.hosts[usize::try_from(leader).unwrap() - 1];
+    cut.cut();
+    let cut_at = Instant::now();
+    // A client that reaches the cut-off leader's socket gets no acknowledgement.
+    let out = Command::new(cluster.dir.path().join("bin").join("sbatch"))
+        .args(["--parsable", "-o", "/dev/null", "--wrap", "true"])
+        .env("DROVER_CONF", cluster.conf())
+        .env("DROVER_SOCKET", cluster.socket(leader))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the cut-off leader acknowledged a submission: {}", text(&out.stdout));
+    // It stops by itself.
+    let mut child = cluster.ctlds.remove(&leader).unwrap();
+    let status =
+        poll("the cut-off leader to stop", Duration::from_secs(10), || cluster.logs(), || child.try_wait().unwrap());
+    eprintln!("the cut-off leader stopped after {:?} ({status})", cut_at.elapsed());
+    assert_eq!(status.code(), Some(75));
+    // The majority goes on.
+    let next = poll("a submission to the majority", Duration::from_secs(30), || cluster.logs(), || cluster.submit());
+    eprintln!("the majority acknowledged a submission {:?} after the cut", cut_at.elapsed());
+    acked.push(next);
+    // Restarted while still cut off, it never leads: its client socket stays closed.
+    cluster.restart_replica(leader);
+    for _ in 0..30 {
+        assert!(std::os::unix::net::UnixStream::connect(cluster.socket(leader)).is_err(), "a minority replica leads");
+        acked.push(cluster.submit().expect("a submission to the majority"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cut.heal();
+    let now_leader = cluster.wait_in_step();
+    eprintln!("healed: replica {leader} is back in step; replica {now_leader} leads");
+    let list = acked.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let rows = poll(
+        "every acknowledged job to end",
+        Duration::from_secs(120),
+        || cluster.logs(),
+        || {
+            let out = cluster.command("sacct", &["-X", "-n", "-P", "-o", "JobID,State", "-j", &list]);
+            let rows = text(&out.stdout);
+            let ended = rows.lines().filter(|l| !l.ends_with("|PENDING") && !l.ends_with("|RUNNING")).count();
+            (out.status.success() && ended >= acked.len()).then_some(rows)
+        },
+    );
+    let mut seen: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for line in rows.lines() {
+        let (id, state) = line.split_once('|').unwrap();
+        seen.entry(id.parse().unwrap()).or_default().push(state.to_owned());
+    }
+    for id in &acked {
+        assert_eq!(seen.get(id).map(Vec::as_slice), Some(&["COMPLETED".to_owned()][..]), "job {id}");
+    }
+    drop(cluster);
+    drop(hosts);
 }
