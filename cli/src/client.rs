@@ -29,6 +29,12 @@ use std::time::{Duration, Instant};
 /// How long a connection refused for want of room is tried again before the refusal is reported.
 const REFUSED_RETRY: Duration = Duration::from_secs(3);
 
+/// How long a command looks for the leading replica of a replicated controller.
+const FAILOVER_WAIT: Duration = Duration::from_secs(20);
+
+/// How long a replica's socket may take to answer a hello before the next one is tried.
+const GREET_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A byte stream to ctld: its Unix socket or its TCP port.
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
@@ -95,6 +101,12 @@ impl Client {
     /// no such socket but a noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's
     /// `token_socket`) on its TCP port with a token.
     pub(crate) fn connect() -> anyhow::Result<Client> {
+        if std::env::var_os("DROVER_SOCKET").is_none()
+            && let Ok(config) = config()
+            && config.replicas.len() > 1
+        {
+            return Client::connect_replicas(&config.client_sockets());
+        }
         match socket_path() {
             Ok(path) => Client::connect_via(&path),
             Err(error) => match token_socket() {
@@ -137,17 +149,65 @@ impl Client {
         }
     }
 
+    /// Connects to whichever replica leads (see docs/admin/ha.md): only the leader has its
+    /// socket open, so each replica's socket is tried in turn, round after round, until one
+    /// answers or [`FAILOVER_WAIT`] has passed (an election takes a second or two). Only a
+    /// connection that could not be made is tried elsewhere: a request is never sent twice.
+    fn connect_replicas(sockets: &[PathBuf]) -> anyhow::Result<Client> {
+        let deadline = Instant::now() + FAILOVER_WAIT;
+        let mut last = None;
+        loop {
+            for socket in sockets {
+                if !socket.exists() {
+                    continue;
+                }
+                let Ok(stream) = UnixStream::connect(socket) else {
+                    last = Some(format!("no controller answers at {}", socket.display()));
+                    continue;
+                };
+                // A replica that hangs (stopped, or deposed and about to exit) must not hold the
+                // command: its hello gets a deadline, and the connection none after it.
+                stream.set_read_timeout(Some(GREET_TIMEOUT))?;
+                stream.set_write_timeout(Some(GREET_TIMEOUT))?;
+                let handle = stream.try_clone()?;
+                match Client::greet(Box::new(stream), Role::Client) {
+                    Ok(Ok(client)) => {
+                        handle.set_read_timeout(None)?;
+                        handle.set_write_timeout(None)?;
+                        return Ok(client);
+                    }
+                    Ok(Err(message)) => last = Some(format!("controller refused the connection: {message}")),
+                    Err(error) => last = Some(format!("{error:#}")),
+                }
+            }
+            if Instant::now() >= deadline {
+                let detail = last.unwrap_or_else(|| "no replica's socket exists".into());
+                bail!("Unable to contact slurm controller (connect failure): no replica leads ({detail})");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Fetches a token from the local noded's token socket and connects to ctld's TCP port.
     fn connect_remote(token_socket: &std::path::Path) -> anyhow::Result<Client> {
         let mut tokens = UnixStream::connect(token_socket)
             .with_context(|| format!("Unable to get a token from the local noded at {}", token_socket.display()))?;
         let issued: IssuedToken = read_message(&mut tokens, MAX_HANDSHAKE_FRAME)?;
-        let address = match std::env::var("DROVER_CONTROLLER") {
-            Ok(address) => address,
-            Err(_) => config()?.controller_address,
+        let addresses = match std::env::var("DROVER_CONTROLLER") {
+            Ok(address) => vec![address],
+            Err(_) => config()?.controller_addresses(),
         };
-        let stream = std::net::TcpStream::connect(&address)
-            .with_context(|| format!("Unable to contact slurm controller (connect failure) at {address}"))?;
+        // Of a replicated controller only the leader listens: the first that accepts.
+        let mut connected = Err(anyhow::anyhow!("no controller address"));
+        for candidate in &addresses {
+            connected = std::net::TcpStream::connect(candidate)
+                .map(|stream| (stream, candidate.clone()))
+                .with_context(|| format!("Unable to contact slurm controller (connect failure) at {candidate}"));
+            if connected.is_ok() {
+                break;
+            }
+        }
+        let (stream, address) = connected?;
         stream.set_nodelay(true)?;
         let mut stream: Box<dyn Stream> = Box::new(stream);
         let nonce = random_bytes::<NONCE_LEN>()?.to_vec();

@@ -9,6 +9,7 @@
 mod core;
 mod model;
 mod policy;
+mod replica;
 mod serve;
 mod store;
 
@@ -47,6 +48,24 @@ impl Default for Options {
 /// How often the core checks node liveness, begin times and old jobs.
 const TICK: Duration = Duration::from_secs(1);
 
+/// One replica of a replicated controller (`[[controller.replicas]]`), started and following
+/// until it leads (see `replica/mod.rs`).
+pub struct Replication(replica::Replica);
+
+impl Replication {
+    /// Starts replica `id` of `config` (its Raft node and port; no client or node doors),
+    /// snapshotting every `snapshot_every` log entries.
+    pub async fn start(config: &Config, id: u64, snapshot_every: u64) -> anyhow::Result<Replication> {
+        let key = Arc::new(ClusterKey::load(&config.key_file)?);
+        Ok(Replication(replica::start(config, id, key, snapshot_every.max(1)).await?))
+    }
+
+    /// Waits until this replica leads with everything committed before applied.
+    pub async fn until_leader(&self) -> anyhow::Result<()> {
+        self.0.until_leader().await
+    }
+}
+
 /// Runs ctld until `shutdown` resolves.
 pub async fn run(
     config: Config,
@@ -54,10 +73,35 @@ pub async fn run(
     listeners: Listeners,
     shutdown: impl std::future::Future,
 ) -> anyhow::Result<()> {
+    run_with(config, options, listeners, None, shutdown).await
+}
+
+/// Runs a leading replica until `shutdown` resolves or it stops leading (then the process exits).
+pub async fn run_replica(
+    config: Config,
+    options: Options,
+    listeners: Listeners,
+    replication: Replication,
+    shutdown: impl std::future::Future,
+) -> anyhow::Result<()> {
+    run_with(config, options, listeners, Some(replication.0), shutdown).await
+}
+
+async fn run_with(
+    config: Config,
+    options: Options,
+    listeners: Listeners,
+    replica: Option<replica::Replica>,
+    shutdown: impl std::future::Future,
+) -> anyhow::Result<()> {
     let config = Arc::new(config);
     let key = Arc::new(ClusterKey::load(&config.key_file)?);
-    let db_path = config.state_dir.join("drover.db");
-    let conn = store::db::open(&db_path, false)?;
+    let db_path = match &replica {
+        Some(replica) => replica.db_path.clone(),
+        None => config.state_dir.join("drover.db"),
+    };
+    // A replica's database belongs to its state machine: the core loads from it read-only.
+    let conn = store::db::open(&db_path, replica.is_some())?;
     let (stored, next_job_id) = store::db::load_active(&conn, &db_path)?;
     tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
     let mut state = model::state::State::new(config.clone(), next_job_id);
@@ -70,14 +114,26 @@ pub async fn run(
     let (db_tx, db_rx) = std::sync::mpsc::channel();
     let writer_events = events_tx.clone();
     let writer_path = db_path.clone();
-    let writer = std::thread::Builder::new()
-        .name("db-writer".into())
-        .spawn(move || {
+    let replica_states = replica.as_ref().map(replica::Replica::publish_states);
+    let writer = std::thread::Builder::new().name("db-writer".into());
+    let writer = match replica {
+        None => writer.spawn(move || {
             store::db::run_writer(conn, writer_path, db_rx, options.max_commit_batch, |report| {
                 let _ = writer_events.send(core::Event::Committed(report));
             });
-        })
-        .context("starting the database writer thread")?;
+        }),
+        Some(replica) => {
+            drop(conn);
+            replica.stop_when_deposed();
+            let runtime = tokio::runtime::Handle::current();
+            writer.spawn(move || {
+                replica::writer::run(replica.raft, runtime, &writer_path, db_rx, options.max_commit_batch, |report| {
+                    let _ = writer_events.send(core::Event::Committed(report));
+                });
+            })
+        }
+    }
+    .context("starting the database writer thread")?;
 
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(core::metrics::Registry::default());
@@ -114,6 +170,7 @@ pub async fn run(
         metrics: registry,
         jobs: jobs_snapshot,
         admission: serve::rpc::admission::Admission::new(),
+        replicas: replica_states,
     };
     let remote = serve::remote::Remote {
         tokens: Arc::new(serve::remote::Tokens::new(key.clone(), hosts)),

@@ -27,12 +27,28 @@ struct Args {
     /// Most changes committed in one SQLite transaction (1 disables batching; for benchmarks).
     #[arg(long, env = "DROVER_COMMIT_BATCH", default_value_t = 4096)]
     commit_batch: usize,
+    /// Runs as this replica of `[[controller.replicas]]` (required when the config lists them).
+    #[arg(long, env = "DROVER_REPLICA")]
+    replica: Option<u64>,
+    /// A replica snapshots its state database after this many log entries and purges the log
+    /// before the snapshot (tests set it low).
+    #[arg(long, env = "DROVER_SNAPSHOT_EVERY", default_value_t = 2000)]
+    snapshot_every: u64,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let mut config = drover_shared::config::Config::load(&args.config)?;
+    match (args.replica, config.replicas.is_empty()) {
+        (Some(id), false) => config.select_replica(id).map_err(anyhow::Error::msg)?,
+        (None, false) => anyhow::bail!(
+            "{} lists [[controller.replicas]]: start each replica with --replica ID",
+            args.config.display()
+        ),
+        (Some(_), true) => anyhow::bail!("--replica: {} lists no [[controller.replicas]]", args.config.display()),
+        (None, true) => {}
+    }
     if let Some(dir) = args.state_dir {
         config.state_dir = dir;
     }
@@ -47,6 +63,17 @@ async fn main() -> anyhow::Result<()> {
     drover_shared::statedir::prepare(&config.state_dir, 0o755)?;
     let socket_path = config.client_socket();
     let _ = std::fs::remove_file(&socket_path);
+    // A replica opens its doors only once it leads: until then clients and nodes find the
+    // leader by trying the next replica.
+    let replication = match args.replica {
+        Some(id) => {
+            let replication = drover_ctld::Replication::start(&config, id, args.snapshot_every).await?;
+            tracing::info!(replica = id, "following; waiting to lead");
+            replication.until_leader().await?;
+            Some(replication)
+        }
+        None => None,
+    };
     let clients =
         tokio::net::UnixListener::bind(&socket_path).with_context(|| format!("binding {}", socket_path.display()))?;
     // Every local user may connect; identity comes from SO_PEERCRED, not from the socket's mode.
@@ -64,5 +91,9 @@ async fn main() -> anyhow::Result<()> {
         tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
     };
     let options = drover_ctld::Options { max_commit_batch: args.commit_batch };
-    drover_ctld::run(config, options, drover_ctld::Listeners { clients, nodes }, shutdown).await
+    let listeners = drover_ctld::Listeners { clients, nodes };
+    match replication {
+        None => drover_ctld::run(config, options, listeners, shutdown).await,
+        Some(replication) => drover_ctld::run_replica(config, options, listeners, replication, shutdown).await,
+    }
 }

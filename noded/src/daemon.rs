@@ -29,6 +29,8 @@ use tokio::sync::Notify;
 #[derive(Debug, Clone)]
 pub struct NodeSettings {
     pub name: String,
+    /// ctld's node address; a replicated controller's replicas' addresses, comma-separated,
+    /// tried in turn.
     pub controller: String,
     pub state_dir: PathBuf,
     pub key: Arc<ClusterKey>,
@@ -163,12 +165,27 @@ fn launched_before_boot(dir: &std::path::Path) -> bool {
     boot_time() > 0 && written.is_some_and(|written| written < boot)
 }
 
+/// Milliseconds data sent to ctld may stay unacknowledged before the connection counts as lost.
+const UNACKED_LIMIT_MS: u32 = 15_000;
+
 async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
-    let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&settings.controller))
-        .await
-        .context("connecting to ctld timed out")?
-        .with_context(|| format!("connecting to ctld at {}", settings.controller))?;
+    // A replicated controller lists every replica; only the leader accepts.
+    let mut connected = Err(anyhow::anyhow!("no controller address"));
+    for address in settings.controller.split(',') {
+        connected = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address))
+            .await
+            .context("connecting to ctld timed out")
+            .and_then(|stream| stream.with_context(|| format!("connecting to ctld at {address}")));
+        if connected.is_ok() {
+            break;
+        }
+    }
+    let stream = connected?;
     stream.set_nodelay(true)?;
+    // A controller cut off by the network never closes the connection: heartbeats it leaves
+    // unacknowledged for this long drop it, and noded looks for the (new) leader.
+    nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::TcpUserTimeout, &UNACKED_LIMIT_MS)
+        .context("setting TCP_USER_TIMEOUT")?;
     let mut messages = MessageStream::new(stream);
     let handshake = node_handshake(&mut messages, &settings.key, &settings.name);
     tokio::time::timeout(Duration::from_secs(10), handshake).await.context("ctld did not answer hello")??;

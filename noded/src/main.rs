@@ -103,7 +103,7 @@ fn main() -> anyhow::Result<()> {
     }
     let settings = daemon::NodeSettings {
         name: name.clone(),
-        controller: args.controller.unwrap_or_else(|| config.controller_address.clone()),
+        controller: args.controller.unwrap_or_else(|| config.controller_addresses().join(",")),
         state_dir: args.state_dir.clone(),
         key: Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?),
         cpus: node.cpus,

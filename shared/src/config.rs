@@ -153,6 +153,24 @@ pub mod raw {
         /// Seconds a client connection may stay silent after its hello or an answer.
         #[serde(default = "default_client_idle_timeout")]
         pub client_idle_timeout: u32,
+        /// Replicated controllers (`[[controller.replicas]]`, see docs/admin/ha.md); empty = one
+        /// embedded controller at `address`.
+        #[serde(default)]
+        pub replicas: Vec<Replica>,
+    }
+
+    /// One replica of a replicated controller.
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Replica {
+        /// Its Raft node id (1 or more, unique).
+        pub id: Spanned<u64>,
+        /// TCP address nodes and remote clients connect to while it leads.
+        pub address: Spanned<String>,
+        /// TCP address the other replicas reach it at (Raft messages).
+        pub raft_address: Spanned<String>,
+        /// Its own database, Raft log and client socket; relative to the config file.
+        pub state_dir: String,
     }
 
     fn default_key_file() -> String {
@@ -461,6 +479,17 @@ pub struct HomeSettings {
 /// `token.sock` in noded's default state directory.
 pub const DEFAULT_TOKEN_SOCKET: &str = "/var/spool/drover/token.sock";
 
+/// One replica of a replicated controller (`[[controller.replicas]]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replica {
+    pub id: u64,
+    /// Where nodes and remote clients reach it while it leads.
+    pub address: String,
+    /// Where the other replicas reach it.
+    pub raft_address: String,
+    pub state_dir: PathBuf,
+}
+
 /// The validated cluster configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -473,6 +502,8 @@ pub struct Config {
     pub cluster_name: String,
     pub controller_address: String,
     pub state_dir: PathBuf,
+    /// `[[controller.replicas]]`: empty for one embedded controller (the default).
+    pub replicas: Vec<Replica>,
     pub key_file: PathBuf,
     pub node_timeout: u32,
     pub kill_wait: u32,
@@ -593,6 +624,38 @@ impl Config {
         self.state_dir.join("ctld.sock")
     }
 
+    /// Every client socket a command may try, in order: each replica's, or the one controller's.
+    pub fn client_sockets(&self) -> Vec<PathBuf> {
+        if self.replicas.is_empty() {
+            return vec![self.client_socket()];
+        }
+        self.replicas.iter().map(|r| r.state_dir.join("ctld.sock")).collect()
+    }
+
+    /// Every address nodes and remote clients may try, in order: each replica's, or the one
+    /// controller's.
+    pub fn controller_addresses(&self) -> Vec<String> {
+        if self.replicas.is_empty() {
+            return vec![self.controller_address.clone()];
+        }
+        self.replicas.iter().map(|r| r.address.clone()).collect()
+    }
+
+    /// Makes this config the one replica `id` runs with: its node address and state directory.
+    pub fn select_replica(&mut self, id: u64) -> Result<(), String> {
+        let Some(replica) = self.replicas.iter().find(|r| r.id == id) else {
+            let ids: Vec<String> = self.replicas.iter().map(|r| r.id.to_string()).collect();
+            return Err(if ids.is_empty() {
+                format!("replica {id}: the config lists no [[controller.replicas]]")
+            } else {
+                format!("replica {id} is not in [[controller.replicas]] (ids: {})", ids.join(", "))
+            });
+        };
+        self.controller_address = replica.address.clone();
+        self.state_dir = replica.state_dir.clone();
+        Ok(())
+    }
+
     /// The role of the user called `name`: the highest of `controller.admins`,
     /// `controller.operators` and the user's own `role`/`admin`. `root` is always an admin.
     pub fn role_of(&self, name: &str) -> Role {
@@ -692,6 +755,52 @@ impl Validator<'_> {
     fn error<T>(&self, spanned: &Spanned<T>, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
         let (line, column) = line_column(self.text, spanned.span().start);
         ConfigError::Invalid { path: self.path.to_owned(), line, column, key: key.into(), message: message.into() }
+    }
+
+    /// `[[controller.replicas]]`: none, or at least three with unique ids, addresses and state
+    /// directories.
+    fn replicas(&self, raw: &[raw::Replica]) -> Result<Vec<Replica>, ConfigError> {
+        let mut replicas: Vec<Replica> = Vec::new();
+        for (i, r) in raw.iter().enumerate() {
+            let key = |field: &str| format!("controller.replicas[{i}].{field}");
+            if *r.id.get_ref() == 0 {
+                return Err(self.error(&r.id, key("id"), "replica ids start at 1"));
+            }
+            for (value, field) in [(&r.address, "address"), (&r.raft_address, "raft_address")] {
+                if value.get_ref().parse::<std::net::SocketAddr>().is_err() {
+                    return Err(self.error(value, key(field), "expected an IP address and port, e.g. 10.0.0.1:6817"));
+                }
+            }
+            let replica = Replica {
+                id: *r.id.get_ref(),
+                address: r.address.get_ref().clone(),
+                raft_address: r.raft_address.get_ref().clone(),
+                state_dir: self.relative(&r.state_dir),
+            };
+            if let Some(other) = replicas.iter().find(|o| o.id == replica.id) {
+                return Err(self.error(&r.id, key("id"), format!("replica id {} is used twice", other.id)));
+            }
+            let addresses = [&replica.address, &replica.raft_address];
+            if replica.address == replica.raft_address
+                || replicas.iter().any(|o| addresses.contains(&&o.address) || addresses.contains(&&o.raft_address))
+            {
+                return Err(self.error(&r.address, key("address"), "every replica needs its own two addresses"));
+            }
+            if replicas.iter().any(|o| o.state_dir == replica.state_dir) {
+                return Err(self.error(&r.address, key("state_dir"), "every replica needs its own state directory"));
+            }
+            replicas.push(replica);
+        }
+        if let Some(first) = raw.first()
+            && replicas.len() < 3
+        {
+            return Err(self.error(
+                &first.id,
+                "controller.replicas",
+                "list at least three replicas (fewer survive no failure), or none for one controller",
+            ));
+        }
+        Ok(replicas)
     }
 
     fn relative(&self, value: &str) -> PathBuf {
@@ -1178,6 +1287,7 @@ impl Validator<'_> {
             cluster_name,
             controller_address: address.get_ref().clone(),
             state_dir: self.relative(&file.controller.state_dir),
+            replicas: self.replicas(&file.controller.replicas)?,
             key_file: self.relative(&file.controller.key_file),
             plugstack: self.relative(file.plugstack.as_deref().unwrap_or("plugstack.conf")),
             token_socket: self.relative(file.token_socket.as_deref().unwrap_or(DEFAULT_TOKEN_SOCKET)),

@@ -41,6 +41,23 @@ pub struct Host {
 }
 
 impl Host {
+    /// `nsenter` into only this host's network namespace (the machine's file system, host name
+    /// and mounts stay): put it before a command line to run it on this host's network. Works
+    /// before `boot` too.
+    pub fn net_prefix(&self) -> Vec<String> {
+        vec!["nsenter".into(), format!("--net=/run/netns/{}", self.netns), "--".into()]
+    }
+
+    /// Cuts this host off the network (its link to the bridge goes down): a network partition.
+    pub fn cut(&self) {
+        ip(&["link", "set", &self.link, "down"]).expect("cutting a host off");
+    }
+
+    /// Joins this host to the network again.
+    pub fn heal(&self) {
+        ip(&["link", "set", &self.link, "up"]).expect("joining a host again");
+    }
+
     /// A command run on this host (in its namespaces), as root, in `/`.
     pub fn command(&self, program: &str) -> Command {
         self.command_in(Path::new("/"), program)

@@ -160,10 +160,13 @@ fn unsafe_stays_where_it_is_allowed() {
 }
 
 /// ctld's layers, each with the layers its files may name as `crate::<layer>`: itself and the
-/// ones below it (serve → core → {policy, store} → model; policy and store never each other).
-const CTLD_LAYERS: [(&str, &[&str]); 5] = [
+/// ones below it (serve → core → {policy, store} → model; policy and store never each other;
+/// `replica`, the replicated writer and state machine, sits on the store and only `lib.rs`
+/// wires it in).
+const CTLD_LAYERS: [(&str, &[&str]); 6] = [
     ("model", &["model"]),
     ("store", &["store", "model"]),
+    ("replica", &["replica", "store", "model"]),
     ("policy", &["policy", "model"]),
     ("core", &["core", "policy", "store", "model"]),
     ("serve", &["serve", "core", "policy", "store", "model"]),

@@ -20,7 +20,7 @@ use drover_shared::grammar::time::parse_time_limit;
 use drover_shared::hostlist;
 use drover_shared::job::{JobId, JobInfo};
 use drover_shared::node::{NodeInfo, PartitionInfo};
-use drover_shared::proto::client::{JobQuery, JobUpdate, NodeReason, Request, Response};
+use drover_shared::proto::client::{JobQuery, JobUpdate, NodeReason, ReplicaState, Request, Response};
 use std::ffi::OsString;
 
 const USAGE: &str = "Usage: scontrol [<OPTION>] [<COMMAND>]
@@ -419,7 +419,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     };
     let options = invocation.options;
     if names(command, "ping", 2) {
-        return ping();
+        return ping(options.details);
     }
     if names(command, "version", 4) {
         println!("{}", crate::sbatch::help::VERSION);
@@ -719,7 +719,52 @@ fn show_partitions(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i
     Ok(0)
 }
 
-fn ping() -> anyhow::Result<i32> {
+/// Slurm's name for the `i`th controller `scontrol ping` lists.
+fn controller_role(i: usize) -> String {
+    match i {
+        0 => "primary".to_owned(),
+        1 => "backup".to_owned(),
+        n => format!("backup{n}"),
+    }
+}
+
+/// The lines of `scontrol ping` for a replicated controller: the leader as `primary`, the
+/// others as `backup`, `backup2`, … in id order; `-d` adds each replica's id and how far its
+/// log is behind the leader's.
+pub(crate) fn replica_lines(replicas: &[ReplicaState], details: bool) -> String {
+    let mut ordered: Vec<&ReplicaState> = replicas.iter().filter(|r| r.leader).collect();
+    ordered.extend(replicas.iter().filter(|r| !r.leader));
+    let mut text = String::new();
+    for (i, replica) in ordered.iter().enumerate() {
+        let role = controller_role(i);
+        let state = if replica.up { "UP" } else { "DOWN" };
+        text.push_str(&format!("Slurmctld({role}) at {} is {state}", replica.address));
+        if details {
+            let behind = replica.behind.map_or_else(|| "unknown".to_owned(), |n| n.to_string());
+            text.push_str(&format!(" (replica {}, log entries behind: {behind})", replica.id));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+fn ping(details: bool) -> anyhow::Result<i32> {
+    let config = crate::client::config().ok().filter(|c| !c.replicas.is_empty());
+    if let Some(config) = config {
+        return match crate::client::call(&Request::QueryReplicas) {
+            Ok(Response::Replicas { replicas }) if !replicas.is_empty() => {
+                print!("{}", replica_lines(&replicas, details));
+                Ok(0)
+            }
+            _ => {
+                for (i, replica) in config.replicas.iter().enumerate() {
+                    let role = controller_role(i);
+                    println!("Slurmctld({role}) at {} is DOWN", replica.address);
+                }
+                Ok(1)
+            }
+        };
+    }
     match crate::client::call(&Request::Ping) {
         Ok(Response::Pong { controller, .. }) => {
             println!("Slurmctld(primary) at {controller} is UP");
@@ -753,6 +798,27 @@ mod tests {
 
     fn ended(job_id: JobId) -> JobInfo {
         scenario::finished().into_iter().find(|j| j.job_id == job_id).expect("finished job")
+    }
+
+    /// The leader first as `primary`, the others as `backup`, `backup2`; `-d` adds how far behind.
+    #[test]
+    fn replicas_ping_like_slurm_controllers() {
+        let replica =
+            |id, leader, up, behind| ReplicaState { id, address: format!("10.0.0.{id}:6817"), leader, up, behind };
+        let replicas =
+            [replica(1, false, true, Some(0)), replica(2, true, true, Some(0)), replica(3, false, false, None)];
+        expect![[r#"
+            Slurmctld(primary) at 10.0.0.2:6817 is UP
+            Slurmctld(backup) at 10.0.0.1:6817 is UP
+            Slurmctld(backup2) at 10.0.0.3:6817 is DOWN
+        "#]]
+        .assert_eq(&replica_lines(&replicas, false));
+        expect![[r#"
+            Slurmctld(primary) at 10.0.0.2:6817 is UP (replica 2, log entries behind: 0)
+            Slurmctld(backup) at 10.0.0.1:6817 is UP (replica 1, log entries behind: 0)
+            Slurmctld(backup2) at 10.0.0.3:6817 is DOWN (replica 3, log entries behind: unknown)
+        "#]]
+        .assert_eq(&replica_lines(&replicas, true));
     }
 
     #[test]

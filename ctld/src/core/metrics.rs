@@ -292,6 +292,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::SplitArrayTask { .. } => "split_array_task",
         R::QueryJobUsage { .. } => "query_job_usage",
         R::QueryStepUsage { .. } => "query_step_usage",
+        R::QueryReplicas => "query_replicas",
         #[allow(unreachable_patterns)]
         _ => "other",
     }

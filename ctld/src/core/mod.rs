@@ -326,6 +326,7 @@ impl Core {
             | Request::QueryTemplates
             | Request::ShowConfig
             | Request::Sacctmgr { .. }
+            | Request::QueryReplicas
             | Request::Ping => {
                 let name = crate::core::metrics::request_name(&request);
                 tracing::error!(request = name, "a request served off the core reached the core");

@@ -440,6 +440,18 @@ pub(crate) fn run_writer(
 
 fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCommit>) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
+    write_ops(&tx, batch, after)?;
+    tx.commit()
+}
+
+/// Writes `batch` in the open transaction `tx` (the whole of a commit but the commit itself:
+/// the embedded writer commits it; a replica's state machine adds its applied log position
+/// first).
+pub(crate) fn write_ops(
+    tx: &rusqlite::Transaction<'_>,
+    batch: Vec<DbOp>,
+    after: &mut Vec<AfterCommit>,
+) -> rusqlite::Result<()> {
     {
         let mut insert = tx.prepare_cached(
             "INSERT INTO jobs (job_id, uid, state, submit_time, start_time, end_time, account, partition, name, info, spec,
@@ -458,7 +470,7 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
             match op {
                 DbOp::InsertJob { info, spec, fill_from } => {
                     let spec = match fill_from {
-                        Some(source) => Box::new(resident::complete(&spec, &info, stored_spec(&tx, source)?)),
+                        Some(source) => Box::new(resident::complete(&spec, &info, stored_spec(tx, source)?)),
                         None => spec,
                     };
                     insert.execute(params![
@@ -537,7 +549,7 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                 }
                 DbOp::After(AfterCommit::Launch(job_id, None)) => {
                     // A failed read does not fail the batch: the core fails the launch.
-                    let spec = stored_spec(&tx, job_id)
+                    let spec = stored_spec(tx, job_id)
                         .inspect_err(|e| tracing::error!(job_id, error = %e, "the job's stored spec cannot be read"))
                         .ok()
                         .map(Box::new);
@@ -585,20 +597,20 @@ fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCom
                         params![updated],
                     )?;
                 }
-                DbOp::RecordRun(info) => super::runs::write(&tx, &info)?,
-                DbOp::RequeueIntent { job_id, hold } => super::runs::write_intent(&tx, job_id, hold)?,
-                DbOp::RecordUsage(record) => super::accounting::write(&tx, &record)?,
+                DbOp::RecordRun(info) => super::runs::write(tx, &info)?,
+                DbOp::RequeueIntent { job_id, hold } => super::runs::write_intent(tx, job_id, hold)?,
+                DbOp::RecordUsage(record) => super::accounting::write(tx, &record)?,
                 DbOp::PurgeUsage { now, hours_days, jobs_days } => {
-                    super::accounting::purge(&tx, now, hours_days, jobs_days)?
+                    super::accounting::purge(tx, now, hours_days, jobs_days)?
                 }
             }
         }
     }
-    tx.commit()
+    Ok(())
 }
 
 /// The whole spec stored with a job.
-fn stored_spec(tx: &rusqlite::Transaction<'_>, job_id: JobId) -> rusqlite::Result<JobSpec> {
+pub(crate) fn stored_spec(tx: &rusqlite::Connection, job_id: JobId) -> rusqlite::Result<JobSpec> {
     let blob: Vec<u8> =
         tx.prepare_cached("SELECT spec FROM jobs WHERE job_id = ?1")?.query_row(params![job_id], |r| r.get(0))?;
     decode_stored(&blob).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, Box::new(e)))

@@ -65,6 +65,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "usage records name the job template (drover report templates)",
         steps: &[Step::Sql("ALTER TABLE usage_jobs ADD COLUMN template TEXT NOT NULL DEFAULT ''")],
     },
+    Migration {
+        name: "a replica's applied Raft log position and membership (replicated controllers only)",
+        steps: &[Step::Sql(
+            "CREATE TABLE raft_applied (id INTEGER PRIMARY KEY CHECK (id = 1), log_id BLOB, membership BLOB NOT NULL)",
+        )],
+    },
 ];
 
 /// Migration 1. `jobs.state` holds [`drover_shared::job::JobState::code`]; codes below 3 are the

@@ -272,3 +272,55 @@ fn a_home_file_includes_the_admins_file() {
     let error = Config::load(&dir.path().join("missing.toml")).unwrap_err().to_string();
     assert_eq!(error, format!("{}: No such file or directory", dir.path().join("missing.toml").display()));
 }
+
+/// `[[controller.replicas]]`: none keeps one controller; three or more with their own ids,
+/// addresses and state directories; each mistake named with its place.
+#[test]
+fn controller_replicas_are_checked() {
+    let replica = |id: u32, port: u32, dir: &str| {
+        format!(
+            "[[controller.replicas]]\nid = {id}\naddress = \"127.0.0.1:{port}\"\nraft_address = \"127.0.0.1:{}\"\nstate_dir = \"{dir}\"\n",
+            port + 100
+        )
+    };
+    let with = |replicas: &str| BASE.replace("state_dir = \"state\"\n", &format!("state_dir = \"state\"\n{replicas}"));
+    let path = Path::new("/etc/drover/cluster.toml");
+    let plain = Config::parse(path, BASE).unwrap();
+    assert!(plain.replicas.is_empty());
+    assert_eq!(plain.client_sockets(), [Path::new("/etc/drover/state/ctld.sock")]);
+    let three = format!("{}{}{}", replica(1, 7001, "r1"), replica(2, 7002, "r2"), replica(3, 7003, "/var/r3"));
+    let mut config = Config::parse(path, &with(&three)).unwrap();
+    assert_eq!(config.controller_addresses(), ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]);
+    assert_eq!(config.client_sockets()[2], Path::new("/var/r3/ctld.sock"));
+    config.select_replica(2).unwrap();
+    assert_eq!(
+        (config.controller_address.as_str(), config.state_dir.as_path()),
+        ("127.0.0.1:7002", Path::new("/etc/drover/r2"))
+    );
+    assert_eq!(config.select_replica(9).unwrap_err(), "replica 9 is not in [[controller.replicas]] (ids: 1, 2, 3)");
+    let two = format!("{}{}", replica(1, 7001, "r1"), replica(2, 7002, "r2"));
+    assert_eq!(
+        check(&with(&two)),
+        "/etc/drover/cluster.toml:7:6: controller.replicas: list at least three replicas (fewer survive no failure), or none for one controller"
+    );
+    let twice = format!("{}{}{}", replica(1, 7001, "r1"), replica(1, 7002, "r2"), replica(3, 7003, "r3"));
+    assert_eq!(
+        check(&with(&twice)),
+        "/etc/drover/cluster.toml:12:6: controller.replicas[1].id: replica id 1 is used twice"
+    );
+    let same_port = format!("{}{}{}", replica(1, 7001, "r1"), replica(2, 7001, "r2"), replica(3, 7003, "r3"));
+    assert!(
+        check(&with(&same_port)).ends_with("controller.replicas[1].address: every replica needs its own two addresses")
+    );
+    let same_dir = format!("{}{}{}", replica(1, 7001, "r1"), replica(2, 7002, "r1"), replica(3, 7003, "r3"));
+    assert!(
+        check(&with(&same_dir))
+            .ends_with("controller.replicas[1].state_dir: every replica needs its own state directory")
+    );
+    let bad = with(&three).replace("address = \"127.0.0.1:7002\"", "address = \"ctl2\"");
+    assert!(
+        check(&bad).ends_with("controller.replicas[1].address: expected an IP address and port, e.g. 10.0.0.1:6817")
+    );
+    let zero = with(&three).replace("id = 3", "id = 0");
+    assert!(check(&zero).ends_with("controller.replicas[2].id: replica ids start at 1"));
+}

@@ -104,6 +104,9 @@ pub enum Request {
     /// configuration ctld runs as the caller may see it (`crate::sacctmgr`), or an error whose
     /// detail is sacctmgr's message.
     Sacctmgr { args: Vec<String> },
+    /// `scontrol ping` of a replicated controller: every replica and how the leader sees it,
+    /// answered with [`Response::Replicas`] (empty from a single controller).
+    QueryReplicas,
 }
 
 impl Request {
@@ -395,6 +398,24 @@ pub enum Response {
     Listing {
         text: String,
     },
+    /// Answer to [`Request::QueryReplicas`]: config order.
+    Replicas {
+        replicas: Vec<ReplicaState>,
+    },
+}
+
+/// One replica of a replicated controller as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaState {
+    pub id: u64,
+    /// Where nodes and remote clients reach it while it leads.
+    pub address: String,
+    /// The replica that answered (the leader).
+    pub leader: bool,
+    /// It answered the leader within the last second (the leader itself always is).
+    pub up: bool,
+    /// Log entries it has yet to receive (0: in step); `None` when unknown.
+    pub behind: Option<u64>,
 }
 
 /// A job template as `drover templates` shows it.

@@ -43,6 +43,9 @@ pub(crate) struct ClientContext {
     pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::model::snapshot::JobsSnapshot>>,
     /// Client connections by uid, local and remote ones alike.
     pub(crate) admission: Arc<admission::Admission>,
+    /// A replicated controller's replicas as this (leading) replica sees them; `None` for a
+    /// single controller.
+    pub(crate) replicas: Option<tokio::sync::watch::Receiver<Vec<drover_shared::proto::client::ReplicaState>>>,
 }
 
 /// Accepts client connections until the listener fails. Accepting never waits for room: a
@@ -210,6 +213,9 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::ShowConfig => config::show(context),
         Request::QueryTemplates => templates::list(context, caller),
         Request::Sacctmgr { args } => config::sacctmgr(context, caller, &args),
+        Request::QueryReplicas => {
+            Response::Replicas { replicas: context.replicas.as_ref().map(|r| r.borrow().clone()).unwrap_or_default() }
+        }
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),

@@ -1,0 +1,230 @@
+//! Replicated controllers (`[[controller.replicas]]`, docs/admin/ha.md): three or more ctld
+//! processes keep the state database in step with Raft (openraft). Every batch the writer would
+//! commit becomes one log entry; each replica applies committed entries to its own `drover.db`
+//! with the writer's own code (`state_machine.rs`), and the leader releases a batch's
+//! `AfterCommit` actions only once its entry is committed on a majority and applied (`writer.rs`).
+//! Only the leader runs the core: a replica that wins an election builds its core from its own
+//! database, as a restarted ctld does, and a leader that stops leading ends its process at once
+//! (its supervisor restarts it as a follower). The log lives in `raft.db` (`log_store.rs`);
+//! replicas talk over authenticated, sealed TCP (`network.rs`).
+//!
+//! Layer: beside the store, for the wiring in `lib.rs`; it imports only the store and the model.
+
+mod log_store;
+mod network;
+mod state_machine;
+mod wire;
+pub(crate) mod writer;
+
+use anyhow::Context;
+use drover_shared::auth::ClusterKey;
+use drover_shared::config::Config;
+use drover_shared::proto::client::ReplicaState;
+use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+openraft::declare_raft_types!(
+    /// The Raft types of the controller's log.
+    pub(crate) TypeConfig:
+        D = wire::Batch,
+        R = wire::Applied,
+        NodeId = u64,
+        Node = BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// Leader heartbeats (ms).
+const HEARTBEAT_MS: u64 = 100;
+/// A follower that hears no leader stands for election after openraft's leader lease (the
+/// range's upper end) plus a random time in this range (ms): 1.2 to 1.6 s of silence, longer
+/// when it has seen a longer log than its own (then the other stands first).
+const ELECTION_MS: (u64, u64) = (400, 800);
+/// A leader that has heard from no majority for this long stops (ms). It is shorter than the
+/// least silence after which a follower may stand for election (lease + shortest timeout), so a
+/// cut-off leader is gone before another can be elected: there is never a moment with two
+/// leaders answering clients.
+const LOST_QUORUM_MS: u64 = 1000;
+const _: () = assert!(LOST_QUORUM_MS < ELECTION_MS.1 + ELECTION_MS.0);
+/// How long the first replica of a new cluster listens for a leader before it proposes the
+/// membership (ms).
+const BOOTSTRAP_WAIT_MS: u64 = 2000;
+/// How often the replicas' states are refreshed for `scontrol ping` (ms).
+const STATE_EVERY_MS: u64 = 200;
+/// A replica that answered the leader within this long is up (ms; heartbeats go every 100 ms).
+const FRESH_MS: u64 = 1000;
+
+/// This process's replica: its Raft node and where its state database is.
+pub(crate) struct Replica {
+    pub(crate) raft: Raft<TypeConfig>,
+    pub(crate) id: u64,
+    pub(crate) db_path: PathBuf,
+    /// Every replica's node address, by id (config order is id order here).
+    addresses: BTreeMap<u64, String>,
+    answered: network::Answered,
+}
+
+/// Opens replica `id`'s log and state database (in its state directory), snapshotting every
+/// `snapshot_every` entries (the log before a snapshot, but for a few entries, is purged),
+/// starts its Raft node
+/// and the Raft port, and, on a replica that never held a log, proposes the configured
+/// membership (every replica proposes the same one; the first election decides).
+pub(crate) async fn start(
+    config: &Config,
+    id: u64,
+    key: Arc<ClusterKey>,
+    snapshot_every: u64,
+) -> anyhow::Result<Replica> {
+    let me = config.replicas.iter().find(|r| r.id == id).context("this replica is not in the config")?;
+    let log = log_store::LogStore::open(&me.state_dir.join("raft.db"))?;
+    let blank = log.is_blank();
+    let db_path = me.state_dir.join("drover.db");
+    let state_machine = state_machine::StateMachine::open(&db_path)?;
+    let raft_config = openraft::Config {
+        cluster_name: config.cluster_name.clone(),
+        heartbeat_interval: HEARTBEAT_MS,
+        election_timeout_min: ELECTION_MS.0,
+        election_timeout_max: ELECTION_MS.1,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_every),
+        max_in_snapshot_log_to_keep: (snapshot_every / 20).min(100),
+        max_payload_entries: 16,
+        ..openraft::Config::default()
+    }
+    .validate()
+    .context("the Raft settings")?;
+    let peers: BTreeMap<u64, String> = config.replicas.iter().map(|r| (r.id, r.raft_address.clone())).collect();
+    let answered = network::Answered::default();
+    let network = network::Network { me: id, key, peers: Arc::new(peers), answered: answered.clone() };
+    let raft = Raft::new(id, Arc::new(raft_config), network.clone(), log, state_machine)
+        .await
+        .context("starting the Raft node")?;
+    let listener = tokio::net::TcpListener::bind(&me.raft_address)
+        .await
+        .with_context(|| format!("binding the Raft port {}", me.raft_address))?;
+    tokio::spawn(network::serve(listener, raft.clone(), network));
+    // A new cluster: the replica with the lowest id proposes the membership, once it has heard
+    // from no leader for a while. Only one replica may: a blank replica that proposed its own
+    // would stand for election with its short log and depose a working leader (Raft without
+    // pre-vote), and a wiped replica of a running cluster hears from the leader well before.
+    let first = config.replicas.iter().map(|r| r.id).min() == Some(id);
+    if blank && first {
+        let members: BTreeMap<u64, BasicNode> =
+            config.replicas.iter().map(|r| (r.id, BasicNode::new(r.raft_address.clone()))).collect();
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(BOOTSTRAP_WAIT_MS)).await;
+            let untouched = {
+                let m = raft.metrics().borrow().clone();
+                m.current_leader.is_none() && m.last_log_index.is_none() && m.vote.leader_id.term == 0
+            };
+            if untouched {
+                tracing::info!("no replica holds a log: proposing the configured membership");
+                if let Err(e) = raft.initialize(members).await {
+                    tracing::info!(error = %e, "membership not proposed");
+                }
+            }
+        });
+    }
+    tracing::info!(replica = id, raft = me.raft_address, "replica started");
+    let addresses = config.replicas.iter().map(|r| (r.id, r.address.clone())).collect();
+    Ok(Replica { raft, id, db_path, addresses, answered })
+}
+
+impl Replica {
+    /// Waits until this replica leads and has applied every entry committed before its term.
+    pub(crate) async fn until_leader(&self) -> anyhow::Result<()> {
+        let mut metrics = self.raft.metrics();
+        loop {
+            let leads = {
+                let m = metrics.borrow_and_update();
+                m.state == ServerState::Leader && m.current_leader == Some(self.id)
+            };
+            if leads {
+                match self.raft.ensure_linearizable().await {
+                    Ok(_) => {
+                        tracing::info!(replica = self.id, "this replica leads; loading the state");
+                        return Ok(());
+                    }
+                    Err(e) => tracing::info!(error = %e, "elected but not confirmed"),
+                }
+            }
+            metrics.changed().await.context("the Raft node stopped")?;
+        }
+    }
+
+    /// Publishes every replica's state as this leader sees it (`scontrol ping`), every
+    /// [`STATE_EVERY_MS`].
+    pub(crate) fn publish_states(&self) -> tokio::sync::watch::Receiver<Vec<ReplicaState>> {
+        let (publish, states) = tokio::sync::watch::channel(Vec::new());
+        let (metrics, id) = (self.raft.metrics(), self.id);
+        let (addresses, answered) = (self.addresses.clone(), self.answered.clone());
+        tokio::spawn(async move {
+            loop {
+                let rows = {
+                    let m = metrics.borrow();
+                    let last = m.last_log_index.unwrap_or(0);
+                    let answered = answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    addresses
+                        .iter()
+                        .map(|(&replica, address)| {
+                            let matched = m.replication.as_ref().and_then(|r| r.get(&replica).copied());
+                            let behind = match (replica == id, matched) {
+                                (true, _) => Some(0),
+                                (false, Some(matched)) => Some(last.saturating_sub(matched.map_or(0, |l| l.index))),
+                                (false, None) => None,
+                            };
+                            let fresh =
+                                answered.get(&replica).is_some_and(|at| at.elapsed() < Duration::from_millis(FRESH_MS));
+                            ReplicaState {
+                                id: replica,
+                                address: address.clone(),
+                                leader: replica == id,
+                                up: replica == id || fresh,
+                                behind,
+                            }
+                        })
+                        .collect()
+                };
+                if publish.send(rows).is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(STATE_EVERY_MS)).await;
+            }
+        });
+        states
+    }
+
+    /// Ends the process the moment this replica stops leading or has heard from no majority for
+    /// [`LOST_QUORUM_MS`], so that a deposed leader never answers or schedules beside the new one.
+    pub(crate) fn stop_when_deposed(&self) {
+        let mut metrics = self.raft.metrics();
+        let id = self.id;
+        tokio::spawn(async move {
+            loop {
+                let lost = {
+                    let m = metrics.borrow_and_update();
+                    if m.state != ServerState::Leader {
+                        Some(format!("now {:?}", m.state))
+                    } else {
+                        m.millis_since_quorum_ack
+                            .filter(|ms| *ms > LOST_QUORUM_MS)
+                            .map(|ms| format!("no majority heard for {ms} ms"))
+                    }
+                };
+                if let Some(why) = lost {
+                    tracing::error!(
+                        replica = id,
+                        why,
+                        "leadership lost; exiting so that the supervisor restarts this replica as a follower"
+                    );
+                    std::process::exit(75);
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(100), metrics.changed()).await;
+            }
+        });
+    }
+}
