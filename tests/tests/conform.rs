@@ -509,7 +509,7 @@ fn scancel_signal_waits_for_a_starting_job() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(started.elapsed() >= std::time::Duration::from_secs(5), "no retry: {stderr}");
-    assert!(stderr.contains("scancel: Job is in transistional state, retrying"), "{stderr}");
+    assert!(stderr.contains("scancel: Job is in transitional state, retrying"), "{stderr}");
     let path = dir.join("later.out");
     cluster.wait_for("the step's signal", std::time::Duration::from_secs(30), || {
         std::fs::read_to_string(&path).ok().filter(|out| out.contains("step-usr1"))

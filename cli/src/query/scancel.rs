@@ -346,7 +346,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
     let mut answers = cancel_jobs(&request)?;
     // A job not running yet cannot be signalled: as Slurm's scancel, try again after 5, 6, …
-    // seconds (the job is likely starting), ten times at most.
+    // seconds (the job is likely starting); ten tries at most.
     for attempt in 0..MAX_SIGNAL_RETRIES {
         let waiting: Vec<JobId> =
             answers.iter().filter(|(_, r)| *r == Err(ErrorCode::TransitionState)).map(|(id, _)| *id).collect();
@@ -354,7 +354,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             break;
         }
         if args.verbose > 0 {
-            eprintln!("scancel: Job is in transistional state, retrying");
+            eprintln!("scancel: Job is in transitional state, retrying");
         }
         std::thread::sleep(std::time::Duration::from_secs(5 + attempt));
         let again = cancel_jobs(&CancelRequest { job_ids: waiting, ..request.clone() })?;
@@ -371,7 +371,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// How often scancel signals a job again that was not running yet (Slurm's count).
+/// How often scancel signals a job again that was not running yet (Drover's bound).
 const MAX_SIGNAL_RETRIES: u64 = 10;
 
 /// Sends `request` for its job ids (and filters), in chunks; one result per job.
