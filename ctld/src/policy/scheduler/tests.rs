@@ -475,6 +475,9 @@ fn aftercorr_holds_per_task() {
     let job = state.jobs.get_mut(&b).unwrap();
     (job.info.array_job_id, job.info.array_tasks_pending) = (Some(b), vec![0, 1, 2, 3]);
     Arc::make_mut(&mut job.spec).dependency = Some(format!("aftercorr:{a}"));
+    // Records made array tasks after their insert count once filed again (ctld sets a
+    // record's array id before inserting it).
+    state.jobs.refile(NOW);
     let ready = |state: &State| dependency::ready_task(state, b, NOW);
     assert_eq!(ready(&state), Some(0));
     assert_eq!(
@@ -1080,4 +1083,53 @@ fn reservations_are_planned_best_fit() {
         planned(&state, two, NOW + 60),
         "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
     );
+}
+
+/// Jobs waiting on other jobs' states are set aside by the refresh: the pass no longer considers
+/// them (its `considered` count is the schedulable work), they keep Slurm's reasons, and a
+/// change to a job they name (its end, a failure) brings them back at the next refresh.
+#[test]
+fn dependency_blocked_jobs_stay_out_of_the_pass_until_their_job_changes() {
+    let mut state = cluster("");
+    let target = submit(&mut state, "alice", "c=1");
+    assert_eq!(pass(&mut state, NOW), [target]);
+    let depend = |state: &mut State, text: String| {
+        let job = submit(state, "alice", "c=1");
+        Arc::make_mut(&mut state.jobs.get_mut(&job).unwrap().spec).dependency = Some(text);
+        job
+    };
+    let waiting: Vec<JobId> = (0..50).map(|_| depend(&mut state, format!("afterok:{target}"))).collect();
+    let not_ok = depend(&mut state, format!("afternotok:{target}"));
+    // A `+minutes` item waits on the clock: never set aside.
+    let delayed = depend(&mut state, format!("after:{target}+5"));
+    let free = submit(&mut state, "bob", "c=1");
+    dependency::refresh(&mut state, NOW);
+    assert_eq!(pass(&mut state, NOW), [free]);
+    assert_eq!(state.last_pass.considered, 2, "only the delayed job is considered, besides the free one");
+    assert_eq!(reason(&state, waiting[0]), "Dependency");
+    assert_eq!(state.jobs[&waiting[0]].info.dependency.as_deref(), Some(&*format!("afterok:{target}(unfulfilled)")));
+    // Unrelated changes (another job's reason, the target's own pass) wake nothing.
+    dependency::refresh(&mut state, NOW);
+    assert!(pass(&mut state, NOW).is_empty());
+    assert_eq!(state.last_pass.considered, 1);
+    // The target completes: every job waiting on it is back in the pass (those that fit start,
+    // the others wait for resources); `afternotok` can never be satisfied.
+    end(&mut state, target);
+    state.jobs.get_mut(&target).unwrap().info.state = Some(JobState::Completed);
+    dependency::refresh(&mut state, NOW);
+    let started = pass(&mut state, NOW);
+    assert_eq!(state.last_pass.considered, 51);
+    assert_eq!(started.first(), Some(&waiting[0]));
+    assert!(waiting.iter().all(|j| started.contains(j) || reason(&state, *j) != "Dependency"), "{started:?}");
+    assert!(!started.contains(&not_ok) && !started.contains(&delayed));
+    assert_eq!(reason(&state, not_ok), "DependencyNeverSatisfied");
+    dependency::refresh(&mut state, NOW);
+    pass(&mut state, NOW);
+    assert_eq!(reason(&state, not_ok), "DependencyNeverSatisfied");
+    assert_eq!(state.jobs[&not_ok].info.dependency.as_deref(), Some(&*format!("afternotok:{target}(failed)")));
+    // A changed dependency is worked out anew.
+    Arc::make_mut(&mut state.jobs.get_mut(&not_ok).unwrap().spec).dependency = Some(format!("afterany:{target}"));
+    dependency::refresh(&mut state, NOW);
+    pass(&mut state, NOW);
+    assert!(!reason(&state, not_ok).starts_with("Dependency"), "{}", reason(&state, not_ok));
 }
