@@ -88,6 +88,9 @@ pub mod raw {
         /// Team job templates.
         #[serde(default)]
         pub templates: Vec<toml::Spanned<super::templates::RawTemplate>>,
+        /// Switches (or NVLink blocks) for topology-aware placement.
+        #[serde(default)]
+        pub topology: super::topology::RawTopology,
     }
 
     /// A cluster home's file: the admin's file it includes and the home's own settings.
@@ -514,6 +517,8 @@ pub struct Config {
     pub incidents: incidents::IncidentConfig,
     /// `[[templates]]`: team job templates, file order.
     pub templates: Vec<templates::TemplateConfig>,
+    /// `[[topology.switches]]`: the switch tree multi-node jobs are placed under.
+    pub topology: topology::Topology,
 }
 
 impl Config {
@@ -1171,6 +1176,11 @@ impl Validator<'_> {
             .accounting
             .validate(&partition_names)
             .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
+        let node_names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let topology = file
+            .topology
+            .validate(&node_names)
+            .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
         Ok(Config {
             path: self.path.to_owned(),
             source: self.path.to_owned(),
@@ -1211,6 +1221,7 @@ impl Validator<'_> {
             metrics: file.metrics.validate().map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
             accounting,
             templates,
+            topology,
             incidents: file
                 .incidents
                 .validate()
@@ -1224,4 +1235,5 @@ pub mod sched;
 pub mod templates;
 #[cfg(test)]
 mod tests;
+pub mod topology;
 pub mod usage;

@@ -186,14 +186,7 @@ async fn end(
 ) -> anyhow::Result<()> {
     counters.ended.fetch_add(1, Ordering::Relaxed);
     let now = drover_shared::now();
-    let end = JobEnd {
-        job_id: run.job_id,
-        run: run.run,
-        outcome,
-        exit_status,
-        start_time: None,
-        end_time: now,
-    };
+    let end = JobEnd { job_id: run.job_id, run: run.run, outcome, exit_status, start_time: None, end_time: now };
     messages.send(&NodeMessage::JobEnded(end)).await?;
     Ok(())
 }

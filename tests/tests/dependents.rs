@@ -19,7 +19,8 @@ const QUEUED: usize = 1000;
 const PROMPT: i64 = 3;
 
 fn start() -> SimCluster {
-    let config = gpu_nodes(2, 8, "") + "[[accounts]]\nname = \"ml\"\n[[users]]\nname = \"root\"\ndefault_account = \"ml\"\n";
+    let config =
+        gpu_nodes(2, 8, "") + "[[accounts]]\nname = \"ml\"\n[[users]]\nname = \"root\"\ndefault_account = \"ml\"\n";
     SimCluster::start("dependents", 2, false, "default_account = \"ml\"", &config)
 }
 

@@ -397,11 +397,8 @@ impl Jobs {
         }
         for (target, array) in targets {
             let state = self.map.get(&target).filter(|j| j.committed).map(|j| j.info.state());
-            let watch = self.filed.watches.entry(target).or_insert_with(|| Watch {
-                state,
-                array,
-                waiting: Default::default(),
-            });
+            let watch =
+                self.filed.watches.entry(target).or_insert_with(|| Watch { state, array, waiting: Default::default() });
             // Watched already at another state (it cannot be: a change would have woken its
             // waiters at the last refile): any change wakes them.
             watch.array |= array || watch.state != state;
