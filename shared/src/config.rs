@@ -309,6 +309,9 @@ pub mod raw {
         pub preempt_mode: Option<Spanned<String>>,
         /// `GraceTime`: seconds between SIGTERM and SIGKILL for a preempted job.
         pub grace_time: Option<u32>,
+        /// `PreemptExemptTime` of the QOS's jobs: seconds a run is safe from reclaim after it
+        /// starts (default: `[controller] preempt_exempt_time`).
+        pub preempt_exempt_time: Option<u32>,
     }
 }
 
@@ -446,6 +449,9 @@ pub struct QosConfig {
     pub preempt_requeue: bool,
     /// Seconds between SIGTERM and SIGKILL when preempted; `None` = the controller's `kill_wait`.
     pub grace_time: Option<u32>,
+    /// Seconds a run of this QOS is safe from reclaim after it starts; `None` = the controller's
+    /// `preempt_exempt_time`.
+    pub preempt_exempt_time: Option<u32>,
 }
 
 /// Slurm's default `MaxTasksPerNode`.
@@ -940,6 +946,7 @@ impl Validator<'_> {
                     }
                 },
                 grace_time: q.grace_time,
+                preempt_exempt_time: q.preempt_exempt_time,
             });
         }
         if !qos.iter().any(|q| q.name == "normal") {
@@ -957,6 +964,7 @@ impl Validator<'_> {
                     max_submit_jobs_per_user: None,
                     preempt_requeue: true,
                     grace_time: None,
+                    preempt_exempt_time: None,
                 },
             );
         }

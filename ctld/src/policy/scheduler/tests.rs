@@ -1133,3 +1133,46 @@ fn dependency_blocked_jobs_stay_out_of_the_pass_until_their_job_changes() {
     pass(&mut state, NOW);
     assert!(!reason(&state, not_ok).starts_with("Dependency"), "{}", reason(&state, not_ok));
 }
+
+/// A QOS's own `preempt_exempt_time` wins over the controller's: its runs are safe for that long
+/// (longer or shorter), the others keep the controller's.
+#[test]
+fn a_qos_exempt_time_wins_over_the_controllers() {
+    let mut state = teams(&quota("audio", 16));
+    let config = Arc::make_mut(&mut state.config);
+    config.preempt_exempt_time = 300;
+    let mut long = config.qos[0].clone();
+    (long.name, long.preempt_exempt_time) = ("long".into(), Some(3000));
+    let mut short = config.qos[0].clone();
+    (short.name, short.preempt_exempt_time) = ("short".into(), Some(10));
+    config.qos.extend([long, short]);
+    let qos = |state: &mut State, job: JobId, name: &str| state.jobs.get_mut(&job).unwrap().info.qos = name.into();
+    let protected = submit(&mut state, "bob", "g=8 t=600");
+    qos(&mut state, protected, "long");
+    pass(&mut state, NOW - 1000);
+    let young = submit(&mut state, "bob", "g=8 t=600");
+    qos(&mut state, young, "short");
+    pass(&mut state, NOW - 100);
+    // The other two nodes: runs younger than the controller's 300 s.
+    (0..2).for_each(|_| {
+        submit(&mut state, "bob", "g=8 t=600");
+    });
+    pass(&mut state, NOW);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 10);
+    // Under the controller's 300 s the older run would go; its QOS protects it for 3000 s, and
+    // the younger one's QOS lets it go after 10 s.
+    assert_eq!(victims(), vec![young]);
+}
+
+/// A multi-node job's nodes are chosen best fit (the fuller node first) but held in node-table
+/// order, so its node list reads `n[1-2]` as Slurm prints it and the batch host is the first.
+#[test]
+fn multi_node_allocations_are_in_node_table_order() {
+    let mut state = cluster("");
+    let pinned = submit(&mut state, "alice", "c=1 w=n2");
+    assert_eq!(pass(&mut state, NOW), [pinned]);
+    let wide = submit(&mut state, "alice", "c=1 N=2");
+    assert_eq!(pass(&mut state, NOW), [wide]);
+    assert_eq!(state.jobs[&wide].info.nodes, ["n1", "n2"]);
+}
