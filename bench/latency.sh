@@ -8,9 +8,13 @@
 # shared machine).
 #
 #   bench/latency.sh                 (HELD=100000 LAT_RUNS=200 NODES=4)
+#   QUEUE=dependent HELD=50000 bench/latency.sh   (the queue waits on a running job instead)
 #
 # Environment:
 #   HELD=N        held jobs queued for the second measurement
+#   QUEUE=held|dependent   what the queued jobs are: held (default), or runnable but waiting on a
+#                 job that runs all along (`--dependency=afterok:<it>`, submitted before both
+#                 measurements)
 #   LAT_RUNS=N    sbatch samples per measurement (one warm-up run first, not counted)
 #   NODES=N       simulated nodes (64 CPUs, 8 GPUs each)
 #   DROVER_BIN=DIR  use drover, drover-ctld and drover-simnode from DIR instead of building them
@@ -20,6 +24,8 @@ cd "$(dirname "$0")/.."
 HELD=${HELD:-100000}
 LAT_RUNS=${LAT_RUNS:-200}
 NODES=${NODES:-4}
+QUEUE=${QUEUE:-held}
+case "$QUEUE" in held|dependent) ;; *) echo "latency.sh: QUEUE must be held or dependent" >&2; exit 2 ;; esac
 for v in HELD LAT_RUNS NODES; do
     case "${!v}" in ''|*[!0-9]*|0) echo "latency.sh: $v must be a positive integer" >&2; exit 2 ;; esac
 done
@@ -75,13 +81,19 @@ p50() {
         '{a[NR]=$1} END {printf "%.2f %.2f %.2f\n", a[int((NR+1)/2)]/1000, a[int(NR*0.99)]/1000, cpu/n}'
 }
 
+QUEUED_AS=(--hold)
+if [ "$QUEUE" = dependent ]; then
+    LONG=$("$BIN/drover" sbatch --parsable --comment sim:1000000 -o /dev/null "$WORK/job.sh")
+    QUEUED_AS=(--dependency "afterok:$LONG")
+fi
+
 read -r EMPTY EMPTY99 EMPTYCPU < <(p50 empty)
 echo "sbatch_runnable queued=0 p50_ms=$EMPTY p99_ms=$EMPTY99 ctld_cpu_ms_per_sbatch=$EMPTYCPU runs=$LAT_RUNS"
 t0=$(date +%s.%N)
-"$BIN/drover-simnode" submit --socket "$SOCK" --count "$HELD" --clients 8 --hold --gpus 1 >/dev/null
+"$BIN/drover-simnode" submit --socket "$SOCK" --count "$HELD" --clients 8 "${QUEUED_AS[@]}" --gpus 1 >/dev/null
 t1=$(date +%s.%N)
 held=$("$BIN/drover" squeue -h -t PD -o %i | wc -l)
-echo "filled held=$held in_s=$(echo "$t1 - $t0" | bc)"
+echo "filled $QUEUE=$held in_s=$(echo "$t1 - $t0" | bc)"
 sleep 2
 read -r FULL FULL99 FULLCPU < <(p50 full)
 echo "sbatch_runnable queued=$held p50_ms=$FULL p99_ms=$FULL99 ctld_cpu_ms_per_sbatch=$FULLCPU runs=$LAT_RUNS"

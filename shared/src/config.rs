@@ -88,6 +88,9 @@ pub mod raw {
         /// Team job templates.
         #[serde(default)]
         pub templates: Vec<toml::Spanned<super::templates::RawTemplate>>,
+        /// Switches (or NVLink blocks) for topology-aware placement.
+        #[serde(default)]
+        pub topology: super::topology::RawTopology,
     }
 
     /// A cluster home's file: the admin's file it includes and the home's own settings.
@@ -324,6 +327,9 @@ pub mod raw {
         pub preempt_mode: Option<Spanned<String>>,
         /// `GraceTime`: seconds between SIGTERM and SIGKILL for a preempted job.
         pub grace_time: Option<u32>,
+        /// `PreemptExemptTime` of the QOS's jobs: seconds a run is safe from reclaim after it
+        /// starts (default: `[controller] preempt_exempt_time`).
+        pub preempt_exempt_time: Option<u32>,
     }
 }
 
@@ -461,6 +467,9 @@ pub struct QosConfig {
     pub preempt_requeue: bool,
     /// Seconds between SIGTERM and SIGKILL when preempted; `None` = the controller's `kill_wait`.
     pub grace_time: Option<u32>,
+    /// Seconds a run of this QOS is safe from reclaim after it starts; `None` = the controller's
+    /// `preempt_exempt_time`.
+    pub preempt_exempt_time: Option<u32>,
 }
 
 /// Slurm's default `MaxTasksPerNode`.
@@ -545,6 +554,8 @@ pub struct Config {
     pub incidents: incidents::IncidentConfig,
     /// `[[templates]]`: team job templates, file order.
     pub templates: Vec<templates::TemplateConfig>,
+    /// `[[topology.switches]]`: the switch tree multi-node jobs are placed under.
+    pub topology: topology::Topology,
 }
 
 impl Config {
@@ -1044,6 +1055,7 @@ impl Validator<'_> {
                     }
                 },
                 grace_time: q.grace_time,
+                preempt_exempt_time: q.preempt_exempt_time,
             });
         }
         if !qos.iter().any(|q| q.name == "normal") {
@@ -1061,6 +1073,7 @@ impl Validator<'_> {
                     max_submit_jobs_per_user: None,
                     preempt_requeue: true,
                     grace_time: None,
+                    preempt_exempt_time: None,
                 },
             );
         }
@@ -1280,6 +1293,11 @@ impl Validator<'_> {
             .accounting
             .validate(&partition_names)
             .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
+        let node_names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let topology = file
+            .topology
+            .validate(&node_names)
+            .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?;
         Ok(Config {
             path: self.path.to_owned(),
             source: self.path.to_owned(),
@@ -1321,6 +1339,7 @@ impl Validator<'_> {
             metrics: file.metrics.validate().map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
             accounting,
             templates,
+            topology,
             incidents: file
                 .incidents
                 .validate()
@@ -1334,4 +1353,5 @@ pub mod sched;
 pub mod templates;
 #[cfg(test)]
 mod tests;
+pub mod topology;
 pub mod usage;

@@ -2,7 +2,8 @@
 //!
 //! - `nodes`: one process stands in for many nodes of the config (each its own authenticated TCP
 //!   connection, registration and heartbeats); launched jobs "run" for their simulated duration
-//!   (`--comment sim:SECONDS`, else their time limit) divided by `--warp`, then end `0:0`; a
+//!   (`--comment sim:SECONDS`, else their time limit) divided by `--warp`, then end `0:0`
+//!   (`sim:SECONDS:exit=CODE`: with that exit code); a
 //!   cancelled job ends at once, or with `--ignore-term` after its grace time (the kill wait).
 //! - `submit`: many clients submitting held or runnable jobs over the client socket as fast as ctld
 //!   acknowledges them (`--sbatch-like ENV_BYTES`: each with what `sbatch job.sh` sends from a
@@ -68,6 +69,9 @@ enum Command {
         /// path, a submit line and a home working directory.
         #[arg(long, value_name = "ENV_BYTES")]
         sbatch_like: Option<usize>,
+        /// Give each job this `--dependency` (e.g. `afterok:12`).
+        #[arg(long)]
+        dependency: Option<String>,
     },
     /// Time REPEAT job queries, from CLIENTS concurrent connections.
     Query {
@@ -90,8 +94,9 @@ fn main() -> anyhow::Result<()> {
             Command::Nodes { config, controller, count, warp, heartbeat, ignore_term } => {
                 nodes::run(&config, controller, count, warp, heartbeat, ignore_term).await
             }
-            Command::Submit { socket, count, clients, hold, gpus, seconds, sbatch_like } => {
-                nodes::submit(&socket, count, clients, hold, gpus, seconds, sbatch_like).await
+            Command::Submit { socket, count, clients, hold, gpus, seconds, sbatch_like, dependency } => {
+                let shape = nodes::Shape { hold, gpus, seconds, dependency };
+                nodes::submit(&socket, count, clients, &shape, sbatch_like).await
             }
             Command::Query { socket, repeat, clients } => nodes::query(&socket, repeat, clients).await,
         }

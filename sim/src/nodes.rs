@@ -106,6 +106,8 @@ async fn one_node(
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel::<JobRun>();
     let (cancelled_tx, mut cancelled_rx) = mpsc::unbounded_channel::<JobRun>();
     let mut running: HashSet<JobRun> = HashSet::new();
+    // The exit code each running job ends with when its time is up.
+    let mut exits: std::collections::HashMap<JobRun, u8> = std::collections::HashMap::new();
     let mut beat = tokio::time::interval(Duration::from_secs(heartbeat.max(1)));
     loop {
         tokio::select! {
@@ -120,6 +122,7 @@ async fn one_node(
                         messages.send(&NodeMessage::JobStarted { job_id, run: run.run, start_time: drover_shared::now() }).await?;
                         let simulated = simulated_seconds(&request.spec, request.time_limit.seconds());
                         let real = Duration::from_secs_f64(simulated as f64 / warp.max(0.001));
+                        exits.insert(run, exit_code(&request.spec));
                         let tx = ended_tx.clone();
                         tokio::spawn(async move {
                             tokio::time::sleep(real).await;
@@ -136,20 +139,23 @@ async fn one_node(
                                 let _ = tx.send(run);
                             });
                         } else if running.remove(&run) {
-                            end(&mut messages, run, JobOutcome::Cancelled, counters).await?;
+                            exits.remove(&run);
+                            end(&mut messages, run, JobOutcome::Cancelled, WaitStatus::default(), counters).await?;
                         }
                     }
                     Some(_) => {}
                 }
             }
             Some(run) = ended_rx.recv() => {
+                let code = exits.remove(&run).unwrap_or(0);
                 if running.remove(&run) {
-                    end(&mut messages, run, JobOutcome::Exited, counters).await?;
+                    end(&mut messages, run, JobOutcome::Exited, WaitStatus::exited(code), counters).await?;
                 }
             }
             Some(run) = cancelled_rx.recv() => {
+                exits.remove(&run);
                 if running.remove(&run) {
-                    end(&mut messages, run, JobOutcome::Cancelled, counters).await?;
+                    end(&mut messages, run, JobOutcome::Cancelled, WaitStatus::default(), counters).await?;
                 }
             }
             _ = beat.tick() => {
@@ -159,26 +165,28 @@ async fn one_node(
     }
 }
 
+/// `--comment sim:SECONDS[:exit=CODE]`: the simulated run time (else the time limit, else 60 s).
 fn simulated_seconds(spec: &JobSpec, limit: Option<u64>) -> u64 {
-    spec.comment.as_deref().and_then(|c| c.strip_prefix("sim:")).and_then(|s| s.parse().ok()).or(limit).unwrap_or(60)
+    let field = spec.comment.as_deref().and_then(|c| c.strip_prefix("sim:"));
+    field.and_then(|s| s.split(':').next()).and_then(|s| s.parse().ok()).or(limit).unwrap_or(60)
+}
+
+/// `--comment sim:SECONDS:exit=CODE`: the exit code the job ends with (else 0).
+fn exit_code(spec: &JobSpec) -> u8 {
+    let field = spec.comment.as_deref().and_then(|c| c.strip_prefix("sim:"));
+    field.and_then(|s| s.split(':').find_map(|f| f.strip_prefix("exit="))).and_then(|c| c.parse().ok()).unwrap_or(0)
 }
 
 async fn end(
     messages: &mut MessageStream<TcpStream>,
     run: JobRun,
     outcome: JobOutcome,
+    exit_status: WaitStatus,
     counters: &Counters,
 ) -> anyhow::Result<()> {
     counters.ended.fetch_add(1, Ordering::Relaxed);
     let now = drover_shared::now();
-    let end = JobEnd {
-        job_id: run.job_id,
-        run: run.run,
-        outcome,
-        exit_status: WaitStatus::default(),
-        start_time: None,
-        end_time: now,
-    };
+    let end = JobEnd { job_id: run.job_id, run: run.run, outcome, exit_status, start_time: None, end_time: now };
     messages.send(&NodeMessage::JobEnded(end)).await?;
     Ok(())
 }
@@ -190,7 +198,19 @@ async fn connect_client(socket: &Path) -> anyhow::Result<MessageStream<UnixStrea
     Ok(messages)
 }
 
-fn job_spec(i: usize, hold: bool, gpus: u64, seconds: u64) -> JobSpec {
+/// What every job of a `submit` run asks for.
+pub(crate) struct Shape {
+    pub(crate) hold: bool,
+    /// GPUs per job (`--gres=gpu:N`).
+    pub(crate) gpus: u64,
+    /// Simulated run time, seconds.
+    pub(crate) seconds: u64,
+    /// `--dependency`, if any.
+    pub(crate) dependency: Option<String>,
+}
+
+fn job_spec(i: usize, shape: &Shape) -> JobSpec {
+    let Shape { hold, gpus, seconds, .. } = *shape;
     JobSpec {
         name: format!("sim{i}"),
         work_dir: "/tmp".into(),
@@ -205,6 +225,7 @@ fn job_spec(i: usize, hold: bool, gpus: u64, seconds: u64) -> JobSpec {
             Vec::new()
         },
         stdout: Some("/dev/null".into()),
+        dependency: shape.dependency.clone(),
         ..JobSpec::default()
     }
 }
@@ -263,11 +284,10 @@ pub(crate) async fn submit(
     socket: &Path,
     count: usize,
     clients: usize,
-    hold: bool,
-    gpus: u64,
-    seconds: u64,
+    shape: &Shape,
     sbatch_like: Option<usize>,
 ) -> anyhow::Result<()> {
+    let shape = std::sync::Arc::new(Shape { dependency: shape.dependency.clone(), ..*shape });
     let like = sbatch_like.map(|bytes| std::sync::Arc::new((login_environment(bytes), batch_script())));
     let clients = clients.max(1);
     let started = Instant::now();
@@ -275,11 +295,12 @@ pub(crate) async fn submit(
     for client in 0..clients {
         let socket = socket.to_owned();
         let like = like.clone();
+        let shape = shape.clone();
         tasks.push(tokio::spawn(async move {
             let mut messages = connect_client(&socket).await?;
             let mut acknowledged = 0usize;
             for i in (client..count).step_by(clients) {
-                let mut spec = job_spec(i, hold, gpus, seconds);
+                let mut spec = job_spec(i, &shape);
                 if let Some(like) = &like {
                     let (environment, script) = &**like;
                     spec.environment = environment.clone();

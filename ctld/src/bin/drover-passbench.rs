@@ -2,10 +2,12 @@
 //! `drover_ctld::passbench`): a pass that fills an empty cluster, passes over a full cluster
 //! with PENDING jobs queued, and a pass after some running jobs end.
 //!
-//!   drover-passbench NODES PENDING [PASSES] [quotas]
+//!   drover-passbench NODES PENDING [PASSES] [quotas] [dependent=N]
 //!
-//! With `quotas` as the fourth argument each of the eight teams has a guaranteed quota (with
-//! burst and, for half of them, lending limits) in the pool.
+//! With `quotas` each of the eight teams has a guaranteed quota (with burst and, for half of
+//! them, lending limits) in the pool. With `dependent=N`, N more jobs wait on a running job
+//! (`--dependency=afterok:<it>`), and each measured pass is preceded by the dependency refresh,
+//! as in ctld.
 
 #![forbid(unsafe_code)]
 
@@ -18,11 +20,17 @@ fn main() -> anyhow::Result<()> {
             .map_or(Ok(default), |v| v.parse().with_context(|| format!("argument {}: {v:?} is not a count", i + 1)))
     };
     let (nodes, pending, passes) = (arg(0, 10_000)?, arg(1, 100_000)?, arg(2, 3)?);
-    let quotas = match args.get(3).map(String::as_str) {
-        None | Some("") => false,
-        Some("quotas") => true,
-        Some(other) => anyhow::bail!("argument 4: {other:?} is not \"quotas\""),
-    };
+    let (mut quotas, mut dependent) = (false, 0usize);
+    for (i, arg) in args.iter().enumerate().skip(3) {
+        match arg.split_once('=') {
+            None if arg == "quotas" => quotas = true,
+            None if arg.is_empty() => {}
+            Some(("dependent", n)) => {
+                dependent = n.parse().with_context(|| format!("argument {}: {n:?} is not a count", i + 1))?;
+            }
+            _ => anyhow::bail!("argument {}: {arg:?} is neither \"quotas\" nor \"dependent=N\"", i + 1),
+        }
+    }
     println!("quotas: {}", if quotas { "eight teams" } else { "none" });
     let mut bench = drover_ctld::passbench::Bench::new(nodes, quotas);
     // About enough jobs to fill every GPU (the mix averages 3.7 GPUs per job).
@@ -32,6 +40,10 @@ fn main() -> anyhow::Result<()> {
         "fill pass: nodes={nodes} started={} pending={} total_s={:.3} backfill_s={:.3}",
         fill.started, fill.pending, fill.total_s, fill.backfill_s
     );
+    if dependent > 0 {
+        let target = bench.submit_dependent(dependent).map_err(anyhow::Error::msg)?;
+        println!("dependent: jobs={dependent} waiting on running job {target} (afterok)");
+    }
     let before = drover_ctld::passbench::rss_kib();
     bench.submit(pending);
     let after = drover_ctld::passbench::rss_kib();

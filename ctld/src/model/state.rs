@@ -192,7 +192,8 @@ impl Node {
 /// out mutably is filed again at the next [`Jobs::refile`] (every event the core handles and
 /// every pass start with one), so a pass walks the pending jobs that may start, not the queue:
 /// held jobs (and those at priority 0) are in no index a pass reads, jobs waiting for their
-/// begin time are filed by that time and join the pass when it comes.
+/// begin time are filed by that time and join the pass when it comes, and jobs whose dependency
+/// waits on other jobs' states are set aside ([`Jobs::block`]) until one of those jobs changes.
 #[derive(Debug, Default)]
 pub(crate) struct Jobs {
     map: BTreeMap<JobId, Job>,
@@ -203,6 +204,23 @@ pub(crate) struct Jobs {
     /// Inserted, removed or handed out mutably since the last [`Jobs::refile`].
     unfiled: std::collections::BTreeSet<JobId>,
     filed: Filed,
+    /// Array job id → the ids of its records (base record and split-off tasks), kept at insert
+    /// and removal (ctld sets a record's array id before inserting it; a change made through
+    /// `get_mut` counts from the next [`Jobs::refile`]), so a dependency on an array finds its
+    /// records without a walk over the jobs.
+    arrays: HashMap<JobId, std::collections::BTreeSet<JobId>>,
+    /// Record → its array's id, for the records in `arrays`.
+    array_of: HashMap<JobId, JobId>,
+}
+
+/// A job whose state blocked jobs' dependencies wait on: the state it had when they were set
+/// aside (`None`: not in memory, or not committed), and the jobs waiting.
+#[derive(Debug)]
+struct Watch {
+    state: Option<JobState>,
+    /// An array's id: any change to any of its records wakes the waiting jobs.
+    array: bool,
+    waiting: std::collections::HashSet<JobId>,
 }
 
 /// The job table's indexes, as of the last [`Jobs::refile`].
@@ -221,6 +239,16 @@ struct Filed {
     arrived: bool,
     /// Committed pending jobs with a dependency, held or not.
     dependent: std::collections::BTreeSet<JobId>,
+    /// Of those, the ones not set aside by [`Jobs::block`]: what a dependency refresh works out.
+    open: std::collections::BTreeSet<JobId>,
+    /// Of those, the ones whose dependency has a `singleton` (a refresh then needs every job's
+    /// owner and name).
+    singletons: std::collections::BTreeSet<JobId>,
+    /// Dependent jobs set aside until a job their dependency names changes, with the dependency
+    /// text they were set aside for (a job whose dependency changed since is filed anew).
+    blocked: HashMap<JobId, Option<String>>,
+    /// Job or array id → the blocked jobs waiting on it.
+    watches: HashMap<JobId, Watch>,
     /// Committed pending jobs with a deadline, held or not.
     deadlines: std::collections::BTreeSet<JobId>,
     /// Jobs holding an allocation.
@@ -234,6 +262,8 @@ impl Filed {
             self.later.remove(&(at, job_id));
         }
         self.dependent.remove(&job_id);
+        self.open.remove(&job_id);
+        self.singletons.remove(&job_id);
         self.deadlines.remove(&job_id);
         self.running.remove(&job_id);
     }
@@ -246,11 +276,24 @@ impl Filed {
         if !job.committed || job.info.state() != JobState::Pending {
             return;
         }
-        if job.spec.dependency.is_some() {
+        if let Some(dependency) = &job.spec.dependency {
             self.dependent.insert(job_id);
+            if dependency.as_bytes().windows(9).any(|w| w.eq_ignore_ascii_case(b"singleton")) {
+                self.singletons.insert(job_id);
+            }
         }
         if job.spec.deadline.is_some() {
             self.deadlines.insert(job_id);
+        }
+        if let Some(blocked_for) = self.blocked.get(&job_id) {
+            if *blocked_for == job.spec.dependency {
+                return;
+            }
+            // Its dependency changed since it was set aside: worked out anew.
+            self.blocked.remove(&job_id);
+        }
+        if job.spec.dependency.is_some() {
+            self.open.insert(job_id);
         }
         if job.spec.hold || job.info.priority == 0 {
             return;
@@ -295,7 +338,29 @@ impl Jobs {
         job.info.take_changed(); // filed as changed here, whatever its record says
         self.changed.insert(job_id);
         self.unfiled.insert(job_id);
-        self.map.insert(job_id, job)
+        let array = job.info.array_job_id;
+        let old = self.map.insert(job_id, job);
+        self.file_record(job_id, array);
+        old
+    }
+
+    /// Files record `job_id` under array `array` (none: under no array).
+    fn file_record(&mut self, job_id: JobId, array: Option<JobId>) {
+        if self.array_of.get(&job_id).copied() == array {
+            return;
+        }
+        if let Some(old) = self.array_of.remove(&job_id)
+            && let Some(records) = self.arrays.get_mut(&old)
+        {
+            records.remove(&job_id);
+            if records.is_empty() {
+                self.arrays.remove(&old);
+            }
+        }
+        if let Some(array) = array {
+            self.arrays.entry(array).or_default().insert(job_id);
+            self.array_of.insert(job_id, array);
+        }
     }
 
     pub(crate) fn remove(&mut self, job_id: &JobId) -> Option<Job> {
@@ -303,17 +368,88 @@ impl Jobs {
         if removed.is_some() {
             self.changed.insert(*job_id);
             self.unfiled.insert(*job_id);
+            if let Some(array) = self.array_of.get(job_id).copied() {
+                self.file_record(*job_id, None);
+                // Its array's dependents learn of it through the array's id.
+                self.unfiled.insert(array);
+            }
         }
         removed
     }
 
+    /// The ids of every record of array `array` in memory (committed or not), in id order.
+    pub(crate) fn array_records(&self, array: JobId) -> impl Iterator<Item = JobId> + '_ {
+        self.arrays.get(&array).into_iter().flatten().copied()
+    }
+
+    /// Sets a pending dependent job aside: out of the ready jobs and of the dependency refresh
+    /// until one of `targets` (job ids; `true` for an array's id, any of whose records counts)
+    /// changes (its state, for a job; any record, for an array), its own dependency changes, or
+    /// it leaves the queue. The caller found that its dependency waits on those jobs' states
+    /// only (or can never be satisfied by them as they stand).
+    pub(crate) fn block(&mut self, job_id: JobId, targets: impl IntoIterator<Item = (JobId, bool)>) {
+        let Some(job) = self.map.get(&job_id) else { return };
+        if !self.filed.open.contains(&job_id) {
+            return;
+        }
+        self.filed.blocked.insert(job_id, job.spec.dependency.clone());
+        self.filed.open.remove(&job_id);
+        self.filed.ready.remove(&job_id);
+        if let Some(at) = self.filed.later_at.remove(&job_id) {
+            self.filed.later.remove(&(at, job_id));
+        }
+        for (target, array) in targets {
+            let state = self.map.get(&target).filter(|j| j.committed).map(|j| j.info.state());
+            let watch =
+                self.filed.watches.entry(target).or_insert_with(|| Watch { state, array, waiting: Default::default() });
+            // Watched already at another state (it cannot be: a change would have woken its
+            // waiters at the last refile): any change wakes them.
+            watch.array |= array || watch.state != state;
+            watch.waiting.insert(job_id);
+        }
+    }
+
+    /// Wakes the jobs blocked on `target` if it changed in a way their dependency could see.
+    fn wake(&mut self, target: JobId, any_change: bool, woken: &mut Vec<JobId>) {
+        let Some(watch) = self.filed.watches.get(&target) else { return };
+        let state = self.map.get(&target).filter(|j| j.committed).map(|j| j.info.state());
+        if !(any_change || watch.array || watch.state != state) {
+            return;
+        }
+        let Some(watch) = self.filed.watches.remove(&target) else { return };
+        for job_id in watch.waiting {
+            if self.filed.blocked.remove(&job_id).is_some() {
+                woken.push(job_id);
+            }
+        }
+    }
+
     /// Files the jobs changed since the last call again, and moves the jobs whose begin time
-    /// came by `now` to the ready ones. Costs what changed, not the queue.
+    /// came by `now` to the ready ones. Costs what changed, not the queue: a changed job wakes
+    /// the jobs set aside waiting on it ([`Jobs::block`]).
     pub(crate) fn refile(&mut self, now: UnixTime) {
-        for job_id in std::mem::take(&mut self.unfiled) {
+        let mut unfiled = std::mem::take(&mut self.unfiled);
+        if !self.filed.watches.is_empty() {
+            let mut woken = Vec::new();
+            for &job_id in &unfiled {
+                self.wake(job_id, false, &mut woken);
+                if let Some(array) = self.map.get(&job_id).and_then(|j| j.info.array_job_id)
+                    && array != job_id
+                {
+                    self.wake(array, true, &mut woken);
+                }
+            }
+            unfiled.extend(woken);
+        }
+        for job_id in unfiled {
             self.filed.remove(job_id);
             if let Some(job) = self.map.get(&job_id) {
                 self.filed.file(job, now);
+                let array = job.info.array_job_id;
+                self.file_record(job_id, array);
+            }
+            if !self.filed.dependent.contains(&job_id) {
+                self.filed.blocked.remove(&job_id);
             }
         }
         while let Some(&(at, job_id)) = self.filed.later.first()
@@ -344,9 +480,15 @@ impl Jobs {
         deferred.into_iter().filter(|id| self.filed.later_at.contains_key(id)).collect()
     }
 
-    /// Committed pending jobs with a dependency (held or not), in id order.
-    pub(crate) fn dependent(&self) -> impl Iterator<Item = &Job> {
-        self.filed.dependent.iter().filter_map(|id| self.map.get(id))
+    /// Committed pending jobs with a dependency (held or not) that are not set aside
+    /// ([`Jobs::block`]), in id order: what a dependency refresh works out.
+    pub(crate) fn dependent_open(&self) -> impl Iterator<Item = &Job> {
+        self.filed.open.iter().filter_map(|id| self.map.get(id))
+    }
+
+    /// Whether a committed pending job's dependency has a `singleton`.
+    pub(crate) fn any_singleton(&self) -> bool {
+        !self.filed.singletons.is_empty()
     }
 
     /// Whether any committed pending job has a dependency.
@@ -372,14 +514,22 @@ impl Jobs {
     /// behind the table's back.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &Job) -> bool) {
         let (changed, unfiled) = (&mut self.changed, &mut self.unfiled);
+        let mut gone = Vec::new();
         self.map.retain(|job_id, job| {
             let kept = keep(job_id, job);
             if !kept {
                 changed.insert(*job_id);
                 unfiled.insert(*job_id);
+                gone.push(*job_id);
             }
             kept
         });
+        for job_id in gone {
+            if let Some(array) = self.array_of.get(&job_id).copied() {
+                self.file_record(job_id, None);
+                self.unfiled.insert(array);
+            }
+        }
     }
 
     /// Files a change to job `job_id` that its record does not show (whether it is visible).

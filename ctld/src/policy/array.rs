@@ -87,8 +87,9 @@ pub(crate) fn claim(state: &mut State, job_id: JobId, task: Option<u32>) -> Opti
 pub(crate) fn running_tasks(state: &State, array_job_id: JobId) -> u32 {
     let running = state
         .jobs
-        .values()
-        .filter(|j| j.info.array_job_id == Some(array_job_id) && j.info.state() == JobState::Running)
+        .array_records(array_job_id)
+        .filter_map(|id| state.jobs.get(&id))
+        .filter(|j| j.info.state() == JobState::Running)
         .count();
     u32::try_from(running).unwrap_or(u32::MAX)
 }
@@ -103,7 +104,7 @@ pub(crate) fn throttled(state: &State, job: &Job) -> bool {
 
 /// Every record of array `array_job_id` (its base record and its split-off tasks).
 pub(crate) fn members(state: &State, array_job_id: JobId) -> Vec<JobId> {
-    state.jobs.values().filter(|j| j.info.array_job_id == Some(array_job_id)).map(|j| j.info.job_id).collect()
+    state.jobs.array_records(array_job_id).collect()
 }
 
 /// What the node needs to know about an array task (`%A`, `%a`, `SLURM_ARRAY_*`).

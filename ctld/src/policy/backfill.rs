@@ -158,10 +158,23 @@ pub(crate) fn place_with<'a>(
     view: impl Fn(usize) -> Cow<'a, NodeView>,
 ) -> Option<Allocation> {
     let mut shares = Vec::new();
+    let mut chosen = Vec::new();
     for i in nodes {
         if let Some(share) = request.place_on(&view(i), shares.len(), partition) {
             shares.push(share);
+            chosen.push(i);
             if shares.len() == request.n_nodes as usize {
+                // Chosen in best-fit order, held in node-table order (the batch host first, the
+                // node list as Slurm prints it); shares that differ by position keep the order
+                // they were chosen in if they fit no other way.
+                if !chosen.is_sorted() {
+                    chosen.sort_unstable();
+                    let sorted: Option<Vec<NodeAllocation>> =
+                        chosen.iter().enumerate().map(|(k, &i)| request.place_on(&view(i), k, partition)).collect();
+                    if let Some(sorted) = sorted {
+                        return Some(Allocation { nodes: sorted });
+                    }
+                }
                 return Some(Allocation { nodes: shares });
             }
         }

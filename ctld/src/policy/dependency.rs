@@ -19,8 +19,9 @@
 //! `singleton` competes with through a [`Lookup`] built once per pass (or per request). Between
 //! passes a [`Cache`] keeps each dependency parsed, rebuilds the shown text only when its items'
 //! statuses change, and lets the passes after a refresh reuse its statuses where only job ends
-//! could change them. Not yet incremental: each refresh still looks at every item of every
-//! pending dependent job once (no index from targets to their dependents). A
+//! could change them. A job whose dependency waits on the states of the jobs it names is set
+//! aside by the job table until one of them changes ([`refresh`]), so a refresh works out the
+//! dependent jobs that may start and those just woken, not every job waiting on a dependency. A
 //! dependency that would close a cycle (a job waiting, directly or through other jobs, on
 //! itself) is refused by `scontrol update` ([`check_cycle`]).
 
@@ -54,14 +55,12 @@ impl Cache {
     }
 }
 
-/// Where a pass (or one request) finds the records behind a dependency's targets: every
-/// committed record of each array, and the running and pending jobs by owner and name (for
-/// `singleton`). Built with one walk over the jobs; owns job ids only, so the state may change
-/// around it (reasons, priorities) while a pass holds it.
+/// Where a pass (or one request) finds the jobs a `singleton` competes with: the running and
+/// pending jobs by owner and name, built with one walk over the jobs when a pending job's
+/// dependency has a `singleton` (an array's records come from the job table's index). Owns job
+/// ids only, so the state may change around it (reasons, priorities) while a pass holds it.
 #[derive(Default)]
 pub(crate) struct Lookup {
-    /// Array job id → the ids of its committed records (base record and split-off tasks).
-    arrays: HashMap<JobId, Vec<JobId>>,
     /// (uid, name) → the running jobs and the lowest pending job id with that owner and name.
     named: HashMap<(u32, String), (Vec<JobId>, Option<JobId>)>,
     /// Items already worked out (they do not depend on the job that names them): many jobs
@@ -83,17 +82,13 @@ impl Lookup {
 
     pub(crate) fn new(state: &State) -> Lookup {
         let mut lookup = Lookup::default();
-        let singletons = state.jobs.values().any(|j| {
-            j.info.state() == JobState::Pending
-                && j.spec.dependency.as_deref().is_some_and(|d| d.to_ascii_lowercase().contains("singleton"))
-        });
+        if !state.jobs.any_singleton() {
+            return lookup;
+        }
         for job in state.jobs.values().filter(|j| j.committed) {
             let info = &job.info;
-            if let Some(array) = info.array_job_id {
-                lookup.arrays.entry(array).or_default().push(info.job_id);
-            }
             let state = info.state();
-            if singletons && matches!(state, JobState::Running | JobState::Pending) {
+            if matches!(state, JobState::Running | JobState::Pending) {
                 let entry = lookup.named.entry((info.uid, info.name.clone())).or_default();
                 if state == JobState::Running {
                     entry.0.push(info.job_id);
@@ -175,17 +170,9 @@ fn parse_target(text: &str) -> Option<(JobId, Option<u32>)> {
 /// Submit-time check: the value parses and every job it names is known.
 pub(crate) fn validate(state: &State, text: &str) -> Result<(), Refusal> {
     let dependency = parse(text)?;
-    // Arrays and their tasks are found through the arrays' records: one walk for the whole
-    // dependency, and none when it names plain jobs only.
-    let is_array = |id: JobId| state.jobs.get(&id).is_some_and(|j| j.info.array_job_id == Some(id));
-    let lookup = if dependency.items.iter().any(|i| i.target.is_some_and(|(id, task)| task.is_some() || is_array(id))) {
-        Lookup::new(state)
-    } else {
-        Lookup::default()
-    };
     for item in &dependency.items {
         if let Some(target) = item.target
-            && targets(state, &lookup, target).is_empty()
+            && targets(state, target).is_empty()
         {
             return Err(problem(format!("job {} is not known", show_target(target))));
         }
@@ -243,17 +230,17 @@ fn shown_target(state: &State, target: (JobId, Option<u32>)) -> String {
 }
 
 /// The committed records a target stands for: a job, every record of an array, or one task.
-/// A plain job is found by id; an array's records through `lookup`.
-fn targets<'a>(state: &'a State, lookup: &Lookup, (job_id, task): (JobId, Option<u32>)) -> Vec<&'a JobInfo> {
+/// A plain job is found by id; an array's records through the job table's index.
+fn targets(state: &State, (job_id, task): (JobId, Option<u32>)) -> Vec<&JobInfo> {
     let Some(job) = state.jobs.get(&job_id) else { return Vec::new() };
     let is_array = job.info.array_job_id == Some(job_id);
     if task.is_none() && !is_array {
         return if job.committed { vec![&*job.info] } else { Vec::new() };
     }
-    let records = lookup.arrays.get(&job_id).map_or(&[][..], Vec::as_slice);
-    records
-        .iter()
-        .filter_map(|id| state.jobs.get(id))
+    state
+        .jobs
+        .array_records(job_id)
+        .filter_map(|id| state.jobs.get(&id))
         .filter(|j| j.committed)
         .map(|j| &*j.info)
         .filter(|info| match task {
@@ -286,7 +273,7 @@ fn item_status(state: &State, lookup: &mut Lookup, job: &Job, item: &Item, now: 
     if let Some(status) = lookup.memo.get(&key) {
         return *status;
     }
-    let status = target_status(&targets(state, lookup, target), item, target, now);
+    let status = target_status(&targets(state, target), item, target, now);
     lookup.memo.insert(key, status);
     status
 }
@@ -351,13 +338,12 @@ struct Evaluation<'a> {
     /// Target array → task index → the records standing for that task.
     corr: HashMap<JobId, HashMap<u32, Vec<&'a JobInfo>>>,
     state: &'a State,
-    lookup: &'a Lookup,
 }
 
 impl<'a> Evaluation<'a> {
     fn new(
         state: &'a State,
-        lookup: &'a mut Lookup,
+        lookup: &mut Lookup,
         job: &Job,
         dependency: Arc<Dependency>,
         now: UnixTime,
@@ -367,7 +353,6 @@ impl<'a> Evaluation<'a> {
             .iter()
             .map(|item| (item.kind != Kind::AfterCorr).then(|| item_status(state, &mut *lookup, job, item, now)))
             .collect();
-        let lookup: &'a Lookup = lookup;
         let arrays: HashSet<JobId> = dependency
             .items
             .iter()
@@ -378,15 +363,15 @@ impl<'a> Evaluation<'a> {
         let mut corr: HashMap<JobId, HashMap<u32, Vec<&JobInfo>>> = HashMap::new();
         for array in arrays {
             let by_task = corr.entry(array).or_default();
-            let records = lookup.arrays.get(&array).map_or(&[][..], Vec::as_slice);
-            for info in records.iter().filter_map(|id| state.jobs.get(id)).filter(|j| j.committed).map(|j| &j.info) {
+            let records = state.jobs.array_records(array).filter_map(|id| state.jobs.get(&id));
+            for info in records.filter(|j| j.committed).map(|j| &j.info) {
                 match info.array_task_id {
                     Some(task) => by_task.entry(task).or_default().push(info),
                     None => info.array_tasks_pending.iter().for_each(|t| by_task.entry(*t).or_default().push(info)),
                 }
             }
         }
-        Evaluation { dependency, fixed, corr, state, lookup }
+        Evaluation { dependency, fixed, corr, state }
     }
 
     /// Where the dependency stands for one task (`None`: a job that is no array task), with each
@@ -404,7 +389,7 @@ impl<'a> Evaluation<'a> {
                     let records = self.corr.get(&target.0).and_then(|by_task| by_task.get(&k));
                     completed_status(records.map_or(&[][..], Vec::as_slice))
                 }
-                (None, Some(target), None) => completed_status(&targets(self.state, self.lookup, target)),
+                (None, Some(target), None) => completed_status(&targets(self.state, target)),
                 (None, None, _) => Status::Satisfied,
             })
             .collect();
@@ -448,7 +433,7 @@ pub(crate) fn ready_task(state: &State, job_id: JobId, now: UnixTime) -> Option<
 /// no longer parses, which counts as satisfied).
 fn judge<'a>(
     state: &'a State,
-    lookup: &'a mut Lookup,
+    lookup: &mut Lookup,
     job: &Job,
     now: UnixTime,
 ) -> Option<(Evaluation<'a>, Status, Vec<Status>)> {
@@ -528,27 +513,41 @@ pub(crate) fn eligibility(state: &State, lookup: &mut Lookup, job: &Job, now: Un
     Ok(())
 }
 
-/// Updates the shown dependency of every pending job; returns the jobs whose dependency can
-/// never be satisfied and that asked to be cancelled then (`--kill-on-invalid-dep=yes`), and the
-/// jobs whose shown text changed (to store).
+/// Whether a dependency's status changes only when the jobs it names change state (so a job
+/// waiting on it may be set aside until one does, [`crate::model::state::Jobs::block`]): no
+/// `singleton` (other jobs of the same name) and no `after:N+M` (the clock).
+fn event_driven(dependency: &Dependency) -> bool {
+    dependency.items.iter().all(|i| i.kind != Kind::Singleton && i.delay_minutes == 0)
+}
+
+/// Updates the shown dependency of every pending dependent job the job table has not set aside;
+/// returns the jobs whose dependency can never be satisfied and that asked to be cancelled then
+/// (`--kill-on-invalid-dep=yes`), and the jobs whose shown text changed (to store).
+///
+/// A job whose dependency waits (or can never be satisfied) and depends on the named jobs'
+/// states only ([`event_driven`]) is then set aside with its reason: it is out of the ready jobs
+/// and of the next refreshes until one of the jobs it names changes state (the job table wakes
+/// it at its next `refile`), so the refresh and the pass cost the dependent jobs that may start
+/// and those just woken, not every job waiting on a dependency.
 pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobId>) {
     let mut updates = Vec::new();
     let mut kill = Vec::new();
+    let mut block = Vec::new();
     let mut cache = Cache::default();
     state.jobs.refile(now);
     let mut lookup = if state.jobs.any_dependent() { Lookup::new(state) } else { Lookup::default() };
-    for job in state
-        .jobs
-        .dependent()
-        .filter(|j| j.committed && j.info.state() == JobState::Pending && j.spec.dependency.is_some())
-    {
+    for job in state.jobs.dependent_open().filter(|j| j.committed && j.info.state() == JobState::Pending) {
         let job_id = job.info.job_id;
         let ends_only = |d: &Dependency| {
             d.items.iter().all(|i| matches!(i.kind, Kind::AfterOk | Kind::AfterAny | Kind::AfterNotOk))
         };
         let mut stable = false;
+        let mut targets: Option<Vec<(JobId, bool)>> = None;
         if let Some(dependency) = state.dependencies.dependency(job) {
             stable = ends_only(&dependency);
+            if event_driven(&dependency) {
+                targets = Some(dependency.items.iter().filter_map(|i| i.target).map(|t| watched(state, t)).collect());
+            }
             cache.parsed.insert(job_id, dependency);
         }
         let judged = judge(state, &mut lookup, job, now);
@@ -572,6 +571,10 @@ pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobI
         cache.shown.insert(job_id, fingerprint);
         if status == Status::Never && job.spec.kill_on_invalid_dep {
             kill.push(job_id);
+        } else if status != Status::Satisfied
+            && let Some(targets) = targets
+        {
+            block.push((job_id, status, targets));
         }
     }
     state.dependencies = cache;
@@ -581,7 +584,29 @@ pub(crate) fn refresh(state: &mut State, now: UnixTime) -> (Vec<JobId>, Vec<JobI
             job.info.dependency = shown;
         }
     }
+    for (job_id, status, _) in &block {
+        // The reason the pass would give it, which it no longer sees.
+        let reason = if *status == Status::Never { "DependencyNeverSatisfied" } else { "Dependency" };
+        if state.jobs.get(job_id).is_some_and(|j| j.info.reason != reason)
+            && let Some(job) = state.jobs.get_mut(job_id)
+        {
+            job.info.reason = reason.to_owned();
+        }
+    }
+    // Filed now, so each block applies to the job as it is after the changes above.
+    state.jobs.refile(now);
+    for (job_id, _, targets) in block {
+        state.jobs.block(job_id, targets);
+        state.dependencies.forget(job_id);
+    }
     (kill, changed)
+}
+
+/// What the job table watches for a target: its job id, and whether that id is an array's (any
+/// of its records changing counts).
+fn watched(state: &State, (job_id, task): (JobId, Option<u32>)) -> (JobId, bool) {
+    let is_array = task.is_some() || state.jobs.get(&job_id).is_some_and(|j| j.info.array_job_id == Some(job_id));
+    (job_id, is_array)
 }
 
 #[cfg(test)]

@@ -22,5 +22,6 @@ pub(crate) mod scheduler;
 #[cfg(test)]
 pub(crate) mod sim;
 pub(crate) mod template;
+pub(crate) mod topology;
 pub(crate) mod validate;
 pub(crate) mod will_run;

@@ -90,12 +90,15 @@ pub struct Bench {
     state: State,
     rng: Lcg,
     now: UnixTime,
+    /// Whether each pass is preceded by the dependency refresh (dependent jobs queued).
+    refresh: bool,
 }
 
 /// One measured pass.
 #[derive(Debug, Clone, Copy)]
 pub struct PassReport {
-    /// Wall time of the whole pass, seconds.
+    /// Wall time of the whole pass (with the dependency refresh before it, when dependent jobs
+    /// are queued), seconds.
     pub total_s: f64,
     /// Of which spent planning backfill reservations, seconds.
     pub backfill_s: f64,
@@ -122,7 +125,7 @@ impl Bench {
             node.registered_once = true;
         }
         state.usage.updated = START;
-        Bench { state, rng: Lcg(7), now: START }
+        Bench { state, rng: Lcg(7), now: START, refresh: false }
     }
 
     /// Submits `count` jobs: 1, 2, 4 or 8 GPUs on one node, or 2 whole nodes; H100, A100 or any
@@ -144,6 +147,34 @@ impl Bench {
             };
             self.insert(spec, team);
         }
+    }
+
+    /// Submits `count` one-GPU jobs that wait on the newest running job (`afterok`; the oldest
+    /// end first in [`Bench::end_some`]) and returns its id;
+    /// from then on each pass is preceded by the dependency refresh, as in ctld.
+    pub fn submit_dependent(&mut self, count: usize) -> Result<JobId, String> {
+        let target = self
+            .state
+            .jobs
+            .values()
+            .rev()
+            .find(|j| j.info.state() == JobState::Running)
+            .map(|j| j.info.job_id)
+            .ok_or("no running job to wait on")?;
+        for i in 0..count {
+            let spec = JobSpec {
+                script: b"#!/bin/sh\n".to_vec(),
+                work_dir: "/".into(),
+                gres_per_node: parse_gres("gpu:1").expect("gres"),
+                cpus_per_task: Some(8),
+                time_limit: Some(TimeLimit::Minutes(60)),
+                dependency: Some(format!("afterok:{target}")),
+                ..JobSpec::default()
+            };
+            self.insert(spec, i % TEAMS);
+        }
+        self.refresh = true;
+        Ok(target)
     }
 
     fn insert(&mut self, spec: JobSpec, team: usize) {
@@ -183,6 +214,9 @@ impl Bench {
     /// Runs one pass at the bench's clock and starts what it chose.
     pub fn pass(&mut self) -> PassReport {
         let began = Instant::now();
+        if self.refresh {
+            crate::policy::dependency::refresh(&mut self.state, self.now);
+        }
         let starts = schedule(&mut self.state, self.now).starts;
         let total_s = began.elapsed().as_secs_f64();
         let backfill_s = self.state.last_pass.backfill.as_secs_f64();

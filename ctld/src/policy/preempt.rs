@@ -296,7 +296,12 @@ impl Planner {
     /// teams on the pool's nodes, not already being preempted, that ran at least the exempt time.
     fn pool(state: &State, quotas: &Quotas, own: usize, partition: &PartitionConfig, now: UnixTime) -> Pool {
         let config = &state.config;
-        let exempt = i64::from(config.preempt_exempt_time);
+        // A QOS's own `preempt_exempt_time` wins over the controller's (Slurm's QOS
+        // `PreemptExemptTime` over its global one).
+        let exempt = |job: &crate::model::state::Job| {
+            let qos = config.qos.iter().find(|q| q.name == job.info.qos).and_then(|q| q.preempt_exempt_time);
+            i64::from(qos.unwrap_or(config.preempt_exempt_time))
+        };
         let pool: HashSet<&String> = partition.nodes.iter().collect();
         let mut ids: Vec<JobId> = quotas.borrowed.iter().copied().collect();
         ids.sort_unstable();
@@ -308,7 +313,7 @@ impl Planner {
                 let team = quota_of(config, &job.info.account, &partition.name);
                 let ran = now - job.info.start_time.unwrap_or(now);
                 team != Some(own)
-                    && ran >= exempt
+                    && ran >= exempt(job)
                     && job.alloc.as_ref().is_some_and(|a| a.nodes.iter().any(|n| pool.contains(&n.node)))
             })
             .map(|job| {

@@ -2,7 +2,8 @@
 //! id) order, checked against QOS and association limits, placed gang-wise on a partition's nodes
 //! that have the CPUs, memory and GPUs (by count and type) free, best fit: the nodes with the
 //! fewest GPUs free that suffice first (the fewest CPUs for a job without GPUs), so small jobs
-//! pack together and whole nodes stay whole for whole-node jobs. A job that cannot start
+//! pack together and whole nodes stay whole for whole-node jobs; a multi-node job goes under the
+//! lowest switch that holds it where the config declares a topology (`topology.rs`). A job that cannot start
 //! gets a backfill reservation (its earliest start, from the time limits of what runs); a later
 //! job may start ahead of it only where it does not touch the reserved nodes, or ends before the
 //! reservation begins, so backfill never delays a job that holds a reservation.
@@ -449,6 +450,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut never_fits: HashSet<Shape> = HashSet::new();
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
     let mut dependencies = super::dependency::Lookup::for_pass(state);
+    let tree = super::topology::Tree::of(state);
     for (_, _, _, _, job_id) in order {
         let job = &state.jobs[&job_id];
         let held_before = held.remove(&job_id);
@@ -511,14 +513,21 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                 continue;
             }
             let limit = backfill::time_limit_secs(job, partition);
+            let place = |nodes: Vec<usize>| {
+                backfill::place_around(&views, nodes, partition, &request, &reservations, now, limit)
+            };
             let placed = match free.candidates(name, job, &request).filter(|_| shortcuts) {
-                Some(candidates) => {
-                    backfill::place_around(&views, candidates, partition, &request, &reservations, now, limit)
-                }
+                // A multi-node job goes under the lowest switch that can hold it.
+                Some(candidates) => match &tree {
+                    Some(tree) if request.n_nodes > 1 => tree.place(request.n_nodes, candidates.collect(), place),
+                    _ => backfill::place_around(&views, candidates, partition, &request, &reservations, now, limit),
+                },
                 None => {
                     let nodes = best_fit_order(&views, eligible_nodes(state, job, partition), &request);
-                    let nodes = nodes.iter().copied();
-                    backfill::place_around(&views, nodes, partition, &request, &reservations, now, limit)
+                    match &tree {
+                        Some(tree) => tree.place(request.n_nodes, nodes, place),
+                        None => place(nodes),
+                    }
                 }
             };
             match placed {

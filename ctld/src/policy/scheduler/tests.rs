@@ -476,6 +476,9 @@ fn aftercorr_holds_per_task() {
     let job = state.jobs.get_mut(&b).unwrap();
     (job.info.array_job_id, job.info.array_tasks_pending) = (Some(b), vec![0, 1, 2, 3]);
     Arc::make_mut(&mut job.spec).dependency = Some(format!("aftercorr:{a}"));
+    // Records made array tasks after their insert count once filed again (ctld sets a
+    // record's array id before inserting it).
+    state.jobs.refile(NOW);
     let ready = |state: &State| dependency::ready_task(state, b, NOW);
     assert_eq!(ready(&state), Some(0));
     assert_eq!(
@@ -1081,4 +1084,96 @@ fn reservations_are_planned_best_fit() {
         planned(&state, two, NOW + 60),
         "estimated start: in 0h59m (unix time 1700003600) (backfill reservation)"
     );
+}
+
+/// Jobs waiting on other jobs' states are set aside by the refresh: the pass no longer considers
+/// them (its `considered` count is the schedulable work), they keep Slurm's reasons, and a
+/// change to a job they name (its end, a failure) brings them back at the next refresh.
+#[test]
+fn dependency_blocked_jobs_stay_out_of_the_pass_until_their_job_changes() {
+    let mut state = cluster("");
+    let target = submit(&mut state, "alice", "c=1");
+    assert_eq!(pass(&mut state, NOW), [target]);
+    let depend = |state: &mut State, text: String| {
+        let job = submit(state, "alice", "c=1");
+        Arc::make_mut(&mut state.jobs.get_mut(&job).unwrap().spec).dependency = Some(text);
+        job
+    };
+    let waiting: Vec<JobId> = (0..50).map(|_| depend(&mut state, format!("afterok:{target}"))).collect();
+    let not_ok = depend(&mut state, format!("afternotok:{target}"));
+    // A `+minutes` item waits on the clock: never set aside.
+    let delayed = depend(&mut state, format!("after:{target}+5"));
+    let free = submit(&mut state, "bob", "c=1");
+    dependency::refresh(&mut state, NOW);
+    assert_eq!(pass(&mut state, NOW), [free]);
+    assert_eq!(state.last_pass.considered, 2, "only the delayed job is considered, besides the free one");
+    assert_eq!(reason(&state, waiting[0]), "Dependency");
+    assert_eq!(state.jobs[&waiting[0]].info.dependency.as_deref(), Some(&*format!("afterok:{target}(unfulfilled)")));
+    // Unrelated changes (another job's reason, the target's own pass) wake nothing.
+    dependency::refresh(&mut state, NOW);
+    assert!(pass(&mut state, NOW).is_empty());
+    assert_eq!(state.last_pass.considered, 1);
+    // The target completes: every job waiting on it is back in the pass (those that fit start,
+    // the others wait for resources); `afternotok` can never be satisfied.
+    end(&mut state, target);
+    state.jobs.get_mut(&target).unwrap().info.state = Some(JobState::Completed);
+    dependency::refresh(&mut state, NOW);
+    let started = pass(&mut state, NOW);
+    assert_eq!(state.last_pass.considered, 51);
+    assert_eq!(started.first(), Some(&waiting[0]));
+    assert!(waiting.iter().all(|j| started.contains(j) || reason(&state, *j) != "Dependency"), "{started:?}");
+    assert!(!started.contains(&not_ok) && !started.contains(&delayed));
+    assert_eq!(reason(&state, not_ok), "DependencyNeverSatisfied");
+    dependency::refresh(&mut state, NOW);
+    pass(&mut state, NOW);
+    assert_eq!(reason(&state, not_ok), "DependencyNeverSatisfied");
+    assert_eq!(state.jobs[&not_ok].info.dependency.as_deref(), Some(&*format!("afternotok:{target}(failed)")));
+    // A changed dependency is worked out anew.
+    Arc::make_mut(&mut state.jobs.get_mut(&not_ok).unwrap().spec).dependency = Some(format!("afterany:{target}"));
+    dependency::refresh(&mut state, NOW);
+    pass(&mut state, NOW);
+    assert!(!reason(&state, not_ok).starts_with("Dependency"), "{}", reason(&state, not_ok));
+}
+
+/// A QOS's own `preempt_exempt_time` wins over the controller's: its runs are safe for that long
+/// (longer or shorter), the others keep the controller's.
+#[test]
+fn a_qos_exempt_time_wins_over_the_controllers() {
+    let mut state = teams(&quota("audio", 16));
+    let config = Arc::make_mut(&mut state.config);
+    config.preempt_exempt_time = 300;
+    let mut long = config.qos[0].clone();
+    (long.name, long.preempt_exempt_time) = ("long".into(), Some(3000));
+    let mut short = config.qos[0].clone();
+    (short.name, short.preempt_exempt_time) = ("short".into(), Some(10));
+    config.qos.extend([long, short]);
+    let qos = |state: &mut State, job: JobId, name: &str| state.jobs.get_mut(&job).unwrap().info.qos = name.into();
+    let protected = submit(&mut state, "bob", "g=8 t=600");
+    qos(&mut state, protected, "long");
+    pass(&mut state, NOW - 1000);
+    let young = submit(&mut state, "bob", "g=8 t=600");
+    qos(&mut state, young, "short");
+    pass(&mut state, NOW - 100);
+    // The other two nodes: runs younger than the controller's 300 s.
+    (0..2).for_each(|_| {
+        submit(&mut state, "bob", "g=8 t=600");
+    });
+    pass(&mut state, NOW);
+    submit(&mut state, "carol", "g=8 t=60");
+    pass(&mut state, NOW + 10);
+    // Under the controller's 300 s the older run would go; its QOS protects it for 3000 s, and
+    // the younger one's QOS lets it go after 10 s.
+    assert_eq!(victims(), vec![young]);
+}
+
+/// A multi-node job's nodes are chosen best fit (the fuller node first) but held in node-table
+/// order, so its node list reads `n[1-2]` as Slurm prints it and the batch host is the first.
+#[test]
+fn multi_node_allocations_are_in_node_table_order() {
+    let mut state = cluster("");
+    let pinned = submit(&mut state, "alice", "c=1 w=n2");
+    assert_eq!(pass(&mut state, NOW), [pinned]);
+    let wide = submit(&mut state, "alice", "c=1 N=2");
+    assert_eq!(pass(&mut state, NOW), [wide]);
+    assert_eq!(state.jobs[&wide].info.nodes, ["n1", "n2"]);
 }
