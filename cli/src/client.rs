@@ -131,7 +131,7 @@ impl Client {
                 Err(error) => {
                     return match token_socket() {
                         Some(tokens) => Client::connect_remote(&tokens),
-                        None => Err(error.into()),
+                        None => Err(error),
                     };
                 }
             },
