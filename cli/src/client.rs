@@ -72,12 +72,15 @@ pub(crate) fn config() -> anyhow::Result<drover_shared::config::Config> {
     Ok(drover_shared::config::Config::load(&config_path())?)
 }
 
-/// Where ctld's client socket is: `DROVER_SOCKET`, else the config's (see [`config_path`]).
+/// Where ctld's client socket is: `DROVER_SOCKET`, else the config's (see [`config_path`]); of
+/// replicated controllers, the first replica's (connecting looks for the leader among all of
+/// them, see [`Client::connect_via`]).
 pub(crate) fn socket_path() -> anyhow::Result<PathBuf> {
     if let Some(socket) = std::env::var_os("DROVER_SOCKET") {
         return Ok(PathBuf::from(socket));
     }
-    Ok(config()?.client_socket())
+    let config = config()?;
+    Ok(config.client_sockets().swap_remove(0))
 }
 
 /// The local noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's `token_socket` where
@@ -87,6 +90,20 @@ fn token_socket() -> Option<PathBuf> {
         Some(tokens) => Some(PathBuf::from(tokens)),
         None => config().ok().map(|config| config.token_socket).filter(|tokens| tokens.exists()),
     }
+}
+
+/// A replicated controller's client sockets, to try in turn, when the config lists replicas,
+/// `named` (a job's `DROVER_SOCKET`: the replica that led when the job started) is none or one
+/// of theirs, and this host has one of them (elsewhere, commands go through the token socket).
+fn replica_sockets(config: &drover_shared::config::Config, named: Option<&std::path::Path>) -> Option<Vec<PathBuf>> {
+    if config.replicas.len() < 2 {
+        return None;
+    }
+    let sockets = config.client_sockets();
+    if named.is_some_and(|named| !sockets.iter().any(|s| s == named)) {
+        return None;
+    }
+    sockets.iter().any(|s| s.exists()).then_some(sockets)
 }
 
 /// An open, greeted connection to ctld.
@@ -101,19 +118,25 @@ impl Client {
     /// no such socket but a noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's
     /// `token_socket`) on its TCP port with a token.
     pub(crate) fn connect() -> anyhow::Result<Client> {
-        if std::env::var_os("DROVER_SOCKET").is_none()
-            && let Ok(config) = config()
-            && config.replicas.len() > 1
-        {
-            return Client::connect_replicas(&config.client_sockets());
-        }
-        match socket_path() {
-            Ok(path) => Client::connect_via(&path),
-            Err(error) => match token_socket() {
-                Some(tokens) => Client::connect_remote(&tokens),
-                None => Err(error),
+        // A replicated controller's replicas are tried in turn; with `DROVER_SOCKET` set, only
+        // when that socket does not answer (see `connect_via`). The config is read once, as
+        // before there were replicas.
+        let path = match std::env::var_os("DROVER_SOCKET") {
+            Some(socket) => PathBuf::from(socket),
+            None => match config() {
+                Ok(config) => match replica_sockets(&config, None) {
+                    Some(sockets) => return Client::connect_replicas(&sockets),
+                    None => config.client_socket(),
+                },
+                Err(error) => {
+                    return match token_socket() {
+                        Some(tokens) => Client::connect_remote(&tokens),
+                        None => Err(error),
+                    };
+                }
             },
-        }
+        };
+        Client::connect_via(&path)
     }
 
     /// Connects to ctld's socket at `path` where this host has it, else (a compute node, where
@@ -125,7 +148,14 @@ impl Client {
         {
             return Client::connect_remote(&tokens);
         }
-        Client::connect_at(path)
+        Client::connect_at(path).or_else(|error| {
+            // A job's `DROVER_SOCKET` names the replica that led when the job started: when it
+            // no longer answers, the leader is looked for among all the replicas.
+            match config().ok().and_then(|config| replica_sockets(&config, Some(path))) {
+                Some(sockets) => Client::connect_replicas(&sockets),
+                None => Err(error),
+            }
+        })
     }
 
     /// Connects to the socket at `path` and performs the handshake. A refusal for want of room

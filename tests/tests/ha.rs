@@ -209,12 +209,24 @@ default_account = "shared"
     /// Waits until all three replicas are up and in step with the leader (a replica restarted
     /// after a kill has caught up), so that each round kills one of three healthy replicas.
     fn wait_in_step(&mut self) -> u64 {
+        self.wait_within(0)
+    }
+
+    /// Waits until all three replicas are up and at most `behind` log entries behind the leader
+    /// (under a steady stream of submissions a follower is always a few entries behind).
+    fn wait_within(&mut self, behind: u64) -> u64 {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             self.supervise();
             let ping = self.ping();
             let lines: Vec<&str> = ping.lines().collect();
-            let healthy = lines.len() == 3 && lines.iter().all(|l| l.contains(" is UP (") && l.ends_with("behind: 0)"));
+            let close = |line: &str| {
+                line.rsplit("behind: ")
+                    .next()
+                    .and_then(|n| n.trim_end_matches(')').parse::<u64>().ok())
+                    .is_some_and(|n| n <= behind)
+            };
+            let healthy = lines.len() == 3 && lines.iter().all(|l| l.contains(" is UP (") && close(l));
             let leader = lines.first().and_then(|l| l.split("(replica ").nth(1)?.split(',').next()?.parse().ok());
             if let (true, Some(leader)) = (healthy, leader) {
                 return leader;
@@ -251,7 +263,19 @@ default_account = "shared"
 
     /// Submits a short job; its id once acknowledged.
     fn submit(&self) -> Option<u32> {
-        let out = self.command("sbatch", &["--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 0.3"]);
+        self.submit_from_job(None)
+    }
+
+    /// Submits a short job as a job's command would, with `DROVER_SOCKET` naming the socket of
+    /// the replica that led when the job started (`None`: unset).
+    fn submit_from_job(&self, socket: Option<&Path>) -> Option<u32> {
+        let mut command = Command::new(self.dir.path().join("bin").join("sbatch"));
+        command.args(["--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 0.3"]);
+        command.current_dir(self.dir.path()).env("DROVER_CONF", self.conf()).env_remove("DROVER_SOCKET");
+        if let Some(socket) = socket {
+            command.env("DROVER_SOCKET", socket);
+        }
+        let out = command.output().unwrap();
         if !out.status.success() {
             return None;
         }
@@ -331,8 +355,14 @@ fn killing_the_leader_loses_no_acknowledged_job() {
         std::thread::sleep(Duration::from_millis(800));
         let killed_at = Instant::now();
         cluster.kill9(leader);
-        let id =
-            poll("a submission after the failover", Duration::from_secs(30), || cluster.logs(), || cluster.submit());
+        // As a job started under the old leader submits: its DROVER_SOCKET names the dead one.
+        let dead = cluster.socket(leader);
+        let id = poll(
+            "a submission after the failover",
+            Duration::from_secs(30),
+            || cluster.logs(),
+            || cluster.submit_from_job(Some(&dead)),
+        );
         let failover = killed_at.elapsed();
         acked.lock().unwrap().push(id);
         let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap() - failover;
@@ -393,7 +423,8 @@ fn stored_jobs(dir: &Path) -> BTreeSet<u32> {
 
 /// A follower whose state directory is wiped catches up from a snapshot (the leader has purged
 /// the log it would need), and then a rolling restart of all three replicas, one at a time,
-/// keeps the cluster answering: every submission during it is acknowledged and kept.
+/// keeps the cluster answering: every submission during a follower's restart is acknowledged,
+/// at most the one in flight when the leader stops is cut, and every acknowledged one is kept.
 #[test]
 fn a_wiped_follower_catches_up_from_a_snapshot_and_a_rolling_restart_keeps_answering() {
     let mut cluster = Replicas::start_with(&[("DROVER_SNAPSHOT_EVERY", "10")]);
@@ -457,7 +488,7 @@ fn a_wiped_follower_catches_up_from_a_snapshot_and_a_rolling_restart_keeps_answe
             }
         })
     };
-    let leader = cluster.wait_in_step();
+    let leader = cluster.wait_within(50);
     let order: Vec<u64> = (1..=3).filter(|id| *id != leader).chain([leader]).collect();
     for id in order {
         let mut child = cluster.ctlds.remove(&id).unwrap();
@@ -468,13 +499,21 @@ fn a_wiped_follower_catches_up_from_a_snapshot_and_a_rolling_restart_keeps_answe
         .unwrap();
         child.wait().unwrap();
         cluster.restart_replica(id);
-        cluster.wait_in_step();
+        cluster.wait_within(50);
         eprintln!("restarted replica {id}");
+        if id != leader {
+            // A follower's restart is invisible to clients.
+            let failed = *failures.lock().unwrap();
+            assert_eq!(failed, 0, "submissions failed while follower {id} restarted\n{}", cluster.logs());
+        }
     }
     stop.store(true, Ordering::Relaxed);
     client.join().unwrap();
     let during = during.lock().unwrap().clone();
-    assert_eq!(*failures.lock().unwrap(), 0, "submissions failed during the rolling restart\n{}", cluster.logs());
+    // The leader's stop cuts the one request the client may have in flight (its outcome is
+    // unknown to the client, as at any ctld restart); every later one waits for the next leader.
+    let failed = *failures.lock().unwrap();
+    assert!(failed <= 1, "{failed} submissions failed during the leader's restart\n{}", cluster.logs());
     assert!(during.len() >= 3, "too few submissions during the rolling restart: {}", during.len());
     acked.extend(during);
     let list = acked.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
