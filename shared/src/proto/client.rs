@@ -104,6 +104,10 @@ pub enum Request {
     /// configuration ctld runs as the caller may see it (`crate::sacctmgr`), or an error whose
     /// detail is sacctmgr's message.
     Sacctmgr { args: Vec<String> },
+    /// `drover simulate` (operators and admins): replays recorded jobs against the running
+    /// config and a candidate, answered with [`Response::Simulated`]. Nothing of ctld's state
+    /// changes.
+    Simulate(Box<super::simulate::SimulateRequest>),
 }
 
 impl Request {
@@ -389,6 +393,8 @@ pub enum Response {
     },
     /// Answer to [`Request::Sacctmgr`]: the text sacctmgr prints.
     Listing { text: String },
+    /// Answer to [`Request::Simulate`].
+    Simulated(Box<super::simulate::SimulateReport>),
 }
 
 /// A job template as `drover templates` shows it.

@@ -11,6 +11,7 @@ pub(crate) mod admission;
 mod audit;
 mod config;
 mod history;
+mod simulate;
 mod templates;
 mod usage;
 
@@ -210,6 +211,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::ShowConfig => config::show(context),
         Request::QueryTemplates => templates::list(context, caller),
         Request::Sacctmgr { args } => config::sacctmgr(context, caller, &args),
+        Request::Simulate(request) => simulate::simulate(context, caller, *request).await,
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
