@@ -76,11 +76,11 @@ pub fn workload(nodes: usize, jobs: usize, days: i64) -> Vec<(JobInfo, JobSpec)>
         }
         let team = usize::try_from(rng.next(TEAMS as u64)).unwrap_or(0);
         let gpus: u32 = [1, 1, 1, 2, 2, 4, 4, 8, 8, 16][usize::try_from(rng.next(10)).unwrap_or(0)];
-        // Run time: exponential-ish around the mean for this size, 5 min to 12 h.
+        // Run time: exponential around the mean (the mix averages 4.7 GPUs a job), 5 min to 12 h.
         #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
         let runtime = {
             let u = (rng.next(10_000) as f64 + 0.5) / 10_000.0;
-            let mean = mean_gpu_secs / f64::from(gpus.max(1)) / 2.4;
+            let mean = mean_gpu_secs / 4.7;
             (-u.ln() * mean).clamp(300.0, 43_200.0) as i64
         };
         let minutes = u32::try_from((runtime * 3 / 2 + 59) / 60).unwrap_or(u32::MAX).min(2880);

@@ -268,3 +268,78 @@ fn reclaiming_a_guarantee_takes_one_grace_period() {
     assert_eq!(requeued, 32, "exactly the borrowed jobs");
     assert!(sim.state.jobs.values().filter(|j| j.info.account == "teama").all(|j| j.info.restarts == 0));
 }
+
+/// A recorded job of `account` asking for `gpus` GPUs on one node, submitted at `submit`, whose
+/// run took `runtime` seconds.
+fn recorded(job_id: JobId, account: &str, gpus: u32, submit: UnixTime, runtime: i64) -> super::Recorded {
+    let user = if account == "teama" { "ann" } else { "ben" };
+    let spec = JobSpec {
+        gres_per_node: parse_gres(&format!("gpu:{gpus}")).unwrap(),
+        cpus_per_task: Some(8 * gpus),
+        time_limit: Some(TimeLimit::Minutes(u32::try_from(runtime / 60 + 10).unwrap())),
+        ..JobSpec::default()
+    };
+    let info = JobInfo {
+        job_id,
+        user: user.into(),
+        account: account.into(),
+        qos: "normal".into(),
+        partition: "gpu".into(),
+        state: Some(JobState::Completed),
+        submit_time: submit,
+        eligible_time: Some(submit),
+        start_time: Some(submit),
+        end_time: Some(submit + runtime),
+        time_limit: spec.time_limit,
+        requeue: true,
+        ..JobInfo::default()
+    };
+    super::Recorded { info, spec }
+}
+
+/// Sixteen whole-node jobs of an hour on eight nodes: half start at once, half an hour later;
+/// the run's figures say so, and a config without team B refuses B's jobs.
+#[test]
+fn replay_queues_what_does_not_fit_and_refuses_what_the_config_lacks() {
+    let jobs: Vec<super::Recorded> = (1..=16).map(|i| recorded(i, "teama", 8, START, 3600)).collect();
+    let bounds = super::Bounds::default();
+    let out = super::replay(Arc::new(config("")), &jobs, START, START + 86_400, &bounds).unwrap();
+    let a = &out.run.teams[0];
+    assert_eq!((a.account.as_str(), a.jobs, a.never_started, a.refused), ("teama", 16, 0, 0));
+    assert_eq!((a.wait_p50_s, a.wait_p95_s), (0, 3600));
+    assert!((a.gpu_hours - 128.0).abs() < 1e-6, "{a:?}");
+    assert_eq!(out.run.end, START + 7200);
+
+    let mine: Vec<super::Recorded> = vec![recorded(1, "teama", 1, START, 60), recorded(2, "teamb", 1, START, 60)];
+    let text = String::from(
+        "cluster_name = \"sim\"\n[controller]\naddress = \"127.0.0.1:6817\"\n\
+         state_dir = \"state\"\n[[nodes]]\nnames = \"g01\"\ncpus = 64\nreal_memory = 512000\ngpus = { h100 = 8 }\n\
+         [[partitions]]\nname = \"gpu\"\nnodes = \"g01\"\ndefault = true\n[[accounts]]\nname = \"teama\"\n\
+         [[users]]\nname = \"ann\"\ndefault_account = \"teama\"\n",
+    );
+    let without_b = Config::parse(Path::new("/sim/candidate.toml"), &text).unwrap();
+    let out = super::replay(Arc::new(without_b), &mine, START, START + 86_400, &bounds).unwrap();
+    let b = out.run.teams.iter().find(|t| t.account == "teamb").unwrap();
+    assert_eq!((b.jobs, b.refused, b.never_started), (1, 1, 0), "refused is not never started");
+}
+
+/// Team B fills the pool with borrowed GPUs; team A's 32 one-GPU jobs a minute later reclaim
+/// its guarantee: 32 of B's runs are preempted (and requeued), A waits a second or two, and the
+/// replay of the same jobs under the config they ran under reproduces A's recorded waits.
+#[test]
+fn replay_counts_reclaims_and_their_lost_gpu_hours() {
+    let quotas = "[[quotas]]\naccount = \"teama\"\npartition = \"gpu\"\nguarantee = \"gres/gpu=32\"\n\
+        [[quotas]]\naccount = \"teamb\"\npartition = \"gpu\"\nguarantee = \"gres/gpu=32\"\n";
+    let mut jobs: Vec<super::Recorded> = (1..=64).map(|i| recorded(i, "teamb", 1, START, 7200)).collect();
+    jobs.extend((65..=96).map(|i| recorded(i, "teama", 1, START + 60, 600)));
+    let out = super::replay(Arc::new(config(quotas)), &jobs, START, START + 86_400, &super::Bounds::default()).unwrap();
+    let a = out.run.teams.iter().find(|t| t.account == "teama").unwrap();
+    let b = out.run.teams.iter().find(|t| t.account == "teamb").unwrap();
+    assert_eq!(b.preemptions, 32, "{b:?}");
+    assert!((b.lost_gpu_hours - 32.0 * 61.0 / 3600.0).abs() < 0.01, "{b:?}");
+    assert_eq!(a.preemptions, 0);
+    assert!(a.wait_p95_s <= 2, "{a:?}");
+    assert_eq!(a.guaranteed_gpus, 32);
+    let fidelity = super::fidelity(&jobs, &out);
+    assert_eq!(fidelity.jobs, 96, "every job ran once in the record and started in the replay");
+}
