@@ -105,3 +105,40 @@ fn simulate_replays_a_recorded_workload_and_shows_a_candidates_effect() {
     fails(&["simulate", "--config", &candidate, "--max-jobs", "5"], "more than the cap of 5");
     fails(&["simulate"], "--config FILE is required");
 }
+
+/// A plain user may not make ctld spend minutes replaying: `drover simulate` as alice is refused
+/// with the reason and replays nothing; root (an admin) is answered.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn simulate_is_for_operators_and_admins() {
+    drover_e2e::require_users();
+    let cluster = drover_e2e::Cluster::start();
+    let dir = cluster.workdir(Some("alice"));
+    let candidate = dir.join("candidate.toml");
+    std::fs::copy(cluster.config_file(), &candidate).unwrap();
+    let candidate = candidate.to_string_lossy().into_owned();
+    let simulate = |user: Option<&str>| {
+        let mut command = match user {
+            Some(user) => {
+                let mut c = Command::new("setpriv");
+                c.args([&format!("--reuid={user}"), &format!("--regid={user}"), "--init-groups", "--"]);
+                c.arg(drover_e2e::bin_dir().join("drover"));
+                c
+            }
+            None => Command::new(drover_e2e::bin_dir().join("drover")),
+        };
+        command
+            .args(["simulate", "--config", &candidate])
+            .current_dir(&dir)
+            .env("DROVER_CONF", cluster.home().join("cluster.toml"))
+            .env("DROVER_SOCKET", cluster.home().join("ctld").join("ctld.sock"))
+            .output()
+            .unwrap()
+    };
+    let alice = simulate(Some("alice"));
+    assert!(!alice.status.success(), "alice ran a simulation: {}", text(&alice.stdout));
+    assert!(text(&alice.stderr).contains("drover simulate is for operators and admins"), "{}", text(&alice.stderr));
+    let root = simulate(None);
+    assert!(root.status.success(), "root: {}", text(&root.stderr));
+    assert!(text(&root.stdout).contains("Replayed 0 jobs"), "{}", text(&root.stdout));
+}
