@@ -1,7 +1,7 @@
-//! `drover simulate` end to end: a real ctld with simulated nodes runs a two-team workload (team
-//! B floods the GPUs, team A arrives behind it), then `drover simulate` replays what accounting
-//! recorded under the running config and under a candidate that caps team B at 2 GPUs
-//! (`grp_tres`). The replay of the running config must reproduce the recorded waits closely (the
+//! `drover simulate` end to end: a real ctld with simulated nodes runs a three-team workload
+//! (team B floods the GPUs with 2-GPU jobs, teams A and C arrive behind it with 1- and 4-GPU
+//! jobs), then `drover simulate` replays what accounting recorded under the running config and
+//! under a candidate that caps team B at 2 GPUs (`grp_tres`). The replay of the running config must reproduce the recorded waits closely (the
 //! figures are printed), the candidate must make B wait longer on its limit and A wait less, the
 //! JSON answer must parse, and bad input (a missing file, invalid TOML, `--from` after `--to`,
 //! a window over the job cap) must get a clear error.
@@ -10,8 +10,9 @@ use drover_e2e::sim::SimCluster;
 use drover_e2e::text;
 use std::process::Command;
 
-const TEAMS: &str = "[[accounts]]\nname = \"teama\"\nshares = 50\n[[accounts]]\nname = \"teamb\"\nshares = 50\n\
-    [[users]]\nname = \"root\"\ndefault_account = \"teama\"\naccounts = [\"teama\", \"teamb\"]\n";
+const TEAMS: &str = "[[accounts]]\nname = \"teama\"\nshares = 40\n[[accounts]]\nname = \"teamb\"\nshares = 40\n\
+    [[accounts]]\nname = \"teamc\"\nshares = 20\n\
+    [[users]]\nname = \"root\"\ndefault_account = \"teama\"\naccounts = [\"teama\", \"teamb\", \"teamc\"]\n";
 
 /// A field of one team's figures in one run of the JSON answer (`run` is `current` or
 /// `candidate`), read with python3's JSON parser (which also proves the answer parses).
@@ -50,10 +51,14 @@ fn simulate_replays_a_recorded_workload_and_shows_a_candidates_effect() {
         let args = ["--parsable", "-A", account, &gres, "-c", "2", "-t", "2", "--comment", &comment, &script];
         cluster.ok("sbatch", &args).trim().parse().unwrap()
     };
-    // Team B floods the 8 GPUs with 2-GPU jobs; team A arrives two seconds later.
-    let mut jobs: Vec<u32> = (0..12).map(|i| submit("teamb", 2, 5 + i % 3)).collect();
+    // Team B floods the 8 GPUs with 2-GPU jobs; team A (1- and 4-GPU jobs) arrives two seconds
+    // later, team C (1-GPU jobs) a second after A.
+    let mut jobs: Vec<u32> = (0..10).map(|i| submit("teamb", 2, 5 + i % 3)).collect();
     std::thread::sleep(std::time::Duration::from_secs(2));
-    jobs.extend((0..6).map(|i| submit("teama", 2, 4 + i % 3)));
+    jobs.extend((0..4).map(|_| submit("teama", 1, 4)));
+    jobs.extend((0..2).map(|_| submit("teama", 4, 6)));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    jobs.extend((0..4).map(|i| submit("teamc", 1, 3 + i % 3)));
     let ids = jobs.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     cluster.wait_up_to("every job's end", std::time::Duration::from_secs(120), || {
         let out = cluster.ok("sacct", &["-X", "-P", "-n", "-j", &ids, "-o", "State"]);
@@ -62,14 +67,14 @@ fn simulate_replays_a_recorded_workload_and_shows_a_candidates_effect() {
 
     let candidate = cluster.root().join("candidate.toml");
     let current = std::fs::read_to_string(cluster.root().join("cluster.toml")).unwrap();
-    let capped = current.replace("name = \"teamb\"\nshares = 50\n", "name = \"teamb\"\nshares = 50\ngrp_tres = \"gres/gpu=2\"\n");
+    let capped = current.replace("name = \"teamb\"\nshares = 40\n", "name = \"teamb\"\nshares = 40\ngrp_tres = \"gres/gpu=2\"\n");
     assert_ne!(capped, current, "the candidate changes team B");
     std::fs::write(&candidate, capped).unwrap();
     let candidate = candidate.to_string_lossy().into_owned();
 
     let table = cluster.ok("drover", &["simulate", "--config", &candidate]);
     eprintln!("{table}");
-    assert!(table.contains("Replayed 18 jobs"), "{table}");
+    assert!(table.contains("Replayed 20 jobs"), "{table}");
     let json = cluster.ok("drover", &["simulate", "--config", &candidate, "--json"]);
     let get = |run: &str, team: &str, field: &str| figure(&json, run, team, field);
     // Fidelity of the running config's replay.
@@ -79,13 +84,14 @@ fn simulate_replays_a_recorded_workload_and_shows_a_candidates_effect() {
     );
     let f: Vec<i64> = fidelity.split_whitespace().map(|v| v.parse().unwrap()).collect();
     eprintln!("fidelity: {} jobs, median |simulated - recorded wait| {} s, p95 {} s", f[0], f[1], f[2]);
-    assert_eq!(f[0], 18, "every job ran once and is compared");
+    assert_eq!(f[0], 20, "every job ran once and is compared");
     assert!(f[1] <= 3 && f[2] <= 8, "the current config's replay strays from the recorded waits: {fidelity}\n{table}");
     // The candidate: B limited to 2 GPUs waits longer and hits its limit; A waits less.
     assert_eq!(get("current", "teamb", "limit_hits"), 0.0, "{json}");
     assert!(get("candidate", "teamb", "limit_hits") > 0.0, "{json}");
     assert!(get("candidate", "teamb", "wait_p95_s") > get("current", "teamb", "wait_p95_s"), "{json}");
     assert!(get("candidate", "teama", "wait_p50_s") < get("current", "teama", "wait_p50_s"), "{json}");
+    assert!(get("candidate", "teamc", "wait_p50_s") <= get("current", "teamc", "wait_p50_s"), "{json}");
     assert_eq!(get("current", "teama", "jobs"), 6.0);
 
     // Bad input: a clear error each, nothing replayed.
