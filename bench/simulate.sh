@@ -7,6 +7,7 @@
 #
 #   bench/simulate.sh [NODES] [JOBS] [DAYS]             (defaults 1000 100000 7)
 #   PROFILE=debug bench/simulate.sh 100 10000           (a debug build)
+#   RESOLUTION=60 bench/simulate.sh                     (one pass per 60 simulated seconds)
 #
 # The database is kept in /tmp/drover-simbench-NODES-JOBS-DAYS.db for the next run.
 set -euo pipefail
@@ -20,4 +21,4 @@ else
 fi
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/$PROFILE/drover-simbench
 DB=/tmp/drover-simbench-$NODES-$JOBS-$DAYS.db
-"$BIN" "$DB" "$NODES" "$JOBS" "$DAYS"
+RESOLUTION=${RESOLUTION:-} "$BIN" "$DB" "$NODES" "$JOBS" "$DAYS"

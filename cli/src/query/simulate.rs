@@ -34,6 +34,10 @@ struct Args {
     /// Refuse windows with more recorded jobs than this.
     #[arg(long = "max-jobs", value_name = "N", default_value_t = DEFAULT_MAX_JOBS)]
     max_jobs: u32,
+    /// Seconds of simulated time one scheduling pass stands for (1-600; default: 1 up to
+    /// 5,000 jobs, more for larger replays). Smaller is closer to ctld, larger is faster.
+    #[arg(long = "resolution", value_name = "SECONDS")]
+    resolution: Option<i64>,
     /// One JSON object instead of the table.
     #[arg(long = "json")]
     json: bool,
@@ -74,6 +78,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         from,
         to,
         max_jobs: args.max_jobs,
+        resolution_s: args.resolution,
     };
     match crate::client::call(&Request::Simulate(Box::new(request)))? {
         Response::Simulated(report) => {

@@ -2,7 +2,7 @@
 //! `drover_ctld::simbench`): writes DB if it does not exist yet, then replays its week under
 //! the cluster's config and a candidate, and prints the time and the figures.
 //!
-//!   drover-simbench DB [NODES] [JOBS] [DAYS]
+//!   [RESOLUTION=S] drover-simbench DB [NODES] [JOBS] [DAYS]
 
 #![forbid(unsafe_code)]
 
@@ -25,12 +25,13 @@ fn main() -> anyhow::Result<()> {
         println!("generated {jobs} jobs over {days} days in {:.1} s", began.elapsed().as_secs_f64());
     }
     let began = Instant::now();
-    let report = drover_ctld::simbench::replay(&db, nodes, days, u32::try_from(jobs.max(1))?)?;
+    let resolution = std::env::var("RESOLUTION").ok().filter(|v| !v.is_empty()).map(|v| v.parse::<i64>()).transpose().context("RESOLUTION")?;
+    let report = drover_ctld::simbench::replay(&db, nodes, days, u32::try_from(jobs.max(1))?, resolution)?;
     let wall = began.elapsed().as_secs_f64();
     println!(
-        "simulate: nodes={nodes} jobs={} days={days} wall_s={wall:.1} (both runs, database read included) \
-         passes_current={} passes_candidate={}",
-        report.jobs, report.current.passes, report.candidate.passes
+        "simulate: nodes={nodes} jobs={} days={days} resolution_s={} wall_s={wall:.1} (both runs, database read \
+         included) passes_current={} passes_candidate={}",
+        report.jobs, report.resolution_s, report.current.passes, report.candidate.passes
     );
     println!(
         "utilization current={:.1}% candidate={:.1}%",

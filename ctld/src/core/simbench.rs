@@ -125,7 +125,7 @@ pub fn generate(path: &Path, nodes: usize, jobs: usize, days: i64) -> anyhow::Re
 
 /// Replays the database at `path` (window: the synthetic `days` days) under the config of
 /// `nodes` nodes and its candidate, as ctld would.
-pub fn replay(path: &Path, nodes: usize, days: i64, max_jobs: u32) -> anyhow::Result<SimulateReport> {
+pub fn replay(path: &Path, nodes: usize, days: i64, max_jobs: u32, resolution_s: Option<i64>) -> anyhow::Result<SimulateReport> {
     let parse = |candidate| Config::parse(Path::new("/bench/cluster.toml"), &config_text(nodes, candidate));
     let current = Arc::new(parse(false)?);
     let candidate = Arc::new(parse(true)?);
@@ -135,6 +135,7 @@ pub fn replay(path: &Path, nodes: usize, days: i64, max_jobs: u32) -> anyhow::Re
         from: Some(START),
         to: Some(START + days * 86_400),
         max_jobs,
+        resolution_s,
     };
     let budget = std::time::Duration::from_secs(3600);
     super::simulate::run(path, current, candidate, &request, drover_shared::now(), budget)

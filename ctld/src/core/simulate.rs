@@ -27,11 +27,19 @@ pub(crate) fn window(request: &SimulateRequest, now: UnixTime) -> Result<(UnixTi
         let days = MAX_WINDOW_SECS / 86_400;
         return Err(Refusal::new(ErrorCode::InvalidTimeValue, format!("the window may cover at most {days} days")));
     }
+    if request.resolution_s.is_some_and(|r| !(1..=600).contains(&r)) {
+        return Err(Refusal::new(ErrorCode::InvalidSpec, "--resolution must be 1 to 600 seconds"));
+    }
     if request.max_jobs == 0 || request.max_jobs > MAX_JOBS_LIMIT {
         return Err(Refusal::new(ErrorCode::InvalidSpec, format!("--max-jobs must be 1 to {MAX_JOBS_LIMIT}")));
     }
     Ok((from, to))
 }
+
+/// In replays of more than 5,000 jobs, simulated seconds between the passes that plan backfill
+/// reservations, and the wall-clock time each may plan for.
+const BACKFILL_INTERVAL: i64 = 60;
+const BACKFILL_BUDGET: Duration = Duration::from_millis(10);
 
 /// Seconds one pass stands for: every second for up to 5,000 jobs (ctld's own pace), then a
 /// second more per 5,000 jobs, at most 30.
@@ -65,8 +73,12 @@ pub(crate) fn run(
         .into_iter()
         .map(|(info, spec)| Recorded { info, spec })
         .collect();
-    let resolution = resolution(jobs.len());
-    let bounds = Bounds { deadline: Some(began + budget), resolution, tick: 10.max(resolution), ..Bounds::default() };
+    let resolution = request.resolution_s.unwrap_or_else(|| resolution(jobs.len()));
+    let mut bounds = Bounds { deadline: Some(began + budget), resolution, tick: 10.max(resolution), ..Bounds::default() };
+    if resolution > 1 {
+        bounds.backfill_interval = BACKFILL_INTERVAL;
+        bounds.backfill_budget = BACKFILL_BUDGET;
+    }
     let over = |e: sim::SimError| Refusal::new(ErrorCode::Internal, e.to_string());
     let mut current = sim::replay(current, &jobs, from, to, &bounds).map_err(over)?;
     let mut candidate = sim::replay(candidate, &jobs, from, to, &bounds).map_err(over)?;

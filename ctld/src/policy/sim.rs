@@ -17,7 +17,7 @@ use drover_shared::proto::simulate::{Fidelity, SimRun, TeamFigures};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[cfg(test)]
 mod tests;
@@ -63,13 +63,26 @@ pub(crate) struct Bounds {
     /// second with an event, as ctld does; more coalesce the events of that many seconds into
     /// one pass (a large replay's speed, for up to that much added wait).
     pub(crate) resolution: i64,
+    /// Simulated seconds between the passes that plan backfill reservations (the others carry
+    /// the planned ones over, as a ctld pass past its planning time does): Slurm's
+    /// `bf_interval`. 0 plans in every pass, as ctld does.
+    pub(crate) backfill_interval: i64,
+    /// Wall-clock time a planning pass may spend on reservations (ctld's is 150 ms).
+    pub(crate) backfill_budget: Duration,
     /// Wall-clock time the run must end by.
     pub(crate) deadline: Option<Instant>,
 }
 
 impl Default for Bounds {
     fn default() -> Bounds {
-        Bounds { horizon: 31 * 86_400, tick: 10, resolution: 1, deadline: None }
+        Bounds {
+            horizon: 31 * 86_400,
+            tick: 10,
+            resolution: 1,
+            backfill_interval: 0,
+            backfill_budget: crate::model::state::PLANNING_TIME,
+            deadline: None,
+        }
     }
 }
 
@@ -269,6 +282,7 @@ pub(crate) fn replay(
     let mut passes = 0u64;
     let mut tick = bounds.tick.max(1);
     let mut last_pass = now;
+    let mut last_backfill = i64::MIN / 2;
     let horizon_end = to.saturating_add(bounds.horizon);
 
     loop {
@@ -359,6 +373,11 @@ pub(crate) fn replay(
             begins.pop();
         }
 
+        let plan = now - last_backfill >= bounds.backfill_interval;
+        state.planning_time = if plan { bounds.backfill_budget } else { Duration::ZERO };
+        if plan {
+            last_backfill = now;
+        }
         let decisions = schedule(&mut state, now);
         passes += 1;
         last_pass = now;

@@ -28,6 +28,9 @@ pub struct SimulateRequest {
     pub to: Option<UnixTime>,
     /// Refuse rather than replay more jobs than this (at most [`MAX_JOBS_LIMIT`]).
     pub max_jobs: u32,
+    /// Seconds of simulated time one pass stands for (1 to 600); `None`: chosen by the number
+    /// of jobs.
+    pub resolution_s: Option<i64>,
 }
 
 /// One team's (account's) figures in one run.
