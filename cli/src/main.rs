@@ -33,6 +33,7 @@ fn applet(name: &str) -> Option<Applet> {
         "audit" => query::audit::run,
         "node" => query::node::run,
         "templates" => query::templates::run,
+        "simulate" => query::simulate::run,
         "report" => report::run,
         "sreport" => report::sreport,
         "srun" => srun::run,

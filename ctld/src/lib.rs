@@ -14,6 +14,8 @@ mod serve;
 mod store;
 
 #[doc(hidden)]
+pub use core::simbench;
+#[doc(hidden)]
 pub use policy::passbench;
 
 use anyhow::Context;

@@ -19,6 +19,8 @@ Drover's own:
   report gpu|queue|failures|quota       usage reports (--csv, --json)
   audit [--user U] [--action A] [--job N] [--since T] [--until T] [-P]
                                         the controller's audit log (users see their own records)
+  simulate --config FILE [--from T] [--to T] [--json]
+                                        replay recorded jobs under a candidate config (operators)
 
 Local cluster:
   up      [--home DIR] [--config FILE]  start ctld and a noded per node (only what is missing)

@@ -5,7 +5,7 @@
 
 mod drover;
 mod sreport;
-mod table;
+pub(crate) mod table;
 
 use crate::query::format::{Tz, parse_time_spec};
 use anyhow::{Context, bail};

@@ -39,6 +39,9 @@ pub(crate) use node_admin::restore_node_states;
 pub(crate) mod metrics;
 pub(crate) mod reconfigure;
 mod requeue;
+#[doc(hidden)]
+pub mod simbench;
+pub(crate) mod simulate;
 
 #[cfg(test)]
 mod tests;
@@ -327,6 +330,7 @@ impl Core {
             | Request::ShowConfig
             | Request::Sacctmgr { .. }
             | Request::QueryReplicas
+            | Request::Simulate(_)
             | Request::Ping => {
                 let name = crate::core::metrics::request_name(&request);
                 tracing::error!(request = name, "a request served off the core reached the core");

@@ -27,6 +27,8 @@ pub(crate) enum Operation {
     ReadAll,
     /// Charge an account the caller has no association with.
     ChargeAnyAccount,
+    /// Run a what-if simulation (`drover simulate`): minutes of ctld's CPU.
+    Simulate,
 }
 
 impl Operation {
@@ -34,9 +36,11 @@ impl Operation {
     fn needs(self, caller: Caller) -> Role {
         match self {
             Operation::Job { owner } | Operation::RunAs { owner } if owner == caller.uid => Role::User,
-            Operation::Job { .. } | Operation::JobPrivileged | Operation::NodeState | Operation::ReadAll => {
-                Role::Operator
-            }
+            Operation::Job { .. }
+            | Operation::JobPrivileged
+            | Operation::NodeState
+            | Operation::ReadAll
+            | Operation::Simulate => Role::Operator,
             Operation::RunAs { .. } | Operation::Reconfigure | Operation::ChargeAnyAccount => Role::Admin,
         }
     }

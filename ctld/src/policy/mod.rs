@@ -1,7 +1,8 @@
 //! Policy: the decisions ctld makes over the model, without I/O. The scheduling pass
 //! ([`scheduler`], with [`backfill`], [`preempt`] and [`quota`]), multifactor priority
 //! ([`priority`], [`fairshare`]), limits, dependencies, job arrays, team job templates ([`template`]), when a node's failures drain it ([`incident`]), submit-time validation, who
-//! may do what ([`authz`]), `drover why` ([`explain`]) and `sbatch --test-only` ([`will_run`]).
+//! may do what ([`authz`]), `drover why` ([`explain`]), `sbatch --test-only` ([`will_run`]) and the what-if replay of
+//! recorded jobs under a config ([`sim`]).
 //! It imports the model only: never the store, the core or serve.
 
 pub(crate) mod array;
@@ -19,7 +20,6 @@ pub(crate) mod priority;
 pub(crate) mod quota;
 pub(crate) mod report;
 pub(crate) mod scheduler;
-#[cfg(test)]
 pub(crate) mod sim;
 pub(crate) mod template;
 pub(crate) mod topology;

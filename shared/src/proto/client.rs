@@ -107,6 +107,10 @@ pub enum Request {
     /// `scontrol ping` of a replicated controller: every replica and how the leader sees it,
     /// answered with [`Response::Replicas`] (empty from a single controller).
     QueryReplicas,
+    /// `drover simulate` (operators and admins): replays recorded jobs against the running
+    /// config and a candidate, answered with [`Response::Simulated`]. Nothing of ctld's state
+    /// changes.
+    Simulate(Box<super::simulate::SimulateRequest>),
 }
 
 impl Request {
@@ -402,6 +406,8 @@ pub enum Response {
     Replicas {
         replicas: Vec<ReplicaState>,
     },
+    /// Answer to [`Request::Simulate`].
+    Simulated(Box<super::simulate::SimulateReport>),
 }
 
 /// One replica of a replicated controller as the leader sees it.

@@ -14,6 +14,7 @@ pub mod handshake;
 pub mod node;
 pub mod records;
 pub mod seal;
+pub mod simulate;
 pub mod stepio;
 pub mod usage;
 

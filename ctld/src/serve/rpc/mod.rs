@@ -11,6 +11,7 @@ pub(crate) mod admission;
 mod audit;
 mod config;
 mod history;
+mod simulate;
 mod templates;
 mod usage;
 
@@ -216,6 +217,7 @@ async fn dispatch(request: Request, caller: Caller, context: &ClientContext) -> 
         Request::QueryReplicas => {
             Response::Replicas { replicas: context.replicas.as_ref().map(|r| r.borrow().clone()).unwrap_or_default() }
         }
+        Request::Simulate(request) => simulate::simulate(context, caller, *request).await,
         Request::Ping => Response::Pong {
             cluster: context.config.get().cluster_name.clone(),
             controller: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),

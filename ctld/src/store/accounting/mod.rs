@@ -9,6 +9,7 @@
 //! after the `[accounting]` retention periods. The tables are migration 2 of `migrations.rs`.
 
 pub(crate) mod query;
+pub(crate) mod replay;
 
 use crate::model::state::{Job, State};
 use crate::model::tres;
