@@ -112,6 +112,9 @@ pub mod raw {
         /// Users added to the admin's `controller.admins` (the user who runs the cluster).
         #[serde(default)]
         pub admins: Vec<String>,
+        /// The replicas `drover up --replicas N` runs; they replace the admin's file's.
+        #[serde(default)]
+        pub replicas: Vec<Replica>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -482,6 +485,8 @@ pub struct HomeSettings {
     pub state_dir: PathBuf,
     pub key_file: PathBuf,
     pub admins: Vec<String>,
+    /// `drover up --replicas N`'s replicas; empty = the admin's file's (usually none).
+    pub replicas: Vec<Replica>,
 }
 
 /// Where commands on a node look for noded's token socket when the config does not say:
@@ -586,6 +591,7 @@ impl Config {
             state_dir: dir.join(controller.state_dir),
             key_file: dir.join(controller.key_file),
             admins: controller.admins,
+            replicas: Validator { path, text: &text }.replicas(&controller.replicas)?,
         };
         config.apply_home(path, settings);
         Ok(config)
@@ -594,15 +600,34 @@ impl Config {
     /// Reads the configuration again, as `scontrol reconfigure` does: [`Config::load`] of the
     /// same file. A cluster home's file that is gone (deleted by hand) is not needed: the admin's
     /// file is read and the home's settings are the ones in force.
+    /// A replica's config (see [`Config::select_replica`]) stays that replica's.
     pub fn reload(&self) -> Result<Config, ConfigError> {
-        match &self.home {
+        let mut config = match &self.home {
             Some(home) if !self.path.exists() => {
                 let mut config = Config::load(&self.source)?;
                 config.apply_home(&self.path, home.clone());
-                Ok(config)
+                config
             }
-            _ => Config::load(&self.path),
+            _ => Config::load(&self.path)?,
+        };
+        if let Some(id) = self.selected_replica() {
+            config.select_replica(id).map_err(|message| ConfigError::Invalid {
+                path: config.source.clone(),
+                line: 1,
+                column: 1,
+                key: "controller.replicas".into(),
+                message,
+            })?;
         }
+        Ok(config)
+    }
+
+    /// The replica this config was selected for, if any.
+    fn selected_replica(&self) -> Option<u64> {
+        self.replicas
+            .iter()
+            .find(|r| r.address == self.controller_address && r.state_dir == self.state_dir)
+            .map(|r| r.id)
     }
 
     /// Puts a cluster home's settings over the admin's file's.
@@ -611,6 +636,9 @@ impl Config {
         self.controller_address = home.address.clone();
         self.state_dir = home.state_dir.clone();
         self.key_file = home.key_file.clone();
+        if !home.replicas.is_empty() {
+            self.replicas = home.replicas.clone();
+        }
         for admin in &home.admins {
             if !self.admins.contains(admin) {
                 self.admins.push(admin.clone());

@@ -133,15 +133,25 @@ impl Cluster {
     /// Starts a cluster after `prepare` ran on the (not yet created) home directory; `prepare`
     /// returns the mount points it created, which are unmounted when the cluster is dropped.
     pub fn start_prepared(config: &str, prepare: impl FnOnce(&Path) -> Vec<PathBuf>) -> Cluster {
-        Cluster::start_full(config, prepare, &[])
+        Cluster::start_full(config, prepare, &[], &[])
+    }
+
+    /// Starts a cluster with more `drover up` options (`--replicas 3`).
+    pub fn start_with_args(config: &str, up_args: &[&str]) -> Cluster {
+        Cluster::start_full(config, |_| Vec::new(), &[], up_args)
     }
 
     /// Starts a cluster whose daemons get `env` (e.g. the fake NVML library for noded).
     pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Cluster {
-        Cluster::start_full(config, |_| Vec::new(), env)
+        Cluster::start_full(config, |_| Vec::new(), env, &[])
     }
 
-    fn start_full(config: &str, prepare: impl FnOnce(&Path) -> Vec<PathBuf>, env: &[(&str, &str)]) -> Cluster {
+    fn start_full(
+        config: &str,
+        prepare: impl FnOnce(&Path) -> Vec<PathBuf>,
+        env: &[(&str, &str)],
+        up_args: &[&str],
+    ) -> Cluster {
         let bin = bin_dir();
         let dir = tempfile::Builder::new().prefix("drover-e2e-").tempdir_in("/tmp").expect("scratch dir");
         set_mode(dir.path(), 0o755);
@@ -155,6 +165,7 @@ impl Cluster {
             .arg(cluster.home())
             .arg("--config")
             .arg(&source)
+            .args(up_args)
             .env_remove("DROVER_CONF")
             .env_remove("DROVER_SOCKET")
             .envs(env.iter().copied())
@@ -223,9 +234,13 @@ impl Cluster {
             None => Command::new(&program),
         };
         cmd.args(args).current_dir(cwd);
-        cmd.env("DROVER_HOME", self.home())
-            .env("DROVER_CONF", self.home().join("cluster.toml"))
-            .env("DROVER_SOCKET", self.home().join("ctld").join("ctld.sock"));
+        cmd.env("DROVER_HOME", self.home()).env("DROVER_CONF", self.home().join("cluster.toml"));
+        // As `source DIR/env` sets it: replicas (`--replicas 3`) are found from the config.
+        if std::fs::read_to_string(self.home().join("env")).is_ok_and(|env| env.contains("unset DROVER_SOCKET")) {
+            cmd.env_remove("DROVER_SOCKET");
+        } else {
+            cmd.env("DROVER_SOCKET", self.home().join("ctld").join("ctld.sock"));
+        }
         cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -591,3 +591,58 @@ fn a_leader_cut_off_by_a_partition_acknowledges_nothing_and_rejoins() {
     drop(cluster);
     drop(hosts);
 }
+
+/// `drover up --replicas 3` (docs/admin/ha.md, "Testing on one host"): three replicas on
+/// loopback with the nodes; the leader (found with `scontrol -d ping`) is killed; a second
+/// `drover up` starts only it again (it is the replicas' supervisor on one host), and the jobs
+/// are all there and a new submission runs.
+#[test]
+fn drover_up_runs_three_replicas_and_a_second_up_restarts_the_missing_one() {
+    let cluster = drover_e2e::Cluster::start_with_args(drover_e2e::CONFIG, &["--replicas", "3"]);
+    let status = cluster.drover("status");
+    let report = text(&status.stdout);
+    assert!(status.status.success(), "{report}");
+    assert_eq!(report.matches(", leader\n").count(), 1, "{report}");
+    assert_eq!(report.matches(", follower\n").count(), 2, "{report}");
+    let later = cluster.submit(None, "later.sh", "#!/bin/sh\ntrue\n", &["--begin=now+1hour"]);
+    let done = cluster.submit(None, "done.sh", "#!/bin/sh\ntrue\n", &[]);
+    cluster.wait_state(done, "COMPLETED", LONG_WAIT);
+    let leader = ping_leader(&cluster);
+    cluster.kill9(&format!("ctld-{leader}"));
+
+    let out = cluster.drover("up");
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}\n{}", text(&out.stderr), cluster.logs());
+    assert!(said.contains(&format!("started ctld-{leader} ")), "{said}");
+    assert_eq!(said.matches("started").count(), 1, "only the killed replica is started again: {said}");
+    assert!(said.contains("ctld reconfigured"), "{said}");
+    let status = cluster.drover("status");
+    assert!(status.status.success(), "{}", text(&status.stdout));
+
+    let listed = cluster.ok("squeue", &["-h", "-o", "%i %T"]);
+    assert_eq!(listed, format!("{later} PENDING\n"));
+    assert_eq!(cluster.sacct_state(done).unwrap().0, "COMPLETED");
+    let next = cluster.submit(None, "next.sh", "#!/bin/sh\ntrue\n", &[]);
+    assert_eq!(next, done + 1);
+    cluster.wait_state(next, "COMPLETED", LONG_WAIT);
+    // The restarted replica is back in step with the others.
+    poll(
+        "every replica up and in step",
+        LONG_WAIT,
+        || cluster.logs(),
+        || {
+            let ping = cluster.ok("scontrol", &["-d", "ping"]);
+            (ping.matches("is UP").count() == 3 && ping.matches("behind: 0)").count() == 3).then_some(())
+        },
+    );
+}
+
+const LONG_WAIT: Duration = Duration::from_secs(30);
+
+/// The leading replica's id, from `scontrol -d ping`'s primary line.
+fn ping_leader(cluster: &drover_e2e::Cluster) -> u64 {
+    let ping = cluster.ok("scontrol", &["-d", "ping"]);
+    let primary = ping.lines().find(|l| l.starts_with("Slurmctld(primary)")).unwrap_or_else(|| panic!("{ping}"));
+    let id = primary.split("(replica ").nth(1).and_then(|rest| rest.split(',').next());
+    id.and_then(|id| id.parse().ok()).unwrap_or_else(|| panic!("no replica id in {primary}"))
+}

@@ -5,6 +5,7 @@
 //! DIR/cluster.toml   the home's file: includes the admin's file, adds ctld's port, state dir, key
 //! DIR/cluster.key    the cluster key (0600)
 //! DIR/ctld/          ctld's database and client socket
+//! DIR/ctld-<id>/     with `--replicas N`: each replica's database, Raft log and client socket
 //! DIR/noded-<name>/  each node's job directories
 //! DIR/run/*.pid      pids of what `up` started (ctld.port its node port);  DIR/log/*.log  their logs
 //! DIR/bin/           sbatch, squeue, … as links to this binary;  DIR/env  the file to source
@@ -14,6 +15,11 @@
 //! file on every run (keeping the port of the running cluster) and, when ctld already runs, asks
 //! it to reconfigure: the admin's file is the only source, and `up` or `scontrol reconfigure`
 //! applies its edits. Commands run through `DIR/bin/` find the cluster from their own path.
+//!
+//! `up --replicas 3` runs replicated controllers instead (docs/admin/ha.md): three
+//! `drover-ctld --replica N` on free loopback ports, listed in the home's file, which later `up`s
+//! keep. A replica exits when it loses the lead (status 75) and expects a supervisor to start it
+//! again; on one host, running `up` again is that supervisor.
 
 use super::ClusterArgs;
 use crate::client;
@@ -50,6 +56,9 @@ impl Layout {
     }
     fn node_dir(&self, node: &str) -> PathBuf {
         self.home.join(format!("noded-{node}"))
+    }
+    fn replica_dir(&self, id: u64) -> PathBuf {
+        self.home.join(format!("ctld-{id}"))
     }
 }
 
@@ -89,10 +98,71 @@ fn home_file_value(layout: &Layout, keys: &[&str]) -> Option<String> {
     table.get(*last)?.as_str().map(str::to_owned)
 }
 
+/// The `[[controller.replicas]]` the home's current file lists, as written.
+fn home_replicas(layout: &Layout) -> Vec<toml::Table> {
+    let table = std::fs::read_to_string(layout.config()).ok().and_then(|t| toml::from_str::<toml::Table>(&t).ok());
+    let replicas = table.as_ref().and_then(|t| t.get("controller")?.get("replicas")?.as_array().cloned());
+    replicas.unwrap_or_default().into_iter().filter_map(|r| r.as_table().cloned()).collect()
+}
+
+/// The replicas this home runs (none for one controller): the ones its file lists, addresses
+/// and all, unless `--replicas` asks for another number, which is refused for a home that
+/// already holds a cluster (its state would not carry over); new ones get free loopback ports.
+fn plan_replicas(layout: &Layout, wanted: Option<usize>, source: &Config) -> anyhow::Result<Vec<toml::Table>> {
+    if !source.replicas.is_empty() {
+        bail!(
+            "{} lists [[controller.replicas]] (replicas on hosts of their own, started with \
+             `drover-ctld --replica N`); `drover up` runs its replicas on this host: remove them \
+             from the file and run `drover up --replicas 3`",
+            source.source.display()
+        );
+    }
+    let existing = home_replicas(layout);
+    let count = wanted.unwrap_or(existing.len());
+    let holds_one = layout.home.join("ctld").join("drover.db").exists();
+    if count == existing.len() || (count <= 1 && existing.is_empty()) {
+        return Ok(existing);
+    }
+    if !existing.is_empty() || holds_one {
+        let now =
+            if existing.is_empty() { "one controller".to_owned() } else { format!("{} replicas", existing.len()) };
+        bail!(
+            "the cluster in {} runs {now}; `drover up` does not change that (its state would not carry \
+             over): run it without --replicas, or start another cluster with another --home",
+            layout.home.display()
+        );
+    }
+    // All the ports are held at once, so that no two are the same.
+    let listeners = (0..count * 2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .context("finding free ports on 127.0.0.1")?;
+    let mut ports = Vec::new();
+    for listener in &listeners {
+        ports.push(listener.local_addr()?.port());
+    }
+    let mut replicas = Vec::new();
+    for (id, pair) in (1u64..).zip(ports.chunks(2)) {
+        let mut replica = toml::Table::new();
+        replica.insert("id".into(), toml::Value::Integer(i64::try_from(id)?));
+        replica.insert("address".into(), format!("127.0.0.1:{}", pair[0]).into());
+        replica.insert("raft_address".into(), format!("127.0.0.1:{}", pair[1]).into());
+        replica.insert("state_dir".into(), layout.replica_dir(id).to_string_lossy().into_owned().into());
+        replicas.push(replica);
+    }
+    Ok(replicas)
+}
+
 /// Writes the home's file: an `include` of the admin's file and what belongs to this home. The
 /// port stays the running cluster's: the one in the current file, else the one ctld reported
-/// (`run/ctld.port`) while it runs, else a free one.
-fn write_home_file(layout: &Layout, source: &Path, ctld_running: bool) -> anyhow::Result<()> {
+/// (`run/ctld.port`) while it runs, else a free one. `replicas` (see [`plan_replicas`]) go
+/// under `[controller]`.
+fn write_home_file(
+    layout: &Layout,
+    source: &Path,
+    ctld_running: bool,
+    replicas: Vec<toml::Table>,
+) -> anyhow::Result<()> {
     let address = home_file_value(layout, &["controller", "address"]).or_else(|| {
         let port = std::fs::read_to_string(layout.port_file()).ok().filter(|_| ctld_running)?;
         Some(format!("127.0.0.1:{}", port.trim()))
@@ -110,6 +180,10 @@ fn write_home_file(layout: &Layout, source: &Path, ctld_running: bool) -> anyhow
     let me = nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().map(|u| u.name);
     if let Some(me) = me.filter(|_| !nix::unistd::geteuid().is_root()) {
         controller.insert("admins".into(), vec![me].into());
+    }
+    if !replicas.is_empty() {
+        controller
+            .insert("replicas".into(), toml::Value::Array(replicas.into_iter().map(toml::Value::Table).collect()));
     }
     let mut table = toml::Table::new();
     table.insert("include".into(), path(source.to_owned()));
@@ -170,7 +244,9 @@ fn start(layout: &Layout, daemon: &str, program: &Path, args: &[String]) -> anyh
     Ok(pid)
 }
 
-fn write_env(layout: &Layout, socket: &Path) -> anyhow::Result<()> {
+/// Writes `bin/` and `env`; `socket` is the one controller's (replicas' commands find the leader
+/// from the config).
+fn write_env(layout: &Layout, socket: Option<&Path>) -> anyhow::Result<()> {
     let bin = layout.home.join("bin");
     std::fs::create_dir_all(&bin)?;
     let exe = std::env::current_exe()?;
@@ -181,11 +257,14 @@ fn write_env(layout: &Layout, socket: &Path) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_file(bin.join("drover"));
     std::os::unix::fs::symlink(&exe, bin.join("drover"))?;
+    let socket = match socket {
+        Some(socket) => format!("export DROVER_SOCKET='{}'", socket.display()),
+        None => "unset DROVER_SOCKET".into(),
+    };
     let env = format!(
-        "# Source this file to use the cluster in {home}\nexport DROVER_HOME='{home}'\nexport DROVER_CONF='{conf}'\nexport DROVER_SOCKET='{socket}'\nexport PATH='{bin}':\"$PATH\"\n",
+        "# Source this file to use the cluster in {home}\nexport DROVER_HOME='{home}'\nexport DROVER_CONF='{conf}'\n{socket}\nexport PATH='{bin}':\"$PATH\"\n",
         home = layout.home.display(),
         conf = layout.config().display(),
-        socket = socket.display(),
         bin = bin.display(),
     );
     std::fs::write(layout.home.join("env"), env)?;
@@ -202,6 +281,7 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     let layout = Layout { home: args.home.clone() };
     // Before anything is created: a file that does not load leaves no home behind.
     let source = admin_file(args, &layout)?;
+    let replicas = plan_replicas(&layout, args.replicas, &Config::load(&source)?)?;
     for dir in ["run", "log", "ctld"] {
         std::fs::create_dir_all(layout.home.join(dir))
             .with_context(|| format!("creating {}", layout.home.join(dir).display()))?;
@@ -213,13 +293,13 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
     }
     std::fs::set_permissions(layout.home.join("log"), std::fs::Permissions::from_mode(0o700))?;
     let ctld_running = running(&layout.pid_file("ctld"), "drover-ctld");
-    write_home_file(&layout, &source, ctld_running.is_some())?;
+    write_home_file(&layout, &source, ctld_running.is_some(), replicas)?;
     let config = Config::load(&layout.config())?;
     if !config.key_file.exists() {
         drover_shared::auth::ClusterKey::generate(&config.key_file)?;
     }
-    let socket = config.client_socket();
-    write_env(&layout, &socket)?;
+    let sockets = config.client_sockets();
+    write_env(&layout, config.replicas.is_empty().then(|| config.client_socket()).as_deref())?;
 
     let ctld = sibling("drover-ctld")?;
     let noded = sibling("drover-noded")?;
@@ -230,29 +310,49 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
              and only as this user; run `drover up` as root for both"
         );
     }
-    let ctld_pid = match ctld_running {
-        Some(pid) => {
-            println!("ctld already running (pid {pid})");
-            pid
-        }
-        None => {
-            let port_file = layout.port_file().to_string_lossy().into_owned();
-            let pid =
-                start(&layout, "ctld", &ctld, &["--config".into(), conf.clone(), "--port-file".into(), port_file])?;
-            println!("started ctld (pid {pid})");
-            pid
-        }
+    // Each controller: its name (pid and log files), its arguments, and whether it already ran.
+    let controllers: Vec<(String, Vec<String>)> = if config.replicas.is_empty() {
+        let port_file = layout.port_file().to_string_lossy().into_owned();
+        vec![("ctld".into(), vec!["--config".into(), conf.clone(), "--port-file".into(), port_file])]
+    } else {
+        config
+            .replicas
+            .iter()
+            .map(|r| {
+                (format!("ctld-{}", r.id), vec!["--config".into(), conf.clone(), "--replica".into(), r.id.to_string()])
+            })
+            .collect()
     };
+    let mut pids = Vec::new();
+    let mut any_running = false;
+    for (daemon, args) in &controllers {
+        match running(&layout.pid_file(daemon), "drover-ctld") {
+            Some(pid) => {
+                println!("{daemon} already running (pid {pid})");
+                any_running = true;
+                pids.push(pid);
+            }
+            None => {
+                let pid = start(&layout, daemon, &ctld, args)?;
+                println!("started {daemon} (pid {pid})");
+                pids.push(pid);
+            }
+        }
+    }
+    let log = if config.replicas.is_empty() { layout.log_file("ctld") } else { layout.home.join("log") };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !ping(&socket) {
-        // The pid, not the pid file's command line: right after the fork it still reads `drover`.
-        if Instant::now() > deadline || !alive(ctld_pid) {
-            bail!("ctld did not come up; see {}", layout.log_file("ctld").display());
+    let leader = loop {
+        if let Some(socket) = sockets.iter().find(|socket| ping(socket)) {
+            break socket.clone();
+        }
+        // The pids, not the pid files' command lines: right after the fork they still read `drover`.
+        if Instant::now() > deadline || !pids.iter().any(|pid| alive(*pid)) {
+            bail!("ctld did not come up; see {}", log.display());
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-    if ctld_running.is_some() {
-        reconfigure(&socket, &source)?;
+    };
+    if any_running {
+        reconfigure(&leader, &source)?;
     }
     let names: Vec<String> = config.nodes.iter().map(|n| n.name.clone()).collect();
     for name in &names {
@@ -275,7 +375,7 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    wait_for_nodes(&layout, &socket, &names)?;
+    wait_for_nodes(&layout, &sockets, &names)?;
     println!("cluster `{}` is up; run:  source {}", config.cluster_name, layout.home.join("env").display());
     Ok(0)
 }
@@ -296,10 +396,13 @@ fn reconfigure(socket: &Path, source: &Path) -> anyhow::Result<()> {
     }
 }
 
-fn wait_for_nodes(layout: &Layout, socket: &Path, names: &[String]) -> anyhow::Result<()> {
+/// Waits until every node is registered with the controller (the leading replica, whichever
+/// of `sockets` answers: it may change meanwhile).
+fn wait_for_nodes(layout: &Layout, sockets: &[PathBuf], names: &[String]) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(Response::Nodes { nodes, .. }) = client::call_at(socket, &Request::QueryNodes) {
+        let answer = sockets.iter().filter(|s| s.exists()).find_map(|s| client::call_at(s, &Request::QueryNodes).ok());
+        if let Some(Response::Nodes { nodes, .. }) = answer {
             let ready = names.iter().all(|name| nodes.iter().any(|n| &n.name == name && !n.not_responding));
             if ready {
                 return Ok(());
@@ -312,19 +415,20 @@ fn wait_for_nodes(layout: &Layout, socket: &Path, names: &[String]) -> anyhow::R
     }
 }
 
-/// Stops what `up` started: nodes first, then ctld. Jobs keep running under their supervisors,
-/// as they do when Slurm's daemons stop.
+/// Stops what `up` started: nodes first, then ctld (or its replicas). Jobs keep running under
+/// their supervisors, as they do when Slurm's daemons stop.
 pub(crate) fn down(args: &ClusterArgs) -> anyhow::Result<i32> {
     let layout = Layout { home: args.home.clone() };
-    let mut daemons: Vec<(String, &str)> = std::fs::read_dir(layout.home.join("run"))
+    let mut recorded: Vec<String> = std::fs::read_dir(layout.home.join("run"))
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.strip_suffix(".pid").map(str::to_owned))
-        .filter(|d| d.starts_with("noded-"))
-        .map(|d| (d, "drover-noded"))
         .collect();
-    daemons.sort();
+    recorded.sort();
+    let of = |prefix: &str| recorded.iter().filter(|d| d.starts_with(prefix)).cloned().collect::<Vec<_>>();
+    let mut daemons: Vec<(String, &str)> = of("noded-").into_iter().map(|d| (d, "drover-noded")).collect();
+    daemons.extend(of("ctld-").into_iter().map(|d| (d, "drover-ctld")));
     daemons.push(("ctld".into(), "drover-ctld"));
     for (daemon, binary) in daemons {
         let pid_file = layout.pid_file(&daemon);
@@ -361,17 +465,31 @@ pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
     }
     // The admin's file may have been edited into one that does not load: say so, not "no cluster".
     let config = Config::load(&layout.config())?;
-    let mut all = true;
-    let mut report = |daemon: String, binary: &str| match running(&layout.pid_file(&daemon), binary) {
-        Some(pid) => println!("{daemon}: running (pid {pid})"),
-        None => {
-            all = false;
-            println!("{daemon}: stopped");
-        }
-    };
-    report("ctld".into(), "drover-ctld");
+    // Each daemon, and for a replica its socket (which only the leader opens).
+    let mut daemons: Vec<(String, &str, Option<PathBuf>)> = Vec::new();
+    if config.replicas.is_empty() {
+        daemons.push(("ctld".into(), "drover-ctld", None));
+    }
+    for replica in &config.replicas {
+        daemons.push((format!("ctld-{}", replica.id), "drover-ctld", Some(replica.state_dir.join("ctld.sock"))));
+    }
     for node in &config.nodes {
-        report(format!("noded-{}", node.name), "drover-noded");
+        daemons.push((format!("noded-{}", node.name), "drover-noded", None));
+    }
+    let mut all = true;
+    for (daemon, binary, socket) in daemons {
+        match (running(&layout.pid_file(&daemon), binary), socket) {
+            (Some(pid), None) => println!("{daemon}: running (pid {pid})"),
+            (Some(pid), Some(socket)) => {
+                let role = if ping(&socket) { "leader" } else { "follower" };
+                println!("{daemon}: running (pid {pid}), {role}");
+            }
+            (None, socket) => {
+                all = false;
+                let again = if socket.is_some() { " (`drover up` starts it again)" } else { "" };
+                println!("{daemon}: stopped{again}");
+            }
+        }
     }
     Ok(if all { 0 } else { 3 })
 }

@@ -23,7 +23,12 @@ Drover's own:
                                         replay recorded jobs under a candidate config (operators)
 
 Local cluster:
-  up      [--home DIR] [--config FILE]  start ctld and a noded per node (only what is missing)
+  up      [--home DIR] [--config FILE] [--replicas N]
+                                        start ctld and a noded per node (only what is missing);
+                                        --replicas 3 (or more): replicated controllers on this
+                                        host (docs/admin/ha.md), kept by later `up`s. A replica
+                                        that stops (it exits when it loses the lead) is missing:
+                                        run `up` again, it is their supervisor here
   down    [--home DIR]                  stop what `up` started
   status  [--home DIR]                  say what runs
   keygen  [FILE]                        create a cluster key (default: the config's key_file)
@@ -41,11 +46,14 @@ Installed system (see docs/admin/install.md):
 pub(crate) struct ClusterArgs {
     pub(crate) home: PathBuf,
     pub(crate) config: Option<PathBuf>,
+    /// `--replicas N`: 1 for one controller, 3 or more for replicas; `None` keeps what the home runs.
+    pub(crate) replicas: Option<usize>,
 }
 
 fn parse(args: Vec<OsString>) -> anyhow::Result<ClusterArgs> {
     let mut home = None;
     let mut config = None;
+    let mut replicas = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let arg = arg.to_string_lossy().into_owned();
@@ -57,13 +65,20 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<ClusterArgs> {
         match key.as_str() {
             "--home" => home = Some(PathBuf::from(value().context("--home needs a directory")?)),
             "--config" => config = Some(PathBuf::from(value().context("--config needs a file")?)),
+            "--replicas" => {
+                let n = value().context("--replicas needs a number")?;
+                match n.parse::<usize>() {
+                    Ok(n @ (1 | 3..=9)) => replicas = Some(n),
+                    _ => bail!("--replicas {n}: give 1 (one controller) or 3 to 9 (two survive no failure)"),
+                }
+            }
             _ => bail!("unknown option `{arg}`\n\n{USAGE}"),
         }
     }
     let home =
         home.or_else(|| std::env::var_os("DROVER_HOME").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(".drover"));
     let home = std::path::absolute(&home).with_context(|| format!("resolving {}", home.display()))?;
-    Ok(ClusterArgs { home, config })
+    Ok(ClusterArgs { home, config, replicas })
 }
 
 /// Runs an admin verb.

@@ -143,6 +143,8 @@ fn fixed_settings_unchanged(old: &Config, new: &Config) -> Result<(), String> {
         ("controller.state_dir", old.state_dir != new.state_dir),
         ("controller.key_file", old.key_file != new.key_file),
         ("metrics.listen", old.metrics.listen != new.metrics.listen),
+        // The Raft membership is the replicas' when the cluster forms (docs/admin/ha.md).
+        ("controller.replicas", old.replicas != new.replicas),
     ];
     let changed: Vec<&str> = fixed.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key).collect();
     if changed.is_empty() {
