@@ -635,6 +635,20 @@ fn drover_up_runs_three_replicas_and_a_second_up_restarts_the_missing_one() {
             (ping.matches("is UP").count() == 3 && ping.matches("behind: 0)").count() == 3).then_some(())
         },
     );
+    // The membership is the one the cluster formed with: reconfigure refuses an edit of the
+    // replicas and keeps answering.
+    let home_file = cluster.home().join("cluster.toml");
+    let written = std::fs::read_to_string(&home_file).unwrap();
+    std::fs::write(&home_file, written.replacen("id = 3", "id = 4", 1)).unwrap();
+    let out = cluster.run(None, &cluster.workdir(None), "scontrol", &["reconfigure"], None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("controller.replicas cannot change without restarting ctld"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(&home_file, written).unwrap();
+    assert_eq!(cluster.ok("scontrol", &["ping"]).matches("is UP").count(), 3);
 }
 
 const LONG_WAIT: Duration = Duration::from_secs(30);

@@ -324,3 +324,49 @@ fn controller_replicas_are_checked() {
     let zero = with(&three).replace("id = 3", "id = 0");
     assert!(check(&zero).ends_with("controller.replicas[2].id: replica ids start at 1"));
 }
+
+/// A cluster home's file may list the replicas (`drover up --replicas 3`): they replace the
+/// admin's file's, resolve beside the home's file, are checked like the admin's, and a
+/// replica's reload (`scontrol reconfigure`) stays that replica's.
+#[test]
+fn a_home_file_lists_replicas_and_a_replica_reloads_as_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin_file = dir.path().join("admin.toml");
+    std::fs::write(&admin_file, BASE).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let replica = |id: u32| {
+        format!(
+            "[[controller.replicas]]\nid = {id}\naddress = \"127.0.0.1:{}\"\nraft_address = \"127.0.0.1:{}\"\nstate_dir = \"ctld-{id}\"\n",
+            7000 + id,
+            7100 + id
+        )
+    };
+    let head = format!(
+        "include = \"{}\"\n[controller]\naddress = \"127.0.0.1:4000\"\nstate_dir = \"ctld\"\nkey_file = \"k\"\n",
+        admin_file.display()
+    );
+    let home_file = home.join("cluster.toml");
+    std::fs::write(&home_file, format!("{head}{}{}{}", replica(1), replica(2), replica(3))).unwrap();
+    let mut config = Config::load(&home_file).unwrap();
+    assert_eq!(config.client_sockets()[1], home.join("ctld-2").join("ctld.sock"));
+    config.select_replica(2).unwrap();
+    let reloaded = config.reload().unwrap();
+    assert_eq!(
+        (reloaded.controller_address.as_str(), reloaded.state_dir.clone()),
+        ("127.0.0.1:7002", home.join("ctld-2"))
+    );
+    // Replica 2 gone from the file: its reload says so.
+    std::fs::write(&home_file, format!("{head}{}{}{}", replica(1), replica(3), replica(4))).unwrap();
+    let error = config.reload().unwrap_err().to_string();
+    assert!(
+        error.ends_with("controller.replicas: replica 2 is not in [[controller.replicas]] (ids: 1, 3, 4)"),
+        "{error}"
+    );
+    std::fs::write(&home_file, format!("{head}{}{}", replica(1), replica(2))).unwrap();
+    let error = Config::load(&home_file).unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!("{}:7:6: controller.replicas: list at least three", home_file.display())),
+        "{error}"
+    );
+}
