@@ -117,6 +117,7 @@ async fn run_with(
     let writer_events = events_tx.clone();
     let writer_path = db_path.clone();
     let replica_states = replica.as_ref().map(replica::Replica::publish_states);
+    let follow_config = replica.as_ref().map(replica::Replica::follow_config);
     let writer = std::thread::Builder::new().name("db-writer".into());
     let writer = match replica {
         None => writer.spawn(move || {
@@ -146,6 +147,10 @@ async fn run_with(
         .with_requeues(requeues)
         .with_host_names(hosts.clone());
     let shared_config = core.shared_config();
+    if let Some(follow_config) = follow_config {
+        let config = shared_config.clone();
+        follow_config(Box::new(move || config.get().replicas.clone()));
+    }
     let http = match &config.metrics.listen {
         Some(listen) => {
             let listener =

@@ -600,7 +600,8 @@ impl Config {
     /// Reads the configuration again, as `scontrol reconfigure` does: [`Config::load`] of the
     /// same file. A cluster home's file that is gone (deleted by hand) is not needed: the admin's
     /// file is read and the home's settings are the ones in force.
-    /// A replica's config (see [`Config::select_replica`]) stays that replica's.
+    /// A replica's config (see [`Config::select_replica`]) stays that replica's, also when the
+    /// file no longer lists it.
     pub fn reload(&self) -> Result<Config, ConfigError> {
         let mut config = match &self.home {
             Some(home) if !self.path.exists() => {
@@ -610,14 +611,15 @@ impl Config {
             }
             _ => Config::load(&self.path)?,
         };
-        if let Some(id) = self.selected_replica() {
-            config.select_replica(id).map_err(|message| ConfigError::Invalid {
-                path: config.source.clone(),
-                line: 1,
-                column: 1,
-                key: "controller.replicas".into(),
-                message,
-            })?;
+        // A replica removed from the file (docs/admin/ha.md) runs on as itself until the
+        // membership no longer has it.
+        match self.selected_replica() {
+            Some(id) if config.select_replica(id).is_ok() => {}
+            Some(_) => {
+                config.controller_address = self.controller_address.clone();
+                config.state_dir = self.state_dir.clone();
+            }
+            None => {}
         }
         Ok(config)
     }

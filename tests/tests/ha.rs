@@ -660,3 +660,96 @@ fn ping_leader(cluster: &drover_e2e::Cluster) -> u64 {
     let id = primary.split("(replica ").nth(1).and_then(|rest| rest.split(',').next());
     id.and_then(|id| id.parse().ok()).unwrap_or_else(|| panic!("no replica id in {primary}"))
 }
+
+/// Adding and removing a replica at run time (docs/admin/ha.md, "Adding or removing a
+/// replica"): replica 4 is added to the config and started, `scontrol reconfigure` has the
+/// leader add it as a learner and then a voter once it has caught up (in step in `scontrol -d
+/// ping`); unsafe edits are refused and change nothing; the leader is removed, exits by itself
+/// (status 75) and the other three elect one; that one is killed and the remaining two still
+/// acknowledge a submission, with every job there.
+#[test]
+fn a_replica_is_added_and_the_leader_removed_at_run_time() {
+    let mut cluster = Replicas::start();
+    cluster.wait_in_step();
+    let mut jobs: Vec<u32> = (0..5).map(|_| cluster.submit().expect("acknowledged")).collect();
+    let reconfigure = |cluster: &Replicas| cluster.command("scontrol", &["reconfigure"]);
+    let config = std::fs::read_to_string(cluster.conf()).unwrap();
+    let fourth = format!(
+        "\n[[controller.replicas]]\nid = 4\naddress = \"127.0.0.1:{}\"\nraft_address = \"127.0.0.1:{}\"\nstate_dir = \"r4\"\n",
+        free_port(),
+        free_port()
+    );
+    std::fs::write(cluster.conf(), format!("{config}{fourth}")).unwrap();
+    cluster.start_replica(4);
+    let out = reconfigure(&cluster);
+    assert!(out.status.success(), "{}{}", text(&out.stderr), cluster.logs());
+    let in_step = |cluster: &Replicas, ids: &[u64]| {
+        poll(
+            "the replicas up and in step",
+            Duration::from_secs(60),
+            || cluster.logs(),
+            || {
+                let ping = cluster.ping();
+                let fine = ping.lines().count() == ids.len()
+                    && ids.iter().all(|id| ping.contains(&format!("is UP (replica {id}, log entries behind: 0)")));
+                fine.then_some(ping)
+            },
+        )
+    };
+    in_step(&cluster, &[1, 2, 3, 4]);
+    jobs.push(cluster.submit().expect("acknowledged with four replicas"));
+    in_step(&cluster, &[1, 2, 3, 4]);
+
+    // Unsafe edits: refused with the reason, and the four stay.
+    let with_four = format!("{config}{fourth}");
+    let swap = with_four.replacen("id = 1\n", "id = 5\n", 1);
+    let moved = with_four.replace(&fourth, &fourth.replacen("address = \"127.0.0.1:", "address = \"127.0.0.2:", 1));
+    for (edit, says) in [
+        (swap, "controller.replicas: add or remove one replica at a time (this file adds 5 and removes 1)"),
+        (moved, "controller.replicas: replica 4's addresses cannot change while it runs"),
+    ] {
+        std::fs::write(cluster.conf(), edit).unwrap();
+        let out = reconfigure(&cluster);
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
+    std::fs::write(cluster.conf(), &with_four).unwrap();
+    in_step(&cluster, &[1, 2, 3, 4]);
+
+    // The leader removed: it steps down and exits; the other three go on.
+    let leader =
+        [1, 2, 3, 4].into_iter().find(|id| std::os::unix::net::UnixStream::connect(cluster.socket(*id)).is_ok());
+    let leader = leader.expect("a leader");
+    let start = with_four.find(&format!("[[controller.replicas]]\nid = {leader}\n")).unwrap();
+    let end = with_four[start + 1..].find("[[").map_or(with_four.len(), |at| start + 1 + at);
+    let without = format!("{}{}", &with_four[..start], &with_four[end..]);
+    std::fs::write(cluster.conf(), &without).unwrap();
+    // The file no longer names the leader: the command is pointed at its socket, as on its host.
+    let out = Command::new(cluster.dir.path().join("bin").join("scontrol"))
+        .arg("reconfigure")
+        .env("DROVER_CONF", cluster.conf())
+        .env("DROVER_SOCKET", cluster.socket(leader))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stderr), cluster.logs());
+    let mut removed = cluster.ctlds.remove(&leader).unwrap();
+    let status =
+        poll("the removed leader to exit", Duration::from_secs(30), || cluster.logs(), || removed.try_wait().unwrap());
+    assert_eq!(status.code(), Some(75));
+    let rest: Vec<u64> = [1, 2, 3, 4].into_iter().filter(|id| *id != leader).collect();
+    in_step(&cluster, &rest);
+    jobs.push(cluster.submit().expect("acknowledged by the three"));
+
+    // The new leader killed: two of the three acknowledge.
+    let next = poll(
+        "a new leader",
+        Duration::from_secs(30),
+        || cluster.logs(),
+        || rest.iter().copied().find(|id| std::os::unix::net::UnixStream::connect(cluster.socket(*id)).is_ok()),
+    );
+    cluster.kill9(next);
+    jobs.push(cluster.submit().expect("acknowledged by two of three"));
+    let listed = text(&cluster.command("sacct", &["-X", "-n", "-P", "-o", "JobID"]).stdout);
+    let listed: Vec<u32> = listed.lines().filter_map(|l| l.parse().ok()).collect();
+    assert_eq!(listed, jobs, "every acknowledged job, once");
+}

@@ -13,7 +13,7 @@ use crate::model::identity::Caller;
 use crate::model::refusal::Refusal;
 use crate::model::state::Node;
 use crate::policy::authz::{Operation, Who};
-use drover_shared::config::Config;
+use drover_shared::config::{Config, Replica};
 use drover_shared::proto::client::{ErrorCode, Response};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -143,12 +143,48 @@ fn fixed_settings_unchanged(old: &Config, new: &Config) -> Result<(), String> {
         ("controller.state_dir", old.state_dir != new.state_dir),
         ("controller.key_file", old.key_file != new.key_file),
         ("metrics.listen", old.metrics.listen != new.metrics.listen),
-        // The Raft membership is the replicas' when the cluster forms (docs/admin/ha.md).
-        ("controller.replicas", old.replicas != new.replicas),
+        // One controller and replicas are different processes.
+        ("controller.replicas", old.replicas.is_empty() != new.replicas.is_empty()),
     ];
     let changed: Vec<&str> = fixed.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key).collect();
-    if changed.is_empty() {
-        return Ok(());
+    if !changed.is_empty() {
+        return Err(format!("{}: {} cannot change without restarting ctld", new.source.display(), changed.join(", ")));
     }
-    Err(format!("{}: {} cannot change without restarting ctld", new.source.display(), changed.join(", ")))
+    replicas_change(&old.replicas, &new.replicas)
+        .map_err(|e| format!("{}: controller.replicas: {e}", new.source.display()))
+}
+
+/// The changes of `[[controller.replicas]]` the leader can make at run time (docs/admin/ha.md):
+/// one replica added or removed at a time (each step keeps a majority of the old set in the new
+/// one), and a kept replica's addresses unchanged (its peers and clients know it there). At
+/// least three replicas is the config check's.
+fn replicas_change(old: &[Replica], new: &[Replica]) -> Result<(), String> {
+    for replica in new {
+        if let Some(was) = old.iter().find(|o| o.id == replica.id)
+            && (was.address != replica.address || was.raft_address != replica.raft_address)
+        {
+            return Err(format!(
+                "replica {}'s addresses cannot change while it runs; remove it, then add it with a new id",
+                replica.id
+            ));
+        }
+    }
+    let ids = |list: &[Replica], other: &[Replica]| -> Vec<String> {
+        list.iter().filter(|r| !other.iter().any(|o| o.id == r.id)).map(|r| r.id.to_string()).collect()
+    };
+    let (added, removed) = (ids(new, old), ids(old, new));
+    if added.len() + removed.len() > 1 {
+        let mut what = Vec::new();
+        if !added.is_empty() {
+            what.push(format!("adds {}", added.join(", ")));
+        }
+        if !removed.is_empty() {
+            what.push(format!("removes {}", removed.join(", ")));
+        }
+        return Err(format!(
+            "add or remove one replica at a time (this file {}); reconfigure after each",
+            what.join(" and ")
+        ));
+    }
+    Ok(())
 }

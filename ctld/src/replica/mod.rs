@@ -11,6 +11,7 @@
 //! Layer: beside the store, for the wiring in `lib.rs`; it imports only the store and the model.
 
 mod log_store;
+mod membership;
 mod network;
 mod state_machine;
 mod wire;
@@ -63,8 +64,9 @@ pub(crate) struct Replica {
     pub(crate) raft: Raft<TypeConfig>,
     pub(crate) id: u64,
     pub(crate) db_path: PathBuf,
-    /// Every replica's node address, by id (config order is id order here).
-    addresses: BTreeMap<u64, String>,
+    /// Every configured replica's node address, by id (config order is id order here); the
+    /// membership task keeps it to the config in force.
+    addresses: Arc<std::sync::Mutex<BTreeMap<u64, String>>>,
     answered: network::Answered,
 }
 
@@ -130,7 +132,8 @@ pub(crate) async fn start(
         });
     }
     tracing::info!(replica = id, raft = me.raft_address, "replica started");
-    let addresses = config.replicas.iter().map(|r| (r.id, r.address.clone())).collect();
+    let addresses =
+        Arc::new(std::sync::Mutex::new(config.replicas.iter().map(|r| (r.id, r.address.clone())).collect()));
     Ok(Replica { raft, id, db_path, addresses, answered })
 }
 
@@ -168,7 +171,17 @@ impl Replica {
                     let m = metrics.borrow();
                     let last = m.last_log_index.unwrap_or(0);
                     let answered = answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    addresses
+                    // The Raft membership's replicas (a new one while it catches up, too), at
+                    // their configured node address, else their Raft address.
+                    let configured = addresses.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                    let members: BTreeMap<u64, String> = m
+                        .membership_config
+                        .membership()
+                        .nodes()
+                        .map(|(id, node)| (*id, configured.get(id).cloned().unwrap_or_else(|| node.addr.clone())))
+                        .collect();
+                    let members = if members.is_empty() { configured } else { members };
+                    members
                         .iter()
                         .map(|(&replica, address)| {
                             let matched = m.replication.as_ref().and_then(|r| r.get(&replica).copied());
@@ -196,6 +209,19 @@ impl Replica {
             }
         });
         states
+    }
+
+    /// Keeps the Raft membership to the configured replicas while this replica leads: the
+    /// function returned is given the config's replicas to read every [`STATE_EVERY_MS`]; when
+    /// they change (`scontrol reconfigure`, which
+    /// allows one added or removed at a time), a new replica is added as a learner, and once
+    /// it has caught up the membership is changed to the configured set; a removed one is left
+    /// out. A leader that removed itself exits (status 75) once the change is committed. Only a
+    /// change made while this replica leads counts: the config it started with may be older
+    /// than the membership.
+    pub(crate) fn follow_config(&self) -> impl FnOnce(ConfiguredReplicas) + use<> {
+        let (raft, id, addresses) = (self.raft.clone(), self.id, self.addresses.clone());
+        move |config| follow_config(raft, id, addresses, config)
     }
 
     /// Ends the process the moment this replica stops leading or has heard from no majority for
@@ -227,6 +253,43 @@ impl Replica {
             }
         });
     }
+}
+
+/// The configured replicas, read anew each time (the config in force after `scontrol
+/// reconfigure`).
+pub(crate) type ConfiguredReplicas = Box<dyn Fn() -> Vec<drover_shared::config::Replica> + Send>;
+
+/// See [`Replica::follow_config`].
+fn follow_config(
+    raft: Raft<TypeConfig>,
+    id: u64,
+    addresses: Arc<std::sync::Mutex<BTreeMap<u64, String>>>,
+    config: ConfiguredReplicas,
+) {
+    let mut applied = config();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(STATE_EVERY_MS)).await;
+            let wanted = config();
+            if wanted == applied {
+                continue;
+            }
+            *addresses.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                wanted.iter().map(|r| (r.id, r.address.clone())).collect();
+            match membership::change(&raft, &wanted).await {
+                Ok(()) => applied = wanted,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "membership not changed yet; trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            }
+            if !applied.iter().any(|r| r.id == id) {
+                tracing::error!(replica = id, "this replica left the membership; exiting");
+                std::process::exit(75);
+            }
+        }
+    });
 }
 
 #[cfg(test)]

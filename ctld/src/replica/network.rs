@@ -235,7 +235,10 @@ async fn serve_peer(stream: TcpStream, raft: Raft<TypeConfig>, network: Network)
     if hello.magic != MAGIC || hello.version != PEER_PROTOCOL {
         bail!("not a replica of this version");
     }
-    if hello.from == network.me || !network.peers.contains_key(&hello.from) {
+    // A replica added at run time (`scontrol reconfigure`) is in the Raft membership before it is
+    // in the config this replica started with.
+    let member = || raft.metrics().borrow().membership_config.membership().get_node(&hello.from).is_some();
+    if hello.from == network.me || !(network.peers.contains_key(&hello.from) || member()) {
         bail!("replica {} is not in this cluster's [[controller.replicas]]", hello.from);
     }
     let name = peer_name(hello.from);
