@@ -32,6 +32,10 @@ pub struct NodeSettings {
     /// ctld's node address; a replicated controller's replicas' addresses, comma-separated,
     /// tried in turn.
     pub controller: String,
+    /// The config file whose replicas are read again before each connection, so that a replica
+    /// added at run time (docs/admin/ha.md) is found without a restart; `None` when the
+    /// controller's address was given on the command line.
+    pub controller_from: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub key: Arc<ClusterKey>,
     pub cpus: u32,
@@ -52,6 +56,12 @@ pub struct NodeSettings {
 }
 
 impl NodeSettings {
+    /// The addresses to try now: the config file's replicas where it lists them (and loads),
+    /// else `controller`.
+    fn controller_addresses(&self) -> String {
+        controller_addresses(self.controller_from.as_deref(), &self.controller)
+    }
+
     fn socket(&self) -> PathBuf {
         self.state_dir.join("noded.sock")
     }
@@ -165,13 +175,22 @@ fn launched_before_boot(dir: &std::path::Path) -> bool {
     boot_time() > 0 && written.is_some_and(|written| written < boot)
 }
 
+/// The replicas' addresses in the config file `from`, where it lists replicas and loads, else
+/// `given`.
+fn controller_addresses(from: Option<&std::path::Path>, given: &str) -> String {
+    match from.and_then(|path| drover_shared::config::Config::load(path).ok()) {
+        Some(config) if !config.replicas.is_empty() => config.controller_addresses().join(","),
+        _ => given.to_owned(),
+    }
+}
+
 /// Milliseconds data sent to ctld may stay unacknowledged before the connection counts as lost.
 const UNACKED_LIMIT_MS: u32 = 15_000;
 
 async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
     // A replicated controller lists every replica; only the leader accepts.
     let mut connected = Err(anyhow::anyhow!("no controller address"));
-    for address in settings.controller.split(',') {
+    for address in settings.controller_addresses().split(',') {
         connected = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address))
             .await
             .context("connecting to ctld timed out")
@@ -543,5 +562,32 @@ mod tests {
         let file = std::fs::File::options().write(true).open(dir.path().join("launch")).unwrap();
         file.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000)).unwrap();
         assert!(launched_before_boot(dir.path()), "written in 1970, before any boot of this machine");
+    }
+
+    /// A replica added to the file at run time is among the addresses of the next connection;
+    /// a file without replicas, or one that does not load, leaves the given address.
+    #[test]
+    fn the_replicas_are_read_again_before_each_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cluster.toml");
+        let replica = |id: u32| {
+            format!(
+                "[[controller.replicas]]\nid = {id}\naddress = \"127.0.0.1:{}\"\nraft_address = \"127.0.0.1:{}\"\nstate_dir = \"r{id}\"\n",
+                7000 + id,
+                7100 + id
+            )
+        };
+        let base = "cluster_name = \"c\"\n[controller]\naddress = \"127.0.0.1:6817\"\nstate_dir = \"s\"\n";
+        let rest = "[[nodes]]\nnames = \"n1\"\ncpus = 1\nreal_memory = 100\n[[partitions]]\nname = \"p\"\nnodes = \"n1\"\ndefault = true\n";
+        std::fs::write(&file, format!("{base}{}{}{}{rest}", replica(1), replica(2), replica(3))).unwrap();
+        let given = controller_addresses(Some(&file), "x");
+        assert_eq!(given, "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003");
+        std::fs::write(&file, format!("{base}{}{}{}{}{rest}", replica(1), replica(2), replica(3), replica(4))).unwrap();
+        assert_eq!(controller_addresses(Some(&file), &given), format!("{given},127.0.0.1:7004"));
+        std::fs::write(&file, format!("{base}{rest}")).unwrap();
+        assert_eq!(controller_addresses(Some(&file), "127.0.0.1:6817"), "127.0.0.1:6817");
+        std::fs::write(&file, "not toml [").unwrap();
+        assert_eq!(controller_addresses(Some(&file), &given), given);
+        assert_eq!(controller_addresses(None, "a:1"), "a:1");
     }
 }

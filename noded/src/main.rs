@@ -103,6 +103,7 @@ fn main() -> anyhow::Result<()> {
     }
     let settings = daemon::NodeSettings {
         name: name.clone(),
+        controller_from: args.controller.is_none().then(|| args.config.clone()),
         controller: args.controller.unwrap_or_else(|| config.controller_addresses().join(",")),
         state_dir: args.state_dir.clone(),
         key: Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?),
