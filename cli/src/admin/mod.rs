@@ -25,7 +25,7 @@ Drover's own:
 Local cluster:
   up      [--home DIR] [--config FILE] [--replicas N]
                                         start ctld and a noded per node (only what is missing);
-                                        --replicas 3 (or more): replicated controllers on this
+                                        --replicas 3 (3 to 9): replicated controllers on this
                                         host (docs/admin/ha.md), kept by later `up`s. A replica
                                         that stops (it exits when it loses the lead) is missing:
                                         run `up` again, it is their supervisor here
