@@ -199,7 +199,12 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         };
         let _ = events.send(Event::SetupReported(setup));
     });
-    spawn_thread("reaper", events_tx.clone(), reap_children);
+    let reaper_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = std::sync::Arc::clone(&reaper_done);
+    spawn_thread("reaper", events_tx.clone(), move |events| {
+        reap_children(events);
+        done.store(true, std::sync::atomic::Ordering::Release);
+    });
     spawn_thread("control", events_tx, move |events| control::serve(listener, events));
 
     let supervision = Supervision {
@@ -236,6 +241,17 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
             log(format_args!("{}", error_chain(&error)));
         }
     }
+    // The reaper waits for any child: until it has seen the last one go, it could reap the
+    // epilog's process before `prolog::run` does (which then cannot tell how the epilog ended
+    // and drains the node). It ends promptly once no child is left; where processes of the job
+    // survive, the epilog runs after a bounded wait, as before.
+    let reaper_deadline = Instant::now() + REAPER_WAIT;
+    while epilog.is_some()
+        && !reaper_done.load(std::sync::atomic::Ordering::Acquire)
+        && Instant::now() < reaper_deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     if let Some((program, env, timeout)) = epilog
         && let Err(message) = prolog::run(&program, &env, timeout)
     {
@@ -264,6 +280,9 @@ fn spawn_thread(name: &str, events: mpsc::Sender<Event>, body: impl FnOnce(mpsc:
         std::process::exit(1);
     }
 }
+
+/// How long the epilog waits for the reaper thread to end (see its use).
+const REAPER_WAIT: Duration = Duration::from_secs(2);
 
 /// Reaps every child until none is left; the batch shell and reparented orphans alike.
 fn reap_children(events: mpsc::Sender<Event>) {
