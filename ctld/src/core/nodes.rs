@@ -67,7 +67,7 @@ impl Core {
         node.cpus = registration.cpus.min(node.config.cpus).max(1);
         node.real_memory_mb = registration.real_memory_mb.min(node.config.real_memory_mb);
         if !registration.gpus.is_empty() {
-            node.gpus = registration.gpus.clone();
+            node.gpus = registration.gpus.clone().into();
         }
         node.address = address;
         node.boot_time = Some(registration.boot_time);

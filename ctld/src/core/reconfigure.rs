@@ -73,9 +73,9 @@ impl Core {
                 self.state.usage.touch(account, &user.name);
             }
         }
-        self.state.node_index = nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
         self.state.nodes = nodes;
         self.state.config = new.clone();
+        self.state.reindex();
         self.shared_config.set(new);
         self.schedule_needed = true;
         tracing::info!(path = %old.path.display(), "config reloaded");
@@ -118,7 +118,7 @@ impl Core {
                             c.real_memory_mb
                         };
                         if !node.registered_once {
-                            node.gpus = c.gpus.clone();
+                            node.gpus = c.gpus.clone().into();
                         }
                         node.config = c.clone();
                     }

@@ -37,9 +37,9 @@ pub(crate) fn window(request: &SimulateRequest, now: UnixTime) -> Result<(UnixTi
 }
 
 /// In replays of more than 5,000 jobs, simulated seconds between the passes that plan backfill
-/// reservations, and the wall-clock time each may plan for.
+/// reservations, and the jobs each may plan a reservation for (besides those that hold one).
 const BACKFILL_INTERVAL: i64 = 60;
-const BACKFILL_BUDGET: Duration = Duration::from_millis(10);
+const BACKFILL_JOBS: usize = 20;
 
 /// Seconds one pass stands for: every second for up to 5,000 jobs (ctld's own pace), then a
 /// second more per 5,000 jobs, at most 30.
@@ -78,7 +78,7 @@ pub(crate) fn run(
         Bounds { deadline: Some(began + budget), resolution, tick: 10.max(resolution), ..Bounds::default() };
     if resolution > 1 {
         bounds.backfill_interval = BACKFILL_INTERVAL;
-        bounds.backfill_budget = BACKFILL_BUDGET;
+        bounds.backfill_jobs = BACKFILL_JOBS;
     }
     let over = |e: sim::SimError| Refusal::new(ErrorCode::Internal, e.to_string());
     let mut current = sim::replay(current, &jobs, from, to, &bounds).map_err(over)?;

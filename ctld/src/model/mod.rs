@@ -2,8 +2,8 @@
 //! ([`state`]), what of a job's spec stays resident ([`resident`]), trackable resources
 //! ([`tres`]), decayed usage ([`usage`]), the published job snapshots ([`snapshot`]), who a
 //! client is ([`identity`]), a refused request ([`refusal`]), incidents on nodes
-//! ([`incident`]), what a job asks of each node ([`request`]) and the parsed dependencies kept
-//! between passes ([`dependency`]). **Invariant:** the model imports nothing of ctld's other
+//! ([`incident`]), what a job asks of each node ([`request`]), the parsed dependencies kept
+//! between passes ([`dependency`]) and the running jobs' tallies for limits and quotas ([`tally`]). **Invariant:** the model imports nothing of ctld's other
 //! layers (`tests/tests/tidy.rs` checks it).
 
 pub(crate) mod dependency;
@@ -14,5 +14,6 @@ pub(crate) mod request;
 pub(crate) mod resident;
 pub(crate) mod snapshot;
 pub(crate) mod state;
+pub(crate) mod tally;
 pub(crate) mod tres;
 pub(crate) mod usage;

@@ -54,8 +54,9 @@ pub(crate) struct Job {
 #[derive(Debug)]
 pub(crate) struct Node {
     pub(crate) config: NodeConfig,
-    /// GPUs the node reported (NVML or config); the config's until it registers.
-    pub(crate) gpus: Vec<GpuDevice>,
+    /// GPUs the node reported (NVML or config); the config's until it registers. Shared, so a
+    /// pass's view of the node (`policy::backfill::NodeView`) copies no GPU records.
+    pub(crate) gpus: Arc<[GpuDevice]>,
     pub(crate) cpus: u32,
     pub(crate) real_memory_mb: u64,
     /// The id of the node's live connection, if it has one (the link itself, the way to send
@@ -92,7 +93,7 @@ impl Node {
     pub(crate) fn new(config: &NodeConfig) -> Node {
         Node {
             config: config.clone(),
-            gpus: config.gpus.clone(),
+            gpus: config.gpus.clone().into(),
             cpus: config.cpus,
             real_memory_mb: config.real_memory_mb,
             connection: None,
@@ -149,7 +150,7 @@ impl Node {
             cpus_alloc: self.cpus_alloc,
             real_memory_mb: self.real_memory_mb,
             mem_alloc_mb: self.mem_alloc_mb,
-            gpus: self.gpus.clone(),
+            gpus: self.gpus.to_vec(),
             gpus_alloc: self.gpus_alloc.clone(),
             partitions,
             address: self.address.clone(),
@@ -203,6 +204,11 @@ pub(crate) struct Jobs {
     lent: std::collections::BTreeSet<JobId>,
     /// Inserted, removed or handed out mutably since the last [`Jobs::refile`].
     unfiled: std::collections::BTreeSet<JobId>,
+    /// Inserted, removed or handed out mutably since the last [`Jobs::take_untallied`]
+    /// (repeats allowed; past [`UNTALLIED_MAX`] only `untallied_all` is kept).
+    untallied: Vec<JobId>,
+    /// Too many changes were filed for the tallies: they start over.
+    untallied_all: bool,
     filed: Filed,
     /// Array job id → the ids of its records (base record and split-off tasks), kept at insert
     /// and removal (ctld sets a record's array id before inserting it; a change made through
@@ -331,6 +337,7 @@ impl Jobs {
         let job = self.map.get_mut(job_id)?;
         self.lent.insert(*job_id);
         self.unfiled.insert(*job_id);
+        untally(&mut self.untallied, &mut self.untallied_all, *job_id);
         Some(job)
     }
 
@@ -338,10 +345,28 @@ impl Jobs {
         job.info.take_changed(); // filed as changed here, whatever its record says
         self.changed.insert(job_id);
         self.unfiled.insert(job_id);
+        self.untally(job_id);
         let array = job.info.array_job_id;
         let old = self.map.insert(job_id, job);
         self.file_record(job_id, array);
         old
+    }
+
+    /// Files a job for the tallies (see [`crate::model::tally`]).
+    fn untally(&mut self, job_id: JobId) {
+        untally(&mut self.untallied, &mut self.untallied_all, job_id);
+    }
+
+    /// The jobs that may have started or ended since the last call (`None`: too many to list;
+    /// every job), and forgets them.
+    pub(crate) fn take_untallied(&mut self) -> Option<Vec<JobId>> {
+        if std::mem::take(&mut self.untallied_all) {
+            return None;
+        }
+        let mut ids = std::mem::take(&mut self.untallied);
+        ids.sort_unstable();
+        ids.dedup();
+        Some(ids)
     }
 
     /// Files record `job_id` under array `array` (none: under no array).
@@ -368,6 +393,7 @@ impl Jobs {
         if removed.is_some() {
             self.changed.insert(*job_id);
             self.unfiled.insert(*job_id);
+            self.untally(*job_id);
             if let Some(array) = self.array_of.get(job_id).copied() {
                 self.file_record(*job_id, None);
                 // Its array's dependents learn of it through the array's id.
@@ -525,6 +551,7 @@ impl Jobs {
             kept
         });
         for job_id in gone {
+            self.untally(job_id);
             if let Some(array) = self.array_of.get(&job_id).copied() {
                 self.file_record(job_id, None);
                 self.unfiled.insert(array);
@@ -552,6 +579,23 @@ impl Jobs {
     }
 }
 
+/// Files `job_id` in `untallied`, or only sets `all` once it holds [`UNTALLIED_MAX`].
+fn untally(untallied: &mut Vec<JobId>, all: &mut bool, job_id: JobId) {
+    if *all {
+        return;
+    }
+    if untallied.len() >= UNTALLIED_MAX {
+        *all = true;
+        *untallied = Vec::new();
+        return;
+    }
+    untallied.push(job_id);
+}
+
+/// Changes filed for the tallies between two passes, at most: past it they start over (a pass
+/// runs at least every tick, so only a burst of changes gets there).
+const UNTALLIED_MAX: usize = 100_000;
+
 /// The whole in-memory state.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -560,7 +604,11 @@ pub(crate) struct State {
     /// The jobs' resident specs, shared between jobs submitted with the same options.
     pub(crate) specs: crate::model::resident::SpecPool,
     pub(crate) nodes: Vec<Node>,
+    /// Node name → its index in `nodes` ([`State::reindex`] keeps it).
     pub(crate) node_index: HashMap<String, usize>,
+    /// Partition name → its nodes' indexes in `nodes`, in the partition's order
+    /// ([`State::reindex`] keeps it).
+    pub(crate) partition_nodes: HashMap<String, Vec<usize>>,
     pub(crate) next_job_id: JobId,
     /// When each ended job may be dropped from memory.
     pub(crate) expiry: BTreeMap<UnixTime, Vec<JobId>>,
@@ -588,6 +636,12 @@ pub(crate) struct State {
     /// How long a pass plans backfill reservations, at most ([`PLANNING_TIME`]; longer only in
     /// the test that compares decisions with and without shortcuts).
     pub(crate) planning_time: std::time::Duration,
+    /// How many jobs a pass plans reservations for, at most, held ones included: unbounded in
+    /// ctld (its planning time bounds it); a replay (`policy::sim`) bounds it by count, so it
+    /// decides the same however fast the machine is.
+    pub(crate) planning_jobs: usize,
+    /// The running jobs' tallies for limits and quotas, as of the last [`State::tally`].
+    tally: crate::model::tally::Tally,
 }
 
 /// How long a pass plans backfill reservations, at most (Slurm's `bf_max_time` bounds its
@@ -646,14 +700,14 @@ pub(crate) struct PassStats {
 impl State {
     pub(crate) fn new(config: Arc<Config>, next_job_id: JobId) -> State {
         let nodes: Vec<Node> = config.nodes.iter().map(Node::new).collect();
-        let node_index = nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
         let usage = crate::model::usage::Usage::seeded(&config);
-        State {
+        let mut state = State {
             config,
             jobs: Jobs::default(),
             specs: Default::default(),
             nodes,
-            node_index,
+            node_index: HashMap::new(),
+            partition_nodes: HashMap::new(),
             next_job_id: next_job_id.max(1),
             expiry: BTreeMap::new(),
             usage,
@@ -666,7 +720,34 @@ impl State {
             pass_shortcuts: true,
             dependencies: Default::default(),
             planning_time: PLANNING_TIME,
+            planning_jobs: usize::MAX,
+            tally: Default::default(),
+        };
+        state.reindex();
+        state
+    }
+
+    /// Indexes the node table by name and by partition: after the nodes or the config change.
+    pub(crate) fn reindex(&mut self) {
+        self.node_index = self.nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
+        self.partition_nodes = self
+            .config
+            .partitions
+            .iter()
+            .map(|p| (p.name.clone(), p.nodes.iter().filter_map(|n| self.node_index.get(n).copied()).collect()))
+            .collect();
+    }
+
+    /// The running jobs' tallies for limits and quotas, brought up to date with the jobs
+    /// changed since the last call.
+    pub(crate) fn tally(&mut self) -> &crate::model::tally::Tally {
+        let mut tally = std::mem::take(&mut self.tally);
+        match self.jobs.take_untallied() {
+            Some(changed) => tally.sync(self, changed),
+            None => tally = crate::model::tally::Tally::build(self),
         }
+        self.tally = tally;
+        &self.tally
     }
 
     pub(crate) fn node_mut(&mut self, name: &str) -> Option<&mut Node> {

@@ -4,24 +4,10 @@
 //! (`MaxTRESPerJob`, `MaxSubmitJobsPerUser`) that refuse a job outright.
 
 use crate::model::state::{Job, State};
+use crate::model::tally::{Held, Sums, Tally, lineage};
 use crate::model::tres::{self, Tres};
 use drover_shared::config::{Config, QosConfig};
-use drover_shared::job::JobState;
-use std::collections::{BTreeMap, HashMap};
-
-/// TRES and job count of a set of running jobs.
-#[derive(Debug, Clone, Default)]
-struct Held {
-    tres: Tres,
-    n_jobs: u32,
-}
-
-impl Held {
-    fn add(&mut self, tres: &Tres) {
-        tres::add(&mut self.tres, tres);
-        self.n_jobs += 1;
-    }
-}
+use std::collections::BTreeMap;
 
 /// A limit that holds a job back: Slurm's reason and a sentence with the numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,12 +16,11 @@ pub(crate) struct Blocked {
     pub(crate) detail: String,
 }
 
-/// What runs now, summed per QOS, per QOS and user, and per account (with its ancestors).
+/// What runs now, summed per QOS, per QOS and user, and per account (with its ancestors), plus
+/// the jobs the pass starts.
 #[derive(Debug, Default)]
 pub(crate) struct Running {
-    qos: HashMap<String, Held>,
-    qos_user: HashMap<(String, String), Held>,
-    account: HashMap<String, Held>,
+    sums: Sums,
 }
 
 fn over(limits: &BTreeMap<String, u64>, held: &Tres, asked: &Tres) -> Option<(String, u64, u64, u64)> {
@@ -64,30 +49,26 @@ fn per_user_reason(name: &str) -> String {
 }
 
 impl Running {
+    /// Summed afresh over `state`'s running jobs.
     pub(crate) fn new(state: &State) -> Running {
-        let mut running = Running::default();
-        for job in state.jobs.allocated().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running) {
-            running.add(&state.config, job, &tres::of_job(state, job));
-        }
-        running
+        Running { sums: Tally::build(state).sums }
+    }
+
+    /// From tallies kept up to date ([`State::tally`]).
+    pub(crate) fn of(sums: Sums) -> Running {
+        Running { sums }
     }
 
     /// Counts a job that starts.
     pub(crate) fn add(&mut self, config: &Config, job: &Job, tres: &Tres) {
-        self.qos.entry(job.info.qos.clone()).or_default().add(tres);
-        self.qos_user.entry((job.info.qos.clone(), job.info.user.clone())).or_default().add(tres);
-        let mut account = Some(job.info.account.clone());
-        while let Some(name) = account {
-            self.account.entry(name.clone()).or_default().add(tres);
-            account = config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
-        }
+        self.sums.add(&job.info.qos, &job.info.user, &lineage(config, &job.info.account), tres);
     }
 
     /// The first limit that keeps `job` (asking `asked`) from starting now.
     pub(crate) fn check(&self, config: &Config, job: &Job, asked: &Tres) -> Result<(), Blocked> {
         let empty = Held::default();
         if let Some(qos) = config.qos.iter().find(|q| q.name == job.info.qos) {
-            let held = self.qos.get(&qos.name).unwrap_or(&empty);
+            let held = self.sums.qos.get(&qos.name).unwrap_or(&empty);
             if let Some((name, used, want, limit)) = over(&qos.grp_tres, &held.tres, asked) {
                 let detail = format!("QOS {} GrpTRES {name}={limit}: {used} in use, job asks {want}", qos.name);
                 return Err(Blocked { reason: group_reason("QOS", &name), detail });
@@ -96,7 +77,7 @@ impl Running {
                 let detail = format!("QOS {} GrpJobs={}: {} running", qos.name, qos.grp_jobs.unwrap_or(0), held.n_jobs);
                 return Err(Blocked { reason: "QOSGrpJobsLimit".into(), detail });
             }
-            let mine = self.qos_user.get(&(qos.name.clone(), job.info.user.clone())).unwrap_or(&empty);
+            let mine = self.sums.qos_user.get(&(qos.name.clone(), job.info.user.clone())).unwrap_or(&empty);
             if let Some((name, used, want, limit)) = over(&qos.max_tres_per_user, &mine.tres, asked) {
                 let detail = format!(
                     "QOS {} MaxTRESPerUser {name}={limit}: {} has {used}, job asks {want}",
@@ -117,7 +98,7 @@ impl Running {
         let mut account = Some(job.info.account.clone());
         while let Some(name) = account {
             let Some(config_account) = config.accounts.iter().find(|a| a.name == name) else { break };
-            let held = self.account.get(&name).unwrap_or(&empty);
+            let held = self.sums.account.get(&name).unwrap_or(&empty);
             if let Some((tres_name, used, want, limit)) = over(&config_account.grp_tres, &held.tres, asked) {
                 let detail = format!("account {name} GrpTRES {tres_name}={limit}: {used} in use, job asks {want}");
                 return Err(Blocked { reason: group_reason("Assoc", &tres_name), detail });

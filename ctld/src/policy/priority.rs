@@ -46,6 +46,26 @@ pub(crate) fn shares(state: &State) -> (Tree, Vec<fairshare::Shares>) {
     (tree, shares)
 }
 
+/// TRES totals of a partition's nodes.
+fn partition_total(state: &State, partition: &PartitionConfig) -> Tres {
+    let mut total = Tres::new();
+    let mut gpu_types: HashMap<&str, u64> = HashMap::new();
+    for i in state.partition_nodes.get(&partition.name).into_iter().flatten() {
+        let node = &state.nodes[*i];
+        *total.entry("cpu".into()).or_default() += u64::from(node.cpus);
+        *total.entry("mem".into()).or_default() += node.real_memory_mb;
+        *total.entry("node".into()).or_default() += 1;
+        for gpu in node.gpus.iter() {
+            *gpu_types.entry(gpu.gpu_type.as_str()).or_default() += 1;
+        }
+    }
+    for (gpu_type, count) in gpu_types {
+        *total.entry("gres/gpu".into()).or_default() += count;
+        *total.entry(format!("gres/gpu:{}", gpu_type.to_ascii_lowercase())).or_default() += count;
+    }
+    total
+}
+
 impl Context {
     pub(crate) fn new(state: &State) -> Context {
         let (tree, shares) = shares(state);
@@ -56,20 +76,12 @@ impl Context {
             .filter_map(|(a, s)| Some(((a.account.clone(), a.user.clone()?), s.fairshare.unwrap_or(0.0))))
             .collect();
         let config = &state.config;
+        // Only TRES factors read the partitions' totals.
         let mut partition_tres = HashMap::new();
-        for p in &config.partitions {
-            let mut total = Tres::new();
-            for name in &p.nodes {
-                let Some(node) = state.node_index.get(name).map(|&i| &state.nodes[i]) else { continue };
-                *total.entry("cpu".into()).or_default() += u64::from(node.cpus);
-                *total.entry("mem".into()).or_default() += node.real_memory_mb;
-                *total.entry("node".into()).or_default() += 1;
-                for gpu in &node.gpus {
-                    *total.entry("gres/gpu".into()).or_default() += 1;
-                    *total.entry(format!("gres/gpu:{}", gpu.gpu_type.to_ascii_lowercase())).or_default() += 1;
-                }
+        if !config.priority.weight_tres.0.is_empty() {
+            for p in &config.partitions {
+                partition_tres.insert(p.name.clone(), partition_total(state, p));
             }
-            partition_tres.insert(p.name.clone(), total);
         }
         #[allow(clippy::cast_precision_loss)]
         Context {

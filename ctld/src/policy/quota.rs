@@ -1,6 +1,7 @@
 //! Guaranteed team quotas with borrowing: an account owns a guarantee of TRES in a pool (a
 //! partition), may hold up to its burst limit there, and lends idle guarantee up to its lending
-//! limit. Running jobs are classified each pass per team, in start order: a job that fits in what
+//! limit. Running jobs are classified per team, in start order (`crate::model::tally` keeps the
+//! classification current as jobs start and end): a job that fits in what
 //! is left of its team's guarantee is *owned*, any other job in a pool with quotas is *borrowed*
 //! and may be preempted when an owner needs its guarantee back, but only as far as its team
 //! holds more than its guarantee (see `super::preempt`). Every TRES is judged on its own, so a
@@ -12,28 +13,14 @@ use crate::policy::backfill::NodeView;
 use crate::policy::limits::Blocked;
 use drover_shared::config::sched::QuotaConfig;
 use drover_shared::config::{Config, PartitionConfig};
-use drover_shared::job::{JobId, JobState};
-use std::collections::{BTreeMap, HashSet};
+use drover_shared::job::JobId;
+use std::collections::HashSet;
 
-/// The quota that covers `account` in `partition`: its own or its nearest ancestor's.
-pub(crate) fn quota_of(config: &Config, account: &str, partition: &str) -> Option<usize> {
-    let mut current = Some(account.to_owned());
-    while let Some(name) = current {
-        if let Some(i) = config.quotas.iter().position(|q| q.account == name && q.partition == partition) {
-            return Some(i);
-        }
-        current = config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
-    }
-    None
-}
+pub(crate) use crate::model::tally::quota_of;
+use crate::model::tally::{QuotaUse, Tally, within};
 
 fn get(tres: &Tres, name: &str) -> u64 {
     tres.get(name).copied().unwrap_or(0)
-}
-
-/// Whether `used + asked` stays inside `guarantee` for every TRES the guarantee names.
-fn within(guarantee: &BTreeMap<String, u64>, used: &Tres, asked: &Tres) -> bool {
-    !guarantee.is_empty() && guarantee.iter().all(|(name, g)| get(used, name) + get(asked, name) <= *g)
 }
 
 /// TRES free now on one node (nothing if it is not usable).
@@ -67,7 +54,8 @@ pub(crate) struct PoolFree {
 impl PoolFree {
     pub(crate) fn new(state: &State, views: &[NodeView]) -> PoolFree {
         let mut pools = PoolFree { member_of: vec![Vec::new(); views.len()], ..PoolFree::default() };
-        if state.config.quotas.is_empty() {
+        // Only a lending limit reads what is free in a pool.
+        if state.config.quotas.iter().all(|q| q.lend.is_none()) {
             return pools;
         }
         for partition in &state.config.partitions {
@@ -107,7 +95,8 @@ impl PoolFree {
         self.counted[i] = now;
     }
 
-    /// What is free in the pool `partition` (empty if no quota names it).
+    /// What is free in the pool `partition` (`None` if no quota names it, or no quota has a
+    /// lending limit: then nothing reads it and nothing is counted).
     pub(crate) fn of(&self, partition: &str) -> Option<&Tres> {
         self.pools.iter().find(|(name, _)| name == partition).map(|(_, free)| free)
     }
@@ -123,18 +112,14 @@ pub(crate) struct Quotas {
 }
 
 impl Quotas {
+    /// Classified afresh over `state`'s running jobs.
     pub(crate) fn new(state: &State) -> Quotas {
-        let config = &state.config;
-        let mut quotas = Quotas { used: vec![Tres::new(); config.quotas.len()], borrowed: HashSet::new() };
-        let mut running: Vec<&Job> =
-            state.jobs.allocated().filter(|j| j.alloc.is_some() && j.info.state() == JobState::Running).collect();
-        running.sort_by_key(|j| (j.info.start_time, j.info.job_id));
-        for job in running {
-            let asked = tres::of_job(state, job);
-            let borrowed = quotas.classify(config, job, &job.info.partition, &asked);
-            quotas.add(config, job, &job.info.partition, &asked, borrowed);
-        }
-        quotas
+        Quotas::of(Tally::build(state).quotas)
+    }
+
+    /// From tallies kept up to date ([`State::tally`]).
+    pub(crate) fn of(quotas: QuotaUse) -> Quotas {
+        Quotas { used: quotas.used, borrowed: quotas.borrowed }
     }
 
     /// What the team of quota `q` holds in its pool (jobs being preempted included).

@@ -86,23 +86,37 @@ impl PerNodeRequest {
 /// The nodes a job may use in a partition (indexes into `views`): the partition's, minus `-x`,
 /// restricted by `-w` and to the nodes whose features satisfy `--constraint`.
 pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConfig) -> Vec<usize> {
+    let listed;
+    let all = match state.partition_nodes.get(&partition.name) {
+        Some(all) => all.as_slice(),
+        // A partition of another config than the state's (none is passed today).
+        None => {
+            listed = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect::<Vec<_>>();
+            listed.as_slice()
+        }
+    };
+    let spec = &job.spec;
+    if spec.exclude.is_none() && spec.nodelist.is_none() && spec.constraint.is_none() {
+        return all.to_vec();
+    }
     let parse = |list: &Option<String>| {
         list.as_deref()
             .and_then(|l| drover_shared::hostlist::expand(l).ok())
             .map(|v| v.into_iter().collect::<HashSet<_>>())
     };
-    let exclude = parse(&job.spec.exclude).unwrap_or_default();
-    let required = parse(&job.spec.nodelist);
+    let exclude = parse(&spec.exclude).unwrap_or_default();
+    let required = parse(&spec.nodelist);
     // Checked at submit; a constraint that no longer parses restricts nothing.
     let constraint =
-        job.spec.constraint.as_deref().and_then(|text| drover_shared::grammar::constraint::parse_constraint(text).ok());
-    partition
-        .nodes
-        .iter()
-        .filter(|n| !exclude.contains(*n))
-        .filter(|n| required.as_ref().is_none_or(|r| r.contains(*n)))
-        .filter_map(|n| state.node_index.get(n).copied())
-        .filter(|&i| constraint.as_ref().is_none_or(|c| c.matches(&state.nodes[i].config.features)))
+        spec.constraint.as_deref().and_then(|text| drover_shared::grammar::constraint::parse_constraint(text).ok());
+    all.iter()
+        .copied()
+        .filter(|&i| {
+            let node = &state.nodes[i].config;
+            !exclude.contains(&node.name)
+                && required.as_ref().is_none_or(|r| r.contains(&node.name))
+                && constraint.as_ref().is_none_or(|c| c.matches(&node.features))
+        })
         .collect()
 }
 
@@ -386,6 +400,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     for job_id in state.jobs.take_deferred() {
         set_reason(state, job_id, "BeginTime");
     }
+    // What runs, summed for limits and quotas (kept current as jobs start and end).
+    let tally = state.tally();
+    let (sums, quota_use) = (tally.sums.clone(), tally.quotas.clone());
     let context = priority::Context::new(state);
     update_priorities(state, &context, now);
     let tier = |job: &Job| {
@@ -397,7 +414,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     };
     // Preemptors first (jobs that ask only for what is left of their team's guarantee), as in
     // Slurm's order; then partition tier, priority, submit time, job id.
-    let initial_quotas = Quotas::new(state);
+    let initial_quotas = Quotas::of(quota_use);
     let preemptor = |job: &Job| {
         !state.config.quotas.is_empty() && {
             let asked = tres::of_request(&PerNodeRequest::from_spec(&job.spec));
@@ -412,7 +429,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
 
     let mut views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
-    let mut running = Running::new(state);
+    let mut running = Running::of(sums);
     // Victims that ended no longer need tracking.
     let still_running: Vec<JobId> =
         state.preempting.keys().copied().filter(|j| state.jobs.get(j).is_some_and(|j| j.alloc.is_some())).collect();
@@ -433,7 +450,10 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     // Partitions where a job inside its team's guarantee could not start: borrowers must not
     // start there for the rest of the pass (they would take what is being reclaimed).
     let mut owners_waiting: HashSet<String> = HashSet::new();
-    let mut timeline = backfill::Timeline::new(state, now);
+    // When the running jobs end: built at the pass's first planned reservation (a pass that
+    // plans none pays nothing for it), with the ends of the jobs started before then.
+    let mut timeline: Option<backfill::Timeline> = None;
+    let mut started_ends: Vec<(UnixTime, Allocation)> = Vec::new();
     let mut reservations = Reservations::default();
     // The reservations of the last pass: each job that still waits keeps its own if it holds.
     let mut held = std::mem::take(&mut state.reservations);
@@ -443,7 +463,6 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut decisions = Decisions::default();
     let mut stats = crate::model::state::PassStats { considered: order.len(), ..Default::default() };
     let shortcuts = state.pass_shortcuts;
-    timeline.gated = shortcuts;
     let mut free = FreeIndex::new(state, &views);
     let mut pool_free = PoolFree::new(state, &views);
     let mut no_room: HashSet<Shape> = HashSet::new();
@@ -596,7 +615,10 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                         pool_free.update(i, &views[i]);
                     }
                 }
-                timeline.add(now.saturating_add(limit), &start.alloc);
+                match timeline.as_mut() {
+                    Some(timeline) => timeline.add(now.saturating_add(limit), &start.alloc),
+                    None => started_ends.push((now.saturating_add(limit), start.alloc.clone())),
+                }
                 if let Some(planner) = planner.as_mut() {
                     planner.started(state, &start.alloc);
                 }
@@ -618,18 +640,27 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                 // earlier start is possible or its plan broke); others while the pass's budget
                 // of jobs tested lasts. Past the pass's planning time, a held reservation whose
                 // start is still to come and whose nodes are up is carried over as it was, and
-                // no new one is planned: the next pass goes on.
-                let in_time = stats.backfill < state.planning_time;
+                // no new one is planned: the next pass goes on. A replay bounds the jobs planned
+                // (held ones included) by count instead (`planning_jobs`).
+                let in_time = stats.backfill < state.planning_time && tested < state.planning_jobs;
                 if max_tests > 0 && (held_before.is_some() || tested < max_tests) && in_time {
                     tested += 1;
                     let began = std::time::Instant::now();
                     let job = &state.jobs[&job_id];
+                    let timeline = timeline.get_or_insert_with(|| {
+                        let mut timeline = backfill::Timeline::new(state, now);
+                        timeline.gated = shortcuts;
+                        for (end, alloc) in started_ends.drain(..) {
+                            timeline.add(end, &alloc);
+                        }
+                        timeline
+                    });
                     let planned = backfill::plan(
                         state,
                         job,
                         &request,
                         &views,
-                        &mut timeline,
+                        timeline,
                         &reservations,
                         held_before.as_ref(),
                         shortcuts.then_some(&mut never_fits),

@@ -67,8 +67,11 @@ pub(crate) struct Bounds {
     /// the planned ones over, as a ctld pass past its planning time does): Slurm's
     /// `bf_interval`. 0 plans in every pass, as ctld does.
     pub(crate) backfill_interval: i64,
-    /// Wall-clock time a planning pass may spend on reservations (ctld's is 150 ms).
-    pub(crate) backfill_budget: Duration,
+    /// Jobs a planning pass may plan a reservation for, at most (held ones included; the
+    /// config's `backfill_max_job_test` bounds the new ones too). ctld bounds its planning by
+    /// time (150 ms); a replay counts jobs instead, so the same replay gives the same figures
+    /// however fast the machine runs it.
+    pub(crate) backfill_jobs: usize,
     /// Wall-clock time the run must end by.
     pub(crate) deadline: Option<Instant>,
 }
@@ -80,7 +83,7 @@ impl Default for Bounds {
             tick: 10,
             resolution: 1,
             backfill_interval: 0,
-            backfill_budget: crate::model::state::PLANNING_TIME,
+            backfill_jobs: usize::MAX,
             deadline: None,
         }
     }
@@ -240,6 +243,7 @@ pub(crate) fn replay(
 ) -> Result<Outcome, SimError> {
     let began = Instant::now();
     let mut state = State::new(config.clone(), 1);
+    state.planning_jobs = bounds.backfill_jobs;
     for (i, node) in state.nodes.iter_mut().enumerate() {
         node.connection = Some(i as u64);
         node.responding = true;
@@ -376,7 +380,8 @@ pub(crate) fn replay(
         }
 
         let plan = now - last_backfill >= bounds.backfill_interval;
-        state.planning_time = if plan { bounds.backfill_budget } else { Duration::ZERO };
+        // Planning is bounded by the jobs it plans (`backfill_jobs`), not by the clock.
+        state.planning_time = if plan { Duration::MAX } else { Duration::ZERO };
         if plan {
             last_backfill = now;
         }
@@ -422,6 +427,12 @@ pub(crate) fn replay(
             let qos = config.qos.iter().find(|q| q.name == job.info.qos);
             track.preempted = Some(qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue);
             ends.push(Reverse((now + 1, victim, job.info.restarts)));
+        }
+        #[cfg(test)]
+        {
+            // The tallies kept up to date count what summing afresh counts.
+            let built = crate::model::tally::Tally::build(&state);
+            assert!(state.tally().same_counts(&built), "tallies drifted at {now}");
         }
         for job_id in state.jobs.take_changed() {
             let Some(job) = state.jobs.get(&job_id) else { continue };

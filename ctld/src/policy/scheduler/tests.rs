@@ -899,10 +899,12 @@ fn best_fit_takes_the_fullest_node_that_fits() {
 
 /// The pass's per-pool free counts, kept as it takes and gives back room on nodes, equal a fresh
 /// count over the pool's nodes after every change (what the lending check read before it had
-/// the counts); a partition no quota names has none.
+/// the counts); a partition no quota names has none, nor does any pool when no quota has a
+/// lending limit (nothing reads the counts then).
 #[test]
 fn pool_free_counts_follow_the_nodes() {
-    let mut state = teams(&format!("{}{}", quota("vision", 8), quota("nlp", 8)));
+    let lending = format!("{}lend = \"gres/gpu=4\"\n", quota("vision", 8));
+    let mut state = teams(&format!("{lending}{}", quota("nlp", 8)));
     let job = submit(&mut state, "alice", "g=3 c=5");
     assert_eq!(pass(&mut state, NOW), vec![job]);
     let mut views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
@@ -925,6 +927,8 @@ fn pool_free_counts_follow_the_nodes() {
     assert_eq!(counts.of("main").cloned(), fresh(&views));
     assert_eq!(gpus(&counts), Some(29));
     assert_eq!(quota::PoolFree::new(&cluster(""), &views).of("main"), None);
+    let no_lending = teams(&format!("{}{}", quota("vision", 8), quota("nlp", 8)));
+    assert_eq!(quota::PoolFree::new(&no_lending, &views).of("main"), None);
 }
 
 /// The pass considers only the pending jobs that may start: held jobs and jobs waiting for their
