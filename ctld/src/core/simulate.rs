@@ -1,7 +1,8 @@
 //! `drover simulate` put together: the window and caps checked, the recorded jobs read from the
 //! accounting database (`store::accounting::replay`), then replayed twice by `policy::sim`,
 //! under the running config and under the candidate, within a wall-clock budget. It runs on a
-//! blocking thread of its own, never on the core: each replay schedules a fresh state, so ctld's
+//! blocking thread of its own, never on the core, and the two runs on two threads of their own
+//! at a lower CPU priority (nice 10) than ctld's: each replay schedules a fresh state, so ctld's
 //! live state is never read or changed.
 
 use crate::model::refusal::Refusal;
@@ -47,7 +48,18 @@ fn resolution(jobs: usize) -> i64 {
     i64::try_from(jobs / 5_000).unwrap_or(30).clamp(1, 30)
 }
 
-/// Replays the jobs of the request's window under `current` and `candidate`.
+/// The nice value of the threads that replay: ctld's own threads (nice 0) come first.
+const REPLAY_NICE: i32 = 10;
+
+/// Lowers the calling thread's CPU priority to [`REPLAY_NICE`] (Linux keeps a nice value per
+/// thread; `None` names the calling one). A thread that cannot lower it runs as it is.
+fn yield_to_ctld() {
+    if let Err(e) = rustix::process::setpriority_process(None, REPLAY_NICE) {
+        tracing::debug!(error = %e, "could not lower a simulation thread's priority");
+    }
+}
+
+/// Replays the jobs of the request's window under `current` and `candidate`, both at once.
 pub(crate) fn run(
     db_path: &Path,
     current: Arc<Config>,
@@ -81,8 +93,22 @@ pub(crate) fn run(
         bounds.backfill_jobs = BACKFILL_JOBS;
     }
     let over = |e: sim::SimError| Refusal::new(ErrorCode::Internal, e.to_string());
-    let mut current = sim::replay(current, &jobs, from, to, &bounds).map_err(over)?;
-    let mut candidate = sim::replay(candidate, &jobs, from, to, &bounds).map_err(over)?;
+    // The two runs are independent: each on a thread of its own, below ctld's own threads.
+    let replay = |config: Arc<Config>| {
+        let (jobs, bounds) = (&jobs, &bounds);
+        move || {
+            yield_to_ctld();
+            sim::replay(config, jobs, from, to, bounds)
+        }
+    };
+    let (current, candidate) = std::thread::scope(|scope| {
+        let current = scope.spawn(replay(current));
+        let candidate = scope.spawn(replay(candidate));
+        (current.join(), candidate.join())
+    });
+    let lost = |_| Refusal::new(ErrorCode::Internal, "a simulation run failed");
+    let mut current = current.map_err(lost)?.map_err(over)?;
+    let mut candidate = candidate.map_err(lost)?.map_err(over)?;
     // Utilization over the part of the window with work in it, the same span for both runs:
     // from the first submission to the later run's last end.
     let first = jobs.iter().map(|j| j.info.submit_time).min().unwrap_or(from).max(from);
