@@ -43,9 +43,13 @@ const BACKFILL_INTERVAL: i64 = 60;
 const BACKFILL_JOBS: usize = 20;
 
 /// Seconds one pass stands for: every second for up to 5,000 jobs (ctld's own pace), then a
-/// second more per 5,000 jobs, at most 30.
+/// second per 1,000 jobs, at most 120 (a week of 100,000 jobs on 1,000 nodes then replays in
+/// under a minute on two cores: docs/admin/simulate.md).
 fn resolution(jobs: usize) -> i64 {
-    i64::try_from(jobs / 5_000).unwrap_or(30).clamp(1, 30)
+    if jobs <= 5_000 {
+        return 1;
+    }
+    i64::try_from(jobs / 1_000).unwrap_or(120).clamp(5, 120)
 }
 
 /// The nice value of the threads that replay: ctld's own threads (nice 0) come first.

@@ -579,6 +579,11 @@ impl Jobs {
     }
 }
 
+/// Node name → index in the node table. Hashed with a fast hasher: a pass looks nodes up by
+/// name for every share of every running job, and node names come from the admin's config,
+/// not from users.
+pub(crate) type NodeIndex = HashMap<String, usize, foldhash::fast::RandomState>;
+
 /// Files `job_id` in `untallied`, or only sets `all` once it holds [`UNTALLIED_MAX`].
 fn untally(untallied: &mut Vec<JobId>, all: &mut bool, job_id: JobId) {
     if *all {
@@ -605,7 +610,7 @@ pub(crate) struct State {
     pub(crate) specs: crate::model::resident::SpecPool,
     pub(crate) nodes: Vec<Node>,
     /// Node name → its index in `nodes` ([`State::reindex`] keeps it).
-    pub(crate) node_index: HashMap<String, usize>,
+    pub(crate) node_index: NodeIndex,
     /// Partition name → its nodes' indexes in `nodes`, in the partition's order
     /// ([`State::reindex`] keeps it).
     pub(crate) partition_nodes: HashMap<String, Vec<usize>>,
@@ -706,7 +711,7 @@ impl State {
             jobs: Jobs::default(),
             specs: Default::default(),
             nodes,
-            node_index: HashMap::new(),
+            node_index: NodeIndex::default(),
             partition_nodes: HashMap::new(),
             next_job_id: next_job_id.max(1),
             expiry: BTreeMap::new(),

@@ -62,25 +62,27 @@ fn add_nonzero(sum: &mut Tres, other: &Tres) {
 }
 
 /// The account and its ancestors, nearest first.
+pub(crate) fn ancestors<'a>(config: &'a Config, account: &'a str) -> impl Iterator<Item = &'a str> {
+    let mut current = Some(account);
+    // A cycle cannot pass the config check; the bound keeps a bad one from looping.
+    let mut left = config.accounts.len() + 1;
+    std::iter::from_fn(move || {
+        let name = current.take().filter(|_| left > 0)?;
+        left -= 1;
+        current = config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.as_deref());
+        Some(name)
+    })
+}
+
+/// The account and its ancestors, nearest first, as names of their own.
 pub(crate) fn lineage(config: &Config, account: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut current = Some(account.to_owned());
-    while let Some(name) = current {
-        // A cycle cannot pass the config check; this bound keeps a bad one from looping.
-        if names.len() > config.accounts.len() {
-            break;
-        }
-        current = config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
-        names.push(name);
-    }
-    names
+    ancestors(config, account).map(str::to_owned).collect()
 }
 
 /// The quota that covers `account` in `partition`: its own or its nearest ancestor's.
 pub(crate) fn quota_of(config: &Config, account: &str, partition: &str) -> Option<usize> {
-    lineage(config, account)
-        .iter()
-        .find_map(|name| config.quotas.iter().position(|q| &q.account == name && q.partition == partition))
+    ancestors(config, account)
+        .find_map(|name| config.quotas.iter().position(|q| q.account == name && q.partition == partition))
 }
 
 /// Whether `used + asked` stays inside `guarantee` for every TRES the guarantee names.
@@ -93,7 +95,8 @@ pub(crate) fn within(guarantee: &BTreeMap<String, u64>, used: &Tres, asked: &Tre
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Sums {
     pub(crate) qos: HashMap<String, Held>,
-    pub(crate) qos_user: HashMap<(String, String), Held>,
+    /// QOS → user → what the user runs in it.
+    pub(crate) qos_user: HashMap<String, HashMap<String, Held>>,
     pub(crate) account: HashMap<String, Held>,
 }
 
@@ -101,7 +104,7 @@ impl Sums {
     /// Counts a job of `qos` and `user` charged to `accounts` (the account and its ancestors).
     pub(crate) fn add(&mut self, qos: &str, user: &str, accounts: &[String], tres: &Tres) {
         self.qos.entry(qos.to_owned()).or_default().add(tres);
-        self.qos_user.entry((qos.to_owned(), user.to_owned())).or_default().add(tres);
+        self.qos_user.entry(qos.to_owned()).or_default().entry(user.to_owned()).or_default().add(tres);
         for name in accounts {
             self.account.entry(name.clone()).or_default().add(tres);
         }
@@ -111,9 +114,13 @@ impl Sums {
         if self.qos.get_mut(qos).is_some_and(|h| h.sub(tres)) {
             self.qos.remove(qos);
         }
-        let key = (qos.to_owned(), user.to_owned());
-        if self.qos_user.get_mut(&key).is_some_and(|h| h.sub(tres)) {
-            self.qos_user.remove(&key);
+        if let Some(users) = self.qos_user.get_mut(qos) {
+            if users.get_mut(user).is_some_and(|h| h.sub(tres)) {
+                users.remove(user);
+            }
+            if users.is_empty() {
+                self.qos_user.remove(qos);
+            }
         }
         for name in accounts {
             if self.account.get_mut(name).is_some_and(|h| h.sub(tres)) {

@@ -67,9 +67,14 @@ impl NodeView {
     }
 
     pub(crate) fn release(&mut self, share: &NodeAllocation) {
-        self.cpus_alloc = self.cpus_alloc.saturating_sub(share.cpus);
-        self.mem_alloc_mb = self.mem_alloc_mb.saturating_sub(share.mem_mb);
-        self.gpus_alloc.retain(|g| !share.gpus.contains(g));
+        self.release_parts(share.cpus, share.mem_mb, &share.gpus);
+    }
+
+    /// Gives back CPUs, memory and the GPUs of `gpus`.
+    pub(crate) fn release_parts(&mut self, cpus: u32, mem_mb: u64, gpus: &[u32]) {
+        self.cpus_alloc = self.cpus_alloc.saturating_sub(cpus);
+        self.mem_alloc_mb = self.mem_alloc_mb.saturating_sub(mem_mb);
+        self.gpus_alloc.retain(|g| !gpus.contains(g));
     }
 }
 
@@ -81,7 +86,7 @@ pub(crate) struct Reservations {
 }
 
 impl Reservations {
-    pub(crate) fn push(&mut self, reservation: Reservation, node_index: &HashMap<String, usize>) {
+    pub(crate) fn push(&mut self, reservation: Reservation, node_index: &crate::model::state::NodeIndex) {
         let k = self.list.len();
         for node in reservation.nodes() {
             if let Some(&i) = node_index.get(node) {
@@ -197,16 +202,36 @@ fn place_best<'a>(
     Some(place_with(keyed.into_iter().map(|(_, i)| i), partition, request, view).unwrap_or(first))
 }
 
-/// When the running jobs end, by their time limits.
+/// What one running job holds on one node, as the timeline keeps it.
+#[derive(Debug, Clone)]
+struct Share {
+    /// The node's view index.
+    node: usize,
+    cpus: u32,
+    mem_mb: u64,
+    /// Its GPU indices: a range of [`Timeline::gpus`].
+    gpus: std::ops::Range<usize>,
+}
+
+/// Gives `share` (its GPUs in `gpus`) back on `view`.
+fn release(view: &mut NodeView, share: &Share, gpus: &[u32]) {
+    view.release_parts(share.cpus, share.mem_mb, &gpus[share.gpus.clone()]);
+}
+
+/// When the running jobs end, by their time limits. Kept flat (shares by view index, GPU
+/// indices in one list), so building it for a pass copies no allocation of a running job.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Timeline {
-    ends: Vec<(UnixTime, Allocation)>,
+    /// Each running job's end and its shares (a range of `shares`).
+    ends: Vec<(UnixTime, std::ops::Range<usize>)>,
+    shares: Vec<Share>,
+    gpus: Vec<u32>,
     /// Whether `ends` is in end order (sorting waits until a reservation is planned).
     sorted: bool,
     /// Whether planning may skip the ends that free no node the job could use.
     pub(crate) gated: bool,
-    /// Node name → (end, index into `ends`) of the running jobs there, built when first needed.
-    by_node: Option<HashMap<String, Vec<(UnixTime, usize)>>>,
+    /// View index → (end, index into `ends`) of the running jobs there, built when first needed.
+    by_node: Option<Vec<Vec<(UnixTime, usize)>>>,
 }
 
 impl Timeline {
@@ -219,13 +244,21 @@ impl Timeline {
                 _ => UNLIMITED,
             };
             let end = job.info.start_time.unwrap_or(now).saturating_add(limit).max(now);
-            timeline.add(end, alloc);
+            timeline.add(end, alloc, &state.node_index);
         }
         timeline
     }
 
-    pub(crate) fn add(&mut self, end: UnixTime, alloc: &Allocation) {
-        self.ends.push((end, alloc.clone()));
+    /// Adds a running job that ends at `end` (its shares on nodes not in `node_index` aside).
+    pub(crate) fn add(&mut self, end: UnixTime, alloc: &Allocation, node_index: &crate::model::state::NodeIndex) {
+        let first = self.shares.len();
+        for share in &alloc.nodes {
+            let Some(&node) = node_index.get(&share.node) else { continue };
+            let gpus = self.gpus.len()..self.gpus.len() + share.gpus.len();
+            self.gpus.extend(&share.gpus);
+            self.shares.push(Share { node, cpus: share.cpus, mem_mb: share.mem_mb, gpus });
+        }
+        self.ends.push((end, first..self.shares.len()));
         self.sorted = false;
         self.by_node = None;
     }
@@ -239,23 +272,31 @@ impl Timeline {
         }
     }
 
+    /// Gives `share` back on `view`.
+    fn release(&self, view: &mut NodeView, share: &Share) {
+        release(view, share, &self.gpus);
+    }
+
     /// The node at view index `i` as it will be at `at`: the running jobs that end by then gone.
     fn view_at(&mut self, views: &[NodeView], i: usize, at: UnixTime) -> NodeView {
         self.sort();
-        let ends = &self.ends;
+        let (ends, shares, gpus) = (&self.ends, &self.shares, &self.gpus);
         let by_node = self.by_node.get_or_insert_with(|| {
-            let mut by_node: HashMap<String, Vec<(UnixTime, usize)>> = HashMap::new();
-            for (k, (end, alloc)) in ends.iter().enumerate() {
-                for share in &alloc.nodes {
-                    by_node.entry(share.node.clone()).or_default().push((*end, k));
+            let mut by_node = vec![Vec::new(); views.len()];
+            for (k, (end, range)) in ends.iter().enumerate() {
+                for share in &shares[range.clone()] {
+                    if let Some(list) = by_node.get_mut(share.node) {
+                        list.push((*end, k));
+                    }
                 }
             }
             by_node
         });
         let mut view = views[i].clone();
-        for &(_, k) in by_node.get(&view.name).into_iter().flatten().take_while(|(end, _)| *end <= at) {
-            for share in self.ends[k].1.nodes.iter().filter(|n| n.node == views[i].name) {
-                view.release(share);
+        let on_node = by_node.get(i).map_or(&[][..], Vec::as_slice);
+        for &(_, k) in on_node.iter().take_while(|(end, _)| *end <= at) {
+            for share in shares[ends[k].1.clone()].iter().filter(|s| s.node == i) {
+                release(&mut view, share, gpus);
             }
         }
         view
@@ -286,7 +327,6 @@ impl Timeline {
     pub(crate) fn earliest(
         &mut self,
         views: &[NodeView],
-        node_index: &HashMap<String, usize>,
         nodes: &[usize],
         partition: &PartitionConfig,
         request: &PerNodeRequest,
@@ -336,11 +376,14 @@ impl Timeline {
                 next_release.next();
                 changed = true;
             }
-            while let Some((_, alloc)) = self.ends.get(k).filter(|(end, _)| *end <= at) {
-                for share in &alloc.nodes {
-                    let Some(&i) = node_index.get(&share.node).filter(|&&i| eligible[i]) else { continue };
+            while let Some((_, range)) = self.ends.get(k).filter(|(end, _)| *end <= at) {
+                for share in &self.shares[range.clone()] {
+                    let i = share.node;
+                    if !eligible.get(i).copied().unwrap_or(false) {
+                        continue;
+                    }
                     let view = future.entry(i).or_insert_with(|| views[i].clone());
-                    view.release(share);
+                    self.release(view, share);
                     if request.place_on(view, smallest, partition).is_some() {
                         open.insert((position[i], i));
                         changed = true;
@@ -451,7 +494,7 @@ pub(crate) fn plan(
         let before = best.as_ref().map(|b| b.start);
         let nodes = eligible_nodes(state, job, partition);
         let limit = time_limit_secs(job, partition);
-        match timeline.earliest(views, &state.node_index, &nodes, partition, request, reservations, limit, before) {
+        match timeline.earliest(views, &nodes, partition, request, reservations, limit, before) {
             Some((start, alloc)) => {
                 let end = start.saturating_add(limit);
                 best = Some(Reservation { job_id, partition: name.clone(), start, end, alloc, since });

@@ -4,7 +4,7 @@
 //! (`MaxTRESPerJob`, `MaxSubmitJobsPerUser`) that refuse a job outright.
 
 use crate::model::state::{Job, State};
-use crate::model::tally::{Held, Sums, Tally, lineage};
+use crate::model::tally::{Held, Sums, Tally, ancestors, lineage};
 use crate::model::tres::{self, Tres};
 use drover_shared::config::{Config, QosConfig};
 use std::collections::BTreeMap;
@@ -66,51 +66,93 @@ impl Running {
 
     /// The first limit that keeps `job` (asking `asked`) from starting now.
     pub(crate) fn check(&self, config: &Config, job: &Job, asked: &Tres) -> Result<(), Blocked> {
+        self.first_hit(config, job, asked).map_or(Ok(()), |hit| Err(hit.blocked()))
+    }
+
+    /// Slurm's reason for the first limit that keeps `job` from starting now (the pass's check:
+    /// the sentence with the numbers is left unwritten).
+    pub(crate) fn check_reason(&self, config: &Config, job: &Job, asked: &Tres) -> Result<(), String> {
+        self.first_hit(config, job, asked).map_or(Ok(()), |hit| Err(hit.reason()))
+    }
+
+    fn first_hit<'a>(&self, config: &'a Config, job: &'a Job, asked: &Tres) -> Option<Hit<'a>> {
         let empty = Held::default();
         if let Some(qos) = config.qos.iter().find(|q| q.name == job.info.qos) {
-            let held = self.sums.qos.get(&qos.name).unwrap_or(&empty);
+            let q = qos.name.as_str();
+            let held = self.sums.qos.get(q).unwrap_or(&empty);
             if let Some((name, used, want, limit)) = over(&qos.grp_tres, &held.tres, asked) {
-                let detail = format!("QOS {} GrpTRES {name}={limit}: {used} in use, job asks {want}", qos.name);
-                return Err(Blocked { reason: group_reason("QOS", &name), detail });
+                return Some(Hit::QosTres { qos: q, name, used, want, limit });
             }
-            if qos.grp_jobs.is_some_and(|limit| held.n_jobs >= limit) {
-                let detail = format!("QOS {} GrpJobs={}: {} running", qos.name, qos.grp_jobs.unwrap_or(0), held.n_jobs);
-                return Err(Blocked { reason: "QOSGrpJobsLimit".into(), detail });
+            if let Some(limit) = qos.grp_jobs.filter(|limit| held.n_jobs >= *limit) {
+                return Some(Hit::QosJobs { qos: q, limit, running: held.n_jobs });
             }
-            let mine = self.sums.qos_user.get(&(qos.name.clone(), job.info.user.clone())).unwrap_or(&empty);
+            let user = job.info.user.as_str();
+            let mine = self.sums.qos_user.get(q).and_then(|users| users.get(user)).unwrap_or(&empty);
             if let Some((name, used, want, limit)) = over(&qos.max_tres_per_user, &mine.tres, asked) {
-                let detail = format!(
-                    "QOS {} MaxTRESPerUser {name}={limit}: {} has {used}, job asks {want}",
-                    qos.name, job.info.user
-                );
-                return Err(Blocked { reason: per_user_reason(&name), detail });
+                return Some(Hit::UserTres { qos: q, user, name, used, want, limit });
             }
-            if qos.max_jobs_per_user.is_some_and(|limit| mine.n_jobs >= limit) {
-                let detail = format!(
-                    "QOS {} MaxJobsPerUser={}: {} running",
-                    qos.name,
-                    qos.max_jobs_per_user.unwrap_or(0),
-                    mine.n_jobs
-                );
-                return Err(Blocked { reason: "QOSMaxJobsPerUserLimit".into(), detail });
+            if let Some(limit) = qos.max_jobs_per_user.filter(|limit| mine.n_jobs >= *limit) {
+                return Some(Hit::UserJobs { qos: q, limit, running: mine.n_jobs });
             }
         }
-        let mut account = Some(job.info.account.clone());
-        while let Some(name) = account {
-            let Some(config_account) = config.accounts.iter().find(|a| a.name == name) else { break };
-            let held = self.sums.account.get(&name).unwrap_or(&empty);
-            if let Some((tres_name, used, want, limit)) = over(&config_account.grp_tres, &held.tres, asked) {
-                let detail = format!("account {name} GrpTRES {tres_name}={limit}: {used} in use, job asks {want}");
-                return Err(Blocked { reason: group_reason("Assoc", &tres_name), detail });
+        for name in ancestors(config, &job.info.account) {
+            let Some(account) = config.accounts.iter().find(|a| a.name == name) else { break };
+            let held = self.sums.account.get(name).unwrap_or(&empty);
+            if let Some((tres_name, used, want, limit)) = over(&account.grp_tres, &held.tres, asked) {
+                return Some(Hit::AccountTres { account: &account.name, name: tres_name, used, want, limit });
             }
-            if config_account.grp_jobs.is_some_and(|limit| held.n_jobs >= limit) {
-                let detail =
-                    format!("account {name} GrpJobs={}: {} running", config_account.grp_jobs.unwrap_or(0), held.n_jobs);
-                return Err(Blocked { reason: "AssocGrpJobsLimit".into(), detail });
+            if let Some(limit) = account.grp_jobs.filter(|limit| held.n_jobs >= *limit) {
+                return Some(Hit::AccountJobs { account: &account.name, limit, running: held.n_jobs });
             }
-            account = config_account.parent.clone();
         }
-        Ok(())
+        None
+    }
+}
+
+/// A limit a job hits, with its numbers: the reason and the sentence are written only when
+/// asked for.
+enum Hit<'a> {
+    QosTres { qos: &'a str, name: String, used: u64, want: u64, limit: u64 },
+    QosJobs { qos: &'a str, limit: u32, running: u32 },
+    UserTres { qos: &'a str, user: &'a str, name: String, used: u64, want: u64, limit: u64 },
+    UserJobs { qos: &'a str, limit: u32, running: u32 },
+    AccountTres { account: &'a str, name: String, used: u64, want: u64, limit: u64 },
+    AccountJobs { account: &'a str, limit: u32, running: u32 },
+}
+
+impl Hit<'_> {
+    fn reason(&self) -> String {
+        match self {
+            Hit::QosTres { name, .. } => group_reason("QOS", name),
+            Hit::QosJobs { .. } => "QOSGrpJobsLimit".into(),
+            Hit::UserTres { name, .. } => per_user_reason(name),
+            Hit::UserJobs { .. } => "QOSMaxJobsPerUserLimit".into(),
+            Hit::AccountTres { name, .. } => group_reason("Assoc", name),
+            Hit::AccountJobs { .. } => "AssocGrpJobsLimit".into(),
+        }
+    }
+
+    fn detail(&self) -> String {
+        match self {
+            Hit::QosTres { qos, name, used, want, limit } => {
+                format!("QOS {qos} GrpTRES {name}={limit}: {used} in use, job asks {want}")
+            }
+            Hit::QosJobs { qos, limit, running } => format!("QOS {qos} GrpJobs={limit}: {running} running"),
+            Hit::UserTres { qos, user, name, used, want, limit } => {
+                format!("QOS {qos} MaxTRESPerUser {name}={limit}: {user} has {used}, job asks {want}")
+            }
+            Hit::UserJobs { qos, limit, running } => format!("QOS {qos} MaxJobsPerUser={limit}: {running} running"),
+            Hit::AccountTres { account, name, used, want, limit } => {
+                format!("account {account} GrpTRES {name}={limit}: {used} in use, job asks {want}")
+            }
+            Hit::AccountJobs { account, limit, running } => {
+                format!("account {account} GrpJobs={limit}: {running} running")
+            }
+        }
+    }
+
+    fn blocked(&self) -> Blocked {
+        Blocked { reason: self.reason(), detail: self.detail() }
     }
 }
 

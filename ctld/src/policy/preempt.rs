@@ -57,7 +57,11 @@ fn release(views: &mut [NodeView], state: &State, job_id: JobId) {
 pub(crate) type Taken = Vec<(usize, NodeAllocation)>;
 
 /// Takes what of `alloc` is free on `views`.
-pub(crate) fn take_free(views: &mut [NodeView], node_index: &HashMap<String, usize>, alloc: &Allocation) -> Taken {
+pub(crate) fn take_free(
+    views: &mut [NodeView],
+    node_index: &crate::model::state::NodeIndex,
+    alloc: &Allocation,
+) -> Taken {
     let mut taken = Vec::new();
     for share in &alloc.nodes {
         let Some(&i) = node_index.get(&share.node) else { continue };

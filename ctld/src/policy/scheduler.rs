@@ -415,16 +415,22 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     // Preemptors first (jobs that ask only for what is left of their team's guarantee), as in
     // Slurm's order; then partition tier, priority, submit time, job id.
     let initial_quotas = Quotas::of(quota_use);
-    let preemptor = |job: &Job| {
-        !state.config.quotas.is_empty() && {
-            let asked = tres::of_request(&PerNodeRequest::from_spec(&job.spec));
-            job.candidates.iter().any(|name| initial_quotas.may_reclaim(&state.config, job, name, &asked))
-        }
+    let preemptor = |job: &Job, asked: &tres::Tres| {
+        !state.config.quotas.is_empty()
+            && job.candidates.iter().any(|name| initial_quotas.may_reclaim(&state.config, job, name, asked))
     };
-    let mut order: Vec<(bool, u32, u32, UnixTime, JobId)> = state
+    // Each ready job's request and TRES, worked out once for the pass.
+    let mut requests: Vec<Option<(PerNodeRequest, tres::Tres)>> = Vec::new();
+    let mut order: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = state
         .jobs
         .ready()
-        .map(|j| (preemptor(j), tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id))
+        .map(|j| {
+            let request = PerNodeRequest::from_spec(&j.spec);
+            let asked = tres::of_request(&request);
+            let first = preemptor(j, &asked);
+            requests.push(Some((request, asked)));
+            (first, tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id, requests.len() - 1)
+        })
         .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
 
@@ -470,7 +476,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     // Jobs change state only after the pass (its starts), so one lookup serves every job.
     let mut dependencies = super::dependency::Lookup::for_pass(state);
     let tree = super::topology::Tree::of(state);
-    for (_, _, _, _, job_id) in order {
+    for (_, _, _, _, job_id, k) in order {
         let job = &state.jobs[&job_id];
         let held_before = held.remove(&job_id);
         if job.spec.begin_time.is_some_and(|t| t > now) {
@@ -481,8 +487,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
             set_reason(state, job_id, reason);
             continue;
         }
-        let request = PerNodeRequest::from_spec(&job.spec);
-        let asked = tres::of_request(&request);
+        let Some((request, asked)) = requests[k].take() else { continue };
         // Its own hold is room for it, which jobs of its shape did not have earlier in the pass.
         let lifted = holds.remove(&job_id);
         let unheld = lifted.is_some();
@@ -493,9 +498,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                 pool_free.update(*i, &views[*i]);
             }
         }
-        if let Err(limit) = running.check(&state.config, job, &asked) {
+        if let Err(reason) = running.check_reason(&state.config, job, &asked) {
             // A job held back by a limit does not hold back the jobs behind it (as in Slurm).
-            set_reason(state, job_id, &limit.reason);
+            set_reason(state, job_id, &reason);
             continue;
         }
         let mut outcome = None;
@@ -616,7 +621,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                     }
                 }
                 match timeline.as_mut() {
-                    Some(timeline) => timeline.add(now.saturating_add(limit), &start.alloc),
+                    Some(timeline) => timeline.add(now.saturating_add(limit), &start.alloc, &state.node_index),
                     None => started_ends.push((now.saturating_add(limit), start.alloc.clone())),
                 }
                 if let Some(planner) = planner.as_mut() {
@@ -651,7 +656,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                         let mut timeline = backfill::Timeline::new(state, now);
                         timeline.gated = shortcuts;
                         for (end, alloc) in started_ends.drain(..) {
-                            timeline.add(end, &alloc);
+                            timeline.add(end, &alloc, &state.node_index);
                         }
                         timeline
                     });

@@ -30,8 +30,7 @@ pub(crate) fn estimate(state: &State, job: &Job, job_id: drover_shared::job::Job
             None => {
                 let limit = time_limit_secs(job, partition);
                 let none = Reservations::default();
-                let found =
-                    timeline.earliest(&views, &state.node_index, &nodes, partition, &request, &none, limit, None);
+                let found = timeline.earliest(&views, &nodes, partition, &request, &none, limit, None);
                 found.map(|(start, alloc)| (start, alloc.nodes))
             }
         };
