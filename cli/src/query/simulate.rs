@@ -35,7 +35,8 @@ struct Args {
     #[arg(long = "max-jobs", value_name = "N", default_value_t = DEFAULT_MAX_JOBS)]
     max_jobs: u32,
     /// Seconds of simulated time one scheduling pass stands for (1-600; default: 1 up to
-    /// 5,000 jobs, more for larger replays). Smaller is closer to ctld, larger is faster.
+    /// 5,000 jobs, then 1 per 1,000 jobs, at most 120). Smaller is closer to ctld, larger is
+    /// faster.
     #[arg(long = "resolution", value_name = "SECONDS")]
     resolution: Option<i64>,
     /// One JSON object instead of the table.

@@ -3,6 +3,10 @@
 //! the cluster's config and a candidate, and prints the time and the figures.
 //!
 //!   [RESOLUTION=S] drover-simbench DB [NODES] [JOBS] [DAYS]
+//!
+//! With `CONFIGS=DIR` it writes the database if needed and the cluster's config and the
+//! candidate (`DIR/cluster.toml`, `DIR/candidate.toml`) instead of replaying, for a real ctld
+//! to serve (`bench/simulate_load.sh`).
 
 #![forbid(unsafe_code)]
 
@@ -23,6 +27,14 @@ fn main() -> anyhow::Result<()> {
         let began = Instant::now();
         drover_ctld::simbench::generate(&db, nodes, jobs, days)?;
         println!("generated {jobs} jobs over {days} days in {:.1} s", began.elapsed().as_secs_f64());
+    }
+    if let Some(dir) = std::env::var_os("CONFIGS").filter(|d| !d.is_empty()).map(PathBuf::from) {
+        for (name, candidate) in [("cluster.toml", false), ("candidate.toml", true)] {
+            let path = dir.join(name);
+            std::fs::write(&path, drover_ctld::simbench::config_text(nodes, candidate))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        return Ok(());
     }
     let began = Instant::now();
     let resolution = std::env::var("RESOLUTION")
