@@ -149,3 +149,65 @@ fn simulate_is_for_operators_and_admins() {
     assert!(root.status.success(), "root: {}", text(&root.stderr));
     assert!(text(&root.stdout).contains("Replayed 0 jobs"), "{}", text(&root.stdout));
 }
+
+/// Fidelity over a larger workload: 120 jobs of three teams (1 to 8 GPUs, 2 to 12 s) arriving
+/// every 0.4 s on 4 nodes of 8 GPUs, so a queue builds and waits reach tens of seconds; the
+/// replay of the running config must reproduce the recorded waits closely. The figures are
+/// printed (docs/admin/simulate.md keeps them).
+#[test]
+fn simulate_reproduces_the_waits_of_a_larger_workload() {
+    let config = format!("{}{TEAMS}", drover_e2e::sim::gpu_nodes(4, 8, ""));
+    let cluster = SimCluster::start("simfidelity", 4, false, "", &config);
+    let script = cluster.root().join("job.sh");
+    std::fs::write(&script, "#!/bin/sh\ntrue\n").unwrap();
+    let script = script.to_string_lossy().into_owned();
+    let teams = ["teama", "teamb", "teamc"];
+    let sizes = [1, 1, 2, 4, 8];
+    let mut jobs = Vec::new();
+    for i in 0..120u32 {
+        let (gres, comment) =
+            (format!("--gres=gpu:{}", sizes[(i * 7 % 5) as usize]), format!("sim:{}", 2 + i * 5 % 11));
+        let account = teams[(i % 3) as usize];
+        let args = ["--parsable", "-A", account, &gres, "-c", "2", "-t", "2", "--comment", &comment, &script];
+        jobs.push(cluster.ok("sbatch", &args).trim().parse::<u32>().unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(400));
+    }
+    let ids = jobs.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    cluster.wait_up_to("every job's end", std::time::Duration::from_secs(300), || {
+        let out = cluster.ok("sacct", &["-X", "-P", "-n", "-j", &ids, "-o", "State"]);
+        (out.lines().count() == jobs.len() && out.lines().all(|l| l == "COMPLETED")).then_some(())
+    });
+    let waits = cluster.ok("sacct", &["-X", "-P", "-n", "-j", &ids, "-o", "Submit,Start"]);
+    let json = cluster
+        .ok("drover", &["simulate", "--config", &cluster.root().join("cluster.toml").to_string_lossy(), "--json"]);
+    let fidelity = python(
+        &json,
+        "import json,sys\nf=json.load(sys.stdin)['fidelity']\nprint(f['jobs'], f['median_abs_error_s'], f['p95_abs_error_s'])",
+    );
+    let f: Vec<i64> = fidelity.split_whitespace().map(|v| v.parse().unwrap()).collect();
+    let recorded: Vec<i64> = {
+        let seconds = |t: &str| {
+            let out = Command::new("date").args(["-d", t, "+%s"]).output().unwrap();
+            text(&out.stdout).trim().parse::<i64>().unwrap()
+        };
+        let mut w: Vec<i64> = waits
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .map(|(submit, start)| seconds(start) - seconds(submit))
+            .collect();
+        w.sort_unstable();
+        w
+    };
+    eprintln!(
+        "fidelity over {} jobs (recorded waits {} to {} s, median {} s): median |simulated - recorded wait| {} s, p95 {} s",
+        f[0],
+        recorded[0],
+        recorded[recorded.len() - 1],
+        recorded[recorded.len() / 2],
+        f[1],
+        f[2]
+    );
+    assert_eq!(f[0], 120, "every job ran once and is compared");
+    assert!(recorded[recorded.len() - 1] >= 20, "the workload queued: {recorded:?}");
+    assert!(f[1] <= 5 && f[2] <= 30, "the current config's replay strays from the recorded waits: {fidelity}\n{json}");
+}
