@@ -22,6 +22,10 @@ use thiserror::Error;
 /// `pids.max` of a job's cgroup when the node set does not say: room for any real job, not for a
 /// fork bomb.
 pub const DEFAULT_JOB_PIDS_MAX: u32 = 4096;
+/// Nodes one config may declare, all `[[nodes]]` sets together.
+pub const MAX_CONFIG_NODES: usize = hostlist::MAX_HOSTS;
+/// GPUs (or MIG instances) one node may declare.
+pub const MAX_NODE_GPUS: u64 = 4096;
 
 /// A config error with its place in the file.
 #[derive(Debug, Error)]
@@ -957,6 +961,14 @@ impl Validator<'_> {
             let key = format!("nodes[{i}].names");
             let names = hostlist::expand(set.names.get_ref())
                 .map_err(|e| self.error(&set.names, key.clone(), e.to_string()))?;
+            if nodes.len() + names.len() > MAX_CONFIG_NODES {
+                let detail = format!("the config declares more than {MAX_CONFIG_NODES} nodes");
+                return Err(self.error(&set.names, key, detail));
+            }
+            if set.gpus.values().map(|n| u64::from(*n)).sum::<u64>() > MAX_NODE_GPUS {
+                let detail = format!("a node may have at most {MAX_NODE_GPUS} GPUs");
+                return Err(self.error(&set.names, format!("nodes[{i}].gpus"), detail));
+            }
             if set.cpus == 0 {
                 return Err(self.error(&set.names, format!("nodes[{i}].cpus"), "a node needs at least one CPU"));
             }

@@ -189,6 +189,15 @@ pub fn gpu_nodes(count: usize, gpus: u32, partition_keys: &str) -> String {
     )
 }
 
+/// One account, `ml`, with root as its user: the rest of a single-team cluster's config.
+pub const ONE_TEAM: &str = "[[accounts]]\nname = \"ml\"\n[[users]]\nname = \"root\"\ndefault_account = \"ml\"\n";
+
+/// A single-team cluster (`ml`) of `count` simulated nodes of `gpus` GPUs ([`gpu_nodes`]: named
+/// `sim01`, `sim02`, …, partition `gpu`), started under `name`.
+pub fn one_team(name: &str, count: usize, gpus: u32) -> SimCluster {
+    SimCluster::start(name, count, false, "default_account = \"ml\"", &(gpu_nodes(count, gpus, "") + ONE_TEAM))
+}
+
 impl Drop for SimCluster {
     fn drop(&mut self) {
         let _ = self.nodes.kill();

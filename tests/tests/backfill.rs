@@ -29,24 +29,7 @@ const FLOOD: u64 = 150;
 const SLACK: i64 = 20;
 
 fn start() -> SimCluster {
-    let config = format!(
-        r#"[[nodes]]
-names = "sim[1-{NODES}]"
-cpus = 64
-real_memory = 512000
-gpus = {{ h100 = {GPUS_PER_NODE} }}
-[[partitions]]
-name = "gpu"
-nodes = "sim[1-{NODES}]"
-default = true
-[[accounts]]
-name = "ml"
-[[users]]
-name = "root"
-default_account = "ml"
-"#
-    );
-    SimCluster::start("backfill", NODES as usize, false, "default_account = \"ml\"", &config)
+    drover_e2e::sim::one_team("backfill", NODES as usize, GPUS_PER_NODE)
 }
 
 /// The job stream's run times: a fixed pseudo-random sequence (xorshift).
@@ -111,7 +94,7 @@ fn a_wide_job_starts_within_a_time_limit_under_a_flood_of_small_jobs() {
     let mut run_time = || RUN_MIN + draw(&mut seed, RUN_SPREAD);
     // Long whole-node jobs on the first twelve nodes, then the higher-priority jobs that wait
     // for those nodes (a reservation each).
-    let names: Vec<String> = (1..=LONG).map(|i| format!("sim{i}")).collect();
+    let names: Vec<String> = (1..=LONG).map(|i| format!("sim{i:02}")).collect();
     let long: Vec<u32> = names
         .iter()
         .map(|n| {

@@ -9,7 +9,7 @@
 //! effect at once, and the 1,000 queued jobs stay pending with reason `Dependency` until their
 //! job ends (cancelled) and then all run.
 
-use drover_e2e::sim::{Run, SimCluster, gpu_nodes};
+use drover_e2e::sim::{Run, SimCluster};
 use std::process::Command;
 
 /// Jobs queued behind the long job.
@@ -19,9 +19,7 @@ const QUEUED: usize = 1000;
 const PROMPT: i64 = 3;
 
 fn start() -> SimCluster {
-    let config =
-        gpu_nodes(2, 8, "") + "[[accounts]]\nname = \"ml\"\n[[users]]\nname = \"root\"\ndefault_account = \"ml\"\n";
-    SimCluster::start("dependents", 2, false, "default_account = \"ml\"", &config)
+    drover_e2e::sim::one_team("dependents", 2, 8)
 }
 
 /// Submits a 1-GPU job that runs `sim` (`SECONDS[:exit=CODE]`) with the extra `args`.

@@ -35,24 +35,7 @@ fn draw(seed: &mut u32, n: u32) -> u32 {
 }
 
 fn start(nodes: usize) -> SimCluster {
-    let config = format!(
-        r#"[[nodes]]
-names = "sim[1-{nodes}]"
-cpus = 64
-real_memory = 512000
-gpus = {{ h100 = {GPUS_PER_NODE} }}
-[[partitions]]
-name = "gpu"
-nodes = "sim[1-{nodes}]"
-default = true
-[[accounts]]
-name = "ml"
-[[users]]
-name = "root"
-default_account = "ml"
-"#
-    );
-    SimCluster::start("packing", nodes, false, "default_account = \"ml\"", &config)
+    drover_e2e::sim::one_team("packing", nodes, GPUS_PER_NODE)
 }
 
 /// Submits a job of `gpus` GPUs (4 CPUs each) that runs `seconds`; returns its id.

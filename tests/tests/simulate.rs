@@ -111,6 +111,10 @@ fn simulate_replays_a_recorded_workload_and_shows_a_candidates_effect() {
     fails(&["simulate", "--config", &candidate, "--from", "now", "--to", "now-1hour"], "--from must be before --to");
     fails(&["simulate", "--config", &candidate, "--max-jobs", "5"], "more than the cap of 5");
     fails(&["simulate"], "--config FILE is required");
+    let huge = cluster.root().join("huge.toml");
+    let nodes = "[[nodes]]\nnames = \"big[1-200000]\"\ncpus = 1\nreal_memory = 1\n[[partitions]]";
+    std::fs::write(&huge, current.replacen("[[partitions]]", nodes, 1)).unwrap();
+    fails(&["simulate", "--config", &huge.to_string_lossy()], "a simulation takes at most 100000");
 }
 
 /// A plain user may not make ctld spend minutes replaying: `drover simulate` as alice is refused

@@ -175,17 +175,27 @@ fn unexpected<E: std::error::Error>() -> RPCError<NodeId, BasicNode, E> {
     RPCError::Network(NetworkError::new(&std::io::Error::other("the peer answered another request")))
 }
 
+/// A peer's answer to a request (`None`: an answer of another kind): its result, its error as
+/// the peer's, or the error for a wrong answer.
+fn answered<T, E: std::error::Error>(
+    target: NodeId,
+    answer: Option<Result<T, E>>,
+) -> Result<T, RPCError<NodeId, BasicNode, E>> {
+    match answer {
+        Some(Ok(answer)) => Ok(answer),
+        Some(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(target, e))),
+        None => Err(unexpected()),
+    }
+}
+
 impl RaftNetwork<TypeConfig> for PeerLink {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        match self.call(Rpc::Append(rpc), option.hard_ttl()).await.map_err(rpc_error)? {
-            Reply::Append(Ok(answer)) => Ok(answer),
-            Reply::Append(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
-            _ => Err(unexpected()),
-        }
+        let reply = self.call(Rpc::Append(rpc), option.hard_ttl()).await.map_err(rpc_error)?;
+        answered(self.target, if let Reply::Append(answer) = reply { Some(answer) } else { None })
     }
 
     async fn install_snapshot(
@@ -194,11 +204,8 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
     {
-        match self.call(Rpc::Snapshot(rpc), option.hard_ttl()).await.map_err(rpc_error)? {
-            Reply::Snapshot(Ok(answer)) => Ok(answer),
-            Reply::Snapshot(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
-            _ => Err(unexpected()),
-        }
+        let reply = self.call(Rpc::Snapshot(rpc), option.hard_ttl()).await.map_err(rpc_error)?;
+        answered(self.target, if let Reply::Snapshot(answer) = reply { Some(answer) } else { None })
     }
 
     async fn vote(
@@ -206,23 +213,36 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        match self.call(Rpc::Vote(rpc), option.hard_ttl()).await.map_err(rpc_error)? {
-            Reply::Vote(Ok(answer)) => Ok(answer),
-            Reply::Vote(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
-            _ => Err(unexpected()),
-        }
+        let reply = self.call(Rpc::Vote(rpc), option.hard_ttl()).await.map_err(rpc_error)?;
+        answered(self.target, if let Reply::Vote(answer) = reply { Some(answer) } else { None })
     }
 }
 
+/// Connections the Raft port holds at once, at most: the replicas need one or two each; further
+/// connections wait in the listen queue, so a flood of them cannot take ctld's file descriptors
+/// (each unauthenticated one is closed after [`HANDSHAKE`]).
+const MAX_PEER_CONNECTIONS: usize = 64;
+
 /// Accepts the other replicas' connections on the Raft port.
 pub(crate) async fn serve(listener: TcpListener, raft: Raft<TypeConfig>, network: Network) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PEER_CONNECTIONS));
     loop {
-        let Ok((stream, peer)) = listener.accept().await else { continue };
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors, say: wait instead of trying again at once.
+                tracing::warn!(error = %e, "accept on the Raft port failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let (raft, network) = (raft.clone(), network.clone());
         tokio::spawn(async move {
             if let Err(e) = serve_peer(stream, raft, network).await {
                 tracing::debug!(%peer, error = %format!("{e:#}"), "replica connection closed");
             }
+            drop(permit);
         });
     }
 }

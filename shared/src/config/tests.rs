@@ -370,3 +370,18 @@ fn a_home_file_lists_replicas_and_a_replica_reloads_as_itself() {
         "{error}"
     );
 }
+
+/// Sizes in the config are bounded before anything proportional to them is built: a node's GPU
+/// count (a record is made per GPU) and the nodes of all sets together.
+#[test]
+fn node_and_gpu_counts_are_bounded() {
+    let gpus = BASE.replace("cpus = 2\n", "cpus = 2\ngpus = { h100 = 4000000000 }\n");
+    let error = check(&gpus);
+    assert!(error.contains("nodes[0].gpus: a node may have at most 4096 GPUs"), "{error}");
+    let at_bound = BASE.replace("cpus = 2\n", "cpus = 2\ngpus = { h100 = 4000, a100 = 96 }\n");
+    assert_eq!(check(&at_bound), "ok: 2 nodes, 1 partitions");
+    let many = BASE
+        .replace("[[partitions]]", "[[nodes]]\nnames = \"m[1-1048575]\"\ncpus = 1\nreal_memory = 1\n[[partitions]]");
+    let error = check(&many);
+    assert!(error.contains("nodes[1].names: the config declares more than 1048576 nodes"), "{error}");
+}

@@ -18,6 +18,8 @@ use std::time::Duration;
 const BUDGET: Duration = Duration::from_secs(300);
 /// The longest candidate config accepted.
 const MAX_CONFIG_BYTES: usize = 4 << 20;
+/// The most nodes a candidate may declare (a replay holds every node and views them each pass).
+const MAX_NODES: usize = 100_000;
 
 /// Set while a simulation runs.
 static RUNNING: AtomicBool = AtomicBool::new(false);
@@ -44,6 +46,13 @@ pub(super) async fn simulate(context: &ClientContext, caller: Caller, request: S
         Ok(config) => Arc::new(config),
         Err(e) => return error(ErrorCode::InvalidSpec, format!("candidate config: {e}")),
     };
+    if candidate.nodes.len() > MAX_NODES {
+        let detail = format!(
+            "the candidate config declares {} nodes; a simulation takes at most {MAX_NODES}",
+            candidate.nodes.len()
+        );
+        return error(ErrorCode::InvalidSpec, detail);
+    }
     if let Err(refusal) = crate::core::simulate::window(&request, drover_shared::now()) {
         return error(refusal.code, refusal.detail);
     }

@@ -72,30 +72,15 @@ pub(crate) fn write_recorded(path: &Path, jobs: &[(JobInfo, JobSpec)]) -> Result
     let mut conn = db::open(path, false)?;
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
     let tx = conn.transaction().map_err(err)?;
-    {
-        let mut insert = tx
-            .prepare(
-                "INSERT INTO jobs (job_id, uid, state, submit_time, start_time, end_time, account, partition, name,
-                 info, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )
-            .map_err(err)?;
-        for (info, spec) in jobs {
-            insert
-                .execute(params![
-                    info.job_id,
-                    info.uid,
-                    i64::from(info.state().code()),
-                    info.submit_time,
-                    info.start_time,
-                    info.end_time,
-                    info.account,
-                    info.partition,
-                    info.name,
-                    postcard::to_allocvec(info).expect("in-memory records always encode"),
-                    postcard::to_allocvec(spec).expect("in-memory records always encode"),
-                ])
-                .map_err(err)?;
-        }
-    }
+    // Stored by the writer's own code, as ctld stores a submission.
+    let ops = jobs
+        .iter()
+        .map(|(info, spec)| db::DbOp::InsertJob {
+            info: Box::new(info.clone()),
+            spec: Box::new(spec.clone()),
+            fill_from: None,
+        })
+        .collect();
+    db::write_ops(&tx, ops, &mut Vec::new()).map_err(err)?;
     tx.commit().map_err(err)
 }
