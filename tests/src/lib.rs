@@ -479,6 +479,23 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Runs the Python 3 `script` with `input` on its standard input; its standard output. Fails the
+/// test when the script fails (with its error and the input).
+pub fn python(input: &str, script: &str) -> String {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child.stdin.take().expect("piped").write_all(input.as_bytes()).expect("python3's input");
+    let out = child.wait_with_output().expect("python3");
+    assert!(out.status.success(), "python3 failed: {}\n{input}", text(&out.stderr));
+    text(&out.stdout)
+}
+
 /// The job cgroups named in `recorded` (a process's `/proc/self/cgroup`, taken while it ran in
 /// the cgroup `step`) that still exist, in any hierarchy.
 pub fn cgroups_left(recorded: &str, step: &str) -> Vec<std::path::PathBuf> {

@@ -7,7 +7,7 @@
 //! a window over the job cap) must get a clear error.
 
 use drover_e2e::sim::SimCluster;
-use drover_e2e::text;
+use drover_e2e::{python, text};
 use std::process::Command;
 
 const TEAMS: &str = "[[accounts]]\nname = \"teama\"\nshares = 40\n[[accounts]]\nname = \"teamb\"\nshares = 40\n\
@@ -22,21 +22,6 @@ fn figure(json: &str, run: &str, team: &str, field: &str) -> f64 {
     );
     let out = python(json, &script);
     out.trim().parse().unwrap_or_else(|_| panic!("{run}.{team}.{field}: {out}\n{json}"))
-}
-
-fn python(input: &str, script: &str) -> String {
-    use std::io::Write as _;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "python3 failed: {}\n{input}", text(&out.stderr));
-    text(&out.stdout)
 }
 
 #[test]

@@ -6,7 +6,6 @@
 //! rendered by headless Chromium.
 
 use drover_e2e::{CONFIG, Cluster, text};
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -54,21 +53,8 @@ fn parse_with_prometheus_client(text: &str) -> String {
                   for f in parse(sys.stdin.read()):\n    print(f.name, f.type, len(f.samples))\n";
     let check = std::process::Command::new("python3").args(["-c", "import prometheus_client"]).output();
     assert!(check.is_ok_and(|o| o.status.success()), "python3's prometheus_client is missing (.ci/run installs it)");
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "prometheus_client refused /metrics: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    // A family the parser refuses fails the test with its error.
+    drover_e2e::python(text, script)
 }
 
 #[test]
