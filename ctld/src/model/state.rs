@@ -204,8 +204,9 @@ pub(crate) struct Jobs {
     lent: std::collections::BTreeSet<JobId>,
     /// Inserted, removed or handed out mutably since the last [`Jobs::refile`].
     unfiled: std::collections::BTreeSet<JobId>,
-    /// Inserted, removed or handed out mutably since the last [`Jobs::take_untallied`]
-    /// (repeats allowed; past [`UNTALLIED_MAX`] only `untallied_all` is kept).
+    /// Jobs that held an allocation, or hold one now, among those refiled since the last
+    /// [`Jobs::take_untallied`] (repeats allowed; past [`UNTALLIED_MAX`] only `untallied_all` is
+    /// kept): the only jobs whose changes the tallies can see.
     untallied: Vec<JobId>,
     /// Too many changes were filed for the tallies: they start over.
     untallied_all: bool,
@@ -337,7 +338,6 @@ impl Jobs {
         let job = self.map.get_mut(job_id)?;
         self.lent.insert(*job_id);
         self.unfiled.insert(*job_id);
-        untally(&mut self.untallied, &mut self.untallied_all, *job_id);
         Some(job)
     }
 
@@ -345,16 +345,10 @@ impl Jobs {
         job.info.take_changed(); // filed as changed here, whatever its record says
         self.changed.insert(job_id);
         self.unfiled.insert(job_id);
-        self.untally(job_id);
         let array = job.info.array_job_id;
         let old = self.map.insert(job_id, job);
         self.file_record(job_id, array);
         old
-    }
-
-    /// Files a job for the tallies (see [`crate::model::tally`]).
-    fn untally(&mut self, job_id: JobId) {
-        untally(&mut self.untallied, &mut self.untallied_all, job_id);
     }
 
     /// The jobs that may have started or ended since the last call (`None`: too many to list;
@@ -393,7 +387,6 @@ impl Jobs {
         if removed.is_some() {
             self.changed.insert(*job_id);
             self.unfiled.insert(*job_id);
-            self.untally(*job_id);
             if let Some(array) = self.array_of.get(job_id).copied() {
                 self.file_record(*job_id, None);
                 // Its array's dependents learn of it through the array's id.
@@ -468,11 +461,16 @@ impl Jobs {
             unfiled.extend(woken);
         }
         for job_id in unfiled {
+            // A job that held an allocation or holds one now is one the tallies may count.
+            let held = self.filed.running.contains(&job_id);
             self.filed.remove(job_id);
             if let Some(job) = self.map.get(&job_id) {
                 self.filed.file(job, now);
                 let array = job.info.array_job_id;
                 self.file_record(job_id, array);
+            }
+            if held || self.filed.running.contains(&job_id) {
+                untally(&mut self.untallied, &mut self.untallied_all, job_id);
             }
             if !self.filed.dependent.contains(&job_id) {
                 self.filed.blocked.remove(&job_id);
@@ -551,7 +549,6 @@ impl Jobs {
             kept
         });
         for job_id in gone {
-            self.untally(job_id);
             if let Some(array) = self.array_of.get(&job_id).copied() {
                 self.file_record(job_id, None);
                 self.unfiled.insert(array);
@@ -744,8 +741,9 @@ impl State {
     }
 
     /// The running jobs' tallies for limits and quotas, brought up to date with the jobs
-    /// changed since the last call.
-    pub(crate) fn tally(&mut self) -> &crate::model::tally::Tally {
+    /// changed since the last call (the job table is refiled first, as of `now`).
+    pub(crate) fn tally(&mut self, now: UnixTime) -> &crate::model::tally::Tally {
+        self.jobs.refile(now);
         let mut tally = std::mem::take(&mut self.tally);
         match self.jobs.take_untallied() {
             Some(changed) => tally.sync(self, changed),

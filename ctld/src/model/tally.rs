@@ -5,7 +5,9 @@
 //! each job that may have changed ([`super::state::Jobs::take_untallied`]) and
 //! [`super::state::State::tally`] takes those jobs out and back in. A config change starts the
 //! tallies over. [`Tally::build`] sums from scratch, for readers that cannot bring them up to
-//! date (`drover why`, metrics) and for the check that both ways agree.
+//! date (`drover why`, metrics) and for the check that both ways agree. The job table files for
+//! the tallies only the jobs that held or hold an allocation (`Jobs::refile`), so a pass that
+//! changes many pending jobs' priorities costs the tallies nothing.
 //!
 //! Which running jobs borrow is decided per quota in start order: a job that fits in what is left
 //! of its team's guarantee after the jobs that started before it is owned, any other job in a

@@ -401,7 +401,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
         set_reason(state, job_id, "BeginTime");
     }
     // What runs, summed for limits and quotas (kept current as jobs start and end).
-    let tally = state.tally();
+    let tally = state.tally(now);
     let (sums, quota_use) = (tally.sums.clone(), tally.quotas.clone());
     let context = priority::Context::new(state);
     update_priorities(state, &context, now);

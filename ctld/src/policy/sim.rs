@@ -432,7 +432,7 @@ pub(crate) fn replay(
         {
             // The tallies kept up to date count what summing afresh counts.
             let built = crate::model::tally::Tally::build(&state);
-            assert!(state.tally().same_counts(&built), "tallies drifted at {now}");
+            assert!(state.tally(now).same_counts(&built), "tallies drifted at {now}");
         }
         for job_id in state.jobs.take_changed() {
             let Some(job) = state.jobs.get(&job_id) else { continue };
