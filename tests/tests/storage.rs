@@ -80,7 +80,9 @@ fn a_database_from_before_schema_versions_migrates_and_reads_the_same() {
         Vec::new()
     });
     let format = "JobID,JobName,User,Account,Partition,State,ExitCode,NodeList,AllocCPUS";
-    let sacct = cluster.ok("sacct", &["-a", "-D", "-P", "-o", format]);
+    // From a fixed start: sacct's default window begins at today's midnight, and the fixture's
+    // jobs ended on the day it was written.
+    let sacct = cluster.ok("sacct", &["-a", "-D", "-P", "-S", "2000-01-01", "-o", format]);
     assert_eq!(sacct, std::fs::read_to_string(fixtures.join("unversioned.sacct")).unwrap());
     // Times print in the client's zone (the fixture's text is UTC): compare all but the time, in
     // order; records this cluster added come after the old ones.
@@ -88,7 +90,7 @@ fn a_database_from_before_schema_versions_migrates_and_reads_the_same() {
         text.lines().map(|l| l.split_once('|').map_or(l, |(_, rest)| rest).to_owned()).collect()
     };
     let old = without_time(&std::fs::read_to_string(fixtures.join("unversioned.audit")).unwrap());
-    let now = without_time(&cluster.ok("drover", &["audit", "-P"]));
+    let now = without_time(&cluster.ok("drover", &["audit", "-P", "-S", "2000-01-01"]));
     assert_eq!(now[..old.len()], old[..]);
     assert!(cluster.ok("sinfo", &["-h", "-n", "n2", "-o", "%t"]).starts_with("drain"));
     let db = rusqlite::Connection::open(cluster.home().join("ctld").join("drover.db")).unwrap();
