@@ -1,4 +1,4 @@
-# Shared by the single-daemon benchmarks (queue.sh, scale.sh, latency.sh); sourced, not run, from
+# Shared by the single-daemon benchmarks (queue.sh, scale.sh, latency.sh, simulate_load.sh); sourced, not run, from
 # the repository root.
 
 # bench_bin: sets BIN to DROVER_BIN, or builds drover, drover-ctld and drover-simnode (release)

@@ -16,30 +16,21 @@ NODES=${1:-1000} JOBS=${2:-100000} DAYS=${3:-7}
 LAT_RUNS=${LAT_RUNS:-100}
 SIM_USER=${SIM_USER:-alice}
 id "$SIM_USER" >/dev/null 2>&1 || { echo "simulate_load.sh: no user $SIM_USER" >&2; exit 2; }
-if [ -n "${DROVER_BIN:-}" ]; then
-    BIN=$DROVER_BIN
-else
-    cargo build --release --quiet -p drover-ctld -p drover-cli
-    BIN=${CARGO_TARGET_DIR:-$PWD/target}/release
-fi
-WORK=$(mktemp -d /tmp/drover-simload-XXXXXX)
+. bench/lib.sh
+bench_bin
+bench_work simload
+# The plain user reads the config and reaches ctld's socket in here.
 chmod 755 "$WORK"
-CTLD=
-trap '[ -n "$CTLD" ] && kill "$CTLD" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
 DB=/tmp/drover-simbench-$NODES-$JOBS-$DAYS.db
-mkdir -p "$WORK/state"
 CONFIGS=$WORK "$BIN/drover-simbench" "$DB" "$NODES" "$JOBS" "$DAYS" >/dev/null
+mkdir -p "$WORK/state"
 cp "$DB" "$WORK/state/drover.db"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # The benchmark's config, served: its own address, state directory and key, and the plain user.
 sed -i -e "s|127.0.0.1:6817|127.0.0.1:$PORT|" -e "s|state_dir = \"state\"|state_dir = \"$WORK/state\"\nkey_file = \"$WORK/cluster.key\"|" "$WORK/cluster.toml"
 printf '[[users]]\nname = "%s"\ndefault_account = "team7"\n' "$SIM_USER" >> "$WORK/cluster.toml"
 chmod 644 "$WORK/cluster.toml" "$WORK/candidate.toml"
-"$BIN/drover" keygen "$WORK/cluster.key" >/dev/null
-RUST_LOG=warn "$BIN/drover-ctld" --config "$WORK/cluster.toml" > "$WORK/ctld.log" 2>&1 &
-CTLD=$!
+bench_ctld
 export DROVER_CONF=$WORK/cluster.toml
-for _ in $(seq 300); do "$BIN/drover" sinfo -h >/dev/null 2>&1 && break; sleep 0.1; done
 as_user() { runuser -u "$SIM_USER" -- env DROVER_CONF="$DROVER_CONF" "$@"; }
 # lat <label> <command...>: LAT_RUNS sequential runs as the plain user; prints p50 and p99 in ms.
 lat() {

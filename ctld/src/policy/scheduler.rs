@@ -395,14 +395,13 @@ pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, 
 /// reasons are updated in place.
 pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     // The pass walks the ready jobs only: held jobs and jobs waiting for their begin time are
-    // filed elsewhere by the job table, so a deep held queue costs a pass nothing.
-    state.jobs.refile(now);
+    // filed elsewhere by the job table, so a deep held queue costs a pass nothing. Bringing the
+    // tallies of what runs (for limits and quotas) up to date refiles the table first.
+    let tally = state.tally(now);
+    let (sums, quota_use) = (tally.sums.clone(), tally.quotas.clone());
     for job_id in state.jobs.take_deferred() {
         set_reason(state, job_id, "BeginTime");
     }
-    // What runs, summed for limits and quotas (kept current as jobs start and end).
-    let tally = state.tally(now);
-    let (sums, quota_use) = (tally.sums.clone(), tally.quotas.clone());
     let context = priority::Context::new(state);
     update_priorities(state, &context, now);
     let tier = |job: &Job| {

@@ -99,32 +99,13 @@ impl Sim {
     }
 
     fn submit(&mut self, user: &str, account: &str, gpus: u32, runtime: i64) -> JobId {
-        let minutes = u32::try_from((runtime + 59) / 60).unwrap();
-        let spec = JobSpec {
-            script: "#!/bin/sh\n".into(),
-            work_dir: "/".into(),
-            gres_per_node: parse_gres(&format!("gpu:{gpus}")).unwrap(),
-            cpus_per_task: Some(8 * gpus),
-            time_limit: Some(TimeLimit::Minutes(minutes)),
-            ..JobSpec::default()
-        };
         let job_id = self.state.next_job_id;
         self.state.next_job_id += 1;
-        let info = JobInfo {
-            job_id,
-            user: user.into(),
-            account: account.into(),
-            qos: "normal".into(),
-            partition: "gpu".into(),
-            state: Some(JobState::Pending),
-            reason: "None".into(),
-            priority: 1,
-            submit_time: self.now,
-            eligible_time: Some(self.now),
-            time_limit: spec.time_limit,
-            requeue: true,
-            ..JobInfo::default()
-        };
+        let minutes = u32::try_from((runtime + 59) / 60).unwrap();
+        let (info, mut spec) = gpu_job(job_id, user, account, gpus, minutes, self.now);
+        spec.script = "#!/bin/sh\n".into();
+        spec.work_dir = "/".into();
+        let info = JobInfo { state: Some(JobState::Pending), reason: "None".into(), priority: 1, ..info };
         let job = Job {
             info: info.into(),
             spec: Arc::new(spec),
@@ -270,14 +251,13 @@ fn reclaiming_a_guarantee_takes_one_grace_period() {
     assert!(sim.state.jobs.values().filter(|j| j.info.account == "teama").all(|j| j.info.restarts == 0));
 }
 
-/// A recorded job of `account` asking for `gpus` GPUs on one node, submitted at `submit`, whose
-/// run took `runtime` seconds.
-fn recorded(job_id: JobId, account: &str, gpus: u32, submit: UnixTime, runtime: i64) -> super::Recorded {
-    let user = if account == "teama" { "ann" } else { "ben" };
+/// A job of `user` charging `account` that asks for `gpus` GPUs (and 8 CPUs each) on one node
+/// for `minutes`, submitted at `submit` to `gpu`: its record (state left to the caller) and spec.
+fn gpu_job(job_id: JobId, user: &str, account: &str, gpus: u32, minutes: u32, submit: UnixTime) -> (JobInfo, JobSpec) {
     let spec = JobSpec {
         gres_per_node: parse_gres(&format!("gpu:{gpus}")).unwrap(),
         cpus_per_task: Some(8 * gpus),
-        time_limit: Some(TimeLimit::Minutes(u32::try_from(runtime / 60 + 10).unwrap())),
+        time_limit: Some(TimeLimit::Minutes(minutes)),
         ..JobSpec::default()
     };
     let info = JobInfo {
@@ -286,14 +266,26 @@ fn recorded(job_id: JobId, account: &str, gpus: u32, submit: UnixTime, runtime: 
         account: account.into(),
         qos: "normal".into(),
         partition: "gpu".into(),
-        state: Some(JobState::Completed),
         submit_time: submit,
         eligible_time: Some(submit),
-        start_time: Some(submit),
-        end_time: Some(submit + runtime),
         time_limit: spec.time_limit,
         requeue: true,
         ..JobInfo::default()
+    };
+    (info, spec)
+}
+
+/// A recorded job of `account` asking for `gpus` GPUs on one node, submitted at `submit`, whose
+/// run took `runtime` seconds.
+fn recorded(job_id: JobId, account: &str, gpus: u32, submit: UnixTime, runtime: i64) -> super::Recorded {
+    let user = if account == "teama" { "ann" } else { "ben" };
+    let minutes = u32::try_from(runtime / 60 + 10).unwrap();
+    let (info, spec) = gpu_job(job_id, user, account, gpus, minutes, submit);
+    let info = JobInfo {
+        state: Some(JobState::Completed),
+        start_time: Some(submit),
+        end_time: Some(submit + runtime),
+        ..info
     };
     super::Recorded { info, spec }
 }
