@@ -35,6 +35,14 @@ const FAILOVER_WAIT: Duration = Duration::from_secs(20);
 /// How long a replica's socket may take to answer a hello before the next one is tried.
 const GREET_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a command that waits on running work (srun's step, an allocation, `sbatch --wait`)
+/// keeps trying a controller that does not answer before it gives up on one request: a restart,
+/// a failover or a slow start of ctld is waited out, never taken for the end of the work.
+pub(crate) const OUTAGE_PATIENCE: Duration = Duration::from_secs(600);
+
+/// The error of a connection that ctld (or a replica stepping down) closed during the handshake.
+const HANDSHAKE_CLOSED: &str = "Unable to contact slurm controller (the connection closed during the handshake)";
+
 /// A byte stream to ctld: its Unix socket or its TCP port.
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
@@ -211,8 +219,11 @@ impl Client {
                 }
             }
             if Instant::now() >= deadline {
+                // An I/O error as the cause: a command waiting out an outage tries again.
                 let detail = last.unwrap_or_else(|| "no replica's socket exists".into());
-                bail!("Unable to contact slurm controller (connect failure): no replica leads ({detail})");
+                let cause = std::io::Error::new(std::io::ErrorKind::NotConnected, detail);
+                return Err(anyhow::Error::new(cause)
+                    .context("Unable to contact slurm controller (connect failure): no replica leads"));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -265,9 +276,9 @@ impl Client {
         match (read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME), sent) {
             (Ok(HelloReply::Reject { message }), _) => Ok(Err(message)),
             (Ok(HelloReply::Accept { .. }), Ok(())) => Ok(Ok(Client { stream, sealer: None })),
-            (Ok(HelloReply::Accept { .. }), Err(_)) | (Err(_), _) => {
-                bail!("Unable to contact slurm controller (the connection closed during the handshake)")
-            }
+            // Kept as the cause, so that a command waiting out an outage knows to try again.
+            (Ok(HelloReply::Accept { .. }), Err(error)) => Err(anyhow::Error::new(error).context(HANDSHAKE_CLOSED)),
+            (Err(error), _) => Err(anyhow::Error::new(error).context(HANDSHAKE_CLOSED)),
         }
     }
 
@@ -341,4 +352,67 @@ pub(crate) fn call_via(path: &std::path::Path, request: &Request) -> anyhow::Res
 /// Like [`call`], on an explicit socket.
 pub(crate) fn call_at(path: &std::path::Path, request: &Request) -> anyhow::Result<Response> {
     Client::connect_at(path)?.call(request)
+}
+
+/// Whether `error` means that the controller could not be reached or the connection broke (a
+/// socket that is gone or refuses, a connection closed or reset), as opposed to an answer, a
+/// refusal or a malformed exchange: only such errors are worth waiting out.
+pub(crate) fn unreachable(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.is::<std::io::Error>() || matches!(cause.downcast_ref::<FrameError>(), Some(FrameError::Io(_)))
+    })
+}
+
+/// Whether a request may be sent again after its connection broke before the answer came: true
+/// for queries and for changes that mean the same the second time (a step's end, a signal);
+/// false for one that would be done twice (a new step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    Safe,
+    Never,
+}
+
+/// Like [`call_via`] (or [`call`] without a `path`), for a command that waits on running work: while the controller cannot be
+/// reached (restarting, failing over), tries again with a growing pause (at most 2 s) for up to
+/// `patience`, saying once on stderr, as `who`, that it waits and once that the controller
+/// answers again. A connection that broke after the request was sent is retried only where
+/// `resend` allows it.
+pub(crate) fn call_patiently(
+    path: Option<&std::path::Path>,
+    request: &Request,
+    resend: Resend,
+    who: &str,
+    patience: Duration,
+) -> anyhow::Result<Response> {
+    let deadline = Instant::now() + patience;
+    let mut pause = Duration::from_millis(100);
+    let mut waiting = false;
+    loop {
+        let connected = match path {
+            Some(path) => Client::connect_via(path),
+            None => Client::connect(),
+        };
+        let error = match connected {
+            Ok(mut client) => match client.call(request) {
+                Err(error) if resend == Resend::Safe && unreachable(&error) => error,
+                answer => {
+                    if waiting && answer.is_ok() {
+                        eprintln!("{who}: the controller answers again");
+                    }
+                    return answer;
+                }
+            },
+            Err(error) if unreachable(&error) => error,
+            Err(error) => return Err(error),
+        };
+        if Instant::now() + pause >= deadline {
+            return Err(error.context(format!("the controller did not answer for {} s", patience.as_secs())));
+        }
+        if !waiting {
+            waiting = true;
+            eprintln!("{who}: error: {}; retrying", crate::user_message(&error));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
 }

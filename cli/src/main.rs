@@ -72,7 +72,7 @@ fn run_applet(run: Applet, args: Vec<OsString>) -> anyhow::Result<i32> {
 /// An error and its causes as a user reads them: joined by `: `, without Rust's `(os error N)`
 /// suffix, and without a cause its outer message already shows (`path: No such file or
 /// directory` rather than that followed by the same words again).
-fn user_message(error: &anyhow::Error) -> String {
+pub(crate) fn user_message(error: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in error.chain() {
         let text = cause.to_string();

@@ -39,7 +39,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return Ok(0);
     }
     with_allocation(&socket, &options.allocation, Allocator::Salloc, options.immediate, |job_id| {
-        let info = query(&socket, job_id)?.context("the allocation vanished")?;
+        let info = query(&socket, job_id, Allocator::Salloc)?.context("the allocation vanished")?;
         let nodelist = drover_shared::hostlist::compress(&info.nodes);
         let status = std::process::Command::new(&options.command[0])
             .args(&options.command[1..])
@@ -61,9 +61,10 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     })
 }
 
-fn query(socket: &Path, job_id: u32) -> anyhow::Result<Option<JobInfo>> {
+/// The job's record, waiting out a controller that does not answer (see [`patiently`]).
+fn query(socket: &Path, job_id: u32, who: Allocator) -> anyhow::Result<Option<JobInfo>> {
     let request = Request::QueryJobs(JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() });
-    match crate::client::call_via(socket, &request)? {
+    match patiently(socket, &request, who)? {
         Response::Jobs { jobs, .. } => Ok(jobs.into_iter().find(|j| j.job_id == job_id)),
         Response::Error { code, detail } => bail!("{code} ({detail})"),
         other => bail!("unexpected answer from ctld: {other:?}"),
@@ -78,6 +79,24 @@ pub(crate) enum Allocator {
     /// `srun: job N queued and waiting for resources`, `… has been allocated resources` (only
     /// after waiting); no lines for an allocation granted at once.
     Srun,
+}
+
+impl Allocator {
+    /// The command's name, which starts its lines on stderr.
+    fn name(self) -> &'static str {
+        match self {
+            Allocator::Salloc => "salloc",
+            Allocator::Srun => "srun",
+        }
+    }
+}
+
+/// Sends a request that may be sent again (a query, a release or a cancel) while an allocation
+/// is waited for, held or released: a controller that restarts or fails over meanwhile is waited
+/// out (`crate::client::OUTAGE_PATIENCE`), never taken for the end of the allocation.
+fn patiently(socket: &Path, request: &Request, who: Allocator) -> anyhow::Result<Response> {
+    use crate::client::{OUTAGE_PATIENCE, Resend, call_patiently};
+    call_patiently(Some(socket), request, Resend::Safe, who.name(), OUTAGE_PATIENCE)
 }
 
 /// Allocates what `request` asks, runs `body` with the job id once the allocation is granted,
@@ -107,7 +126,7 @@ pub(crate) fn with_allocation(
     // ctld signals a job only once its node reported the script started: until then, try again.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        match crate::client::call_via(socket, &Request::Cancel(release.clone())) {
+        match patiently(socket, &Request::Cancel(release.clone()), who) {
             Ok(Response::Cancelled { results })
                 if results.iter().any(|(_, r)| *r == Err(ErrorCode::TransitionState))
                     && std::time::Instant::now() < deadline =>
@@ -116,7 +135,7 @@ pub(crate) fn with_allocation(
             }
             Ok(_) => break,
             Err(error) => {
-                eprintln!("salloc: error: could not release job {job_id}: {error:#}");
+                eprintln!("{}: error: could not release job {job_id}: {}", who.name(), crate::user_message(&error));
                 break;
             }
         }
@@ -155,14 +174,14 @@ fn allocate(socket: &Path, request: &JobSpec, who: Allocator, immediate: Option<
     let mut announced = false;
     let submitted = std::time::Instant::now();
     loop {
-        let job = query(socket, job_id)?;
+        let job = query(socket, job_id, who)?;
         let state = job.as_ref().map(JobInfo::state);
         if let (Some(seconds), Some(JobState::Pending)) = (immediate, state) {
             let held = job.as_ref().is_some_and(|j| j.reason.starts_with("JobHeld"));
             if held || submitted.elapsed() >= Duration::from_secs(seconds.max(1).into()) {
                 let reason = job.map(|j| j.reason).unwrap_or_default();
                 let cancel = CancelRequest { job_ids: vec![job_id], ..CancelRequest::default() };
-                let _ = crate::client::call_via(socket, &Request::Cancel(cancel));
+                let _ = patiently(socket, &Request::Cancel(cancel), who);
                 bail!("Unable to allocate resources: Immediate execution impossible (job {job_id} pending, {reason})");
             }
         }

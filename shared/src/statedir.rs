@@ -26,11 +26,21 @@ fn euid() -> u32 {
 }
 
 /// Creates `path` (and missing parents) with `mode` if it does not exist, then checks that this
-/// process's user owns it and that neither group nor others may write to it.
+/// process's user owns it and that neither group nor others may write to it. The directories it
+/// creates get exactly `mode`, whatever the process's umask (ctld runs under 077 and still needs
+/// its socket's directory open to every user).
 pub fn prepare(path: &Path, mode: u32) -> Result<(), StateDirError> {
     let io = |source| StateDirError::Io { path: path.to_owned(), source };
     if !path.exists() {
-        std::fs::DirBuilder::new().recursive(true).mode(mode).create(path).map_err(io)?;
+        let missing: Vec<&Path> = path.ancestors().take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists()).collect();
+        for dir in missing.into_iter().rev() {
+            match std::fs::DirBuilder::new().mode(mode).create(dir) {
+                Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io)?,
+                // Created meanwhile by someone else: checked below like any existing directory.
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(io(error)),
+            }
+        }
     }
     let metadata = std::fs::metadata(path).map_err(io)?;
     if !metadata.is_dir() {
@@ -59,6 +69,20 @@ mod tests {
         assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
         // A second start finds it fine.
         prepare(&dir, 0o700).unwrap();
+    }
+
+    /// ctld's umask (077) does not narrow the mode: the socket's directory stays reachable.
+    #[test]
+    fn the_umask_does_not_narrow_created_directories() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("r1/state");
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+        let prepared = prepare(&dir, 0o755);
+        nix::sys::stat::umask(old);
+        prepared.unwrap();
+        for created in [&dir, &base.path().join("r1")] {
+            assert_eq!(std::fs::metadata(created).unwrap().permissions().mode() & 0o777, 0o755, "{}", created.display());
+        }
     }
 
     #[test]

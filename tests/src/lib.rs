@@ -223,6 +223,21 @@ impl Cluster {
 
     /// Runs a Slurm command (`sbatch`, `squeue`, …) as `user` (root when `None`) in `cwd`.
     pub fn run(&self, user: Option<&str>, cwd: &Path, command: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = self.command(user, cwd, command, args);
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {command}: {e}"));
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("writing stdin");
+        }
+        child.wait_with_output().expect("waiting for command")
+    }
+
+    /// The command line [`Cluster::run`] runs, for a test that spawns it itself (to write its
+    /// input later, say); stdio is left to the caller.
+    pub fn command(&self, user: Option<&str>, cwd: &Path, command: &str, args: &[&str]) -> Command {
         let program = self.home().join("bin").join(command);
         let mut cmd = match user {
             Some(user) => {
@@ -241,15 +256,7 @@ impl Cluster {
         } else {
             cmd.env("DROVER_SOCKET", self.home().join("ctld").join("ctld.sock"));
         }
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {command}: {e}"));
-        if let Some(input) = stdin {
-            use std::io::Write;
-            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("writing stdin");
-        }
-        child.wait_with_output().expect("waiting for command")
+        cmd
     }
 
     /// Runs a command as root in root's workdir and returns stdout, asserting success.

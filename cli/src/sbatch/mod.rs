@@ -413,6 +413,13 @@ fn submit(mut hi: hiargs::HiArgs) -> i32 {
     }
 }
 
+/// A query of `--wait`'s: a controller that restarts or fails over while the job runs is waited
+/// out (`crate::client::OUTAGE_PATIENCE` for each query), never taken for the end of the job.
+fn patiently(request: &Request) -> anyhow::Result<Response> {
+    use crate::client::{OUTAGE_PATIENCE, Resend, call_patiently};
+    call_patiently(None, request, Resend::Safe, "sbatch", OUTAGE_PATIENCE)
+}
+
 /// `--wait`: polls ctld until the job, or every record of the array, has ended; returns the
 /// exit code Slurm's sbatch gives: the job's exit code, 1 for a job ended by a signal, and the
 /// highest of them for an array.
@@ -424,7 +431,7 @@ fn wait_for(job_id: drover_shared::job::JobId) -> anyhow::Result<i32> {
             include_finished: true,
             ..Default::default()
         };
-        let jobs = match crate::client::call(&Request::QueryJobs(query))? {
+        let jobs = match patiently(&Request::QueryJobs(query))? {
             Response::Jobs { jobs, .. } if !jobs.is_empty() => jobs,
             // Aged out of ctld's memory: accounting has the final records.
             Response::Jobs { .. } => {
@@ -433,7 +440,7 @@ fn wait_for(job_id: drover_shared::job::JobId) -> anyhow::Result<i32> {
                     all_users: true,
                     ..Default::default()
                 };
-                match crate::client::call(&Request::QueryAccounting(query))? {
+                match patiently(&Request::QueryAccounting(query))? {
                     Response::Accounting { jobs, .. } => jobs,
                     other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
                 }

@@ -23,7 +23,7 @@
 pub(crate) mod options;
 mod output;
 
-use crate::client::Client;
+use crate::client::{OUTAGE_PATIENCE, Resend, call_patiently};
 use crate::sbatch::defs::Command;
 use anyhow::{Context, bail};
 use drover_shared::job::{JobState, StepLayout, WaitStatus};
@@ -76,7 +76,13 @@ fn catch_interrupts() {
     }
 }
 
-/// How long srun waits for every node of its step to connect.
+/// How long srun tries to reach a controller that does not answer to cancel its step (on an
+/// interrupt, `-K`, `-W`) before it gives up and exits, which ends the tasks on the nodes.
+const CANCEL_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How long srun waits for every node of its step to connect. Only connecting is bounded: once
+/// every node is connected, the step runs as long as its tasks do, silent or not (its time limit
+/// is the job's, enforced on the nodes).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `srun [options] command [args…]`.
@@ -669,6 +675,8 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     }
     let mut statuses: HashMap<u32, i32> = HashMap::new();
     let mut closed = 0;
+    // Nodes that proved the step token (each is served once).
+    let mut connected = 0;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let total = layout.ntasks as usize;
     catch_interrupts();
@@ -680,8 +688,9 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     let mut bad_exit = false;
     let cancel = |signal: Option<i32>| {
         let request = Request::CancelStep { job_id, step_id: layout.step_id, signal };
-        if let Err(error) = Client::connect_via(socket).and_then(|mut c| c.call(&request)) {
-            eprintln!("srun: error: could not cancel step {job_id}.{}: {error:#}", layout.step_id);
+        if let Err(error) = call_patiently(Some(socket), &request, Resend::Safe, "srun", CANCEL_PATIENCE) {
+            let error = crate::user_message(&error);
+            eprintln!("srun: error: could not cancel step {job_id}.{}: {error}", layout.step_id);
         }
     };
     let status_line = |statuses: &HashMap<u32, i32>| {
@@ -735,7 +744,17 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             status_line(&statuses);
             cancel(Some(libc::SIGKILL));
         }
-        if statuses.is_empty() && Instant::now() >= deadline {
+        if connected < expected && Instant::now() >= deadline {
+            eprintln!(
+                "srun: error: {} of {expected} nodes of StepId={job_id}.{} did not connect within {} s",
+                expected - connected,
+                layout.step_id,
+                CONNECT_TIMEOUT.as_secs()
+            );
+            if !cancel_sent {
+                cancel_sent = true;
+                cancel(None);
+            }
             break;
         }
         match rx.recv_timeout(Duration::from_millis(200)) {
@@ -748,6 +767,7 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
             }
             Ok(Incoming::Closed) => closed += 1,
             Ok(Incoming::Connected { node, stream }) => {
+                connected += 1;
                 writers.push((node, stream));
                 if writers.len() == expected {
                     let targets = std::mem::take(&mut writers);
@@ -777,8 +797,10 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     drop(terminal);
     let (code, worst, state) = summarize(&layout, &statuses);
     let done = Request::StepDone { job_id, step_id: layout.step_id, state, exit_status: worst };
-    if let Err(error) = Client::connect_via(socket).and_then(|mut c| c.call(&done)) {
-        eprintln!("srun: error: could not record the end of step {job_id}.{}: {error:#}", layout.step_id);
+    // A controller restarting or failing over meanwhile is waited out: the end is recorded.
+    if let Err(error) = call_patiently(Some(socket), &done, Resend::Safe, "srun", OUTAGE_PATIENCE) {
+        let error = crate::user_message(&error);
+        eprintln!("srun: error: could not record the end of step {job_id}.{}: {error}", layout.step_id);
     }
     Ok(code)
 }
@@ -788,8 +810,8 @@ fn step_cancelled(socket: &std::path::Path, job_id: u32, step_id: u32) -> bool {
     use drover_shared::job::StepId;
     use drover_shared::proto::client::JobQuery;
     let query = JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() };
-    let Ok(Response::Jobs { jobs, .. }) =
-        Client::connect_via(socket).and_then(|mut c| c.call(&Request::QueryJobs(query)))
+    let request = Request::QueryJobs(query);
+    let Ok(Response::Jobs { jobs, .. }) = call_patiently(Some(socket), &request, Resend::Safe, "srun", OUTAGE_PATIENCE)
     else {
         return false;
     };
@@ -812,7 +834,8 @@ fn create_step(
     let mut pause = Duration::from_millis(200);
     loop {
         let request = Request::CreateStep { job_id, spec: Box::new(spec.clone()) };
-        match Client::connect_via(socket)?.call(&request)? {
+        // Sent once: a connection that broke after sending it is not retried (two steps).
+        match call_patiently(Some(socket), &request, Resend::Never, "srun", OUTAGE_PATIENCE)? {
             Response::StepCreated(layout) => {
                 if waited {
                     eprintln!("srun: Step created for StepId={job_id}.{}", layout.step_id);
