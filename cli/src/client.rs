@@ -91,27 +91,22 @@ pub(crate) fn socket_path() -> anyhow::Result<PathBuf> {
     Ok(config.client_sockets().swap_remove(0))
 }
 
-/// The local noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's `token_socket` where
-/// it exists.
+/// The local token socket: `DROVER_TOKEN_SOCKET`, else the config's `token_socket` (noded's)
+/// where it exists, else, on a replicated controller's host, a local replica's
+/// (`<replica state_dir>/token.sock`) where one exists.
 fn token_socket() -> Option<PathBuf> {
-    match std::env::var_os("DROVER_TOKEN_SOCKET") {
-        Some(tokens) => Some(PathBuf::from(tokens)),
-        None => config().ok().map(|config| config.token_socket).filter(|tokens| tokens.exists()),
+    if let Some(tokens) = std::env::var_os("DROVER_TOKEN_SOCKET") {
+        return Some(PathBuf::from(tokens));
     }
+    let config = config().ok()?;
+    std::iter::once(config.token_socket.clone())
+        .chain(config.replicas.iter().map(|r| drover_shared::token_socket::socket_path(&r.state_dir)))
+        .find(|tokens| tokens.exists())
 }
 
-/// A replicated controller's client sockets, to try in turn, when the config lists replicas,
-/// `named` (a job's `DROVER_SOCKET`: the replica that led when the job started) is none or one
-/// of theirs, and this host has one of them (elsewhere, commands go through the token socket).
-fn replica_sockets(config: &drover_shared::config::Config, named: Option<&std::path::Path>) -> Option<Vec<PathBuf>> {
-    if config.replicas.len() < 2 {
-        return None;
-    }
-    let sockets = config.client_sockets();
-    if named.is_some_and(|named| !sockets.iter().any(|s| s == named)) {
-        return None;
-    }
-    sockets.iter().any(|s| s.exists()).then_some(sockets)
+/// Whether the config lists replicated controllers (see docs/admin/ha.md).
+fn replicated(config: &drover_shared::config::Config) -> bool {
+    config.replicas.len() >= 2
 }
 
 /// An open, greeted connection to ctld.
@@ -123,19 +118,14 @@ pub(crate) struct Client {
 
 impl Client {
     /// Connects and performs the handshake: on ctld's Unix socket, else (where this host has
-    /// no such socket but a noded's token socket: `DROVER_TOKEN_SOCKET`, else the config's
-    /// `token_socket`) on its TCP port with a token.
+    /// no such socket but a token socket, see [`token_socket`]) on its TCP port with a token.
+    /// Of replicated controllers, the leader is looked for (see [`Client::connect_replicas`]).
     pub(crate) fn connect() -> anyhow::Result<Client> {
-        // A replicated controller's replicas are tried in turn; with `DROVER_SOCKET` set, only
-        // when that socket does not answer (see `connect_via`). The config is read once, as
-        // before there were replicas.
         let path = match std::env::var_os("DROVER_SOCKET") {
             Some(socket) => PathBuf::from(socket),
             None => match config() {
-                Ok(config) => match replica_sockets(&config, None) {
-                    Some(sockets) => return Client::connect_replicas(&sockets),
-                    None => config.client_socket(),
-                },
+                Ok(config) if replicated(&config) => return Client::connect_replicas(&config),
+                Ok(config) => config.client_socket(),
                 Err(error) => {
                     return match token_socket() {
                         Some(tokens) => Client::connect_remote(&tokens),
@@ -149,21 +139,22 @@ impl Client {
 
     /// Connects to ctld's socket at `path` where this host has it, else (a compute node, where
     /// `path` is the socket on ctld's host, as in a job's `DROVER_SOCKET`) through the local
-    /// noded's token socket to ctld's TCP port.
+    /// token socket to ctld's TCP port. A path that names a replica's socket (a job's
+    /// `DROVER_SOCKET` names the replica that led when the job started) looks for whichever
+    /// replica leads now.
     pub(crate) fn connect_via(path: &std::path::Path) -> anyhow::Result<Client> {
+        if let Ok(config) = config()
+            && replicated(&config)
+            && config.client_sockets().iter().any(|socket| socket == path)
+        {
+            return Client::connect_replicas(&config);
+        }
         if !path.exists()
             && let Some(tokens) = token_socket()
         {
             return Client::connect_remote(&tokens);
         }
-        Client::connect_at(path).or_else(|error| {
-            // A job's `DROVER_SOCKET` names the replica that led when the job started: when it
-            // no longer answers, the leader is looked for among all the replicas.
-            match config().ok().and_then(|config| replica_sockets(&config, Some(path))) {
-                Some(sockets) => Client::connect_replicas(&sockets),
-                None => Err(error),
-            }
-        })
+        Client::connect_at(path)
     }
 
     /// Connects to the socket at `path` and performs the handshake. A refusal for want of room
@@ -187,40 +178,35 @@ impl Client {
         }
     }
 
-    /// Connects to whichever replica leads (see docs/admin/ha.md): only the leader has its
-    /// socket open, so each replica's socket is tried in turn, round after round, until one
-    /// answers or [`FAILOVER_WAIT`] has passed (an election takes a second or two). Only a
-    /// connection that could not be made is tried elsewhere: a request is never sent twice.
-    fn connect_replicas(sockets: &[PathBuf]) -> anyhow::Result<Client> {
+    /// Connects to whichever replica leads (see docs/admin/ha.md), round after round until one
+    /// answers or [`FAILOVER_WAIT`] has passed (an election takes a second or two): each
+    /// replica's socket that this host has (a follower answers at once that it does not lead),
+    /// then, where this host has a token socket (a compute node's noded, or a replica's on a
+    /// controller host whose leader is elsewhere), each replica's address. Every attempt has a
+    /// deadline ([`GREET_TIMEOUT`]): a replica that hangs, or anyone squatting a port, costs one
+    /// attempt, and the next replica is tried. Only a connection that could not be made is tried
+    /// elsewhere: a request is never sent twice.
+    fn connect_replicas(config: &drover_shared::config::Config) -> anyhow::Result<Client> {
         let deadline = Instant::now() + FAILOVER_WAIT;
+        let sockets = config.client_sockets();
+        let addresses = config.controller_addresses();
         let mut last = None;
         loop {
-            for socket in sockets {
-                if !socket.exists() {
-                    continue;
+            for socket in sockets.iter().filter(|socket| socket.exists()) {
+                match Client::greet_local(socket) {
+                    Ok(client) => return Ok(client),
+                    Err(error) => last = Some(error),
                 }
-                let Ok(stream) = UnixStream::connect(socket) else {
-                    last = Some(format!("no controller answers at {}", socket.display()));
-                    continue;
-                };
-                // A replica that hangs (stopped, or deposed and about to exit) must not hold the
-                // command: its hello gets a deadline, and the connection none after it.
-                stream.set_read_timeout(Some(GREET_TIMEOUT))?;
-                stream.set_write_timeout(Some(GREET_TIMEOUT))?;
-                let handle = stream.try_clone()?;
-                match Client::greet(Box::new(stream), Role::Client) {
-                    Ok(Ok(client)) => {
-                        handle.set_read_timeout(None)?;
-                        handle.set_write_timeout(None)?;
-                        return Ok(client);
-                    }
-                    Ok(Err(message)) => last = Some(format!("controller refused the connection: {message}")),
-                    Err(error) => last = Some(format!("{error:#}")),
+            }
+            if let Some(tokens) = token_socket() {
+                match Client::remote_round(&tokens, &addresses) {
+                    Ok(client) => return Ok(client),
+                    Err(error) => last = Some(error),
                 }
             }
             if Instant::now() >= deadline {
                 // An I/O error as the cause: a command waiting out an outage tries again.
-                let detail = last.unwrap_or_else(|| "no replica's socket exists".into());
+                let detail = last.map_or_else(|| "no replica's socket exists here".into(), |e| crate::user_message(&e));
                 let cause = std::io::Error::new(std::io::ErrorKind::NotConnected, detail);
                 return Err(anyhow::Error::new(cause)
                     .context("Unable to contact slurm controller (connect failure): no replica leads"));
@@ -229,37 +215,89 @@ impl Client {
         }
     }
 
-    /// Fetches a token from the local noded's token socket and connects to ctld's TCP port.
+    /// One replica's local socket, greeted within [`GREET_TIMEOUT`].
+    fn greet_local(socket: &std::path::Path) -> anyhow::Result<Client> {
+        let stream =
+            UnixStream::connect(socket).with_context(|| format!("no controller answers at {}", socket.display()))?;
+        // A replica that hangs (stopped, or deposed and about to exit) must not hold the
+        // command: its hello gets a deadline, and the connection none after it.
+        stream.set_read_timeout(Some(GREET_TIMEOUT))?;
+        stream.set_write_timeout(Some(GREET_TIMEOUT))?;
+        let handle = stream.try_clone()?;
+        match Client::greet(Box::new(stream), Role::Client)? {
+            Ok(client) => {
+                handle.set_read_timeout(None)?;
+                handle.set_write_timeout(None)?;
+                Ok(client)
+            }
+            Err(message) => bail!("controller refused the connection: {message}"),
+        }
+    }
+
+    /// Fetches a token from the local token socket and connects to ctld's TCP port: of
+    /// replicated controllers, to whichever replica leads, each address in turn, round after
+    /// round for up to [`FAILOVER_WAIT`]; of one controller, its address once.
     fn connect_remote(token_socket: &std::path::Path) -> anyhow::Result<Client> {
-        let mut tokens = UnixStream::connect(token_socket)
-            .with_context(|| format!("Unable to get a token from the local noded at {}", token_socket.display()))?;
-        let issued: IssuedToken = read_message(&mut tokens, MAX_HANDSHAKE_FRAME)?;
         let addresses = match std::env::var("DROVER_CONTROLLER") {
             Ok(address) => vec![address],
             Err(_) => config()?.controller_addresses(),
         };
-        // Of a replicated controller only the leader listens: the first that accepts.
-        let mut connected = Err(anyhow::anyhow!("no controller address"));
-        for candidate in &addresses {
-            connected = std::net::TcpStream::connect(candidate)
-                .map(|stream| (stream, candidate.clone()))
-                .with_context(|| format!("Unable to contact slurm controller (connect failure) at {candidate}"));
-            if connected.is_ok() {
-                break;
+        let deadline = Instant::now() + FAILOVER_WAIT;
+        loop {
+            let error = match Client::remote_round(token_socket, &addresses) {
+                Ok(client) => return Ok(client),
+                Err(error) => error,
+            };
+            if addresses.len() < 2 || Instant::now() >= deadline {
+                return Err(error);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Tries each address once, with a fresh token each: the first connection made and greeted,
+    /// or the last error.
+    fn remote_round(token_socket: &std::path::Path, addresses: &[String]) -> anyhow::Result<Client> {
+        let mut last = anyhow::anyhow!("no controller address");
+        for address in addresses {
+            match Client::greet_remote(token_socket, address) {
+                Ok(client) => return Ok(client),
+                Err(error) => last = error,
             }
         }
-        let (stream, address) = connected?;
+        Err(last)
+    }
+
+    /// Connects to ctld's TCP port at `address` with a token from `token_socket`: the connection
+    /// and the handshake each within [`GREET_TIMEOUT`]; ctld must prove the cluster key.
+    fn greet_remote(token_socket: &std::path::Path, address: &str) -> anyhow::Result<Client> {
+        let mut tokens = UnixStream::connect(token_socket)
+            .with_context(|| format!("Unable to get a token from {}", token_socket.display()))?;
+        tokens.set_read_timeout(Some(GREET_TIMEOUT))?;
+        let issued: IssuedToken = read_message(&mut tokens, MAX_HANDSHAKE_FRAME)?;
+        let connect_error = || format!("Unable to contact slurm controller (connect failure) at {address}");
+        let target = std::net::ToSocketAddrs::to_socket_addrs(address)
+            .with_context(connect_error)?
+            .next()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such address"))
+            .with_context(connect_error)?;
+        let stream = std::net::TcpStream::connect_timeout(&target, GREET_TIMEOUT).with_context(connect_error)?;
         stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(GREET_TIMEOUT))?;
+        stream.set_write_timeout(Some(GREET_TIMEOUT))?;
+        let handle = stream.try_clone()?;
         let mut stream: Box<dyn Stream> = Box::new(stream);
         let nonce = random_bytes::<NONCE_LEN>()?.to_vec();
         let role = Role::RemoteClient { token: issued.token };
         let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role, nonce: nonce.clone() };
-        write_message(&mut stream, &hello)?;
-        match read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME)? {
+        write_message(&mut stream, &hello).with_context(connect_error)?;
+        match read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME).with_context(connect_error)? {
             HelloReply::Accept { nonce: server_nonce, proof, .. } => {
                 if !verify_client_session_proof(&issued.session, &nonce, &server_nonce, &proof) {
                     bail!("the controller at {address} failed to prove the cluster key; refusing to talk to it");
                 }
+                handle.set_read_timeout(None)?;
+                handle.set_write_timeout(None)?;
                 let keys = SessionKeys::for_client(&issued.session, End::Node, &nonce, &server_nonce);
                 Ok(Client { stream, sealer: Some(Sealer::new(keys)) })
             }

@@ -66,6 +66,18 @@ impl Replication {
     pub async fn until_leader(&self) -> anyhow::Result<()> {
         self.0.until_leader().await
     }
+
+    /// Holds `listeners` while this replica follows, answering every connection on them that
+    /// this replica does not lead and who does (see `serve::follower`), until it leads with
+    /// everything committed before applied; then they are the leader's doors.
+    pub async fn follow(&self, listeners: &Listeners) -> anyhow::Result<()> {
+        tokio::select! {
+            led = self.0.until_leader() => led,
+            () = serve::follower::answer(&listeners.clients, &listeners.nodes, || self.0.leader_hint()) => {
+                anyhow::bail!("the follower's doors closed")
+            }
+        }
+    }
 }
 
 /// Runs ctld until `shutdown` resolves.

@@ -63,17 +63,8 @@ async fn main() -> anyhow::Result<()> {
     drover_shared::statedir::prepare(&config.state_dir, 0o755)?;
     let socket_path = config.client_socket();
     let _ = std::fs::remove_file(&socket_path);
-    // A replica opens its doors only once it leads: until then clients and nodes find the
-    // leader by trying the next replica.
-    let replication = match args.replica {
-        Some(id) => {
-            let replication = drover_ctld::Replication::start(&config, id, args.snapshot_every).await?;
-            tracing::info!(replica = id, "following; waiting to lead");
-            replication.until_leader().await?;
-            Some(replication)
-        }
-        None => None,
-    };
+    // Both doors are bound before anything else, a replica's too: a replica holds them while it
+    // follows (answering that it does not lead), so that nobody can take its ports meanwhile.
     let clients =
         tokio::net::UnixListener::bind(&socket_path).with_context(|| format!("binding {}", socket_path.display()))?;
     // Every local user may connect; identity comes from SO_PEERCRED, not from the socket's mode.
@@ -81,6 +72,25 @@ async fn main() -> anyhow::Result<()> {
     let address = args.listen.unwrap_or_else(|| config.controller_address.clone());
     let nodes = tokio::net::TcpListener::bind(&address).await.with_context(|| format!("binding {address}"))?;
     let port = nodes.local_addr()?.port();
+    let listeners = drover_ctld::Listeners { clients, nodes };
+    let replication = match args.replica {
+        Some(id) => {
+            let replication = drover_ctld::Replication::start(&config, id, args.snapshot_every).await?;
+            // Commands on this host reach whichever replica leads, on whatever host, with a token
+            // from this socket (as on a compute node, where noded serves one).
+            let key = std::sync::Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?);
+            let tokens = drover_shared::token_socket::bind(&config.state_dir)?;
+            tokio::spawn(drover_shared::token_socket::serve(
+                tokens,
+                key,
+                drover_shared::token_socket::replica_host(id),
+            ));
+            tracing::info!(replica = id, "following; waiting to lead");
+            replication.follow(&listeners).await?;
+            Some(replication)
+        }
+        None => None,
+    };
     if let Some(port_file) = args.port_file {
         std::fs::write(&port_file, format!("{port}\n")).with_context(|| format!("writing {}", port_file.display()))?;
     }
@@ -91,7 +101,6 @@ async fn main() -> anyhow::Result<()> {
         tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
     };
     let options = drover_ctld::Options { max_commit_batch: args.commit_batch };
-    let listeners = drover_ctld::Listeners { clients, nodes };
     match replication {
         None => drover_ctld::run(config, options, listeners, shutdown).await,
         Some(replication) => drover_ctld::run_replica(config, options, listeners, replication, shutdown).await,

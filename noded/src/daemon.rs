@@ -106,8 +106,8 @@ pub async fn run(settings: NodeSettings, shutdown: impl std::future::Future) -> 
     let poke = Arc::new(Notify::new());
     let listener = bind_event_socket(&settings)?;
     tokio::spawn(receive_supervisor_events(listener, poke.clone()));
-    let tokens = crate::token::bind(&settings.state_dir)?;
-    tokio::spawn(crate::token::serve(tokens, settings.key.clone(), settings.name.clone()));
+    let tokens = drover_shared::token_socket::bind(&settings.state_dir)?;
+    tokio::spawn(drover_shared::token_socket::serve(tokens, settings.key.clone(), settings.name.clone()));
     let boot_time = boot_time();
     let start_time = drover_shared::now();
     tokio::pin!(shutdown);
@@ -187,27 +187,25 @@ fn controller_addresses(from: Option<&std::path::Path>, given: &str) -> String {
 /// Milliseconds data sent to ctld may stay unacknowledged before the connection counts as lost.
 const UNACKED_LIMIT_MS: u32 = 15_000;
 
+/// How long connecting to one controller address, and then its handshake, may take before the
+/// next address is tried (a replica that hangs, or anyone squatting the port).
+const ATTEMPT_LIMIT: Duration = Duration::from_secs(5);
+
 async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
-    // A replicated controller lists every replica; only the leader accepts.
-    let mut connected = Err(anyhow::anyhow!("no controller address"));
+    // A replicated controller lists every replica; only the leader accepts (a follower refuses
+    // at once, naming the leader). Each address gets one attempt, handshake included, within
+    // its limits; the first that completes it is ctld.
+    let mut attempt = Err(anyhow::anyhow!("no controller address"));
     for address in settings.controller_addresses().split(',') {
-        connected = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(address))
-            .await
-            .context("connecting to ctld timed out")
-            .and_then(|stream| stream.with_context(|| format!("connecting to ctld at {address}")));
-        if connected.is_ok() {
+        attempt = open(settings, address).await;
+        if attempt.is_ok() {
             break;
         }
+        if let Err(error) = &attempt {
+            tracing::debug!(address, error = %format!("{error:#}"), "controller address not usable");
+        }
     }
-    let stream = connected?;
-    stream.set_nodelay(true)?;
-    // A controller cut off by the network never closes the connection: heartbeats it leaves
-    // unacknowledged for this long drop it, and noded looks for the (new) leader.
-    nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::TcpUserTimeout, &UNACKED_LIMIT_MS)
-        .context("setting TCP_USER_TIMEOUT")?;
-    let mut messages = MessageStream::new(stream);
-    let handshake = node_handshake(&mut messages, &settings.key, &settings.name);
-    tokio::time::timeout(Duration::from_secs(10), handshake).await.context("ctld did not answer hello")??;
+    let mut messages = attempt?;
     let registration = NodeRegistration {
         name: settings.name.clone(),
         cpus: settings.cpus,
@@ -219,6 +217,25 @@ async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> an
         start_time,
     };
     messages.send(&NodeMessage::Register(registration)).await?;
+    Ok(messages)
+}
+
+/// Connects to ctld at `address` and authenticates, each step within [`ATTEMPT_LIMIT`].
+async fn open(settings: &NodeSettings, address: &str) -> anyhow::Result<MessageStream<TcpStream>> {
+    let stream = tokio::time::timeout(ATTEMPT_LIMIT, TcpStream::connect(address))
+        .await
+        .context("connecting to ctld timed out")?
+        .with_context(|| format!("connecting to ctld at {address}"))?;
+    stream.set_nodelay(true)?;
+    // A controller cut off by the network never closes the connection: heartbeats it leaves
+    // unacknowledged for this long drop it, and noded looks for the (new) leader.
+    nix::sys::socket::setsockopt(&stream, nix::sys::socket::sockopt::TcpUserTimeout, &UNACKED_LIMIT_MS)
+        .context("setting TCP_USER_TIMEOUT")?;
+    let mut messages = MessageStream::new(stream);
+    let handshake = node_handshake(&mut messages, &settings.key, &settings.name);
+    tokio::time::timeout(ATTEMPT_LIMIT, handshake)
+        .await
+        .with_context(|| format!("ctld at {address} did not answer hello"))??;
     Ok(messages)
 }
 

@@ -20,4 +20,3 @@ pub mod step;
 pub mod supervisor;
 #[allow(unsafe_code)]
 pub mod sys;
-pub mod token;

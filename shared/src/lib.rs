@@ -19,6 +19,7 @@ pub mod sacctmgr;
 pub mod statedir;
 pub mod text;
 pub mod token;
+pub mod token_socket;
 
 /// Seconds since the Unix epoch, the one time representation on the wire and in the database.
 pub type UnixTime = i64;

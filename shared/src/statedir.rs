@@ -32,7 +32,8 @@ fn euid() -> u32 {
 pub fn prepare(path: &Path, mode: u32) -> Result<(), StateDirError> {
     let io = |source| StateDirError::Io { path: path.to_owned(), source };
     if !path.exists() {
-        let missing: Vec<&Path> = path.ancestors().take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists()).collect();
+        let missing: Vec<&Path> =
+            path.ancestors().take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists()).collect();
         for dir in missing.into_iter().rev() {
             match std::fs::DirBuilder::new().mode(mode).create(dir) {
                 Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io)?,
@@ -81,7 +82,12 @@ mod tests {
         nix::sys::stat::umask(old);
         prepared.unwrap();
         for created in [&dir, &base.path().join("r1")] {
-            assert_eq!(std::fs::metadata(created).unwrap().permissions().mode() & 0o777, 0o755, "{}", created.display());
+            assert_eq!(
+                std::fs::metadata(created).unwrap().permissions().mode() & 0o777,
+                0o755,
+                "{}",
+                created.display()
+            );
         }
     }
 

@@ -526,3 +526,15 @@ pub fn cgroups_left(recorded: &str, step: &str) -> Vec<std::path::PathBuf> {
     }
     left
 }
+
+/// Whether the ctld behind the client socket at `socket` leads: it accepts a client's hello. A
+/// following replica holds its socket too but refuses every hello ("not the leader").
+pub fn leads(socket: &Path) -> bool {
+    use drover_shared::proto::frame::{MAX_HANDSHAKE_FRAME, read_message, write_message};
+    use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role};
+    let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let hello = Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::Client, nonce: Vec::new() };
+    write_message(&mut stream, &hello).is_ok()
+        && matches!(read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME), Ok(HelloReply::Accept { .. }))
+}

@@ -52,7 +52,9 @@ fn silent_work_outlives_idle_limits_and_a_controller_restart() {
     let batch = cluster.submit(
         Some("alice"),
         "quiet-step.sh",
-        &format!("#!/bin/sh\n#SBATCH -t 5\n#SBATCH -o quiet-step.out\n\"$DROVER_HOME/bin/srun\" sleep {quiet}\necho rc=$?\n"),
+        &format!(
+            "#!/bin/sh\n#SBATCH -t 5\n#SBATCH -o quiet-step.out\n\"$DROVER_HOME/bin/srun\" sleep {quiet}\necho rc=$?\n"
+        ),
         &[],
     );
     let srun = spawn(&cluster, "alice", "srun", &["-t", "5", "sleep", &quiet]);
@@ -100,11 +102,15 @@ fn silent_work_outlives_idle_limits_and_a_controller_restart() {
     // Every step ended as its tasks did, after the restart, as accounting shows: none was
     // cancelled.
     let steps = cluster.ok("sacct", &["-a", "-P", "-n", "-o", "JobID,State,ExitCode"]);
-    let numbered: Vec<&str> = steps.lines().filter(|l| l.split('|').next().is_some_and(|id| id.contains(".0"))).collect();
+    let numbered: Vec<&str> =
+        steps.lines().filter(|l| l.split('|').next().is_some_and(|id| id.contains(".0"))).collect();
     assert!(numbered.len() >= 4, "the steps in sacct:\n{steps}");
     for line in &numbered {
         let ended = line.split_once('|').map_or("", |(_, rest)| rest);
-        assert!(ended == "COMPLETED|0:0" || ended == "FAILED|3:0", "a step did not end as its tasks did: {line}\n{steps}");
+        assert!(
+            ended == "COMPLETED|0:0" || ended == "FAILED|3:0",
+            "a step did not end as its tasks did: {line}\n{steps}"
+        );
     }
     assert!(!steps.contains("CANCELLED"), "nothing was cancelled:\n{steps}");
 }

@@ -159,6 +159,17 @@ impl Replica {
         }
     }
 
+    /// Who leads, as this replica knows it, for a follower's refusal: `replica N at ADDRESS`
+    /// (the leader's node address), or `None` while there is no leader.
+    pub(crate) fn leader_hint(&self) -> Option<String> {
+        let leader = self.raft.metrics().borrow().current_leader?;
+        let addresses = self.addresses.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(match addresses.get(&leader) {
+            Some(address) => format!("replica {leader} at {address}"),
+            None => format!("replica {leader}"),
+        })
+    }
+
     /// Publishes every replica's state as this leader sees it (`scontrol ping`), every
     /// [`STATE_EVERY_MS`].
     pub(crate) fn publish_states(&self) -> tokio::sync::watch::Receiver<Vec<ReplicaState>> {

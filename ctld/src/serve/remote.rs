@@ -1,7 +1,9 @@
 //! Remote clients: a command on a host without ctld's Unix socket gets a short-lived, single-use
-//! token from its local noded ([`drover_shared::token`]) and presents it in its hello on ctld's
+//! token from its local noded, or on a controller host from the local replica
+//! ([`drover_shared::token_socket`]), and presents it in its hello on ctld's
 //! TCP port. ctld accepts the connection only if the token is signed with the cluster key, is
-//! within its lifetime (at most [`MAX_TOKEN_LIFETIME`] seconds), names a configured node, and its
+//! within its lifetime (at most [`MAX_TOKEN_LIFETIME`] seconds), names a configured node or
+//! replica (`replica-<id>`), and its
 //! nonce was never used before; the connection then serves requests as the token's uid, audited
 //! with origin `host:<node>`. Refusals close the connection with the reason and are audited.
 
@@ -99,7 +101,12 @@ where
 {
     let config = remote.context.config.get();
     let now = drover_shared::now();
-    match remote.tokens.accept(&token, now, |host| config.node(host).is_some()) {
+    // A node's noded signs as the node; a replica, on a controller host, as `replica-<id>`.
+    let known = |host: &str| {
+        config.node(host).is_some()
+            || config.replicas.iter().any(|r| drover_shared::token_socket::replica_host(r.id) == host)
+    };
+    match remote.tokens.accept(&token, now, known) {
         Ok(caller) => {
             tracing::debug!(peer, uid = caller.uid, host = token.host, "remote client accepted");
             // A remote connection counts under its uid like a local one.
