@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 /// How long a connection refused for want of room is tried again before the refusal is reported.
 const REFUSED_RETRY: Duration = Duration::from_secs(3);
 
-/// How long a command looks for the leading replica of a replicated controller.
-const FAILOVER_WAIT: Duration = Duration::from_secs(20);
+/// How long a command looks for the leading replica of a replicated controller (and a
+/// submission waits for a controller that restarts).
+pub(crate) const FAILOVER_WAIT: Duration = Duration::from_secs(20);
 
 /// How long a replica's socket may take to answer a hello before the next one is tried.
 const GREET_TIMEOUT: Duration = Duration::from_secs(2);
@@ -358,6 +359,21 @@ fn request_too_large(size: usize) -> anyhow::Result<Vec<u8>> {
     )
 }
 
+/// Submits `spec` once: under a random key ([`Request::SubmitOnce`]), sent again when the
+/// connection breaks before the answer or the controller cannot be reached (a crash, a
+/// failover), for up to [`FAILOVER_WAIT`]; the controller answers a key it already stored with
+/// that job, so a submission is never made twice. `who` names the command in the one line it
+/// prints while it waits.
+pub(crate) fn submit(
+    path: Option<&std::path::Path>,
+    spec: drover_shared::job::JobSpec,
+    who: &str,
+) -> anyhow::Result<Response> {
+    let key = random_bytes::<{ drover_shared::proto::client::SUBMIT_KEY_LEN }>()?.to_vec();
+    let request = Request::SubmitOnce { key, spec: Box::new(spec) };
+    call_patiently(path, &request, Resend::Safe, who, FAILOVER_WAIT)
+}
+
 /// Connects, sends one request, returns the answer's payload undecoded (for answers read record
 /// by record, see `drover_shared::proto::records`).
 pub(crate) fn call_payload(request: &Request) -> anyhow::Result<Vec<u8>> {
@@ -379,12 +395,6 @@ pub(crate) fn call_chunked<'a, T: Clone>(
     let mut client = Client::connect()?;
     let chunks: Vec<&[T]> = if items.is_empty() { vec![items] } else { items.chunks(MAX_LIST_ITEMS).collect() };
     chunks.into_iter().map(|chunk| Ok((chunk, client.call(&make(chunk.to_vec()))?))).collect()
-}
-
-/// Like [`call`], through ctld's socket at `path` or, where this host has none, the local
-/// noded's token socket (see [`Client::connect_via`]).
-pub(crate) fn call_via(path: &std::path::Path, request: &Request) -> anyhow::Result<Response> {
-    Client::connect_via(path)?.call(request)
 }
 
 /// Like [`call`], on an explicit socket.
@@ -410,7 +420,8 @@ pub(crate) enum Resend {
     Never,
 }
 
-/// Like [`call_via`] (or [`call`] without a `path`), for a command that waits on running work: while the controller cannot be
+/// Like [`call`] (through ctld's socket at `path`, or as [`Client::connect_via`] finds it), for a
+/// command that waits on running work: while the controller cannot be
 /// reached (restarting, failing over), tries again with a growing pause (at most 2 s) for up to
 /// `patience`, saying once on stderr, as `who`, that it waits and once that the controller
 /// answers again. A connection that broke after the request was sent is retried only where

@@ -166,7 +166,7 @@ fn allocate(socket: &Path, request: &JobSpec, who: Allocator, immediate: Option<
     nix::sys::stat::umask(mask);
     spec.umask = mask.bits();
     spec.submit_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let job_id = match crate::client::call_via(socket, &Request::Submit(Box::new(spec)))? {
+    let job_id = match crate::client::submit(Some(socket), spec, who.name())? {
         Response::Submitted { job_id } => job_id,
         Response::Error { code, detail } => bail!("Job submit/allocate failed: {code} ({detail})"),
         other => bail!("unexpected answer from ctld: {other:?}"),

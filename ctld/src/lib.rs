@@ -21,6 +21,7 @@ pub use policy::passbench;
 use anyhow::Context;
 use drover_shared::auth::ClusterKey;
 use drover_shared::config::Config;
+pub use serve::activation::Activated;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, UnixListener};
@@ -57,14 +58,25 @@ pub struct Replication(replica::Replica);
 impl Replication {
     /// Starts replica `id` of `config` (its Raft node and port; no client or node doors),
     /// snapshotting every `snapshot_every` log entries.
-    pub async fn start(config: &Config, id: u64, snapshot_every: u64) -> anyhow::Result<Replication> {
+    /// `raft_port`: the Raft port as the replica's supervisor bound it, if it did.
+    pub async fn start(
+        config: &Config,
+        id: u64,
+        snapshot_every: u64,
+        raft_port: Option<std::net::TcpListener>,
+    ) -> anyhow::Result<Replication> {
         let key = Arc::new(ClusterKey::load(&config.key_file)?);
-        Ok(Replication(replica::start(config, id, key, snapshot_every.max(1)).await?))
+        Ok(Replication(replica::start(config, id, key, snapshot_every.max(1), raft_port).await?))
     }
 
     /// Waits until this replica leads with everything committed before applied.
     pub async fn until_leader(&self) -> anyhow::Result<()> {
         self.0.until_leader().await
+    }
+
+    /// Whether this replica may stand for election (not before it holds its doors).
+    pub fn electable(&self, electable: bool) {
+        self.0.electable(electable);
     }
 
     /// Holds `listeners` while this replica follows, answering every connection on them that
@@ -121,6 +133,7 @@ async fn run_with(
     let mut state = model::state::State::new(config.clone(), next_job_id);
     store::db::load_usage(&conn, &db_path, &mut state.usage)?;
     let requeues = store::runs::load_intents(&conn, &db_path)?;
+    let submit_keys = store::db::load_submit_keys(&conn, &db_path, drover_shared::now())?;
     core::restore(&mut state, stored);
     core::restore_node_states(&mut state, store::db::load_node_states(&conn, &db_path)?);
 
@@ -157,6 +170,7 @@ async fn run_with(
     let core = core::Core::new(state, db_tx, socket, publisher)
         .with_metrics(registry.clone())
         .with_requeues(requeues)
+        .with_submit_keys(submit_keys)
         .with_host_names(hosts.clone());
     let shared_config = core.shared_config();
     if let Some(follow_config) = follow_config {

@@ -62,20 +62,15 @@ async fn main() -> anyhow::Result<()> {
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     drover_shared::statedir::prepare(&config.state_dir, 0o755)?;
     let socket_path = config.client_socket();
-    let _ = std::fs::remove_file(&socket_path);
-    // Both doors are bound before anything else, a replica's too: a replica holds them while it
-    // follows (answering that it does not lead), so that nobody can take its ports meanwhile.
-    let clients =
-        tokio::net::UnixListener::bind(&socket_path).with_context(|| format!("binding {}", socket_path.display()))?;
-    // Every local user may connect; identity comes from SO_PEERCRED, not from the socket's mode.
-    std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))?;
     let address = args.listen.unwrap_or_else(|| config.controller_address.clone());
-    let nodes = tokio::net::TcpListener::bind(&address).await.with_context(|| format!("binding {address}"))?;
-    let port = nodes.local_addr()?.port();
-    let listeners = drover_ctld::Listeners { clients, nodes };
+    // Doors a supervisor bound and keeps across restarts (socket activation), if any.
+    let mut activated = drover_ctld::Activated::from_env();
     let replication = match args.replica {
         Some(id) => {
-            let replication = drover_ctld::Replication::start(&config, id, args.snapshot_every).await?;
+            let raft_port = activated.tcp("raft").context("the Raft port handed over")?;
+            let replication = drover_ctld::Replication::start(&config, id, args.snapshot_every, raft_port).await?;
+            // Not a candidate before it holds its doors (below): nobody could reach it.
+            replication.electable(false);
             // Commands on this host reach whichever replica leads, on whatever host, with a token
             // from this socket (as on a compute node, where noded serves one).
             let key = std::sync::Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?);
@@ -85,12 +80,37 @@ async fn main() -> anyhow::Result<()> {
                 key,
                 drover_shared::token_socket::replica_host(id),
             ));
-            tracing::info!(replica = id, "following; waiting to lead");
-            replication.follow(&listeners).await?;
             Some(replication)
         }
         None => None,
     };
+    // Both doors are bound before the replica may lead, and held while it follows (answering
+    // that it does not lead), so that nobody can take its ports meanwhile. A replica whose port
+    // someone else holds (after a crash, say) keeps voting and replicating and tries again every
+    // second; one controller alone cannot start without its doors.
+    let mut complained = None::<std::time::Instant>;
+    let listeners = loop {
+        match bind_doors(&mut activated, &socket_path, &address).await {
+            Ok(listeners) => break listeners,
+            Err(error) if replication.is_some() => {
+                if complained.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
+                    tracing::error!(
+                        error = %format!("{error:#}"),
+                        "cannot open this replica's doors; it follows without standing for election and tries again every second"
+                    );
+                    complained = Some(std::time::Instant::now());
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    let port = listeners.nodes.local_addr()?.port();
+    if let Some(replication) = &replication {
+        replication.electable(true);
+        tracing::info!(replica = args.replica, "following; waiting to lead");
+        replication.follow(&listeners).await?;
+    }
     if let Some(port_file) = args.port_file {
         std::fs::write(&port_file, format!("{port}\n")).with_context(|| format!("writing {}", port_file.display()))?;
     }
@@ -105,4 +125,35 @@ async fn main() -> anyhow::Result<()> {
         None => drover_ctld::run(config, options, listeners, shutdown).await,
         Some(replication) => drover_ctld::run_replica(config, options, listeners, replication, shutdown).await,
     }
+}
+
+/// The client socket at `socket_path` (open to every local user: identity comes from
+/// `SO_PEERCRED`, not from the socket's mode) and the node port at `address`: as handed over by
+/// the supervisor, else bound here.
+async fn bind_doors(
+    activated: &mut drover_ctld::Activated,
+    socket_path: &std::path::Path,
+    address: &str,
+) -> anyhow::Result<drover_ctld::Listeners> {
+    let clients = match activated.unix("clients").context("the client socket handed over")? {
+        Some(listener) => {
+            listener.set_nonblocking(true)?;
+            tokio::net::UnixListener::from_std(listener)?
+        }
+        None => {
+            let _ = std::fs::remove_file(socket_path);
+            let listener = tokio::net::UnixListener::bind(socket_path)
+                .with_context(|| format!("binding {}", socket_path.display()))?;
+            std::fs::set_permissions(socket_path, std::fs::Permissions::from_mode(0o666))?;
+            listener
+        }
+    };
+    let nodes = match activated.tcp("nodes").context("the node port handed over")? {
+        Some(listener) => {
+            listener.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(listener)?
+        }
+        None => tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding {address}"))?,
+    };
+    Ok(drover_ctld::Listeners { clients, nodes })
 }

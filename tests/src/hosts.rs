@@ -83,32 +83,47 @@ impl Host {
     }
 
     /// Starts the command line of the installed unit `unit` (its `ExecStart=`, as its `User=`)
-    /// on this host, logging to `<root>/<unit>.log`.
+    /// on this host, logging to `<root>/<unit>.log`; `extra` is appended to the command line
+    /// (`--replica 2`).
     pub fn start_unit(&mut self, unit: &str) {
+        self.start_unit_with(unit, &[]);
+    }
+
+    /// [`Host::start_unit`] with `extra` appended to the unit's command line.
+    pub fn start_unit_with(&mut self, unit: &str, extra: &[&str]) {
         let file = self.root.join("etc/systemd/system").join(format!("{unit}.service"));
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
         let value = |key: &str| text.lines().find_map(|line| line.strip_prefix(key)).map(str::to_owned);
         let exec = value("ExecStart=").unwrap_or_else(|| panic!("{} has no ExecStart=", file.display()));
-        let mut command = match value("User=") {
+        let mut argv: Vec<&str> = exec.split_whitespace().collect();
+        argv.extend_from_slice(extra);
+        self.start_daemon(unit, &argv, value("User=").as_deref());
+    }
+
+    /// Starts `argv` on this host as the daemon `name` (as `user` where given, else root),
+    /// logging to `<root>/<name>.log`, with nothing in its environment but `PATH`; stopped on
+    /// drop.
+    pub fn start_daemon(&mut self, name: &str, argv: &[&str], user: Option<&str>) {
+        let mut command = match user {
             Some(user) => {
                 let mut command = self.command("setpriv");
                 command.args([&format!("--reuid={user}"), &format!("--regid={user}"), "--init-groups", "--"]);
-                command.args(exec.split_whitespace());
+                command.args(argv);
                 command
             }
             None => {
-                let mut words = exec.split_whitespace();
-                let mut command = self.command(words.next().expect("a program"));
-                command.args(words);
+                let (program, args) = argv.split_first().expect("a program");
+                let mut command = self.command(program);
+                command.args(args);
                 command
             }
         };
-        let log = std::fs::File::create(self.log(unit)).expect("creating the log");
+        let log = std::fs::File::create(self.log(name)).expect("creating the log");
         command.env_clear().env("PATH", "/usr/local/bin:/usr/bin:/bin").stdin(Stdio::null());
         command.stdout(log.try_clone().expect("log")).stderr(log);
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = command.spawn().unwrap_or_else(|e| panic!("starting {unit} on {}: {e}", self.name));
-        self.daemons.push((unit.to_owned(), child));
+        let child = command.spawn().unwrap_or_else(|e| panic!("starting {name} on {}: {e}", self.name));
+        self.daemons.push((name.to_owned(), child));
     }
 
     /// The pid of a unit started with [`Host::start_unit`] (`nsenter` and `setpriv` exec it).

@@ -389,9 +389,11 @@ fn submit(mut hi: hiargs::HiArgs) -> i32 {
     // The spec moves into the request; the partitions stay behind for the error message.
     let partitions = hi.job_spec.partitions.clone();
     let job_spec = std::mem::replace(&mut hi.job_spec, JobSpec { partitions, ..JobSpec::default() });
-    let request =
-        if hi.test_only { Request::TestOnly(Box::new(job_spec)) } else { Request::Submit(Box::new(job_spec)) };
-    let answer = crate::client::call(&request);
+    let answer = if hi.test_only {
+        crate::client::call(&Request::TestOnly(Box::new(job_spec)))
+    } else {
+        crate::client::submit(None, job_spec, "sbatch")
+    };
     let submitted = match &answer {
         Ok(Response::Submitted { job_id }) => Some(*job_id),
         _ => None,

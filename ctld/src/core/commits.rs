@@ -89,6 +89,8 @@ impl Core {
                 match action {
                     AfterCommit::AnswerSubmit(job_id) => {
                         self.state.jobs.remove(&job_id);
+                        // Its key is not stored either: the same submission sent again is new.
+                        self.submit_keys.retain(|_, (id, _)| *id != job_id);
                         if let Some(reply) = self.waiting_submits.remove(&job_id) {
                             let _ = reply
                                 .send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });

@@ -7,10 +7,10 @@ use crate::model::identity::Caller;
 use crate::model::refusal::Refusal;
 use crate::policy::authz::{Operation, Who};
 use crate::policy::validate;
-use crate::store::db::{AfterCommit, DbOp};
+use crate::store::db::{AfterCommit, DbOp, SUBMIT_KEY_LIFETIME};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState, StepId, WaitStatus};
-use drover_shared::proto::client::{CancelRequest, ErrorCode, JobUpdate, Response};
+use drover_shared::proto::client::{CancelRequest, ErrorCode, JobUpdate, Response, SUBMIT_KEY_LEN};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobOutcome};
 use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
@@ -18,8 +18,38 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 impl Core {
-    pub(super) fn submit(&mut self, caller: Caller, spec: JobSpec, reply: oneshot::Sender<Response>) {
+    /// The submission keys stored in the last [`SUBMIT_KEY_LIFETIME`] seconds, as ctld starts.
+    pub(crate) fn with_submit_keys(mut self, keys: HashMap<(u32, Vec<u8>), JobId>) -> Core {
         let now = now();
+        self.submit_keys = keys.into_iter().map(|(key, job_id)| (key, (job_id, now))).collect();
+        self
+    }
+
+    /// A submission; with a `key` ([`Request::SubmitOnce`]), one this user already made under
+    /// that key is answered with its job once that job is committed, and makes no second job.
+    /// A key is stored with its job, so a replica that leads after a failover knows it too.
+    ///
+    /// [`Request::SubmitOnce`]: drover_shared::proto::client::Request::SubmitOnce
+    pub(super) fn submit(
+        &mut self,
+        caller: Caller,
+        spec: JobSpec,
+        key: Option<Vec<u8>>,
+        reply: oneshot::Sender<Response>,
+    ) {
+        let now = now();
+        if let Some(key) = &key {
+            if key.len() != SUBMIT_KEY_LEN {
+                let detail = format!("a submission key has {SUBMIT_KEY_LEN} bytes");
+                let _ = reply.send(Response::Error { code: ErrorCode::InvalidSpec, detail });
+                return;
+            }
+            if let Some(&(job_id, _)) = self.submit_keys.get(&(caller.uid, key.clone())) {
+                tracing::info!(uid = caller.uid, job_id, "a submission sent again is answered with its job");
+                // Queued after the job's insert: answered once that is committed.
+                return self.answer_after_commit(reply, Response::Submitted { job_id });
+            }
+        }
         match validate::validate(&self.state, caller, spec, now) {
             Err(Refusal { code, detail }) => {
                 tracing::info!(uid = caller.uid, %code, detail, "submission refused");
@@ -38,11 +68,24 @@ impl Core {
                 self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec, fill_from: None });
                 let detail = format!("name={} partition={}", job.info.name, job.info.partition);
                 self.audit_request(caller, "submit", Some(job_id), Ok(()), detail);
+                if let Some(key) = key {
+                    self.store(DbOp::SubmitKey { uid: caller.uid, key: key.clone(), job_id, time: now });
+                    self.remember_submit_key(caller.uid, key, job_id, now);
+                }
                 self.store(DbOp::After(AfterCommit::AnswerSubmit(job_id)));
                 self.state.jobs.insert(job_id, job);
                 self.waiting_submits.insert(job_id, reply);
             }
         }
+    }
+
+    /// Keeps a submission's key in memory; keys older than [`SUBMIT_KEY_LIFETIME`] are dropped
+    /// each time the map doubles, so it holds about an hour of keyed submissions.
+    fn remember_submit_key(&mut self, uid: u32, key: Vec<u8>, job_id: JobId, now: UnixTime) {
+        if self.submit_keys.len() >= 1024 && self.submit_keys.len().is_power_of_two() {
+            self.submit_keys.retain(|_, (_, at)| *at >= now - SUBMIT_KEY_LIFETIME);
+        }
+        self.submit_keys.insert((uid, key), (job_id, now));
     }
 
     /// Stores a task just split off array base record `base` (the task's insert, the base's update).

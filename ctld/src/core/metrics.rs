@@ -263,7 +263,7 @@ pub(crate) fn render(registry: &Registry, snap: &Snapshot) -> String {
 pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &'static str {
     use drover_shared::proto::client::Request as R;
     match request {
-        R::Submit(_) => "submit",
+        R::Submit(_) | R::SubmitOnce { .. } => "submit",
         R::QueryJobs(_) | R::QueryJobFields { .. } | R::QueryJobLines { .. } => "query_jobs",
         R::QueryAccounting(_) => "query_accounting",
         R::Cancel(_) => "cancel",

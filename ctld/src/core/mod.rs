@@ -105,6 +105,9 @@ pub(crate) struct Core {
     /// noded. A node has one exactly when its `connection` in the state is this link's id.
     links: HashMap<String, NodeLink>,
     waiting_submits: HashMap<JobId, oneshot::Sender<Response>>,
+    /// Submissions' keys (`Request::SubmitOnce`) by uid, with the job each made and when: one
+    /// sent again after a broken connection is answered with its job (see `jobs.rs`).
+    submit_keys: HashMap<(u32, Vec<u8>), (JobId, UnixTime)>,
     schedule_needed: bool,
     ctld_socket: String,
     started_at: UnixTime,
@@ -160,6 +163,7 @@ impl Core {
             db,
             links: HashMap::new(),
             waiting_submits: HashMap::new(),
+            submit_keys: HashMap::new(),
             schedule_needed: true,
             ctld_socket,
             started_at: now(),
@@ -264,7 +268,8 @@ impl Core {
     /// their own tables); reads and step messages are answered at once.
     fn client(&mut self, caller: Caller, request: Request, reply: oneshot::Sender<Response>) {
         let response = match request {
-            Request::Submit(spec) => return self.submit(caller, *spec, reply),
+            Request::Submit(spec) => return self.submit(caller, *spec, None, reply),
+            Request::SubmitOnce { key, spec } => return self.submit(caller, *spec, Some(key), reply),
             Request::Requeue { job_ids } => return self.requeue_jobs(caller, &job_ids, false, reply),
             Request::RequeueHold { job_ids } => return self.requeue_jobs(caller, &job_ids, true, reply),
             Request::CreateStep { job_id, spec } => return self.create_step(caller, job_id, spec, reply),

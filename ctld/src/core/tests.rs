@@ -184,6 +184,37 @@ fn a_submission_is_answered_only_after_its_commit() {
     assert_eq!(bench.visible(), vec![1], "answered before a snapshot showing the job");
 }
 
+/// A submission sent again under its key (its connection broke before the answer) makes no
+/// second job: it is answered with the first one's id, once that is committed; another user's
+/// identical key, a new key, and a key after a failed commit each make a job of their own.
+#[test]
+fn a_submission_sent_again_under_its_key_is_answered_with_its_job() {
+    let mut bench = Bench::new();
+    let key = vec![7u8; drover_shared::proto::client::SUBMIT_KEY_LEN];
+    let once = |key: &[u8]| Request::SubmitOnce { key: key.to_vec(), spec: Box::new(spec()) };
+    let mut first = bench.request(once(&key));
+    let mut again = bench.request(once(&key));
+    let ops = bench.queued();
+    assert_eq!(inserts(&ops), vec![1], "one job for one key");
+    assert!(ops.iter().any(|op| matches!(op, DbOp::SubmitKey { job_id: 1, .. })), "the key is stored with the job");
+    assert_eq!(again.try_recv(), Err(TryRecvError::Empty), "answered before the job's commit");
+    bench.report(ops, None);
+    assert_eq!(first.try_recv(), Ok(Response::Submitted { job_id: 1 }));
+    assert_eq!(again.try_recv(), Ok(Response::Submitted { job_id: 1 }));
+    // A new key is a new submission.
+    let mut other = bench.request(once(&[8u8; drover_shared::proto::client::SUBMIT_KEY_LEN]));
+    let ops = bench.queued();
+    assert_eq!(inserts(&ops), vec![2]);
+    // A batch that fails stores neither the job nor its key: sent again, it is new.
+    bench.report(ops, Some("disk full"));
+    assert!(matches!(other.try_recv(), Ok(Response::Error { code: ErrorCode::StorageUnavailable, .. })));
+    let _retry = bench.request(once(&[8u8; drover_shared::proto::client::SUBMIT_KEY_LEN]));
+    assert_eq!(inserts(&bench.queued()), vec![3]);
+    // A key of the wrong length is refused.
+    let mut short = bench.request(once(&[1, 2, 3]));
+    assert!(matches!(short.try_recv(), Ok(Response::Error { code: ErrorCode::InvalidSpec, .. })));
+}
+
 /// A change (here `scancel`) is answered after its commit too, not when the core decides it.
 #[test]
 fn a_cancel_is_answered_only_after_its_commit() {

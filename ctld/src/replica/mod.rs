@@ -73,13 +73,14 @@ pub(crate) struct Replica {
 /// Opens replica `id`'s log and state database (in its state directory), snapshotting every
 /// `snapshot_every` entries (the log before a snapshot, but for a few entries, is purged),
 /// starts its Raft node
-/// and the Raft port, and, on a replica that never held a log, proposes the configured
+/// and the Raft port (`raft_port` when its supervisor bound it, see ctld's `main.rs`), and, on a replica that never held a log, proposes the configured
 /// membership (every replica proposes the same one; the first election decides).
 pub(crate) async fn start(
     config: &Config,
     id: u64,
     key: Arc<ClusterKey>,
     snapshot_every: u64,
+    raft_port: Option<std::net::TcpListener>,
 ) -> anyhow::Result<Replica> {
     let me = config.replicas.iter().find(|r| r.id == id).context("this replica is not in the config")?;
     let log = log_store::LogStore::open(&me.state_dir.join("raft.db"))?;
@@ -104,9 +105,15 @@ pub(crate) async fn start(
     let raft = Raft::new(id, Arc::new(raft_config), network.clone(), log, state_machine)
         .await
         .context("starting the Raft node")?;
-    let listener = tokio::net::TcpListener::bind(&me.raft_address)
-        .await
-        .with_context(|| format!("binding the Raft port {}", me.raft_address))?;
+    let listener = match raft_port {
+        Some(listener) => {
+            listener.set_nonblocking(true).context("the Raft port handed over")?;
+            tokio::net::TcpListener::from_std(listener).context("the Raft port handed over")?
+        }
+        None => tokio::net::TcpListener::bind(&me.raft_address)
+            .await
+            .with_context(|| format!("binding the Raft port {}", me.raft_address))?,
+    };
     tokio::spawn(network::serve(listener, raft.clone(), network));
     // A new cluster: the replica with the lowest id proposes the membership, once it has heard
     // from no leader for a while. Only one replica may: a blank replica that proposed its own
@@ -146,7 +153,15 @@ impl Replica {
                 let m = metrics.borrow_and_update();
                 m.state == ServerState::Leader && m.current_leader == Some(self.id)
             };
-            if leads {
+            // Everything in this leader's log is applied first, its own entries of an earlier
+            // life included: a replica killed while leading may restart still leading the same
+            // term (its vote is stored), with entries it proposed then in its log but not yet
+            // committed; they commit now, and the state (the next job id among it) must hold them.
+            let applied_all = {
+                let m = metrics.borrow();
+                m.last_applied.map(|l| l.index) >= m.last_log_index
+            };
+            if leads && applied_all {
                 match self.raft.ensure_linearizable().await {
                     Ok(_) => {
                         tracing::info!(replica = self.id, "this replica leads; loading the state");
@@ -157,6 +172,13 @@ impl Replica {
             }
             metrics.changed().await.context("the Raft node stopped")?;
         }
+    }
+
+    /// Whether this replica may stand for election. A replica that does not hold its client
+    /// socket and node port yet (someone else has a port) must not lead: nobody could reach it.
+    /// It still votes and replicates.
+    pub(crate) fn electable(&self, electable: bool) {
+        self.raft.runtime_config().elect(electable);
     }
 
     /// Who leads, as this replica knows it, for a follower's refusal: `replica N at ADDRESS`

@@ -78,6 +78,12 @@ pub(crate) enum WireOp {
         node: String,
         usage: JobUsage,
     },
+    SubmitKey {
+        uid: u32,
+        key: Vec<u8>,
+        job_id: drover_shared::job::JobId,
+        time: drover_shared::UnixTime,
+    },
 }
 
 impl WireOp {
@@ -111,6 +117,7 @@ impl WireOp {
             DbOp::PurgeUsage { now, hours_days, jobs_days } => WireOp::PurgeUsage { now, hours_days, jobs_days },
             DbOp::JobUsage(usage) => WireOp::JobUsage(usage),
             DbOp::StepUsage { step_id, node, usage } => WireOp::StepUsage { step_id, node, usage },
+            DbOp::SubmitKey { uid, key, job_id, time } => WireOp::SubmitKey { uid, key, job_id, time },
             DbOp::After(action) => return Err(action),
         })
     }
@@ -145,6 +152,7 @@ impl WireOp {
             WireOp::PurgeUsage { now, hours_days, jobs_days } => DbOp::PurgeUsage { now, hours_days, jobs_days },
             WireOp::JobUsage(usage) => DbOp::JobUsage(usage),
             WireOp::StepUsage { step_id, node, usage } => DbOp::StepUsage { step_id, node, usage },
+            WireOp::SubmitKey { uid, key, job_id, time } => DbOp::SubmitKey { uid, key, job_id, time },
         }
     }
 }

@@ -16,6 +16,7 @@ use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow, NodeEvent};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OpenFlags, params};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -134,6 +135,22 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
         });
     }
     Ok((jobs, JobId::try_from(next).unwrap_or(JobId::MAX)))
+}
+
+/// The stored submission keys younger than [`SUBMIT_KEY_LIFETIME`] at `now`: (uid, key) → job.
+pub(crate) fn load_submit_keys(
+    conn: &Connection,
+    path: &Path,
+    now: UnixTime,
+) -> Result<HashMap<(u32, Vec<u8>), JobId>, DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn.prepare("SELECT uid, key, job_id FROM submit_keys WHERE time >= ?1").map_err(err)?;
+    let rows = stmt
+        .query_map(params![now - SUBMIT_KEY_LIFETIME], |r| {
+            Ok(((r.get::<_, u32>(0)?, r.get::<_, Vec<u8>>(1)?), r.get::<_, JobId>(2)?))
+        })
+        .map_err(err)?;
+    rows.collect::<Result<_, _>>().map_err(err)
 }
 
 /// Loads the stored usage into `usage` (decayed as of the stored clock).
@@ -380,7 +397,14 @@ pub(crate) enum DbOp {
     JobUsage(drover_shared::proto::node::JobUsage),
     /// What one node's tasks of an srun step used (one row per node, replaced on a resend).
     StepUsage { step_id: u32, node: String, usage: drover_shared::proto::node::JobUsage },
+    /// A submission's key ([`drover_shared::proto::client::Request::SubmitOnce`]) and the job it
+    /// made, stored with the job; keys older than [`SUBMIT_KEY_LIFETIME`] are deleted with it.
+    SubmitKey { uid: u32, key: Vec<u8>, job_id: JobId, time: UnixTime },
 }
+
+/// How long a submission's key is kept (seconds): a client sends a submission again within
+/// seconds of a broken connection, never an hour later.
+pub(crate) const SUBMIT_KEY_LIFETIME: i64 = 3600;
 
 /// Actions the core performs once the ops queued before them are durable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -556,6 +580,14 @@ pub(crate) fn write_ops(
                     after.push(AfterCommit::Launch(job_id, spec));
                 }
                 DbOp::After(action) => after.push(action),
+                DbOp::SubmitKey { uid, key, job_id, time } => {
+                    tx.prepare_cached("DELETE FROM submit_keys WHERE time < ?1")?
+                        .execute(params![time - SUBMIT_KEY_LIFETIME])?;
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO submit_keys (uid, key, job_id, time) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![uid, key, job_id, time])?;
+                }
                 DbOp::StepUsage { step_id, node, usage } => {
                     let as_int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
                     tx.prepare_cached(

@@ -71,6 +71,14 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             "CREATE TABLE raft_applied (id INTEGER PRIMARY KEY CHECK (id = 1), log_id BLOB, membership BLOB NOT NULL)",
         )],
     },
+    Migration {
+        name: "the keys of submissions sent again after a broken connection (sbatch across a failover)",
+        steps: &[Step::Sql(
+            "CREATE TABLE submit_keys (uid INTEGER NOT NULL, key BLOB NOT NULL, job_id INTEGER NOT NULL,
+                time INTEGER NOT NULL, PRIMARY KEY (uid, key));
+             CREATE INDEX submit_keys_time ON submit_keys(time)",
+        )],
+    },
 ];
 
 /// Migration 1. `jobs.state` holds [`drover_shared::job::JobState::code`]; codes below 3 are the

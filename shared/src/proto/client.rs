@@ -111,7 +111,15 @@ pub enum Request {
     /// config and a candidate, answered with [`Response::Simulated`]. Nothing of ctld's state
     /// changes.
     Simulate(Box<super::simulate::SimulateRequest>),
+    /// `sbatch`, `salloc`: as [`Request::Submit`], under a key the client chose at random
+    /// ([`SUBMIT_KEY_LEN`] bytes), so that it may send the same submission again when its
+    /// connection broke before the answer (the controller crashed or failed over): a key ctld
+    /// already stored for this user is answered with that job's id, and no second job is made.
+    SubmitOnce { key: Vec<u8>, spec: Box<JobSpec> },
 }
+
+/// The length of [`Request::SubmitOnce`]'s key.
+pub const SUBMIT_KEY_LEN: usize = 16;
 
 impl Request {
     /// The length of the request's longest list, checked against [`MAX_LIST_ITEMS`].

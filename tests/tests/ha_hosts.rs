@@ -1,0 +1,262 @@
+//! Replicated controllers on real hosts, used by plain users (issue 27): three controller hosts
+//! (network, host name and mount namespaces, `drover_e2e::hosts`), each running one replica as
+//! the `drover` user from what `drover install --root` laid out, with no noded; one compute node
+//! with noded and no replica. alice submits from the compute node (through noded's token), bob
+//! from a controller host (through its replica's token socket, or its socket when that replica
+//! leads), without pause, while the leader is killed with SIGKILL three times; meanwhile a
+//! squatter (a plain user on every controller host) tries to take every replica's ports.
+//! Every submission must succeed, none may be lost or doubled, a new leader must answer within
+//! 5 s of each kill, and the squatter must never get a port.
+//!
+//! Each replica runs under `tests/src/replica_supervisor.py`, the stand-in for systemd that the
+//! socket units `drover install` writes would be: it binds the replica's doors once and hands
+//! them to ctld at every start (socket activation), so a crash leaves no moment in which someone
+//! else could take them.
+
+use drover_e2e::hosts::{Host, Hosts, ok};
+use drover_e2e::{bin_dir, require_users, text};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(60);
+/// A new leader answers a submission within this long after the old one was killed.
+const FAILOVER_BOUND: Duration = Duration::from_secs(5);
+/// Leader kills.
+const ROUNDS: usize = 3;
+const CONTROLLERS: [&str; 3] = ["c1", "c2", "c3"];
+
+/// The cluster: three replicas (one per controller host) and the compute node n1.
+fn config(hosts: &Hosts) -> String {
+    let mut config = format!(
+        "cluster_name = \"hacluster\"\ndefault_account = \"shared\"\n\n[controller]\naddress = \"{}:6817\"\n\
+         state_dir = \"/var/lib/drover\"\nnode_timeout = 8\nkill_wait = 2\nmin_job_age = 600\n",
+        hosts.host("c1").ip
+    );
+    for (index, name) in CONTROLLERS.iter().enumerate() {
+        let ip = &hosts.host(name).ip;
+        config.push_str(&format!(
+            "\n[[controller.replicas]]\nid = {}\naddress = \"{ip}:6817\"\nraft_address = \"{ip}:6827\"\n\
+             state_dir = \"/var/lib/drover/r{}\"\n",
+            index + 1,
+            index + 1
+        ));
+    }
+    config.push_str(
+        "\n[[nodes]]\nnames = \"n1\"\ncpus = 4\nreal_memory = 8000\n\n[[partitions]]\nname = \"main\"\nnodes = \"n1\"\n\
+         default = true\nmax_time = \"1-00:00:00\"\ndefault_mem_per_cpu = 100\n\n[[accounts]]\nname = \"shared\"\n\n\
+         [[users]]\nname = \"alice\"\ndefault_account = \"shared\"\n\n[[users]]\nname = \"bob\"\ndefault_account = \"shared\"\n",
+    );
+    config
+}
+
+/// The users' work directory on every host (the scratch directory is shared, as a cluster
+/// shares /home), owned by `user`.
+fn workdir(hosts: &Hosts, user: &str) -> PathBuf {
+    let dir = hosts.scratch().join(format!("work-{user}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let owner = nix::unistd::User::from_name(user).unwrap().expect("the user exists");
+    nix::unistd::chown(&dir, Some(owner.uid), Some(owner.gid)).unwrap();
+    dir
+}
+
+/// The pid of replica `id`'s drover-ctld (not its supervisor), if it runs.
+fn replica_pid(id: usize) -> Option<i32> {
+    let wanted = ["--replica".to_owned(), id.to_string()];
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        (args.first()?.ends_with("/drover-ctld") && args.windows(2).any(|w| w == wanted)).then_some(pid)
+    })
+}
+
+/// The replica `scontrol ping` (as root on c1) calls primary, once all three are up and in step.
+fn leader_in_step(hosts: &Hosts) -> Option<usize> {
+    let out = hosts.host("c1").command("scontrol").args(["-d", "ping"]).output().ok()?;
+    let shown = text(&out.stdout);
+    let lines: Vec<&str> = shown.lines().collect();
+    let in_step = lines.len() == 3 && lines.iter().all(|l| l.contains(" is UP") && l.ends_with("behind: 0)"));
+    let primary = lines.iter().find(|l| l.starts_with("Slurmctld(primary)"))?;
+    let id = primary.split("(replica ").nth(1)?.split(',').next()?.parse().ok()?;
+    in_step.then_some(id)
+}
+
+/// One user's submissions, without pause, until `stop`: when each ended, and its job id or
+/// what sbatch printed.
+fn submitter(host: &Host, user: &str, dir: &Path, stop: Arc<AtomicBool>) -> Vec<(Instant, Result<u32, String>)> {
+    let mut results = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let out = host
+            .as_user(user, dir, "sbatch")
+            .args(["--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "true"])
+            .output()
+            .unwrap();
+        let answer = text(&out.stdout).trim().parse::<u32>();
+        results.push((
+            Instant::now(),
+            match answer {
+                Ok(id) if out.status.success() => Ok(id),
+                _ => Err(format!("{:?}: {}{}", out.status, text(&out.stdout), text(&out.stderr))),
+            },
+        ));
+    }
+    results
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
+    require_users();
+    nix::unistd::User::from_name("drover").unwrap().expect("ctld runs as the `drover` user (.ci/run creates it)");
+    let mut hosts = Hosts::create(&["c1", "c2", "c3", "n1"]).unwrap_or_else(|e| panic!("cannot create the hosts: {e}"));
+    let admin_file = hosts.scratch().join("cluster.toml");
+    std::fs::write(&admin_file, config(&hosts)).unwrap();
+    let install = |root: &Path, key: Option<&Path>| {
+        let mut command = Command::new(bin_dir().join("drover"));
+        command.arg("install").arg("--root").arg(root).arg("--config").arg(&admin_file);
+        if let Some(key) = key {
+            command.arg("--key").arg(key);
+        }
+        ok(&mut command)
+    };
+    install(&hosts.host("c1").root.clone(), None);
+    let key = hosts.host("c1").root.join("etc/drover/cluster.key");
+    for name in ["c2", "c3", "n1"] {
+        install(&hosts.host(name).root.clone(), Some(&key));
+    }
+    hosts.boot();
+    let supervisor = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/replica_supervisor.py");
+    for (index, name) in CONTROLLERS.iter().enumerate() {
+        let id = (index + 1).to_string();
+        let host = hosts.host_mut(name);
+        let ip = host.ip.clone();
+        let (nodes, raft) = (format!("{ip}:6817"), format!("{ip}:6827"));
+        let socket = format!("/var/lib/drover/r{id}/ctld.sock");
+        let supervisor = supervisor.to_string_lossy().into_owned();
+        let argv = [
+            "python3",
+            &supervisor,
+            &nodes,
+            &raft,
+            &socket,
+            "--",
+            "/usr/local/sbin/drover-ctld",
+            "--config",
+            "/etc/drover/cluster.toml",
+            "--replica",
+            &id,
+        ];
+        host.start_daemon("drover-ctld", &argv, Some("drover"));
+    }
+    hosts.host_mut("n1").start_unit("drover-noded");
+
+    // bob on a controller host without a noded, alice on the compute node, as plain users.
+    let (alice, bob) = (workdir(&hosts, "alice"), workdir(&hosts, "bob"));
+    hosts.wait_for("n1 to register, as bob sees it from c1", LONG, || {
+        let out = hosts.host("c1").as_user("bob", &bob, "sinfo").args(["-h", "-N", "-o", "%N %t"]).output().unwrap();
+        (text(&out.stdout) == "n1 idle\n").then_some(())
+    });
+
+    // The squatter: bob, on every controller host, tries to take every replica's ports for as
+    // long as the test runs (bounded), and says which it ever got.
+    let squat = "import socket,sys,time\nheld=[]\nend=time.time()+float(sys.argv[1])\n\
+        while time.time()<end:\n  for a in sys.argv[2:]:\n    h,p=a.rsplit(':',1)\n    s=socket.socket()\n    \
+        try:\n      s.bind((h,int(p))); s.listen(8); held.append(s); print('got',a,flush=True)\n    \
+        except OSError:\n      s.close()\n  time.sleep(0.02)\n";
+    let ports: Vec<String> = CONTROLLERS
+        .iter()
+        .flat_map(|name| {
+            let ip = hosts.host(name).ip.clone();
+            [format!("{ip}:6817"), format!("{ip}:6827")]
+        })
+        .collect();
+    let squatters: Vec<std::process::Child> = CONTROLLERS
+        .iter()
+        .map(|name| {
+            let mut command = hosts.host(name).as_user("bob", &bob, "python3");
+            command.args(["-c", squat, "120"]).args(&ports);
+            command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let results: Arc<Mutex<Vec<(String, Vec<(Instant, Result<u32, String>)>)>>> = Arc::default();
+    let kills = std::thread::scope(|scope| {
+        for (host, user, dir) in [("n1", "alice", &alice), ("c1", "bob", &bob)] {
+            let (stop, results, hosts) = (stop.clone(), results.clone(), &hosts);
+            scope.spawn(move || {
+                let mine = submitter(hosts.host(host), user, dir, stop);
+                results.lock().unwrap().push((format!("{user} on {host}"), mine));
+            });
+        }
+        let mut kills = Vec::new();
+        for round in 0..ROUNDS {
+            let leader = hosts.wait_for("three replicas in step", LONG, || leader_in_step(&hosts));
+            std::thread::sleep(Duration::from_millis(700));
+            let pid = replica_pid(leader).expect("the leader's process");
+            let killed_at = Instant::now();
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+            eprintln!("round {round}: killed replica {leader} (pid {pid})");
+            kills.push(killed_at);
+            // Let the submitters run through the failover and past it.
+            std::thread::sleep(Duration::from_secs(6));
+        }
+        // The submitters end their current submission and are joined with the scope.
+        stop.store(true, Ordering::Relaxed);
+        kills
+    });
+    let results = results.lock().unwrap();
+
+    // None failed, none doubled.
+    let mut acked: Vec<u32> = Vec::new();
+    for (who, mine) in results.iter() {
+        let failed: Vec<&String> = mine.iter().filter_map(|(_, r)| r.as_ref().err()).collect();
+        assert!(
+            failed.is_empty(),
+            "{who}: {} of {} submissions failed: {failed:?}\n{}",
+            failed.len(),
+            mine.len(),
+            hosts.logs()
+        );
+        acked.extend(mine.iter().filter_map(|(_, r)| r.as_ref().ok().copied()));
+        eprintln!("{who}: {} submissions, all acknowledged", mine.len());
+    }
+    let unique: BTreeSet<u32> = acked.iter().copied().collect();
+    assert_eq!(unique.len(), acked.len(), "a job id was acknowledged twice");
+    // A new leader answered within the bound after each kill.
+    for (round, killed_at) in kills.iter().enumerate() {
+        let next = results
+            .iter()
+            .flat_map(|(_, mine)| mine.iter())
+            .filter(|(at, r)| *at > *killed_at && r.is_ok())
+            .map(|(at, _)| *at)
+            .min()
+            .expect("a submission after the kill");
+        let failover = next.duration_since(*killed_at);
+        eprintln!("round {round}: a submission was acknowledged {failover:?} after the kill");
+        assert!(failover < FAILOVER_BOUND, "round {round}: failover took {failover:?}\n{}", hosts.logs());
+    }
+    // Every acknowledged job is in the accounting, once.
+    let list = unique.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let listed = ok(hosts.host("c1").command("sacct").args(["-X", "-n", "-P", "-o", "JobID", "-j", &list]));
+    let mut seen: BTreeMap<u32, usize> = BTreeMap::new();
+    for line in listed.lines() {
+        *seen.entry(line.parse().unwrap()).or_default() += 1;
+    }
+    for id in &unique {
+        assert_eq!(seen.get(id), Some(&1), "job {id} in sacct:\n{listed}");
+    }
+    // The squatter never got a port.
+    for squatter in squatters {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(squatter.id()).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let out = squatter.wait_with_output().unwrap();
+        assert!(!text(&out.stdout).contains("got"), "a squatter took a port:\n{}", text(&out.stdout));
+    }
+}
