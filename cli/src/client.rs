@@ -33,7 +33,14 @@ const REFUSED_RETRY: Duration = Duration::from_secs(3);
 /// submission waits for a controller that restarts).
 pub(crate) const FAILOVER_WAIT: Duration = Duration::from_secs(20);
 
-/// How long a replica's socket may take to answer a hello before the next one is tried.
+/// How long a replica's socket may take to answer a hello before the next one is tried, in the
+/// first round of looking for the leader; each later round doubles it, up to [`GREET_TIMEOUT`]. A
+/// dead replica whose supervisor keeps its ports (socket activation) accepts connections that no
+/// one answers: a short first deadline keeps it from holding up a failover, a longer one later
+/// keeps a leader slow to answer (a busy host) from being passed over.
+const FIRST_GREET_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// The longest a replica's socket may take to answer a hello.
 const GREET_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long a command that waits on running work (srun's step, an allocation, `sbatch --wait`)
@@ -192,15 +199,16 @@ impl Client {
         let sockets = config.client_sockets();
         let addresses = config.controller_addresses();
         let mut last = None;
+        let mut patience = FIRST_GREET_TIMEOUT;
         loop {
             for socket in sockets.iter().filter(|socket| socket.exists()) {
-                match Client::greet_local(socket) {
+                match Client::greet_local(socket, patience) {
                     Ok(client) => return Ok(client),
                     Err(error) => last = Some(error),
                 }
             }
             if let Some(tokens) = token_socket() {
-                match Client::remote_round(&tokens, &addresses) {
+                match Client::remote_round(&tokens, &addresses, patience) {
                     Ok(client) => return Ok(client),
                     Err(error) => last = Some(error),
                 }
@@ -213,17 +221,18 @@ impl Client {
                     .context("Unable to contact slurm controller (connect failure): no replica leads"));
             }
             std::thread::sleep(Duration::from_millis(100));
+            patience = (patience * 2).min(GREET_TIMEOUT);
         }
     }
 
-    /// One replica's local socket, greeted within [`GREET_TIMEOUT`].
-    fn greet_local(socket: &std::path::Path) -> anyhow::Result<Client> {
+    /// One replica's local socket, greeted within `patience`.
+    fn greet_local(socket: &std::path::Path, patience: Duration) -> anyhow::Result<Client> {
         let stream =
             UnixStream::connect(socket).with_context(|| format!("no controller answers at {}", socket.display()))?;
         // A replica that hangs (stopped, or deposed and about to exit) must not hold the
         // command: its hello gets a deadline, and the connection none after it.
-        stream.set_read_timeout(Some(GREET_TIMEOUT))?;
-        stream.set_write_timeout(Some(GREET_TIMEOUT))?;
+        stream.set_read_timeout(Some(patience))?;
+        stream.set_write_timeout(Some(patience))?;
         let handle = stream.try_clone()?;
         match Client::greet(Box::new(stream), Role::Client)? {
             Ok(client) => {
@@ -244,8 +253,11 @@ impl Client {
             Err(_) => config()?.controller_addresses(),
         };
         let deadline = Instant::now() + FAILOVER_WAIT;
+        // One controller gets the whole deadline at once; replicas a growing one (see
+        // FIRST_GREET_TIMEOUT).
+        let mut patience = if addresses.len() < 2 { GREET_TIMEOUT } else { FIRST_GREET_TIMEOUT };
         loop {
-            let error = match Client::remote_round(token_socket, &addresses) {
+            let error = match Client::remote_round(token_socket, &addresses, patience) {
                 Ok(client) => return Ok(client),
                 Err(error) => error,
             };
@@ -253,15 +265,20 @@ impl Client {
                 return Err(error);
             }
             std::thread::sleep(Duration::from_millis(100));
+            patience = (patience * 2).min(GREET_TIMEOUT);
         }
     }
 
     /// Tries each address once, with a fresh token each: the first connection made and greeted,
     /// or the last error.
-    fn remote_round(token_socket: &std::path::Path, addresses: &[String]) -> anyhow::Result<Client> {
+    fn remote_round(
+        token_socket: &std::path::Path,
+        addresses: &[String],
+        patience: Duration,
+    ) -> anyhow::Result<Client> {
         let mut last = anyhow::anyhow!("no controller address");
         for address in addresses {
-            match Client::greet_remote(token_socket, address) {
+            match Client::greet_remote(token_socket, address, patience) {
                 Ok(client) => return Ok(client),
                 Err(error) => last = error,
             }
@@ -270,8 +287,8 @@ impl Client {
     }
 
     /// Connects to ctld's TCP port at `address` with a token from `token_socket`: the connection
-    /// and the handshake each within [`GREET_TIMEOUT`]; ctld must prove the cluster key.
-    fn greet_remote(token_socket: &std::path::Path, address: &str) -> anyhow::Result<Client> {
+    /// and the handshake each within `patience`; ctld must prove the cluster key.
+    fn greet_remote(token_socket: &std::path::Path, address: &str, patience: Duration) -> anyhow::Result<Client> {
         let mut tokens = UnixStream::connect(token_socket)
             .with_context(|| format!("Unable to get a token from {}", token_socket.display()))?;
         tokens.set_read_timeout(Some(GREET_TIMEOUT))?;
@@ -282,10 +299,10 @@ impl Client {
             .next()
             .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such address"))
             .with_context(connect_error)?;
-        let stream = std::net::TcpStream::connect_timeout(&target, GREET_TIMEOUT).with_context(connect_error)?;
+        let stream = std::net::TcpStream::connect_timeout(&target, patience).with_context(connect_error)?;
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(GREET_TIMEOUT))?;
-        stream.set_write_timeout(Some(GREET_TIMEOUT))?;
+        stream.set_read_timeout(Some(patience))?;
+        stream.set_write_timeout(Some(patience))?;
         let handle = stream.try_clone()?;
         let mut stream: Box<dyn Stream> = Box::new(stream);
         let nonce = random_bytes::<NONCE_LEN>()?.to_vec();

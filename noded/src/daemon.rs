@@ -189,7 +189,7 @@ const UNACKED_LIMIT_MS: u32 = 15_000;
 
 /// How long connecting to one controller address, and then its handshake, may take before the
 /// next address is tried (a replica that hangs, or anyone squatting the port).
-const ATTEMPT_LIMIT: Duration = Duration::from_secs(5);
+const ATTEMPT_LIMIT: Duration = Duration::from_secs(2);
 
 async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> anyhow::Result<MessageStream<TcpStream>> {
     // A replicated controller lists every replica; only the leader accepts (a follower refuses

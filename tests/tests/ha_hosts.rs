@@ -85,11 +85,14 @@ fn leader_in_step(hosts: &Hosts) -> Option<usize> {
     in_step.then_some(id)
 }
 
-/// One user's submissions, without pause, until `stop`: when each ended, and its job id or
-/// what sbatch printed.
-fn submitter(host: &Host, user: &str, dir: &Path, stop: Arc<AtomicBool>) -> Vec<(Instant, Result<u32, String>)> {
+/// One submission: when it started and ended, and its job id or what sbatch printed.
+type Submission = (Instant, Instant, Result<u32, String>);
+
+/// One user's submissions, without pause, until `stop`.
+fn submitter(host: &Host, user: &str, dir: &Path, stop: Arc<AtomicBool>) -> Vec<Submission> {
     let mut results = Vec::new();
     while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
         let out = host
             .as_user(user, dir, "sbatch")
             .args(["--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "true"])
@@ -97,6 +100,7 @@ fn submitter(host: &Host, user: &str, dir: &Path, stop: Arc<AtomicBool>) -> Vec<
             .unwrap();
         let answer = text(&out.stdout).trim().parse::<u32>();
         results.push((
+            started,
             Instant::now(),
             match answer {
                 Ok(id) if out.status.success() => Ok(id),
@@ -184,7 +188,7 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
         .collect();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let results: Arc<Mutex<Vec<(String, Vec<(Instant, Result<u32, String>)>)>>> = Arc::default();
+    let results: Arc<Mutex<Vec<(String, Vec<Submission>)>>> = Arc::default();
     let kills = std::thread::scope(|scope| {
         for (host, user, dir) in [("n1", "alice", &alice), ("c1", "bob", &bob)] {
             let (stop, results, hosts) = (stop.clone(), results.clone(), &hosts);
@@ -214,7 +218,7 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
     // None failed, none doubled.
     let mut acked: Vec<u32> = Vec::new();
     for (who, mine) in results.iter() {
-        let failed: Vec<&String> = mine.iter().filter_map(|(_, r)| r.as_ref().err()).collect();
+        let failed: Vec<&String> = mine.iter().filter_map(|(_, _, r)| r.as_ref().err()).collect();
         assert!(
             failed.is_empty(),
             "{who}: {} of {} submissions failed: {failed:?}\n{}",
@@ -222,18 +226,19 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
             mine.len(),
             hosts.logs()
         );
-        acked.extend(mine.iter().filter_map(|(_, r)| r.as_ref().ok().copied()));
+        acked.extend(mine.iter().filter_map(|(_, _, r)| r.as_ref().ok().copied()));
         eprintln!("{who}: {} submissions, all acknowledged", mine.len());
     }
     let unique: BTreeSet<u32> = acked.iter().copied().collect();
     assert_eq!(unique.len(), acked.len(), "a job id was acknowledged twice");
-    // A new leader answered within the bound after each kill.
+    // A new leader answered within the bound after each kill: the first submission started
+    // after the kill was acknowledged within it.
     for (round, killed_at) in kills.iter().enumerate() {
         let next = results
             .iter()
             .flat_map(|(_, mine)| mine.iter())
-            .filter(|(at, r)| *at > *killed_at && r.is_ok())
-            .map(|(at, _)| *at)
+            .filter(|(started, _, r)| *started > *killed_at && r.is_ok())
+            .map(|(_, ended, _)| *ended)
             .min()
             .expect("a submission after the kill");
         let failover = next.duration_since(*killed_at);
