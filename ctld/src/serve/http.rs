@@ -1,24 +1,32 @@
 //! A minimal HTTP/1.1 server on tokio for `/metrics` (Prometheus text) and the read-only status
 //! page (`/`). One request per connection (`Connection: close`), GET and HEAD only, request head
-//! at most 8 KiB read within 5 s, at most 64 connections at once: nothing a scraper or a browser
-//! needs more of, and nothing a slow or hostile peer can hold open.
+//! at most 8 KiB, read whole within [`HEAD_DEADLINE`]: nothing a scraper or a browser needs more
+//! of. No peer can blind monitoring by holding connections: accepting never waits for room; a
+//! connection from outside `[metrics] allow` is closed as it is accepted; one source address
+//! holds at most [`MAX_PER_SOURCE`] connections and everyone together [`MAX_CONNECTIONS`], and a
+//! connection beyond either is closed at once instead of waiting in the listen queue.
 
 use crate::core::Event;
 use crate::core::metrics::Registry;
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 /// Largest request head accepted.
 const MAX_HEAD: usize = 8 * 1024;
-/// Time a peer has to send its request head, and to take the answer.
+/// Time a peer has to send its whole request head (a scraper sends it at once).
+const HEAD_DEADLINE: Duration = Duration::from_secs(1);
+/// Time a peer has to take the answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections served at once.
 const MAX_CONNECTIONS: usize = 64;
+/// Connections served at once from one source address.
+const MAX_PER_SOURCE: usize = 8;
 
 /// What the HTTP server needs.
 #[derive(Clone)]
@@ -29,17 +37,63 @@ pub(crate) struct HttpContext {
     pub(crate) config: crate::core::reconfigure::SharedConfig,
 }
 
+/// The connections being served, per source address. Shared by the accept loop and the
+/// connection tasks, which give their place back as they end ([`Place`]).
+#[derive(Default)]
+struct Places {
+    by_source: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place among [`Places`], given back on drop.
+struct Place {
+    places: Arc<Places>,
+    source: IpAddr,
+}
+
+impl Places {
+    /// A place for a connection from `source`, unless that source or everyone is at the limit.
+    fn take(self: &Arc<Places>, source: IpAddr) -> Option<Place> {
+        let mut by_source = self.by_source.lock().unwrap_or_else(PoisonError::into_inner);
+        let total: usize = by_source.values().sum();
+        let mine = by_source.entry(source).or_default();
+        if *mine >= MAX_PER_SOURCE || total >= MAX_CONNECTIONS {
+            return None;
+        }
+        *mine += 1;
+        Some(Place { places: self.clone(), source })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut by_source = self.places.by_source.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = by_source.get_mut(&self.source) {
+            *count -= 1;
+            if *count == 0 {
+                by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
 /// Serves connections until the listener fails.
 pub(crate) async fn serve(listener: TcpListener, context: HttpContext) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let places = Arc::new(Places::default());
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else { return };
         match listener.accept().await {
             Ok((stream, peer)) => {
+                if !context.config.get().metrics.allows(peer.ip()) {
+                    context.metrics.http("refused", 403);
+                    continue;
+                }
+                let Some(place) = places.take(peer.ip()) else {
+                    context.metrics.http("refused", 503);
+                    continue;
+                };
                 let context = context.clone();
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(IO_TIMEOUT * 2, handle(stream, peer, &context)).await;
-                    drop(permit);
+                    let _ = tokio::time::timeout(HEAD_DEADLINE + IO_TIMEOUT * 2, handle(stream, peer, &context)).await;
+                    drop(place);
                 });
             }
             Err(e) => {
@@ -75,11 +129,17 @@ pub(crate) fn parse_head(head: &str) -> Option<RequestHead> {
     Some(RequestHead { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), bearer })
 }
 
+/// The request head, read whole within [`HEAD_DEADLINE`] (a head sent a byte at a time gets no
+/// more time than one sent at once).
 async fn read_head(stream: &mut TcpStream) -> Option<String> {
+    tokio::time::timeout(HEAD_DEADLINE, read_head_bytes(stream)).await.ok()?
+}
+
+async fn read_head_bytes(stream: &mut TcpStream) -> Option<String> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
-        let n = tokio::time::timeout(IO_TIMEOUT, stream.read(&mut chunk)).await.ok()?.ok()?;
+        let n = stream.read(&mut chunk).await.ok()?;
         if n == 0 {
             return None;
         }

@@ -15,6 +15,10 @@ pub struct RawMetrics {
     /// Token a non-local browser must send (`Authorization: Bearer …` or `?token=…`) to see the
     /// status page; without it the page is served to localhost only. `/metrics` needs none.
     pub token: Option<String>,
+    /// Addresses or networks (`10.0.0.5`, `10.0.0.0/24`, `::1`) the listener serves; a
+    /// connection from anywhere else is closed as it is accepted. Empty or absent: everyone.
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// The raw `[accounting]` section.
@@ -97,6 +101,56 @@ pub struct MetricsConfig {
     /// `None`: no HTTP listener.
     pub listen: Option<String>,
     pub token: Option<String>,
+    /// The networks served (address, prefix length); empty: every address.
+    pub allow: Vec<(std::net::IpAddr, u8)>,
+}
+
+impl MetricsConfig {
+    /// Whether a connection from `peer` is served.
+    pub fn allows(&self, peer: std::net::IpAddr) -> bool {
+        self.allow.is_empty() || self.allow.iter().any(|(network, prefix)| in_network(peer, *network, *prefix))
+    }
+}
+
+/// Whether `address` is in `network`/`prefix` (IPv4-mapped IPv6 peers count as IPv4).
+fn in_network(address: std::net::IpAddr, network: std::net::IpAddr, prefix: u8) -> bool {
+    use std::net::IpAddr;
+    let address = match address {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, IpAddr::V4),
+        v4 => v4,
+    };
+    match (address, network) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+/// `10.0.0.0/24`, `10.0.0.5` (a /32), `::1`: the network and its prefix length, or why not.
+fn parse_network(text: &str) -> Result<(std::net::IpAddr, u8), String> {
+    let (address, prefix) = match text.split_once('/') {
+        Some((address, prefix)) => (address, Some(prefix)),
+        None => (text, None),
+    };
+    let address: std::net::IpAddr =
+        address.trim().parse().map_err(|_| format!("`{text}` is not an address or a network (10.0.0.0/24)"))?;
+    let most = if address.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => most,
+        Some(prefix) => prefix
+            .trim()
+            .parse::<u8>()
+            .ok()
+            .filter(|p| *p <= most)
+            .ok_or_else(|| format!("`{text}`: a prefix length is 0 to {most}"))?,
+    };
+    Ok((address, prefix))
 }
 
 /// Validated `[accounting]`.
@@ -138,7 +192,13 @@ impl RawMetrics {
                 return Err(("metrics.listen".into(), format!("`{listen}` is not host:port")));
             }
         }
-        Ok(MetricsConfig { listen: self.listen, token: self.token.filter(|t| !t.is_empty()) })
+        let allow = self
+            .allow
+            .iter()
+            .map(|text| parse_network(text))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|message| ("metrics.allow".to_owned(), message))?;
+        Ok(MetricsConfig { listen: self.listen, token: self.token.filter(|t| !t.is_empty()), allow })
     }
 }
 
