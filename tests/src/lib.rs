@@ -391,7 +391,15 @@ impl Cluster {
             .controller_address
     }
 
-    /// All daemon logs, for failure messages.
+    /// The leading replica's id (`drover up --replicas N`), from `scontrol -d ping`'s primary
+    /// line.
+    pub fn leading_replica(&self) -> u64 {
+        let ping = self.ok("scontrol", &["-d", "ping"]);
+        let primary = ping.lines().find(|l| l.starts_with("Slurmctld(primary)")).unwrap_or_else(|| panic!("{ping}"));
+        let id = primary.split("(replica ").nth(1).and_then(|rest| rest.split(',').next());
+        id.and_then(|id| id.parse().ok()).unwrap_or_else(|| panic!("no replica id in {primary}"))
+    }
+
     /// GET `path` from ctld's HTTP listener (`[metrics] listen`): (status line, body).
     pub fn http_get(&self, path: &str) -> (String, String) {
         use std::io::{Read, Write};
@@ -405,6 +413,7 @@ impl Cluster {
         (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
     }
 
+    /// All daemon logs, for failure messages.
     pub fn logs(&self) -> String {
         let mut all = String::new();
         for entry in std::fs::read_dir(self.home().join("log")).into_iter().flatten().flatten() {

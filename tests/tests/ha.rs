@@ -607,7 +607,7 @@ fn drover_up_runs_three_replicas_and_a_second_up_restarts_the_missing_one() {
     let later = cluster.submit(None, "later.sh", "#!/bin/sh\ntrue\n", &["--begin=now+1hour"]);
     let done = cluster.submit(None, "done.sh", "#!/bin/sh\ntrue\n", &[]);
     cluster.wait_state(done, "COMPLETED", LONG_WAIT);
-    let leader = ping_leader(&cluster);
+    let leader = cluster.leading_replica();
     cluster.kill9(&format!("ctld-{leader}"));
 
     let out = cluster.drover("up");
@@ -652,14 +652,6 @@ fn drover_up_runs_three_replicas_and_a_second_up_restarts_the_missing_one() {
 }
 
 const LONG_WAIT: Duration = Duration::from_secs(30);
-
-/// The leading replica's id, from `scontrol -d ping`'s primary line.
-fn ping_leader(cluster: &drover_e2e::Cluster) -> u64 {
-    let ping = cluster.ok("scontrol", &["-d", "ping"]);
-    let primary = ping.lines().find(|l| l.starts_with("Slurmctld(primary)")).unwrap_or_else(|| panic!("{ping}"));
-    let id = primary.split("(replica ").nth(1).and_then(|rest| rest.split(',').next());
-    id.and_then(|id| id.parse().ok()).unwrap_or_else(|| panic!("no replica id in {primary}"))
-}
 
 /// Adding and removing a replica at run time (docs/admin/ha.md, "Adding or removing a
 /// replica"): replica 4 is added to the config and started, `scontrol reconfigure` has the

@@ -101,7 +101,7 @@ pub(crate) async fn start(
     .context("the Raft settings")?;
     let peers: BTreeMap<u64, String> = config.replicas.iter().map(|r| (r.id, r.raft_address.clone())).collect();
     let answered = network::Answered::default();
-    let network = network::Network { me: id, key, peers: Arc::new(peers), answered: answered.clone() };
+    let network = network::Network::new(id, key, peers, answered.clone());
     let raft = Raft::new(id, Arc::new(raft_config), network.clone(), log, state_machine)
         .await
         .context("starting the Raft node")?;

@@ -249,6 +249,11 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> MessageStream<S> {
         MessageStream { stream, buffer: Vec::new(), max: MAX_HANDSHAKE_FRAME, sealer: None, charge: None }
     }
 
+    /// The stream, to look at (whether a socket between exchanges was closed, say).
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
     /// The stream itself (bytes buffered and not yet read as a frame are dropped).
     pub fn into_stream(self) -> S {
         self.stream
