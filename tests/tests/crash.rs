@@ -1,6 +1,7 @@
 //! Crash tests: `kill -9` of ctld at random moments while several clients submit, then a restart
 //! and an audit: every acknowledged job exists exactly once with the spec it was submitted with,
-//! and nothing unacknowledged appears twice. `DROVER_SOAK_ROUNDS` raises the number of rounds
+//! and nothing unacknowledged appears twice (a submission cut by the kill is sent again by sbatch
+//! under its key, and must not be stored twice). `DROVER_SOAK_ROUNDS` raises the number of rounds
 //! (CI runs the default 20).
 
 use drover_e2e::{Cluster, text};
@@ -53,11 +54,13 @@ fn acknowledged_jobs_survive_ctld_kill9() {
         std::thread::sleep(Duration::from_millis(50 + next(&mut seed) % 400));
         cluster.kill9("ctld");
         stop.store(true, Ordering::Relaxed);
+        // Restarted while the clients still run: a submission cut by the kill is sent again
+        // under its key and answered by the restarted ctld (stored once either way).
+        let out = cluster.drover("up");
+        assert!(out.status.success(), "round {round}: restart failed: {}{}", text(&out.stdout), text(&out.stderr));
         for client in clients {
             client.join().unwrap();
         }
-        let out = cluster.drover("up");
-        assert!(out.status.success(), "round {round}: restart failed: {}{}", text(&out.stdout), text(&out.stderr));
     }
 
     // Audit: every job ctld has, by name.
