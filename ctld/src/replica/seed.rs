@@ -67,6 +67,8 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> SeedError + '_ {
 struct Source {
     path: PathBuf,
     applied: Option<LogId<u64>>,
+    /// Whether it holds any job (a replica that never received a snapshot holds none).
+    empty: bool,
 }
 
 /// Opens `path` read-only and reads its applied position, checking that it is a state database.
@@ -103,16 +105,21 @@ fn read_source(path: &Path) -> Result<Source, SeedError> {
     } else {
         None
     };
-    Ok(Source { path: path.to_owned(), applied })
+    let empty = conn.query_row("SELECT NOT EXISTS (SELECT 1 FROM jobs)", [], |r| r.get(0)).map_err(sqlite)?;
+    Ok(Source { path: path.to_owned(), applied, empty })
 }
 
-/// Of several replicas' databases the one that applied the furthest; one file is taken as it is.
+/// Of several replicas' databases the one that applied the furthest (one that never applied
+/// anything and holds no job is passed over); one file is taken as it is.
 fn furthest(paths: &[PathBuf]) -> Result<Source, SeedError> {
     let mut sources = paths.iter().map(|p| read_source(p)).collect::<Result<Vec<_>, _>>()?;
-    if sources.len() > 1
-        && let Some(single) = sources.iter().find(|s| s.applied.is_none())
-    {
-        return Err(SeedError::NotReplica { path: single.path.clone() });
+    if sources.len() > 1 {
+        if let Some(single) = sources.iter().find(|s| s.applied.is_none() && !s.empty) {
+            return Err(SeedError::NotReplica { path: single.path.clone() });
+        }
+        if sources.iter().any(|s| s.applied.is_some()) {
+            sources.retain(|s| s.applied.is_some());
+        }
     }
     sources.sort_by(|a, b| a.applied.cmp(&b.applied));
     Ok(sources.pop().expect("at least one file (clap requires it)"))
@@ -336,6 +343,10 @@ mod tests {
         database(&paths[0], &[1, 2], Some(5));
         database(&paths[1], &[1, 2, 3], Some(9));
         database(&paths[2], &[1], Some(2));
+        // A fourth replica that never received anything is passed over.
+        let blank = dir.path().join("blank.db");
+        database(&blank, &[], None);
+        let paths = [paths, vec![blank]].concat();
         let target = config.state_dir.join("drover.db");
         database(&target, &[1], None);
         let err = into_single(&config, &paths).unwrap_err();
