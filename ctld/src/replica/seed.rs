@@ -292,7 +292,7 @@ mod tests {
         db::write_ops(&tx, ops, &mut Vec::new()).unwrap();
         if let Some(index) = applied {
             let log_id = LogId::new(CommittedLeaderId::new(4, 2), index);
-            super::super::state_machine::StateMachine::record_applied(&tx, &log_id, &StoredMembership::default())
+            crate::replica::state_machine::StateMachine::record_applied(&tx, &log_id, &StoredMembership::default())
                 .unwrap();
         }
         tx.commit().unwrap();
@@ -320,13 +320,13 @@ mod tests {
         let seeded = config.replicas[0].state_dir.join("drover.db");
         assert_eq!(jobs(&seeded), [1, 2, 7]);
         let conn = db::open(&seeded, true).unwrap();
-        let (applied, membership) = super::super::state_machine::StateMachine::applied(&conn).unwrap();
+        let (applied, membership) = crate::replica::state_machine::StateMachine::applied(&conn).unwrap();
         assert_eq!(applied, Some(seed_log_id(1)));
         assert_eq!(membership.membership().voter_ids().collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(read_source(&single).unwrap().applied, None, "the source is not written");
 
         let log = config.replicas[0].state_dir.join("raft.db");
-        drop(super::super::log_store::LogStore::open(&log).unwrap());
+        drop(crate::replica::log_store::LogStore::open(&log).unwrap());
         Connection::open(&log).unwrap().execute("INSERT INTO meta (name, value) VALUES ('vote', x'01')", []).unwrap();
         let err = into_replica(&config, 1, std::slice::from_ref(&single)).unwrap_err();
         assert!(err.to_string().contains("holds a Raft log"), "{err}");
