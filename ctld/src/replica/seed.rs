@@ -121,7 +121,7 @@ fn furthest(paths: &[PathBuf]) -> Result<Source, SeedError> {
             sources.retain(|s| s.applied.is_some());
         }
     }
-    sources.sort_by(|a, b| a.applied.cmp(&b.applied));
+    sources.sort_by_key(|s| s.applied);
     Ok(sources.pop().expect("at least one file (clap requires it)"))
 }
 
