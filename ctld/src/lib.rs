@@ -92,6 +92,18 @@ impl Replication {
     }
 }
 
+/// Seeds this controller's state directory from other controllers' state databases and says
+/// what it did (`drover-ctld --seed FILE`, docs/admin/ha.md): replica `replica` (the first one)
+/// of a new replicated cluster from a single controller's database, or, without `replica`, a
+/// single controller from replicas' databases (the one that applied the furthest). The files
+/// given are only read.
+pub fn seed(config: &Config, replica: Option<u64>, files: &[std::path::PathBuf]) -> anyhow::Result<String> {
+    Ok(match replica {
+        Some(id) => replica::seed::into_replica(config, id, files)?,
+        None => replica::seed::into_single(config, files)?,
+    })
+}
+
 /// Runs ctld until `shutdown` resolves.
 pub async fn run(
     config: Config,

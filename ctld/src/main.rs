@@ -34,6 +34,11 @@ struct Args {
     /// before the snapshot (tests set it low).
     #[arg(long, env = "DROVER_SNAPSHOT_EVERY", default_value_t = 2000)]
     snapshot_every: u64,
+    /// Seeds this controller's empty state directory from FILE and exits (repeat it to give
+    /// every replica's database when going back to one controller): docs/admin/ha.md,
+    /// "Converting a running cluster". FILE is only read; stop the controller that wrote it first.
+    #[arg(long, value_name = "FILE")]
+    seed: Vec<PathBuf>,
 }
 
 #[tokio::main]
@@ -61,6 +66,10 @@ async fn main() -> anyhow::Result<()> {
     // traversable so that users reach the socket inside it.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     drover_shared::statedir::prepare(&config.state_dir, 0o755)?;
+    if !args.seed.is_empty() {
+        println!("{}", drover_ctld::seed(&config, args.replica, &args.seed)?);
+        return Ok(());
+    }
     let socket_path = config.client_socket();
     let address = args.listen.unwrap_or_else(|| config.controller_address.clone());
     // Doors a supervisor bound and keeps across restarts (socket activation), if any.

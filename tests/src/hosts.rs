@@ -150,7 +150,11 @@ impl Hosts {
     /// Creates hosts `names` (their namespaces and links; their install trees are empty until
     /// `drover install --root` fills them). Their addresses are `<net>.1`, `<net>.2`, … in order.
     pub fn create(names: &[&str]) -> Result<Hosts, String> {
-        let pid = std::process::id();
+        // Unique per set of hosts, also for tests of one process running side by side: the
+        // names of links and namespaces, and the subnet, derive from it.
+        static SETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let set = SETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = (std::process::id() % 100_000) * 10 + set % 10;
         let dir = tempfile::Builder::new().prefix("drover-hosts-").tempdir_in("/tmp").map_err(|e| e.to_string())?;
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .map_err(|e| e.to_string())?;

@@ -325,6 +325,22 @@ impl Cluster {
         panic!("job {job_id} did not reach {state} within {timeout:?}; last seen {last:?}\n{}", self.logs());
     }
 
+    /// The leading replica's id, from `scontrol -d ping`'s primary line (`up --replicas N`).
+    pub fn leader(&self) -> u64 {
+        let ping = self.ok("scontrol", &["-d", "ping"]);
+        let primary = ping.lines().find(|l| l.starts_with("Slurmctld(primary)")).unwrap_or_else(|| panic!("{ping}"));
+        let id = primary.split("(replica ").nth(1).and_then(|rest| rest.split(',').next());
+        id.and_then(|id| id.parse().ok()).unwrap_or_else(|| panic!("no replica id in {primary}"))
+    }
+
+    /// Waits until `scontrol -d ping` shows `count` replicas up, none behind the leader.
+    pub fn wait_replicas_in_step(&self, count: usize, timeout: Duration) {
+        self.wait_for("every replica up and in step", timeout, || {
+            let ping = self.ok("scontrol", &["-d", "ping"]);
+            (ping.matches("is UP").count() == count && ping.matches("behind: 0)").count() == count).then_some(())
+        });
+    }
+
     /// The pid `up` recorded for a daemon (`ctld`, `noded-n1`).
     pub fn pid(&self, daemon: &str) -> i32 {
         let path = self.home().join("run").join(format!("{daemon}.pid"));
@@ -389,15 +405,6 @@ impl Cluster {
         drover_shared::config::Config::load(&self.home().join("cluster.toml"))
             .expect("derived config")
             .controller_address
-    }
-
-    /// The leading replica's id (`drover up --replicas N`), from `scontrol -d ping`'s primary
-    /// line.
-    pub fn leading_replica(&self) -> u64 {
-        let ping = self.ok("scontrol", &["-d", "ping"]);
-        let primary = ping.lines().find(|l| l.starts_with("Slurmctld(primary)")).unwrap_or_else(|| panic!("{ping}"));
-        let id = primary.split("(replica ").nth(1).and_then(|rest| rest.split(',').next());
-        id.and_then(|id| id.parse().ok()).unwrap_or_else(|| panic!("no replica id in {primary}"))
     }
 
     /// GET `path` from ctld's HTTP listener (`[metrics] listen`): (status line, body).

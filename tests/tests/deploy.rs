@@ -464,3 +464,80 @@ fn install_lays_out_a_host_and_runs_again_without_changing_it() {
     assert_eq!(std::fs::read_to_string(&config).unwrap(), edited);
     assert!(!root.join("usr").exists(), "the refused install wrote its binaries");
 }
+
+/// `drover install` on a host whose config lists `[[controller.replicas]]` (docs/admin/ha.md):
+/// run on the host whose address replica 1 has, it writes the drop-in
+/// `drover-ctld.service.d/replica.conf` (`--replica 1`, `Restart=always`), which
+/// `systemd-analyze verify` reads with the unit; `--replica N` names another (a state directory
+/// outside /var/lib/drover made writable), an id the config lacks is refused, and a config
+/// without replicas removes the drop-in.
+#[test]
+#[ignore = "needs root (network namespaces); .ci/run runs it"]
+fn install_writes_the_drop_in_of_the_replica_this_host_runs() {
+    drover_e2e::require_root("this test makes a host in network and mount namespaces");
+    let mut hosts = Hosts::create(&["ctl"]).unwrap_or_else(|e| panic!("cannot create the hosts: {e}"));
+    let ip = hosts.host("ctl").ip.clone();
+    let mut config = CONFIG
+        .replace("127.0.0.1:0", &format!("{ip}:6817"))
+        .replace("state_dir = \"state\"", "state_dir = \"/var/lib/drover\"");
+    for (id, address, state_dir) in [
+        (1, ip.as_str(), "/var/lib/drover/r1"),
+        (2, "192.0.2.2", "/srv/drover/r2"),
+        (3, "192.0.2.3", "/var/lib/drover/r3"),
+    ] {
+        config += &format!(
+            "\n[[controller.replicas]]\nid = {id}\naddress = \"{address}:6817\"\nraft_address = \"{address}:6827\"\n\
+             state_dir = \"{state_dir}\"\n"
+        );
+    }
+    let admin_file = hosts.scratch().join("cluster.toml");
+    std::fs::write(&admin_file, &config).unwrap();
+    let root = hosts.host("ctl").root.clone();
+    // On the host's network, as `drover install` runs on the host itself.
+    let prefix = hosts.host("ctl").net_prefix();
+    let install = |args: &[&str]| {
+        let mut command = Command::new(&prefix[0]);
+        command.args(&prefix[1..]).arg(bin_dir().join("drover")).arg("install").arg("--root").arg(&root).args(args);
+        command.output().unwrap()
+    };
+    let out = install(&["--config", admin_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let drop_in = root.join("etc/systemd/system/drover-ctld.service.d/replica.conf");
+    let written = std::fs::read_to_string(&drop_in).unwrap();
+    assert!(
+        written.contains(
+            "\n[Service]\nExecStart=\nExecStart=/usr/local/sbin/drover-ctld --config /etc/drover/cluster.toml \
+             --replica 1\nRestart=always\n"
+        ),
+        "{written}"
+    );
+    assert!(written.contains("\n[Unit]\n") && !written.contains("ReadWritePaths"), "{written}");
+    assert!(root.join("var/lib/drover/r1").is_dir());
+    hosts.boot();
+    // The unit with its drop-in (systemd-analyze reads drop-in folders beside a unit it verifies).
+    let verify = hosts
+        .host("ctl")
+        .command("systemd-analyze")
+        .arg("verify")
+        .arg(root.join("etc/systemd/system/drover-ctld.service"))
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&verify.stdout), text(&verify.stderr));
+    assert!(verify.status.success() && !said.contains("replica.conf"), "{said}");
+
+    // Another replica named explicitly: its state directory is outside the unit's.
+    let out = install(&["--replica", "2"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let written = std::fs::read_to_string(&drop_in).unwrap();
+    assert!(written.contains(" --replica 2\nRestart=always\nReadWritePaths=/srv/drover/r2\n"), "{written}");
+    assert!(root.join("srv/drover/r2").is_dir());
+    let out = install(&["--replica", "5"]);
+    assert!(!out.status.success());
+    assert_eq!(text(&out.stderr), "drover: error: --replica 5: the config's [[controller.replicas]] are 1, 2, 3\n");
+    // Back to one controller: the drop-in goes.
+    let single = hosts.scratch().join("single.toml");
+    std::fs::write(&single, CONFIG.replace("127.0.0.1:0", &format!("{ip}:6817"))).unwrap();
+    let out = install(&["--config", single.to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("removed ") && !drop_in.exists(), "{}", text(&out.stdout));
+}

@@ -607,7 +607,7 @@ fn drover_up_runs_three_replicas_and_a_second_up_restarts_the_missing_one() {
     let later = cluster.submit(None, "later.sh", "#!/bin/sh\ntrue\n", &["--begin=now+1hour"]);
     let done = cluster.submit(None, "done.sh", "#!/bin/sh\ntrue\n", &[]);
     cluster.wait_state(done, "COMPLETED", LONG_WAIT);
-    let leader = cluster.leading_replica();
+    let leader = cluster.leader();
     cluster.kill9(&format!("ctld-{leader}"));
 
     let out = cluster.drover("up");
@@ -626,15 +626,7 @@ fn drover_up_runs_three_replicas_and_a_second_up_restarts_the_missing_one() {
     assert_eq!(next, done + 1);
     cluster.wait_state(next, "COMPLETED", LONG_WAIT);
     // The restarted replica is back in step with the others.
-    poll(
-        "every replica up and in step",
-        LONG_WAIT,
-        || cluster.logs(),
-        || {
-            let ping = cluster.ok("scontrol", &["-d", "ping"]);
-            (ping.matches("is UP").count() == 3 && ping.matches("behind: 0)").count() == 3).then_some(())
-        },
-    );
+    cluster.wait_replicas_in_step(3, LONG_WAIT);
     // An unsafe edit of the replicas (one replaced by another at once) is refused, and the
     // three keep answering.
     let home_file = cluster.home().join("cluster.toml");

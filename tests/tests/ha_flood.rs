@@ -117,7 +117,7 @@ fn elections_go_on_while_the_raft_ports_are_flooded() {
 
     let mut failovers = Vec::new();
     for kill in 1..=KILLS {
-        let leader = cluster.leading_replica();
+        let leader = cluster.leader();
         cluster.kill9(&format!("ctld-{leader}"));
         let killed = Instant::now();
         let out = cluster.run(Some("alice"), &alice, "squeue", &[], None);
@@ -128,7 +128,7 @@ fn elections_go_on_while_the_raft_ports_are_flooded() {
             text(&out.stderr),
             cluster.logs()
         );
-        let next = cluster.leading_replica();
+        let next = cluster.leader();
         assert_ne!(next, leader, "kill {kill}: the killed replica cannot lead");
         let open: Vec<usize> = reports.iter().map(|r| r.open.load(Ordering::Relaxed)).collect();
         eprintln!(

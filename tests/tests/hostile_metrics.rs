@@ -69,7 +69,13 @@ fn sbatch_times(cluster: &Cluster, n: usize) -> (Duration, Duration) {
     let mut times = Vec::new();
     for _ in 0..n {
         let started = Instant::now();
-        let out = cluster.run(Some("bob"), &dir, "sbatch", &["--parsable", "-o", "/dev/null", "--hold", "--wrap", "true"], None);
+        let out = cluster.run(
+            Some("bob"),
+            &dir,
+            "sbatch",
+            &["--parsable", "-o", "/dev/null", "--hold", "--wrap", "true"],
+            None,
+        );
         times.push(started.elapsed());
         assert!(out.status.success(), "{}", text(&out.stderr));
     }

@@ -19,7 +19,9 @@
 //! `up --replicas 3` runs replicated controllers instead (docs/admin/ha.md): three
 //! `drover-ctld --replica N` on free loopback ports, listed in the home's file, which later `up`s
 //! keep. A replica exits when it loses the lead (status 75) and expects a supervisor to start it
-//! again; on one host, running `up` again is that supervisor.
+//! again; on one host, running `up` again is that supervisor. `up --replicas 3` on a home that
+//! ran one controller converts it, and `up --replicas 1` converts back, keeping every job and
+//! its id (`convert`; what it replaces goes into `DIR/old-<time>/`).
 
 use super::ClusterArgs;
 use crate::client;
@@ -106,8 +108,9 @@ fn home_replicas(layout: &Layout) -> Vec<toml::Table> {
 }
 
 /// The replicas this home runs (none for one controller): the ones its file lists, addresses
-/// and all, unless `--replicas` asks for another number, which is refused for a home that
-/// already holds a cluster (its state would not carry over); new ones get free loopback ports.
+/// and all, unless `--replicas` asks for another number. Going from one controller to replicas
+/// or back is a conversion (see [`convert`]); another number of replicas is refused (add or
+/// remove one at a time instead). New replicas get free loopback ports.
 fn plan_replicas(layout: &Layout, wanted: Option<usize>, source: &Config) -> anyhow::Result<Vec<toml::Table>> {
     if !source.replicas.is_empty() {
         bail!(
@@ -119,17 +122,19 @@ fn plan_replicas(layout: &Layout, wanted: Option<usize>, source: &Config) -> any
     }
     let existing = home_replicas(layout);
     let count = wanted.unwrap_or(existing.len());
-    let holds_one = layout.home.join("ctld").join("drover.db").exists();
     if count == existing.len() || (count <= 1 && existing.is_empty()) {
         return Ok(existing);
     }
-    if !existing.is_empty() || holds_one {
-        let now =
-            if existing.is_empty() { "one controller".to_owned() } else { format!("{} replicas", existing.len()) };
+    if count <= 1 {
+        return Ok(Vec::new());
+    }
+    if !existing.is_empty() {
         bail!(
-            "the cluster in {} runs {now}; `drover up` does not change that (its state would not carry \
-             over): run it without --replicas, or start another cluster with another --home",
-            layout.home.display()
+            "the cluster in {} runs {} replicas; `drover up` converts between one controller and replicas, \
+             not between numbers of replicas: run it without --replicas (or with --replicas 1 to go back \
+             to one controller)",
+            layout.home.display(),
+            existing.len()
         );
     }
     // All the ports are held at once, so that no two are the same.
@@ -200,6 +205,89 @@ fn write_home_file(
     std::fs::write(&partial, text).with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, &target).with_context(|| format!("writing {}", target.display()))?;
     Ok(())
+}
+
+/// Finishes a conversion between one controller and replicas that the home's file asks for and
+/// its state directories do not show yet (so an interrupted one is finished by the next `up`):
+///
+/// - The file lists replicas and the single controller's database is still in `DIR/ctld/`: the
+///   single controller is stopped, the first replica is seeded from its database
+///   (`drover-ctld --replica 1 --seed`), and the database is moved into `DIR/old-<time>/`.
+/// - The file lists none and `DIR/ctld-<id>/` directories remain: the replicas are stopped, the
+///   single controller is seeded from their databases (the one that applied the furthest) and
+///   the replicas' directories are moved into `DIR/old-<time>/`.
+///
+/// Nodes keep running: they find the new controller from the file at their next connection.
+fn convert(layout: &Layout, config: &Config, ctld: &Path) -> anyhow::Result<()> {
+    let single_db = layout.home.join("ctld").join("drover.db");
+    let conf = layout.config();
+    let mut seed = Command::new(ctld);
+    seed.arg("--config").arg(&conf).env("DROVER_CONF", &conf).stdin(Stdio::null());
+    let replaced: Vec<PathBuf> = if let Some(first) = config.replicas.iter().map(|r| r.id).min() {
+        if !single_db.exists() {
+            return Ok(());
+        }
+        println!(
+            "converting the cluster in {} from one controller to {} replicas",
+            layout.home.display(),
+            config.replicas.len()
+        );
+        stop_recorded(layout, "ctld");
+        seed.arg("--replica").arg(first.to_string()).arg("--seed").arg(&single_db);
+        ["", "-wal", "-shm"]
+            .iter()
+            .map(|suffix| layout.home.join("ctld").join(format!("drover.db{suffix}")))
+            .filter(|p| p.exists())
+            .collect()
+    } else {
+        let mut dirs: Vec<(u64, PathBuf)> = std::fs::read_dir(&layout.home)
+            .with_context(|| format!("reading {}", layout.home.display()))?
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| Some((e.file_name().to_str()?.strip_prefix("ctld-")?.parse().ok()?, e.path())))
+            .collect();
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        dirs.sort();
+        println!("converting the cluster in {} from {} replicas to one controller", layout.home.display(), dirs.len());
+        for (id, _) in &dirs {
+            stop_recorded(layout, &format!("ctld-{id}"));
+        }
+        for (_, dir) in &dirs {
+            if dir.join("drover.db").exists() {
+                seed.arg("--seed").arg(dir.join("drover.db"));
+            }
+        }
+        dirs.into_iter().map(|(_, dir)| dir).collect()
+    };
+    let out = seed.output().with_context(|| format!("starting {}", ctld.display()))?;
+    if !out.status.success() {
+        bail!(
+            "seeding the new controller failed; nothing was moved and `drover up` tries again:\n{}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    let old = layout.home.join(format!("old-{}", drover_shared::now()));
+    std::fs::create_dir_all(&old).with_context(|| format!("creating {}", old.display()))?;
+    for path in replaced {
+        let name = path.file_name().context("a state path has a name")?;
+        std::fs::rename(&path, old.join(name))
+            .with_context(|| format!("moving {} into {}", path.display(), old.display()))?;
+    }
+    println!("the replaced state is in {} (remove it once the cluster is as it should be)", old.display());
+    Ok(())
+}
+
+/// Stops the daemon a pid file names (a controller being converted), if it runs, and forgets it.
+fn stop_recorded(layout: &Layout, daemon: &str) {
+    let pid_file = layout.pid_file(daemon);
+    if let Some(pid) = running(&pid_file, "drover-ctld") {
+        stop(pid);
+        println!("stopped {daemon} (pid {pid})");
+    }
+    let _ = std::fs::remove_file(pid_file);
 }
 
 fn read_pid(path: &Path) -> Option<i32> {
@@ -303,6 +391,7 @@ pub(crate) fn up(args: &ClusterArgs) -> anyhow::Result<i32> {
 
     let ctld = sibling("drover-ctld")?;
     let noded = sibling("drover-noded")?;
+    convert(&layout, &config, &ctld)?;
     let conf = layout.config().to_string_lossy().into_owned();
     if !nix::unistd::geteuid().is_root() {
         println!(

@@ -5,6 +5,9 @@
 //! PREFIX/bin/drover, PREFIX/bin/{sbatch,srun,…}   the commands (links to drover)
 //! PREFIX/sbin/drover-ctld, PREFIX/sbin/drover-noded
 //! /etc/systemd/system/drover-{ctld,noded}.service  the units (paths rewritten to PREFIX)
+//! /etc/systemd/system/drover-ctld.service.d/replica.conf
+//!                                                  when the config lists replicas: this host's
+//!                                                  `--replica N` and `Restart=always`
 //! /etc/drover/cluster.toml                         the config: --config FILE, else kept, else a starter
 //! /etc/drover/cluster.key                          the key: --key FILE, else kept, else a new one
 //! /var/lib/drover                                  ctld's state (owned by the `drover` user)
@@ -33,7 +36,7 @@ const UNIT_PREFIX: &str = "/usr/local/";
 const STARTER_CONFIG: &str = include_str!("../../../etc/cluster.toml");
 
 pub(crate) const USAGE: &str = "\
-usage: drover install [--root DIR] [--prefix DIR] [--config FILE] [--key FILE]
+usage: drover install [--root DIR] [--prefix DIR] [--config FILE] [--key FILE] [--replica N]
 
 Installs this build on this host: the commands and daemons under PREFIX (default /usr/local), the
 systemd units drover-ctld and drover-noded, /etc/drover (config and key), /var/lib/drover (ctld's
@@ -47,6 +50,10 @@ Run it on every host, as root; running it again upgrades the binaries and change
                  example, to edit
   --key FILE     install FILE as /etc/drover/cluster.key (the controller's key, on every node);
                  without it an existing key is kept, and a missing one is generated
+  --replica N    when the config lists [[controller.replicas]]: this host runs replica N
+                 (default: the one whose address is this host's). The drop-in
+                 drover-ctld.service.d/replica.conf starts it with --replica N and
+                 Restart=always; a host that runs none gets no drop-in (docs/admin/ha.md)
 
 Then: `systemctl daemon-reload`, and `systemctl enable --now drover-ctld` on the controller,
 `systemctl enable --now drover-noded` on each compute node (see docs/admin/install.md).";
@@ -56,10 +63,11 @@ struct Options {
     prefix: PathBuf,
     config: Option<PathBuf>,
     key: Option<PathBuf>,
+    replica: Option<u64>,
 }
 
 fn parse(args: Vec<OsString>) -> anyhow::Result<Option<Options>> {
-    let mut options = Options { root: "/".into(), prefix: "/usr/local".into(), config: None, key: None };
+    let mut options = Options { root: "/".into(), prefix: "/usr/local".into(), config: None, key: None, replica: None };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let arg = arg.to_string_lossy().into_owned();
@@ -79,6 +87,13 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Option<Options>> {
             "--prefix" => options.prefix = value("a directory")?,
             "--config" => options.config = Some(std::path::absolute(value("a file")?)?),
             "--key" => options.key = Some(std::path::absolute(value("a file")?)?),
+            "--replica" => {
+                let id = value("a replica id")?;
+                let id = id.to_string_lossy();
+                options.replica = Some(id.parse().ok().filter(|id| *id > 0).with_context(|| {
+                    format!("--replica {id}: give the id of one of the config's [[controller.replicas]]")
+                })?);
+            }
             "-h" | "--help" => return Ok(None),
             _ => bail!("unknown option `{arg}`\n\n{USAGE}"),
         }
@@ -254,11 +269,104 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if let Some((uid, gid)) = owner {
         nix::unistd::chown(&key, Some(uid), Some(gid)).with_context(|| format!("chown {}", key.display()))?;
     }
+    replica_drop_in(&options, &units, &prefix, &drover_shared::config::Config::load(&config)?, owner)?;
     println!(
         "installed; next: systemctl daemon-reload, then systemctl enable --now drover-ctld (controller) \
          or drover-noded (compute nodes)"
     );
     Ok(0)
+}
+
+/// The replica of `config` this host runs: `--replica N`, else the one whose address (or Raft
+/// address) this host holds (it can bind it); none when no replica's address is this host's.
+fn this_hosts_replica(options: &Options, config: &drover_shared::config::Config) -> anyhow::Result<Option<u64>> {
+    if let Some(id) = options.replica {
+        let ids: Vec<String> = config.replicas.iter().map(|r| r.id.to_string()).collect();
+        if !config.replicas.iter().any(|r| r.id == id) {
+            bail!("--replica {id}: the config's [[controller.replicas]] are {}", ids.join(", "));
+        }
+        return Ok(Some(id));
+    }
+    let local = |address: &str| {
+        address.parse::<std::net::SocketAddr>().is_ok_and(|a| std::net::TcpListener::bind((a.ip(), 0)).is_ok())
+    };
+    let mine: Vec<u64> =
+        config.replicas.iter().filter(|r| local(&r.address) || local(&r.raft_address)).map(|r| r.id).collect();
+    match mine[..] {
+        [] => Ok(None),
+        [id] => Ok(Some(id)),
+        _ => {
+            let ids: Vec<String> = mine.iter().map(u64::to_string).collect();
+            bail!("replicas {} all have addresses of this host: give --replica N for the one it runs", ids.join(", "))
+        }
+    }
+}
+
+/// Writes `drover-ctld.service.d/replica.conf` when the config lists replicas and this host runs
+/// one (docs/admin/ha.md): its `--replica N`, `Restart=always` (a replica exits when it loses
+/// the lead and expects to be started again, as a follower) and its state directory. Removes a
+/// drop-in written before when the config lists none or this host runs none.
+fn replica_drop_in(
+    options: &Options,
+    units: &Path,
+    prefix: &str,
+    config: &drover_shared::config::Config,
+    owner: Option<(nix::unistd::Uid, nix::unistd::Gid)>,
+) -> anyhow::Result<()> {
+    let dir = units.join("drover-ctld.service.d");
+    let path = dir.join("replica.conf");
+    let replica = if config.replicas.is_empty() {
+        if options.replica.is_some() {
+            bail!("--replica: {} lists no [[controller.replicas]]", config.source.display());
+        }
+        None
+    } else {
+        this_hosts_replica(options, config)?
+    };
+    let Some(id) = replica else {
+        if path.exists() {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            println!("removed {} (this host runs no replica)", path.display());
+        } else if !config.replicas.is_empty() {
+            println!("note: no replica of the config has this host's address; no replica drop-in (give --replica N)");
+        }
+        return Ok(());
+    };
+    let replica = config.replicas.iter().find(|r| r.id == id).expect("chosen from the config");
+    // ctld writes only its state directory: /var/lib/drover is the unit's; another needs
+    // ReadWritePaths= (and to exist, owned by the service user, before the unit starts).
+    // The config was loaded from below the root: a relative state_dir resolved there.
+    let state_dir = match replica.state_dir.strip_prefix(&options.root) {
+        Ok(inside) if options.root != Path::new("/") => Path::new("/").join(inside),
+        _ => replica.state_dir.clone(),
+    };
+    let state_dir = &state_dir;
+    directory(&under(&options.root, state_dir), 0o755, owner)?;
+    let writable = if state_dir.starts_with("/var/lib/drover") {
+        String::new()
+    } else {
+        format!("ReadWritePaths={}\n", state_dir.display())
+    };
+    let exec = CTLD_UNIT
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .expect("the ctld unit has an ExecStart= line")
+        .replace(UNIT_PREFIX, prefix);
+    let text = format!(
+        "# Written by `drover install`: this host runs replica {id} of [[controller.replicas]]\n\
+         # (docs/admin/ha.md). `drover install` rewrites this file; it removes it when the config\n\
+         # lists no replicas.\n\
+         [Unit]\n\
+         # A replica exits (status 75) whenever it stops leading: it must always come back.\n\
+         StartLimitIntervalSec=0\n\n\
+         [Service]\n\
+         ExecStart=\n\
+         {exec} --replica {id}\n\
+         Restart=always\n\
+         {writable}"
+    );
+    directory(&dir, 0o755, None)?;
+    put(&path, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]

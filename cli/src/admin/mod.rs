@@ -28,7 +28,9 @@ Local cluster:
                                         --replicas 3 (3 to 9): replicated controllers on this
                                         host (docs/admin/ha.md), kept by later `up`s. A replica
                                         that stops (it exits when it loses the lead) is missing:
-                                        run `up` again, it is their supervisor here
+                                        run `up` again, it is their supervisor here. On a home
+                                        that ran one controller, --replicas 3 converts it to
+                                        replicas and --replicas 1 back, jobs and ids kept
   down    [--home DIR]                  stop what `up` started
   status  [--home DIR]                  say what runs
   keygen  [FILE]                        create a cluster key (default: the config's key_file)

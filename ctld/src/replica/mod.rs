@@ -13,6 +13,7 @@
 mod log_store;
 mod membership;
 mod network;
+pub(crate) mod seed;
 mod state_machine;
 mod wire;
 pub(crate) mod writer;
@@ -119,6 +120,8 @@ pub(crate) async fn start(
     // from no leader for a while. Only one replica may: a blank replica that proposed its own
     // would stand for election with its short log and depose a working leader (Raft without
     // pre-vote), and a wiped replica of a running cluster hears from the leader well before.
+    // A first replica seeded from a single controller's database (`seed.rs`) holds a position
+    // and a membership already, so it is not untouched and proposes nothing.
     let first = config.replicas.iter().map(|r| r.id).min() == Some(id);
     if blank && first {
         let members: BTreeMap<u64, BasicNode> =

@@ -52,7 +52,7 @@ impl StateMachine {
         Ok(StateMachine { conn: Arc::new(Mutex::new(Some(conn))), path: path.to_owned(), dir })
     }
 
-    fn applied(conn: &Connection) -> rusqlite::Result<(Option<LogId<NodeId>>, Membership)> {
+    pub(super) fn applied(conn: &Connection) -> rusqlite::Result<(Option<LogId<NodeId>>, Membership)> {
         let row: Option<(Option<Vec<u8>>, Vec<u8>)> = conn
             .query_row("SELECT log_id, membership FROM raft_applied WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
@@ -67,7 +67,11 @@ impl StateMachine {
         }
     }
 
-    fn record_applied(tx: &Connection, log_id: &LogId<NodeId>, membership: &Membership) -> rusqlite::Result<()> {
+    pub(super) fn record_applied(
+        tx: &Connection,
+        log_id: &LogId<NodeId>,
+        membership: &Membership,
+    ) -> rusqlite::Result<()> {
         tx.execute(
             "INSERT OR REPLACE INTO raft_applied (id, log_id, membership) VALUES (1, ?1, ?2)",
             params![

@@ -259,11 +259,40 @@ impl RawAccounting {
 mod tests {
     use super::*;
 
+    /// `[metrics] allow` takes addresses and networks, refuses anything else, and serves only
+    /// peers inside one of them (IPv4-mapped peers as IPv4).
+    #[test]
+    fn the_metrics_allow_list_matches_addresses_and_networks() {
+        let raw = |allow: &[&str]| RawMetrics {
+            listen: None,
+            token: None,
+            allow: allow.iter().map(|a| (*a).to_owned()).collect(),
+        };
+        let config = raw(&["127.0.0.2", "10.1.0.0/16", "fd00::/8"]).validate().unwrap();
+        for (peer, served) in [
+            ("127.0.0.2", true),
+            ("127.0.0.1", false),
+            ("10.1.200.3", true),
+            ("10.2.0.1", false),
+            ("::ffff:127.0.0.2", true),
+            ("fd12::1", true),
+            ("::1", false),
+        ] {
+            assert_eq!(config.allows(peer.parse().unwrap()), served, "{peer}");
+        }
+        assert!(raw(&[]).validate().unwrap().allows("192.0.2.1".parse().unwrap()), "empty: everyone");
+        for bad in ["localhost", "10.0.0.0/33", "::/129", "10.0.0.0/x"] {
+            assert!(raw(&[bad]).validate().is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn listen_must_be_host_port() {
-        assert!(RawMetrics { listen: Some("127.0.0.1:9100".into()), token: None }.validate().is_ok());
-        assert!(RawMetrics { listen: Some("localhost:0".into()), token: None }.validate().is_ok());
-        assert!(RawMetrics { listen: Some("9100".into()), token: None }.validate().is_err());
+        assert!(
+            RawMetrics { listen: Some("127.0.0.1:9100".into()), token: None, allow: Vec::new() }.validate().is_ok()
+        );
+        assert!(RawMetrics { listen: Some("localhost:0".into()), token: None, allow: Vec::new() }.validate().is_ok());
+        assert!(RawMetrics { listen: Some("9100".into()), token: None, allow: Vec::new() }.validate().is_err());
     }
 
     #[test]
