@@ -43,6 +43,7 @@ fn applet(name: &str) -> Option<Applet> {
 }
 
 fn main() {
+    die_quietly_on_closed_output();
     let mut args: Vec<OsString> = std::env::args_os().collect();
     let argv0 = args.first().map(|a| Path::new(a).file_name().unwrap_or_default().to_string_lossy().into_owned());
     let argv0 = argv0.unwrap_or_else(|| "drover".into());
@@ -59,10 +60,60 @@ fn main() {
     match rest {
         Ok(code) => std::process::exit(code),
         Err(error) => {
+            let closed = error.chain().any(|cause| {
+                cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if closed && stdout_closed() {
+                die_of_sigpipe();
+            }
             eprintln!("{name}: error: {}", user_message(&error));
             std::process::exit(1);
         }
     }
+}
+
+/// A command whose output is closed early (`squeue | head -3`, `drover status | head`) ends as
+/// the shell's own tools do: killed by SIGPIPE, with nothing printed. Rust ignores SIGPIPE, so
+/// the write fails instead and `print!` panics; the panic hook catches exactly that panic and
+/// lets the signal end the process. SIGPIPE stays ignored otherwise: a write to a socket the
+/// controller closed must stay an error the command can retry, not its death.
+fn die_quietly_on_closed_output() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        let printing =
+            message.starts_with("failed printing to stdout") || message.starts_with("failed printing to stderr");
+        if printing && message.contains("Broken pipe") {
+            die_of_sigpipe();
+        }
+        default_hook(info);
+    }));
+}
+
+/// Whether this process's standard output is a pipe or socket whose reader is gone (a write
+/// there fails with EPIPE). A broken pipe to the controller is an error to report; one on the
+/// output is the reader's choice.
+fn stdout_closed() -> bool {
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout();
+    let mut fds = [nix::poll::PollFd::new(stdout.as_fd(), nix::poll::PollFlags::empty())];
+    nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).is_ok()
+        && fds[0].revents().is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLERR | nix::poll::PollFlags::POLLHUP))
+}
+
+/// Ends the process by SIGPIPE, quietly, as a shell tool writing to a closed pipe does.
+fn die_of_sigpipe() -> ! {
+    use nix::sys::signal::{SigHandler, Signal, raise, signal};
+    // SAFETY: restoring the default disposition installs no handler; the process then ends by
+    // the signal it raises.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+    let _ = raise(Signal::SIGPIPE);
+    std::process::exit(141);
 }
 
 fn run_applet(run: Applet, args: Vec<OsString>) -> anyhow::Result<i32> {

@@ -328,10 +328,11 @@ fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
     // Each compute node: the same config and the controller's key.
     for node in ["n1", "n2"] {
         install(&hosts.host(node).root.clone(), &[&key]);
-        assert_eq!(
-            std::fs::read(hosts.host(node).root.join("etc/drover/cluster.key")).unwrap(),
-            std::fs::read(&key).unwrap()
-        );
+        let copy = hosts.host(node).root.join("etc/drover/cluster.key");
+        assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&key).unwrap());
+        // A compute node runs no ctld: only root (noded) reads its key.
+        let meta = std::fs::metadata(&copy).unwrap();
+        assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o600), "{node}'s key");
     }
     hosts.boot();
 

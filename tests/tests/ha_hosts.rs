@@ -16,6 +16,7 @@
 use drover_e2e::hosts::{Host, Hosts, ok};
 use drover_e2e::{bin_dir, require_users, text};
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,18 +120,28 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
     let mut hosts = Hosts::create(&["c1", "c2", "c3", "n1"]).unwrap_or_else(|e| panic!("cannot create the hosts: {e}"));
     let admin_file = hosts.scratch().join("cluster.toml");
     std::fs::write(&admin_file, config(&hosts)).unwrap();
-    let install = |root: &Path, key: Option<&Path>| {
+    // Each controller host is told which replica it runs (its drop-in, and the key readable by
+    // the `drover` user); the compute node gets the key for root alone.
+    let install = |root: &Path, key: Option<&Path>, replica: Option<&str>| {
         let mut command = Command::new(bin_dir().join("drover"));
         command.arg("install").arg("--root").arg(root).arg("--config").arg(&admin_file);
         if let Some(key) = key {
             command.arg("--key").arg(key);
         }
+        if let Some(replica) = replica {
+            command.args(["--replica", replica]);
+        }
         ok(&mut command)
     };
-    install(&hosts.host("c1").root.clone(), None);
+    install(&hosts.host("c1").root.clone(), None, Some("1"));
     let key = hosts.host("c1").root.join("etc/drover/cluster.key");
-    for name in ["c2", "c3", "n1"] {
-        install(&hosts.host(name).root.clone(), Some(&key));
+    for (name, replica) in [("c2", Some("2")), ("c3", Some("3")), ("n1", None)] {
+        install(&hosts.host(name).root.clone(), Some(&key), replica);
+    }
+    let drover_uid = nix::unistd::User::from_name("drover").unwrap().unwrap().uid.as_raw();
+    for (name, owner) in [("c2", drover_uid), ("n1", 0)] {
+        let meta = std::fs::metadata(hosts.host(name).root.join("etc/drover/cluster.key")).unwrap();
+        assert_eq!((meta.uid(), meta.mode() & 0o777), (owner, 0o600), "{name}'s key");
     }
     hosts.boot();
     let supervisor = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/replica_supervisor.py");

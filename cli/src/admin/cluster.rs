@@ -554,7 +554,8 @@ pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
     }
     // The admin's file may have been edited into one that does not load: say so, not "no cluster".
     let config = Config::load(&layout.config())?;
-    // Each daemon, and for a replica its socket (which only the leader opens).
+    // Each daemon, and for a replica its socket (every replica holds one; only the leader
+    // answers on it).
     let mut daemons: Vec<(String, &str, Option<PathBuf>)> = Vec::new();
     if config.replicas.is_empty() {
         daemons.push(("ctld".into(), "drover-ctld", None));

@@ -257,24 +257,54 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         }
     }
     let key = etc.join("cluster.key");
-    match &options.key {
-        Some(given) => put(&key, &read(given)?, 0o600)?,
-        None if key.exists() => println!("kept {}", key.display()),
+    let installed = drover_shared::config::Config::load(&config)?;
+    // ctld reads the key as the `drover` user, so it is theirs where a controller runs: the
+    // host that generated it, one whose controller or replica address is its own, one given
+    // `--replica`. Everywhere else (compute nodes) only root (noded) reads it. A kept key keeps
+    // its owner.
+    let controller_here = is_controller_host(&options, &installed)?;
+    let key_owner = match &options.key {
+        Some(given) => {
+            put(&key, &read(given)?, 0o600)?;
+            Some(if controller_here { owner } else { root_owner(is_root) })
+        }
+        None if key.exists() => {
+            println!("kept {}", key.display());
+            None
+        }
         None => {
             drover_shared::auth::ClusterKey::generate(&key)?;
             println!("generated {} (copy it to every host: drover install --key FILE)", key.display());
+            Some(owner)
         }
-    }
-    // ctld reads the key as the `drover` user; noded, as root, reads it anyway.
-    if let Some((uid, gid)) = owner {
+    };
+    if let Some(Some((uid, gid))) = key_owner {
         nix::unistd::chown(&key, Some(uid), Some(gid)).with_context(|| format!("chown {}", key.display()))?;
     }
-    replica_drop_in(&options, &units, &prefix, &drover_shared::config::Config::load(&config)?, owner)?;
+    replica_drop_in(&options, &units, &prefix, &installed, owner)?;
     println!(
         "installed; next: systemctl daemon-reload, then systemctl enable --now drover-ctld (controller) \
          or drover-noded (compute nodes)"
     );
     Ok(0)
+}
+
+/// Whether this host runs a controller: `--replica N`, or the config's controller address or a
+/// replica's address is one of this host's (it can bind it).
+fn is_controller_host(options: &Options, config: &drover_shared::config::Config) -> anyhow::Result<bool> {
+    let local = |address: &str| {
+        address.parse::<std::net::SocketAddr>().is_ok_and(|a| std::net::TcpListener::bind((a.ip(), 0)).is_ok())
+    };
+    if config.replicas.is_empty() {
+        return Ok(local(&config.controller_address));
+    }
+    Ok(this_hosts_replica(options, config)?.is_some())
+}
+
+/// root, as the owner of a compute node's copy of the key (`None` when not installing as root:
+/// a staging tree keeps the installer's ownership).
+fn root_owner(is_root: bool) -> Option<(nix::unistd::Uid, nix::unistd::Gid)> {
+    is_root.then(|| (nix::unistd::Uid::from_raw(0), nix::unistd::Gid::from_raw(0)))
 }
 
 /// The replica of `config` this host runs: `--replica N`, else the one whose address (or Raft

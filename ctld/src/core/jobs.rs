@@ -264,9 +264,11 @@ impl Core {
         let checked = self.check_update(update);
         let detail = bounded(format!("{update:?}"));
         for &job_id in job_ids {
-            let result = checked
-                .as_ref()
-                .map_err(|code| *code)
+            // Whose job it is comes first: what is wrong with the request is none of the
+            // business of a caller who may not touch the job.
+            let result = self
+                .may_update(who, job_id)
+                .and_then(|()| checked.as_ref().map_err(|code| *code))
                 .and_then(|reached| self.update_one(who, job_id, update, reached));
             if result.is_ok() {
                 self.store_job(job_id, false);
@@ -290,6 +292,13 @@ impl Core {
             }
             None => Ok(HashMap::new()),
         }
+    }
+
+    /// Whether `who` may update job `job_id` at all (it exists and is theirs, or they are an
+    /// operator or admin).
+    fn may_update(&self, who: Who, job_id: JobId) -> Result<(), ErrorCode> {
+        let job = self.state.jobs.get(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
+        who.check(Operation::Job { owner: job.info.uid })
     }
 
     fn update_one(

@@ -301,6 +301,11 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if spec.deadline.is_some_and(|deadline| deadline <= now) {
         return Err(Refusal::new(ErrorCode::InvalidTimeValue, "the deadline has passed"));
     }
+    // The commands refuse these already; a request built without them gets the same bound.
+    let latest = drover_shared::grammar::date::LATEST;
+    if spec.begin_time.is_some_and(|t| t > latest) || spec.deadline.is_some_and(|t| t > latest) {
+        return Err(Refusal::new(ErrorCode::InvalidTimeValue, "a begin time or deadline after 9999-12-31T23:59:59"));
+    }
     let privileged = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::JobPrivileged);
     check_nice(spec.nice, privileged)?;
 

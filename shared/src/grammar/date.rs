@@ -137,7 +137,21 @@ enum Word {
 /// - a time of day alone means today if it is still ahead, otherwise tomorrow;
 /// - a date alone means that day at 00:00:00;
 /// - a date without a year means this year, or next year when that moment has already passed.
+///
+/// An instant after [`LATEST`] (9999-12-31 23:59:59 UTC, the last one Slurm's four-digit-year
+/// formats can show) is refused: `now+999999999days` is a typo or an attack, not a plan.
 pub fn parse_date_time(text: &str, now: UnixTime, calendar: &dyn Calendar) -> Result<UnixTime, ValueError> {
+    let instant = parse_unbounded(text, now, calendar)?;
+    if instant > LATEST {
+        return Err(ValueError::new("date/time", text, "a time no later than 9999-12-31T23:59:59"));
+    }
+    Ok(instant)
+}
+
+/// The latest instant a date/time may name: 9999-12-31 23:59:59 UTC.
+pub const LATEST: UnixTime = 253_402_300_799;
+
+fn parse_unbounded(text: &str, now: UnixTime, calendar: &dyn Calendar) -> Result<UnixTime, ValueError> {
     let err = || ValueError::new("date/time", text, EXPECTED);
     let lower = text.trim().to_ascii_lowercase();
     let mut date: Option<DatePart> = None;
@@ -355,6 +369,17 @@ mod tests {
     #[test]
     fn now_is_what_the_tests_assume() {
         check("now", expect!["2026-03-15T10:30:00"]);
+    }
+
+    /// A time past year 9999 is refused (once shown as year 2739933).
+    #[test]
+    fn times_past_year_9999_are_refused() {
+        let now = 1_773_570_600;
+        assert_eq!(days_from_civil(9999, 12, 31) * 86_400 + 86_399, LATEST);
+        let error = parse_date_time("now+999999999days", now, &Utc).unwrap_err().to_string();
+        assert!(error.contains("no later than 9999-12-31"), "{error}");
+        assert!(parse_date_time("10000-01-01", now, &Utc).is_err());
+        assert_eq!(parse_date_time("9999-12-31T23:59:59", now, &Utc), Ok(LATEST));
     }
 
     #[test]
