@@ -4,7 +4,8 @@
 //! with noded and no replica. alice submits from the compute node (through noded's token), bob
 //! from a controller host (through its replica's token socket, or its socket when that replica
 //! leads), without pause, while the leader is killed with SIGKILL three times; meanwhile a
-//! squatter (a plain user on every controller host) tries to take every replica's ports.
+//! squatter (a plain user on every controller host) tries to take every replica's ports, and bob
+//! floods every replica's Raft port with 700 idle connections from c1.
 //! Every submission must succeed, none may be lost or doubled, a new leader must answer within
 //! 5 s of each kill, and the squatter must never get a port.
 //!
@@ -178,10 +179,7 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
 
     // The squatter: bob, on every controller host, tries to take every replica's ports for as
     // long as the test runs (bounded), and says which it ever got.
-    let squat = "import socket,sys,time\nheld=[]\nend=time.time()+float(sys.argv[1])\n\
-        while time.time()<end:\n  for a in sys.argv[2:]:\n    h,p=a.rsplit(':',1)\n    s=socket.socket()\n    \
-        try:\n      s.bind((h,int(p))); s.listen(8); held.append(s); print('got',a,flush=True)\n    \
-        except OSError:\n      s.close()\n  time.sleep(0.02)\n";
+    let script = |name: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(name).to_string_lossy().into_owned();
     let ports: Vec<String> = CONTROLLERS
         .iter()
         .flat_map(|name| {
@@ -193,10 +191,21 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
         .iter()
         .map(|name| {
             let mut command = hosts.host(name).as_user("bob", &bob, "python3");
-            command.args(["-c", squat, "120"]).args(&ports);
+            command.args([script("squat.py"), "120".into()]).args(&ports);
             command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
         })
         .collect();
+
+    // The flood: bob, on c1, holds up to 700 idle connections to every replica's Raft port,
+    // opening again (at most every 20 ms) those a replica closes, for as long as the test runs
+    // (bounded), and says how many it opened.
+    let raft_ports: Vec<String> = CONTROLLERS.iter().map(|name| format!("{}:6827", hosts.host(name).ip)).collect();
+    let flooder = {
+        let mut command = hosts.host("c1").as_user("bob", &bob, "python3");
+        command.args([script("raft_flood.py"), "120".into(), "700".into()]).args(&raft_ports);
+        command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    };
+    std::thread::sleep(Duration::from_secs(3));
 
     let stop = Arc::new(AtomicBool::new(false));
     let results: Arc<Mutex<Vec<(String, Vec<Submission>)>>> = Arc::default();
@@ -266,13 +275,25 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
     for id in &unique {
         assert_eq!(seen.get(id), Some(&1), "job {id} in sacct:\n{listed}");
     }
+    // The flood held its connections throughout.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(flooder.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let flooded = flooder.wait_with_output().unwrap();
+    let opened: usize = text(&flooded.stdout).trim().parse().unwrap_or(0);
+    eprintln!("the flood opened {opened} connections to the Raft ports{}", text(&flooded.stderr));
+    assert!(opened >= 3 * 700, "the flood never held its connections: {opened}");
     // The squatter never got a port.
     for squatter in squatters {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(i32::try_from(squatter.id()).unwrap()),
-            nix::sys::signal::Signal::SIGKILL,
+            nix::sys::signal::Signal::SIGINT,
         );
         let out = squatter.wait_with_output().unwrap();
-        assert!(!text(&out.stdout).contains("got"), "a squatter took a port:\n{}", text(&out.stdout));
+        let said = text(&out.stdout);
+        assert!(!said.contains("got"), "a squatter took a port:\n{said}");
+        let tried: usize = said.trim().strip_prefix("tried ").and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(tried > 1000, "the squatter did not run: {said}{}", text(&out.stderr));
     }
 }
