@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The Drover controller.
 #[derive(Debug, Parser)]
@@ -98,18 +99,26 @@ async fn main() -> anyhow::Result<()> {
     // someone else holds (after a crash, say) keeps voting and replicating and tries again every
     // second; one controller alone cannot start without its doors.
     let mut complained = None::<std::time::Instant>;
+    let started = std::time::Instant::now();
     let listeners = loop {
         match bind_doors(&mut activated, &socket_path, &address).await {
             Ok(listeners) => break listeners,
+            // A ctld killed a moment ago may hold its port until its last thread has exited (one
+            // in an fsync dies late): a single controller waits for it, up to 10 s.
+            Err(error)
+                if replication.is_none() && address_in_use(&error) && started.elapsed() < Duration::from_secs(10) =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             Err(error) if replication.is_some() => {
-                if complained.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
+                if complained.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
                     tracing::error!(
                         error = %format!("{error:#}"),
                         "cannot open this replica's doors; it follows without standing for election and tries again every second"
                     );
                     complained = Some(std::time::Instant::now());
                 }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
             Err(error) => return Err(error),
         }
@@ -165,4 +174,11 @@ async fn bind_doors(
         None => tokio::net::TcpListener::bind(address).await.with_context(|| format!("binding {address}"))?,
     };
     Ok(drover_ctld::Listeners { clients, nodes })
+}
+
+/// Whether binding failed because the address is taken.
+fn address_in_use(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::AddrInUse))
 }

@@ -53,6 +53,9 @@ pub struct NodeSettings {
     pub scripts: JobScripts,
     /// The health check and the time between two runs.
     pub health_check: Option<(PathBuf, Duration)>,
+    /// Why this host cannot stand by its declaration (too few CPUs, too little memory), if so:
+    /// the node asks to be drained at each registration (`crate::hardware`).
+    pub shortfall: Option<String>,
 }
 
 impl NodeSettings {
@@ -217,6 +220,9 @@ async fn connect(settings: &NodeSettings, boot_time: i64, start_time: i64) -> an
         start_time,
     };
     messages.send(&NodeMessage::Register(registration)).await?;
+    if let Some(reason) = &settings.shortfall {
+        messages.send(&NodeMessage::Drain { reason: reason.clone() }).await?;
+    }
     Ok(messages)
 }
 

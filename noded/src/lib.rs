@@ -11,6 +11,7 @@ pub mod bpf;
 pub mod cgroup;
 pub mod daemon;
 pub mod gpu_usage;
+pub mod hardware;
 pub mod isolation;
 mod jobs;
 pub mod nvml;

@@ -38,6 +38,10 @@ struct DaemonArgs {
     /// Seconds between heartbeats.
     #[arg(long, default_value_t = 2)]
     heartbeat: u64,
+    /// Print this host's CPUs, sockets, cores, threads, memory and GPUs (Slurm's `slurmd -C`,
+    /// and as a `[[nodes]]` table for cluster.toml), then exit.
+    #[arg(short = 'C', long = "print-hardware")]
+    print_hardware: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,6 +71,9 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(drover_noded::step::main(&step_dir));
     }
     let args = args.daemon;
+    if args.print_hardware {
+        return print_hardware(args.name);
+    }
     let config = drover_shared::config::Config::load(&args.config)?;
     // Before any thread starts; job supervisors inherit the variable (`spank` module).
     drover_noded::sys::process::set_env_single_threaded(drover_noded::spank::PLUGSTACK_ENV, &config.plugstack)?;
@@ -101,6 +108,17 @@ fn main() -> anyhow::Result<()> {
     if launcher.is_none() {
         tracing::warn!("no supervisor launcher (noded already runs threads): each job executes drover-noded supervise");
     }
+    // A node whose real CPUs or memory fall short of its declaration is drained at registration
+    // (with Slurm's reason), unless the config's declaration wins (`config_overrides`).
+    let hardware = drover_noded::hardware::this_host();
+    let shortfall = if config.config_overrides() {
+        None
+    } else {
+        hardware.and_then(|hardware| drover_noded::hardware::shortfall(&hardware, node.cpus, node.real_memory_mb))
+    };
+    if let Some(reason) = &shortfall {
+        tracing::warn!(node = name, reason, "this host has less than the config declares; the node will be drained");
+    }
     let settings = daemon::NodeSettings {
         name: name.clone(),
         controller_from: args.controller.is_none().then(|| args.config.clone()),
@@ -119,6 +137,7 @@ fn main() -> anyhow::Result<()> {
             epilog: node.epilog.clone(),
             timeout_seconds: node.prolog_epilog_timeout,
         },
+        shortfall,
         health_check: node
             .health_check_program
             .clone()
@@ -136,5 +155,19 @@ fn main() -> anyhow::Result<()> {
         daemon::run(settings, shutdown).await
     })?;
     isolation.tear_down();
+    Ok(())
+}
+
+/// `drover-noded -C`: this host's hardware, and its GPUs where NVML has them.
+fn print_hardware(name: Option<String>) -> anyhow::Result<()> {
+    let hardware = drover_noded::hardware::this_host().context("reading /sys/devices/system/cpu and /proc/meminfo")?;
+    let name = match name {
+        Some(name) => name,
+        None => nix::unistd::gethostname()?.to_string_lossy().split('.').next().unwrap_or_default().to_owned(),
+    };
+    let gpus = drover_noded::nvml::detected_types().unwrap_or_default();
+    let uptime = std::fs::read_to_string("/proc/uptime").ok();
+    let uptime = uptime.as_deref().and_then(|t| t.split('.').next()?.parse().ok()).unwrap_or(0);
+    print!("{}", drover_noded::hardware::describe(&name, &hardware, &gpus, uptime));
     Ok(())
 }

@@ -163,6 +163,10 @@ pub mod raw {
         /// Seconds a client connection may stay silent after its hello or an answer.
         #[serde(default = "default_client_idle_timeout")]
         pub client_idle_timeout: u32,
+        /// Slurm's `SlurmdParameters=config_overrides`: a node whose real CPUs or memory fall
+        /// short of its declaration runs on by the declaration instead of being drained. Default:
+        /// off, but on for a `drover up` cluster (its nodes share one host).
+        pub config_overrides: Option<bool>,
         /// Replicated controllers (`[[controller.replicas]]`, see docs/admin/ha.md); empty = one
         /// embedded controller at `address`.
         #[serde(default)]
@@ -532,6 +536,8 @@ pub struct Config {
     pub max_connections_per_user: u32,
     /// `[controller] client_idle_timeout`, seconds (at least 1).
     pub client_idle_timeout: u32,
+    /// `[controller] config_overrides` as the file sets it (see [`Config::config_overrides`]).
+    pub config_overrides_set: Option<bool>,
     /// Slurm's `MaxTasksPerNode`: the most tasks of one step on one node.
     pub max_tasks_per_node: u32,
     pub admins: Vec<String>,
@@ -684,6 +690,13 @@ impl Config {
             return vec![self.controller_address.clone()];
         }
         self.replicas.iter().map(|r| r.address.clone()).collect()
+    }
+
+    /// Whether a node's declaration wins over its real hardware (Slurm's `config_overrides`):
+    /// as the file sets it, else only for a cluster home's file (`drover up`, whose nodes are one
+    /// host's processes).
+    pub fn config_overrides(&self) -> bool {
+        self.config_overrides_set.unwrap_or(self.home.is_some())
     }
 
     /// Makes this config the one replica `id` runs with: its node address and state directory.
@@ -1357,6 +1370,7 @@ impl Validator<'_> {
             preempt_exempt_time: file.controller.preempt_exempt_time,
             max_connections_per_user: file.controller.max_connections_per_user.max(1),
             client_idle_timeout: file.controller.client_idle_timeout.max(1),
+            config_overrides_set: file.controller.config_overrides,
             max_tasks_per_node: match &file.controller.max_tasks_per_node {
                 None => DEFAULT_MAX_TASKS_PER_NODE,
                 Some(v) if (1..=65533).contains(v.get_ref()) => *v.get_ref(),

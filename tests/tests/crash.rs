@@ -57,7 +57,13 @@ fn acknowledged_jobs_survive_ctld_kill9() {
         // Restarted while the clients still run: a submission cut by the kill is sent again
         // under its key and answered by the restarted ctld (stored once either way).
         let out = cluster.drover("up");
-        assert!(out.status.success(), "round {round}: restart failed: {}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "round {round}: restart failed: {}{}\n{}",
+            text(&out.stdout),
+            text(&out.stderr),
+            cluster.logs()
+        );
         for client in clients {
             client.join().unwrap();
         }

@@ -304,6 +304,9 @@ fn an_installed_three_host_cluster_runs_jobs_and_steps_across_its_nodes() {
     let controller = format!("{}:6817", hosts.host("ctl").ip);
     let config =
         CONFIG.replace("127.0.0.1:0", &controller).replace("state_dir = \"state\"", "state_dir = \"/var/lib/drover\"");
+    // The hosts are namespaces of this one machine: the nodes' declaration (4 CPUs each) wins
+    // over its real hardware (`config_overrides`, else they would drain as `Low CPUs`).
+    let config = config.replace("[controller]\n", "[controller]\nconfig_overrides = true\n");
     let admin_file = hosts.scratch().join("cluster.toml");
     std::fs::write(&admin_file, &config).unwrap();
     let install = |root: &Path, extra: &[&Path]| {

@@ -88,6 +88,8 @@ address = "127.0.0.1:1"
 state_dir = "unused"
 node_timeout = 8
 kill_wait = 2
+# The nodes are processes of this one machine: their declaration wins over its hardware.
+config_overrides = true
 
 {replicas}
 [[nodes]]

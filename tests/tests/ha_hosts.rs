@@ -7,7 +7,8 @@
 //! squatter (a plain user on every controller host) tries to take every replica's ports, and bob
 //! floods every replica's Raft port with 700 idle connections from c1.
 //! Every submission must succeed, none may be lost or doubled, a new leader must answer within
-//! 5 s of each kill, and the squatter must never get a port.
+//! 5 s of each kill, and the squatter must never get a port. Work that waits meanwhile comes
+//! through: a batch job's silent `srun sleep 25` and an `sbatch --wait` of a job as long.
 //!
 //! Each replica runs under `tests/src/replica_supervisor.py`, the stand-in for systemd that the
 //! socket units `drover install` writes would be: it binds the replica's doors once and hands
@@ -31,11 +32,14 @@ const FAILOVER_BOUND: Duration = Duration::from_secs(5);
 const ROUNDS: usize = 3;
 const CONTROLLERS: [&str; 3] = ["c1", "c2", "c3"];
 
-/// The cluster: three replicas (one per controller host) and the compute node n1.
+/// The cluster: three replicas (one per controller host) and the compute node n1. The hosts
+/// are namespaces of this one machine: the nodes' declaration wins over its hardware
+/// (`config_overrides`).
 fn config(hosts: &Hosts) -> String {
     let mut config = format!(
         "cluster_name = \"hacluster\"\ndefault_account = \"shared\"\n\n[controller]\naddress = \"{}:6817\"\n\
-         state_dir = \"/var/lib/drover\"\nnode_timeout = 8\nkill_wait = 2\nmin_job_age = 600\n",
+         state_dir = \"/var/lib/drover\"\nnode_timeout = 8\nkill_wait = 2\nmin_job_age = 600\n\
+         config_overrides = true\n",
         hosts.host("c1").ip
     );
     for (index, name) in CONTROLLERS.iter().enumerate() {
@@ -179,7 +183,8 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
 
     // The squatter: bob, on every controller host, tries to take every replica's ports for as
     // long as the test runs (bounded), and says which it ever got.
-    let script = |name: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(name).to_string_lossy().into_owned();
+    let script =
+        |name: &str| Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(name).to_string_lossy().into_owned();
     let ports: Vec<String> = CONTROLLERS
         .iter()
         .flat_map(|name| {
@@ -206,6 +211,20 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
         command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
     };
     std::thread::sleep(Duration::from_secs(3));
+
+    // Work that waits across the failovers (issue 36): alice's batch job whose step sleeps
+    // silently through all three kills, and bob's `sbatch --wait` of a job as long.
+    std::fs::write(alice.join("across.sh"), "#!/bin/sh\n#SBATCH -o across.out\nsrun sleep 25\necho rc=$?\n").unwrap();
+    let across = ok(hosts.host("n1").as_user("alice", &alice, "sbatch").args(["--parsable", "across.sh"]));
+    let across = across.trim().to_owned();
+    let waiting = hosts
+        .host("c1")
+        .as_user("bob", &bob, "sbatch")
+        .args(["--wait", "-o", "/dev/null", "--wrap", "sleep 25; exit 4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let results: Arc<Mutex<Vec<(String, Vec<Submission>)>>> = Arc::default();
@@ -234,6 +253,18 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
         kills
     });
     let results = results.lock().unwrap();
+
+    // The waiting work came through: the step ended as its task did, sbatch --wait with its
+    // job's exit code.
+    let waited = waiting.wait_with_output().unwrap();
+    assert_eq!(waited.status.code(), Some(4), "bob's sbatch --wait: {}{}", text(&waited.stdout), text(&waited.stderr));
+    let steps = hosts.wait_for("alice's job across the failovers to end", LONG, || {
+        let out = ok(hosts.host("c1").command("sacct").args(["-n", "-P", "-o", "JobID,State,ExitCode", "-j", &across]));
+        (!out.contains("RUNNING") && !out.contains("PENDING") && !out.is_empty()).then_some(out)
+    });
+    let output = std::fs::read_to_string(alice.join("across.out")).unwrap_or_default();
+    assert!(output.contains("rc=0"), "the silent step across the failovers: {output:?}\n{steps}");
+    assert!(steps.contains(&format!("{across}.0|COMPLETED|0:0")), "{steps}");
 
     // None failed, none doubled.
     let mut acked: Vec<u32> = Vec::new();

@@ -62,16 +62,24 @@ impl Core {
                 job.info.job_id = job_id;
                 self.state.usage.touch(&job.info.account, &job.info.user);
                 crate::policy::array::init(&mut job);
+                // The key goes first: the writer may commit it in an earlier transaction than the
+                // job, never in a later one, and a key whose job was not stored is ignored when
+                // keys are loaded (`store::db::load_submit_keys` matches each to its job).
+                if let Some(key) = key {
+                    self.store(DbOp::SubmitKey {
+                        uid: caller.uid,
+                        key: key.clone(),
+                        job_id,
+                        time: job.info.submit_time,
+                    });
+                    self.remember_submit_key(caller.uid, key, job_id, now);
+                }
                 // The database keeps the whole spec; memory only its resident half.
                 let resident = self.state.specs.resident(&job.spec);
                 let spec = Box::new(Arc::unwrap_or_clone(std::mem::replace(&mut job.spec, resident)));
                 self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec, fill_from: None });
                 let detail = format!("name={} partition={}", job.info.name, job.info.partition);
                 self.audit_request(caller, "submit", Some(job_id), Ok(()), detail);
-                if let Some(key) = key {
-                    self.store(DbOp::SubmitKey { uid: caller.uid, key: key.clone(), job_id, time: now });
-                    self.remember_submit_key(caller.uid, key, job_id, now);
-                }
                 self.store(DbOp::After(AfterCommit::AnswerSubmit(job_id)));
                 self.state.jobs.insert(job_id, job);
                 self.waiting_submits.insert(job_id, reply);

@@ -137,14 +137,22 @@ pub(crate) fn load_active(conn: &Connection, path: &Path) -> Result<(Vec<StoredJ
     Ok((jobs, JobId::try_from(next).unwrap_or(JobId::MAX)))
 }
 
-/// The stored submission keys younger than [`SUBMIT_KEY_LIFETIME`] at `now`: (uid, key) → job.
+/// The stored submission keys younger than [`SUBMIT_KEY_LIFETIME`] at `now` whose job is stored
+/// (same id, owner and submit time: a key committed without its job, in a transaction before a
+/// crash, names an id a later job may have taken): (uid, key) → job.
 pub(crate) fn load_submit_keys(
     conn: &Connection,
     path: &Path,
     now: UnixTime,
 ) -> Result<HashMap<(u32, Vec<u8>), JobId>, DbError> {
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
-    let mut stmt = conn.prepare("SELECT uid, key, job_id FROM submit_keys WHERE time >= ?1").map_err(err)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT k.uid, k.key, k.job_id FROM submit_keys k
+             JOIN jobs j ON j.job_id = k.job_id AND j.uid = k.uid AND j.submit_time = k.time
+             WHERE k.time >= ?1",
+        )
+        .map_err(err)?;
     let rows = stmt
         .query_map(params![now - SUBMIT_KEY_LIFETIME], |r| {
             Ok(((r.get::<_, u32>(0)?, r.get::<_, Vec<u8>>(1)?), r.get::<_, JobId>(2)?))

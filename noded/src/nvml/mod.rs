@@ -52,6 +52,20 @@ pub fn node_gpus(configured: &[GpuDevice], configured_files: &[PathBuf]) -> Resu
     Ok((gpus, format!("NVML ({lib})")))
 }
 
+/// The GPUs NVML finds on this machine, counted by GRES type (`h200 = 1`), for
+/// `drover-noded -C`; empty without NVML.
+pub fn detected_types() -> Result<Vec<(String, u32)>, String> {
+    let lib = std::env::var(LIB_VAR).unwrap_or_else(|_| DEFAULT_LIB.to_owned());
+    let Some(nvml) = open(&lib).map_err(|error| crate::supervisor::error_chain(&error))? else {
+        return Ok(Vec::new());
+    };
+    let mut counts: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+    for gpu in detect(&nvml).map_err(|error| crate::supervisor::error_chain(&error))? {
+        *counts.entry(inventory::gres_type(&gpu.name)).or_default() += 1;
+    }
+    Ok(counts.into_iter().collect())
+}
+
 fn read_optional(path: &Path) -> Result<String, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(text),
