@@ -21,6 +21,9 @@ pub enum HostlistError {
     /// An expansion that would produce more hosts than any cluster has.
     #[error("hostlist `{0}` expands to more than {MAX_HOSTS} hosts")]
     TooLarge(String),
+    /// An expression naming more hosts than the caller allows (ctld: the cluster's nodes).
+    #[error("hostlist names more than {limit} hosts")]
+    MoreThan { expr: String, limit: usize },
     /// An empty name between commas.
     #[error("empty host name in hostlist `{0}`")]
     Empty(String),
@@ -29,19 +32,87 @@ pub enum HostlistError {
 /// Upper bound on one expansion, so that a hostile `n[0-4000000000]` cannot exhaust memory.
 pub const MAX_HOSTS: usize = 1 << 20;
 
-/// Expands a hostlist expression into host names, in written order, keeping duplicates.
+/// Expands a hostlist expression into host names, in written order, keeping duplicates. The
+/// names are counted first ([`count`]): an expression naming more than [`MAX_HOSTS`] is refused
+/// before any name is built.
 pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
-    let mut hosts = Vec::new();
-    for token in split_top_level(expr)? {
-        if token.is_empty() {
-            return Err(HostlistError::Empty(expr.to_owned()));
-        }
-        expand_token(expr, &token, &mut hosts)?;
-        if hosts.len() > MAX_HOSTS {
-            return Err(HostlistError::TooLarge(expr.to_owned()));
-        }
+    expand_at_most(expr, MAX_HOSTS)
+}
+
+/// [`expand`], refusing (with [`HostlistError::MoreThan`]) an expression that names more than
+/// `limit` hosts before building any: ctld passes the cluster's node count, so that a list of a
+/// million names costs it no more than counting them.
+pub fn expand_at_most(expr: &str, limit: usize) -> Result<Vec<String>, HostlistError> {
+    let tokens = parse(expr)?;
+    let total = tokens.iter().map(Token::count).fold(0u64, u64::saturating_add);
+    if total > MAX_HOSTS as u64 {
+        return Err(HostlistError::TooLarge(expr.to_owned()));
+    }
+    if total > limit as u64 {
+        return Err(HostlistError::MoreThan { expr: expr.to_owned(), limit });
+    }
+    let mut hosts = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    for token in &tokens {
+        token.expand(&mut hosts);
     }
     Ok(hosts)
+}
+
+/// How many host names `expr` stands for, duplicates included, without building any.
+pub fn count(expr: &str) -> Result<u64, HostlistError> {
+    Ok(parse(expr)?.iter().map(Token::count).fold(0u64, u64::saturating_add))
+}
+
+/// One comma-separated part of an expression: a prefix, up to two bracket groups of ranges
+/// `(lo, hi, width)`, or a plain name (no groups).
+struct Token {
+    prefix: String,
+    groups: Vec<Vec<(u64, u64, usize)>>,
+    /// The text between the first group and the second (`-n` in `rack[1-2]-n[1-3]`).
+    middle: String,
+}
+
+impl Token {
+    fn count(&self) -> u64 {
+        self.groups.iter().fold(1u64, |total, ranges| {
+            let n = ranges.iter().fold(0u64, |sum, (lo, hi, _)| sum.saturating_add(hi - lo + 1));
+            total.saturating_mul(n)
+        })
+    }
+
+    fn expand(&self, out: &mut Vec<String>) {
+        let numbers = |ranges: &[(u64, u64, usize)]| -> Vec<String> {
+            ranges.iter().flat_map(|&(lo, hi, width)| (lo..=hi).map(move |n| format!("{n:0width$}"))).collect()
+        };
+        match self.groups.as_slice() {
+            [] => out.push(self.prefix.clone()),
+            [first] => {
+                for (lo, hi, width) in first.iter().copied() {
+                    out.extend((lo..=hi).map(|n| format!("{}{n:0width$}", self.prefix)));
+                }
+            }
+            [first, second, ..] => {
+                let tails = numbers(second);
+                for n in numbers(first) {
+                    out.extend(tails.iter().map(|tail| format!("{}{n}{}{tail}", self.prefix, self.middle)));
+                }
+            }
+        }
+    }
+}
+
+/// Parses every part of `expr` into its ranges (work proportional to the text, never to the
+/// names it stands for).
+fn parse(expr: &str) -> Result<Vec<Token>, HostlistError> {
+    split_top_level(expr)?
+        .into_iter()
+        .map(|token| {
+            if token.is_empty() {
+                return Err(HostlistError::Empty(expr.to_owned()));
+            }
+            parse_token(expr, &token)
+        })
+        .collect()
 }
 
 /// Splits on commas that are not inside brackets.
@@ -72,65 +143,47 @@ fn split_top_level(expr: &str) -> Result<Vec<String>, HostlistError> {
     Ok(tokens)
 }
 
-fn expand_token(expr: &str, token: &str, out: &mut Vec<String>) -> Result<(), HostlistError> {
+fn parse_token(expr: &str, token: &str) -> Result<Token, HostlistError> {
     let Some(open) = token.find('[') else {
-        out.push(token.to_owned());
-        return Ok(());
+        return Ok(Token { prefix: token.to_owned(), groups: Vec::new(), middle: String::new() });
     };
     let close = token[open..].find(']').map(|i| i + open).ok_or_else(|| HostlistError::Unbalanced(expr.to_owned()))?;
-    let prefix = &token[..open];
+    let prefix = token[..open].to_owned();
     let rest = &token[close + 1..];
-    let numbers = expand_ranges(expr, &token[open + 1..close])?;
+    let first = parse_ranges(expr, &token[open + 1..close])?;
     if rest.is_empty() {
-        for n in numbers {
-            out.push(format!("{prefix}{n}"));
-        }
-        return Ok(());
+        return Ok(Token { prefix, groups: vec![first], middle: String::new() });
     }
     // One more bracket group is allowed after the first (`rack[1-2]-n[1-3]`); plain trailing text is not.
     if !rest.contains('[') || !rest.ends_with(']') {
         return Err(HostlistError::Unsupported(expr.to_owned()));
     }
-    let mut tails = Vec::new();
-    expand_token(expr, rest, &mut tails)?;
-    if tails.iter().any(|t| t.contains('[')) {
+    let tail = parse_token(expr, rest)?;
+    if tail.groups.len() != 1 || tail.prefix.contains(']') {
         return Err(HostlistError::Unsupported(expr.to_owned()));
     }
-    for n in numbers {
-        for tail in &tails {
-            out.push(format!("{prefix}{n}{tail}"));
-            if out.len() > MAX_HOSTS {
-                return Err(HostlistError::TooLarge(expr.to_owned()));
-            }
-        }
-    }
-    Ok(())
+    let second = tail.groups.into_iter().next().unwrap_or_default();
+    Ok(Token { prefix, groups: vec![first, second], middle: tail.prefix })
 }
 
-/// Expands `01-04,07` into zero-padded numbers as strings.
-fn expand_ranges(expr: &str, ranges: &str) -> Result<Vec<String>, HostlistError> {
+/// Parses `01-04,07` into ranges `(lo, hi, width)`, the width being the first number's digits.
+fn parse_ranges(expr: &str, ranges: &str) -> Result<Vec<(u64, u64, usize)>, HostlistError> {
     let bad = |range: &str| HostlistError::BadRange { expr: expr.to_owned(), range: range.to_owned() };
-    let mut numbers = Vec::new();
+    let mut parsed = Vec::new();
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let digits = |s: &str| !s.is_empty() && s.len() <= MAX_RANGE_DIGITS && s.bytes().all(|b| b.is_ascii_digit());
         if !digits(lo) || !digits(hi) {
             return Err(bad(range));
         }
-        let width = lo.len();
         let lo_n: u64 = lo.parse().map_err(|_| bad(range))?;
         let hi_n: u64 = hi.parse().map_err(|_| bad(range))?;
         if lo_n > hi_n {
             return Err(bad(range));
         }
-        if usize::try_from(hi_n - lo_n).map_or(true, |n| n + numbers.len() > MAX_HOSTS) {
-            return Err(HostlistError::TooLarge(expr.to_owned()));
-        }
-        for n in lo_n..=hi_n {
-            numbers.push(format!("{n:0width$}"));
-        }
+        parsed.push((lo_n, hi_n, lo.len()));
     }
-    Ok(numbers)
+    Ok(parsed)
 }
 
 /// The most digits a bracketed number may have ([`expand_ranges`] refuses more), so a name
@@ -232,6 +285,21 @@ mod tests {
         check_expand("n[1-2", "error: unbalanced brackets in hostlist `n[1-2`");
         check_expand("n[0-99999999]", "error: hostlist `n[0-99999999]` expands to more than 1048576 hosts");
         check_expand("a,,b", "error: empty host name in hostlist `a,,b`");
+        check_expand("n[1-2]-[5-6]", "n1-5 n1-6 n2-5 n2-6");
+        check_expand("r[1-2]x[1-2]y", "error: unsupported hostlist form `r[1-2]x[1-2]y`");
+        check_expand("r[1-2]x[1-2]y[1-2]", "error: unsupported hostlist form `r[1-2]x[1-2]y[1-2]`");
+    }
+
+    #[test]
+    fn counts_without_expanding() {
+        assert_eq!(count("node[01-04,07],a,rack[1-2]-n[1-3]"), Ok(12));
+        assert_eq!(count("x[1-1048576]"), Ok(1 << 20));
+        assert_eq!(count("x[0-999999999]-y[0-999999999]"), Ok(1_000_000_000 * 1_000_000_000));
+        let refused = expand_at_most("x[1-1048576]", 2);
+        assert_eq!(refused, Err(HostlistError::MoreThan { expr: "x[1-1048576]".into(), limit: 2 }));
+        assert_eq!(expand_at_most("n[1-2]", 2).unwrap(), ["n1", "n2"]);
+        // Beyond MAX_HOSTS in total over several parts, refused before anything is built.
+        assert!(matches!(expand("a[1-1048576],b"), Err(HostlistError::TooLarge(_))));
     }
 
     #[test]

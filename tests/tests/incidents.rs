@@ -1,8 +1,9 @@
 //! Incident ownership on nodes, end to end with the real users alice and bob: a drain carries an
 //! owner and a ticket that `sinfo -R`, `drover node history`, the status page and the metrics
 //! show, and that survive kill -9 of ctld; a resume closes the incident; bad owners and tickets
-//! are refused and change nothing. A node where jobs of two users keep failing is drained by ctld
-//! with those jobs as evidence, while one user's failing jobs never drain it.
+//! are refused and change nothing. A node where jobs of two users keep dying of a hardware
+//! signal (`SIGBUS`) is drained by ctld with those jobs as evidence, while one user's never drain
+//! it (exit codes never count at all: `hostile_round2.rs`).
 
 use drover_e2e::{CONFIG, Cluster, require_users, text};
 use std::process::Output;
@@ -124,17 +125,18 @@ fn a_drain_carries_owner_and_ticket_through_history_status_page_metrics_and_a_re
     assert!(text(&out.stderr).contains("node n9 is not configured"), "{}", text(&out.stderr));
 }
 
-const FAILING: &str = "#!/bin/sh\nexit 3\n";
+/// A job that dies of a bus error, which points at the node's memory.
+const FAILING: &str = "#!/bin/sh\nkill -BUS $$\n";
 
 #[test]
 #[ignore = "needs root and the test users; .ci/run runs them"]
-fn jobs_of_two_users_failing_on_a_node_drain_it_with_evidence_one_users_never_do() {
+fn hardware_failures_of_two_users_drain_a_node_with_evidence_one_users_never_do() {
     require_users();
     let extra = "[incidents]\nauto_drain_failures = 3\nauto_drain_users = 2\nauto_drain_window = 600\n";
     let cluster = Cluster::start_with(
         &config(extra).replace("min_job_age = 600\n", "min_job_age = 600\nprivate_data = [\"jobs\"]\n"),
     );
-    // Five failing jobs of alice alone: each is in the history, the node stays in service.
+    // Five of alice's jobs alone dying of SIGBUS: each is in the history, the node stays in service.
     let mut alice_jobs = Vec::new();
     for i in 0..5 {
         let job = cluster.submit(Some("alice"), &format!("fail{i}.sh"), FAILING, &["-w", "n1"]);
@@ -145,11 +147,11 @@ fn jobs_of_two_users_failing_on_a_node_drain_it_with_evidence_one_users_never_do
     assert_eq!(rows.len(), 5, "{rows:?}");
     for (row, job) in rows.iter().zip(&alice_jobs) {
         assert_eq!(row[1..5], ["job_failure", "alice", "", &job.to_string()], "{rows:?}");
-        assert_eq!(row[7], "FAILED 3:0 (NonZeroExitCode)", "{rows:?}");
+        assert_eq!(row[7], "FAILED 0:7 (JobLaunchFailure)", "{rows:?}");
     }
     assert_eq!(node_state(&cluster, "n1"), "idle");
 
-    // One failing job of bob's: jobs of two users now fail there, and ctld drains the node.
+    // One of bob's: jobs of two users now fail there, and ctld drains the node.
     let bob_job = cluster.submit(Some("bob"), "fail.sh", FAILING, &["-w", "n1"]);
     cluster.wait_state(bob_job, "FAILED", LONG);
     let rows = history_when(&cluster, None, "n1", |r| r.iter().any(|e| e[1] == "auto_drain"));

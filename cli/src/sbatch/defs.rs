@@ -410,7 +410,8 @@ fn io_pattern(value: &str) -> Result<String, OptionError> {
     Ok(if value.eq_ignore_ascii_case("none") { "/dev/null".to_owned() } else { value.to_owned() })
 }
 
-/// A hostlist expression (`node[01-04],gpu7`), checked and kept as given.
+/// A hostlist expression (`node[01-04],gpu7`), checked (parsed and counted, never expanded: ctld
+/// refuses a list naming more hosts than the cluster has) and kept as given.
 fn hostlist(value: &str) -> Result<String, OptionError> {
     if value.contains('/') {
         return Err(invalid(
@@ -419,7 +420,7 @@ fn hostlist(value: &str) -> Result<String, OptionError> {
             "a hostlist expression (reading node names from a file is not supported yet)",
         ));
     }
-    drover_shared::hostlist::expand(value)
+    drover_shared::hostlist::count(value)
         .map_err(|_| invalid("node list", value, "a hostlist expression such as node[01-04,07]"))?;
     Ok(value.to_owned())
 }

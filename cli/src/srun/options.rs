@@ -138,7 +138,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
         let Some(nodelist) = spec.nodelist.as_deref() else {
             bail!("--no-allocate needs the nodes to run on: -w/--nodelist");
         };
-        let nodes = drover_shared::hostlist::expand(nodelist)?.len();
+        let nodes = drover_shared::hostlist::count(nodelist)?;
         options.no_allocate = true;
         spec.no_allocate = true;
         spec.nodes_min = Some(u32::try_from(nodes).unwrap_or(u32::MAX));

@@ -606,7 +606,8 @@ impl Core {
             if final_state == JobState::Failed {
                 let uid = self.state.jobs.get(&job_id).map_or(0, |j| j.info.uid);
                 let how = format!("{} {} ({reason})", final_state.long_name(), exit_status);
-                self.job_failed_on_node(node, job_id, uid, how, true);
+                let points_at_node = crate::policy::incident::points_at_node(&end.outcome, end.exit_status);
+                self.job_failed_on_node(node, job_id, uid, how, points_at_node);
             }
             tracing::info!(job_id, state = final_state.long_name(), exit = %exit_status, "job ended");
             self.schedule_needed = true;

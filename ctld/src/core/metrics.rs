@@ -117,6 +117,8 @@ pub(crate) struct Snapshot {
     pub(crate) pending_by_account: BTreeMap<String, u64>,
     /// Open incidents (drained or down nodes), node-table order.
     pub(crate) incidents: Vec<OpenIncident>,
+    /// Automatic drains withheld over the window's cap since ctld started (alerts).
+    pub(crate) auto_drains_withheld: u64,
 }
 
 /// A drained or down node's incident, as the status page and metrics show it.
@@ -206,6 +208,13 @@ pub(crate) fn render(registry: &Registry, snap: &Snapshot) -> String {
     for (owner, n) in &by_owner {
         let _ = writeln!(out, "drover_node_incidents_open{{owner=\"{}\"}} {n}", esc(owner));
     }
+    head(
+        &mut out,
+        "drover_auto_drains_withheld_total",
+        "counter",
+        "Automatic drains withheld because the window already held its cap (alerts).",
+    );
+    let _ = writeln!(out, "drover_auto_drains_withheld_total {}", snap.auto_drains_withheld);
     head(&mut out, "drover_node_incident_age_seconds", "gauge", "How long each open incident has been open.");
     let now = drover_shared::now();
     for incident in &snap.incidents {

@@ -15,7 +15,7 @@
 
 use crate::model::identity::Caller;
 use crate::model::state::{Job, State};
-use crate::policy::validate;
+use crate::policy::validate::{self, UnknownNodes};
 use crate::store::db::{CommitReport, DbOp};
 use drover_shared::job::{JobId, JobState};
 use drover_shared::proto::client::{ErrorCode, Request, Response};
@@ -422,10 +422,12 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::store::db::StoredJob
         };
         let running = info.state() == JobState::Running;
         let job_id = info.job_id;
+        let node_filter = validate::node_filter(state, &spec, UnknownNodes::Skip).unwrap_or_default();
         let job = Job {
             info: info.into(),
             spec: state.specs.resident(&spec),
             candidates,
+            node_filter,
             alloc: if running { alloc } else { None },
             committed: true,
             launched_at: running.then_some(now),

@@ -17,6 +17,7 @@ use crate::model::identity::{Caller, user_name};
 use crate::model::incident::{Failure, Incident, SYSTEM_OWNER};
 use crate::model::state::State;
 use crate::policy::authz::{Operation, Who};
+use crate::policy::incident::Verdict;
 use crate::store::db::{DbOp, StoredNodeState};
 use drover_shared::hostlist;
 use drover_shared::job::JobId;
@@ -221,21 +222,37 @@ impl Core {
     }
 
     /// A job of `uid` failed on `name` (`how`: its state and exit code, or why the node failed
-    /// it): an entry of the node's history. A job that failed by itself (`counts`, not one lost
-    /// with its node, which the node's own state already shows) counts towards a drain when jobs
-    /// of several users keep failing there.
+    /// it): an entry of the node's history. A failure that points at the node (`counts`: a failed
+    /// launch, a hardware signal; never an exit code, nor a job lost with its node, which the
+    /// node's own state already shows) counts towards a drain when jobs of several users keep
+    /// failing there and nowhere else; beyond the window's cap of automatic drains, an alert.
     pub(crate) fn job_failed_on_node(&mut self, name: &str, job_id: JobId, uid: u32, how: String, counts: bool) {
         let time = now();
         let config = self.state.config.incidents.clone();
-        let Some(node) = self.state.node_mut(name) else { return };
+        let window_start = crate::policy::incident::window_start(&config, time);
+        let drains = self.state.auto_drains.since(window_start);
+        if counts {
+            self.state.failing_users.push(uid, name, time, config.auto_drain_window_secs);
+        }
+        let failing_users = &self.state.failing_users;
+        let Some(&index) = self.state.node_index.get(name) else { return };
+        let node = &mut self.state.nodes[index];
         let keep = config.auto_drain_failures.max(1) as usize;
         if counts {
             node.recent_failures.push(Failure { time, job_id, uid }, config.auto_drain_window_secs, keep);
         }
         let already = node.drain_reason.is_some() || node.down_reason.is_some();
-        let evidence = counts
-            .then(|| crate::policy::incident::auto_drain_evidence(&node.recent_failures, &config, time))
-            .flatten();
+        let elsewhere = |uid| failing_users.elsewhere(uid, name, window_start);
+        let verdict = counts
+            .then(|| {
+                crate::policy::incident::auto_drain_verdict(&node.recent_failures, &config, time, elsewhere, drains)
+            })
+            .flatten()
+            .filter(|_| !already);
+        if verdict.is_some() {
+            // What opened an incident or an alert is not counted again.
+            node.recent_failures.clear();
+        }
         self.record_node_event(NodeEvent {
             time,
             node: name.to_owned(),
@@ -245,10 +262,37 @@ impl Core {
             job_id: Some(job_id),
             ..NodeEvent::default()
         });
-        if let Some(evidence) = evidence.filter(|_| !already) {
-            tracing::warn!(node = name, evidence, "jobs keep failing on the node: drained");
-            self.drain_by_system(name, "jobs keep failing here".into(), evidence);
+        match verdict {
+            Some(Verdict::Drain(evidence)) => {
+                tracing::warn!(node = name, evidence, "jobs keep failing on the node: drained");
+                self.state.auto_drains.push(time);
+                self.drain_by_system(name, "jobs keep failing here".into(), evidence);
+            }
+            Some(Verdict::Alert(evidence)) => self.withhold_drain(name, evidence, config.auto_drain_max_nodes),
+            None => {}
         }
+    }
+
+    /// The alert raised instead of an automatic drain beyond the window's cap: a log line, an
+    /// entry of the node's history, an audit record (`drain_withheld`) and the counter
+    /// `drover_auto_drains_withheld_total`. The node stays in service.
+    fn withhold_drain(&mut self, name: &str, evidence: String, cap: u32) {
+        let time = now();
+        self.state.auto_drains.withheld += 1;
+        let reason = format!("jobs keep failing here; not drained: {cap} automatic drains per window already");
+        tracing::warn!(node = name, evidence, reason, "ALERT: jobs keep failing on the node; drain withheld");
+        self.record_node_event(NodeEvent {
+            time,
+            node: name.to_owned(),
+            event: "drain_withheld".into(),
+            owner: SYSTEM_OWNER.into(),
+            reason: reason.clone(),
+            evidence: evidence.clone(),
+            ..NodeEvent::default()
+        });
+        let detail = format!("nodes={name} reason={reason} evidence={evidence}");
+        let (origin, action) = ("ctld".to_owned(), "drain_withheld");
+        self.store(DbOp::Audit { time, uid: 0, origin, action, job_id: None, outcome: "alert".into(), detail });
     }
 
     /// Who set each node's reason, and when: nodes with a reason, node-table order.

@@ -76,10 +76,31 @@ impl Core {
         self.state.nodes = nodes;
         self.state.config = new.clone();
         self.state.reindex();
+        self.refilter_jobs();
         self.shared_config.set(new);
         self.schedule_needed = true;
         tracing::info!(path = %old.path.display(), "config reloaded");
         Ok(crate::policy::template::changes(&old.templates, &self.state.config.templates))
+    }
+
+    /// Resolves the node filters of the jobs that have one again: the node table may have been
+    /// renumbered, grown or shrunk, and features changed. A name no longer configured allows
+    /// nothing.
+    fn refilter_jobs(&mut self) {
+        let jobs: Vec<(drover_shared::job::JobId, Arc<drover_shared::job::JobSpec>)> = self
+            .state
+            .jobs
+            .values()
+            .filter(|j| j.node_filter.is_some() && !j.info.state().is_terminal())
+            .map(|j| (j.info.job_id, j.spec.clone()))
+            .collect();
+        for (job_id, spec) in jobs {
+            let unknown = crate::policy::validate::UnknownNodes::Skip;
+            let filter = crate::policy::validate::node_filter(&self.state, &spec, unknown).unwrap_or_default();
+            if let Some(job) = self.state.jobs.get_mut(&job_id) {
+                job.node_filter = filter;
+            }
+        }
     }
 
     /// The node table under `new`: nodes kept with their live state, new nodes added (they join

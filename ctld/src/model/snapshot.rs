@@ -355,6 +355,7 @@ mod tests {
             info: info.into(),
             spec: Arc::default(),
             candidates: Vec::new(),
+            node_filter: None,
             alloc: None,
             committed,
             launched_at: None,

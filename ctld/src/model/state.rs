@@ -37,6 +37,9 @@ pub(crate) struct Job {
     pub(crate) spec: Arc<JobSpec>,
     /// Partitions the job may run in, in the order to try them.
     pub(crate) candidates: Vec<String>,
+    /// The nodes its `-w`/`-x`/`--constraint` allow, resolved at submit (`None`: every node);
+    /// shared by an array's tasks.
+    pub(crate) node_filter: Option<Arc<crate::model::node_filter::NodeFilter>>,
     /// Set while the job's resources are held on its nodes (from start until the node reports its end).
     pub(crate) alloc: Option<Allocation>,
     /// False until the submission is durable; uncommitted jobs are invisible and never scheduled.
@@ -623,6 +626,10 @@ pub(crate) struct State {
     pub(crate) reclaim_holds: HashMap<JobId, Hold>,
     /// Preempted jobs that end `PREEMPTED` instead of being requeued.
     pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
+    /// The nodes each user's jobs failed on lately, for automatic drains (`model/incident.rs`).
+    pub(crate) failing_users: crate::model::incident::FailingUsers,
+    /// The automatic drains of the window, and those withheld over its cap.
+    pub(crate) auto_drains: crate::model::incident::AutoDrains,
     /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
     pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
     /// The backfill reservations of the last pass, by job: `drover why` shows them and the next
@@ -724,6 +731,8 @@ impl State {
             planning_time: PLANNING_TIME,
             planning_jobs: usize::MAX,
             tally: Default::default(),
+            failing_users: Default::default(),
+            auto_drains: Default::default(),
         };
         state.reindex();
         state

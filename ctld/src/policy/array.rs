@@ -73,6 +73,7 @@ pub(crate) fn claim(state: &mut State, job_id: JobId, task: Option<u32>) -> Opti
         info: info.into(),
         spec: job.spec.clone(),
         candidates: job.candidates.clone(),
+        node_filter: job.node_filter.clone(),
         alloc: None,
         committed: true,
         launched_at: None,

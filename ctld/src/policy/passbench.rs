@@ -202,6 +202,7 @@ impl Bench {
             info: info.into(),
             spec,
             candidates: vec!["gpu".into()],
+            node_filter: None,
             alloc: None,
             committed: true,
             launched_at: None,

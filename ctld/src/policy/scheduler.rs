@@ -19,6 +19,7 @@ use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::{JobId, JobState};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 impl PerNodeRequest {
     /// Whether a node of this shape could ever hold the `i`-th share (ignoring what runs there).
@@ -95,29 +96,11 @@ pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConf
             listed.as_slice()
         }
     };
-    let spec = &job.spec;
-    if spec.exclude.is_none() && spec.nodelist.is_none() && spec.constraint.is_none() {
-        return all.to_vec();
+    // Resolved at submit: nothing here reads the request's text.
+    match &job.node_filter {
+        None => all.to_vec(),
+        Some(filter) => all.iter().copied().filter(|&i| filter.allows(i)).collect(),
     }
-    let parse = |list: &Option<String>| {
-        list.as_deref()
-            .and_then(|l| drover_shared::hostlist::expand(l).ok())
-            .map(|v| v.into_iter().collect::<HashSet<_>>())
-    };
-    let exclude = parse(&spec.exclude).unwrap_or_default();
-    let required = parse(&spec.nodelist);
-    // Checked at submit; a constraint that no longer parses restricts nothing.
-    let constraint =
-        spec.constraint.as_deref().and_then(|text| drover_shared::grammar::constraint::parse_constraint(text).ok());
-    all.iter()
-        .copied()
-        .filter(|&i| {
-            let node = &state.nodes[i].config;
-            !exclude.contains(&node.name)
-                && required.as_ref().is_none_or(|r| r.contains(&node.name))
-                && constraint.as_ref().is_none_or(|c| c.matches(&node.features))
-        })
-        .collect()
 }
 
 /// Tries to place a job on `views`: the first nodes of `nodes` (indexes into `views`, in the order
@@ -157,9 +140,9 @@ pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConf
 pub(crate) struct Shape {
     partition: String,
     request: PerNodeRequest,
-    nodelist: Option<String>,
-    exclude: Option<String>,
-    constraint: Option<String>,
+    /// The job's resolved node filter, by identity (jobs submitted alike share one only when
+    /// they are an array's tasks; others are distinct shapes, which costs a skipped skip).
+    node_filter: Option<usize>,
 }
 
 impl Shape {
@@ -167,9 +150,7 @@ impl Shape {
         Shape {
             partition: partition.to_owned(),
             request: request.clone(),
-            nodelist: job.spec.nodelist.clone(),
-            exclude: job.spec.exclude.clone(),
-            constraint: job.spec.constraint.clone(),
+            node_filter: job.node_filter.as_ref().map(|filter| Arc::as_ptr(filter).addr()),
         }
     }
 }
@@ -317,7 +298,7 @@ impl FreeIndex {
         job: &Job,
         request: &PerNodeRequest,
     ) -> Option<impl Iterator<Item = usize> + Clone + 'a> {
-        if job.spec.nodelist.is_some() || job.spec.exclude.is_some() || job.spec.constraint.is_some() {
+        if job.node_filter.is_some() {
             return None;
         }
         let free = self.partitions.get(partition)?;

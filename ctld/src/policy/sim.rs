@@ -9,6 +9,7 @@
 
 use crate::model::state::{Job, State};
 use crate::policy::scheduler::{could_ever_fit, schedule};
+use crate::policy::validate::{UnknownNodes, node_filter};
 use drover_shared::UnixTime;
 use drover_shared::config::Config;
 use drover_shared::grammar::time::TimeLimit;
@@ -172,10 +173,12 @@ fn admit(state: &State, rec: &Recorded) -> Option<Job> {
     spec.hold = false;
     spec.deadline = None;
     spec.begin_time = (eligible > info.submit_time).then_some(eligible);
+    let node_filter = node_filter(state, &spec, UnknownNodes::Skip).unwrap_or_default();
     let mut job = Job {
         info: JobInfo::default().into(),
         spec: Arc::new(spec),
         candidates: candidates.iter().map(|p| p.name.clone()).collect(),
+        node_filter,
         alloc: None,
         committed: true,
         launched_at: None,

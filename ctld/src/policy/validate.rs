@@ -3,6 +3,7 @@
 //! Slurm's code and a detail for the log.
 
 use crate::model::identity::{Caller, user_name};
+use crate::model::node_filter::{NodeFilter, NodeSet};
 use crate::model::state::{Job, State};
 use crate::policy::scheduler::could_ever_fit;
 use drover_shared::UnixTime;
@@ -20,6 +21,10 @@ const MAX_SCRIPT: usize = 4 * 1024 * 1024;
 const MAX_ENV_ENTRIES: usize = 10_000;
 /// Longest name, comment or path accepted.
 const MAX_STRING: usize = 4096;
+/// Most GRES requests (`--gres`, `--gpus`, `--gpus-per-task` together) a job may make.
+const MAX_GRES_ITEMS: usize = 64;
+/// Most partitions a job may name.
+const MAX_PARTITIONS: usize = 256;
 /// Slurm's bound on `--nice`: ±(2³¹ − 3).
 pub(crate) const MAX_NICE: i64 = 2_147_483_645;
 
@@ -83,10 +88,25 @@ fn check_sizes(spec: &JobSpec) -> Result<(), Refusal> {
     if spec.environment.len() > MAX_ENV_ENTRIES {
         return Err(too_big("environment"));
     }
-    let strings =
-        [Some(&spec.name), Some(&spec.work_dir), spec.comment.as_ref(), spec.stdout.as_ref(), spec.stderr.as_ref()];
-    if strings.into_iter().flatten().any(|s| s.len() > MAX_STRING) {
+    let strings = [
+        Some(&spec.name),
+        Some(&spec.work_dir),
+        spec.comment.as_ref(),
+        spec.stdout.as_ref(),
+        spec.stderr.as_ref(),
+        spec.nodelist.as_ref(),
+        spec.exclude.as_ref(),
+        spec.constraint.as_ref(),
+    ];
+    if strings.into_iter().flatten().chain(&spec.partitions).any(|s| s.len() > MAX_STRING) {
         return Err(too_big("a string field"));
+    }
+    // The pass reads each GRES request and tries each partition for every pending job.
+    if spec.gres_per_node.len() + spec.gpus.len() + spec.gpus_per_task.len() > MAX_GRES_ITEMS {
+        return Err(too_big("the GRES list"));
+    }
+    if spec.partitions.len() > MAX_PARTITIONS {
+        return Err(too_big("the partition list"));
     }
     if !spec.work_dir.starts_with('/') {
         return Err(Refusal::new(ErrorCode::InvalidSpec, "working directory must be an absolute path"));
@@ -223,11 +243,14 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     // The team's job template: its defaults, locks and bounds, before anything reads the spec.
     let spec = crate::policy::template::apply(config, &account, spec)?;
 
-    let names: Vec<String> = if spec.partitions.is_empty() {
+    let mut names: Vec<String> = if spec.partitions.is_empty() {
         vec![config.default_partition().name.clone()]
     } else {
         spec.partitions.clone()
     };
+    // `-p main,main,…` tries `main` once.
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|name| seen.insert(name.clone()));
     let mut partitions: Vec<&PartitionConfig> = Vec::new();
     for name in &names {
         let p = config
@@ -309,11 +332,13 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     let privileged = crate::policy::authz::Who::of(config, caller).may(crate::policy::authz::Operation::JobPrivileged);
     check_nice(spec.nice, privileged)?;
 
+    let node_filter = node_filter(state, &spec, UnknownNodes::Refuse)?;
     let spec = Arc::new(spread_tasks(config, &partitions, spec)?);
     let mut job = Job {
         info: JobInfo::default().into(),
         spec: spec.clone(),
         candidates: partitions.iter().map(|p| p.name.clone()).collect(),
+        node_filter,
         alloc: None,
         committed: false,
         launched_at: None,
@@ -378,6 +403,89 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     }
     .into();
     Ok(job)
+}
+
+/// How [`node_filter`] treats a name the node table does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnknownNodes {
+    /// A submission: refused with Slurm's `Invalid node name specified`.
+    Refuse,
+    /// A job already accepted (restored, replayed, or after a reconfigure removed a node): the
+    /// name allows nothing.
+    Skip,
+}
+
+/// Resolves a job's `-w`, `-x` and `--constraint` against the node table, once: the pass then
+/// asks the node indexes (`model/node_filter.rs`) and never reads the text again. A list naming
+/// more hosts than the cluster has is refused by counting, before a name is built; so is (under
+/// [`UnknownNodes::Refuse`]) a name no node has. A constraint is evaluated once per distinct
+/// feature list of the nodes.
+pub(crate) fn node_filter(
+    state: &State,
+    spec: &JobSpec,
+    unknown: UnknownNodes,
+) -> Result<Option<Arc<NodeFilter>>, Refusal> {
+    if spec.nodelist.is_none() && spec.exclude.is_none() && spec.constraint.is_none() {
+        return Ok(None);
+    }
+    let resolve = |list: &str| -> Result<NodeSet, Refusal> {
+        let names = drover_shared::hostlist::expand_at_most(list, state.nodes.len()).map_err(|error| {
+            let detail = match error {
+                drover_shared::hostlist::HostlistError::MoreThan { limit, .. } => {
+                    format!("the node list names more than the cluster's {limit} nodes")
+                }
+                other => shorten(&other.to_string()),
+            };
+            Refusal::new(ErrorCode::InvalidNodeName, detail)
+        });
+        let names = match (names, unknown) {
+            (Ok(names), _) => names,
+            (Err(refusal), UnknownNodes::Refuse) => return Err(refusal),
+            (Err(_), UnknownNodes::Skip) => Vec::new(),
+        };
+        let mut indexes = Vec::with_capacity(names.len());
+        for name in &names {
+            match state.node_index.get(name) {
+                Some(&i) => indexes.push(u32::try_from(i).unwrap_or(u32::MAX)),
+                None if unknown == UnknownNodes::Skip => {}
+                None => {
+                    let detail = format!("node {} is not configured", shorten(name));
+                    return Err(Refusal::new(ErrorCode::InvalidNodeName, detail));
+                }
+            }
+        }
+        Ok(NodeSet::from_indexes(indexes))
+    };
+    let required = spec.nodelist.as_deref().map(resolve).transpose()?;
+    let excluded = spec.exclude.as_deref().map(resolve).transpose()?.unwrap_or_default();
+    let features = match spec.constraint.as_deref() {
+        None => None,
+        Some(text) => {
+            let constraint = drover_shared::grammar::constraint::parse_constraint(text).ok();
+            let mut verdicts: std::collections::HashMap<&[String], bool> = std::collections::HashMap::new();
+            let mut matching = Vec::new();
+            for (i, node) in state.nodes.iter().enumerate() {
+                let features = node.config.features.as_slice();
+                // A constraint that no longer parses (checked at submit) restricts nothing.
+                let matches = *verdicts
+                    .entry(features)
+                    .or_insert_with(|| constraint.as_ref().is_none_or(|c| c.matches(features)));
+                if matches {
+                    matching.push(u32::try_from(i).unwrap_or(u32::MAX));
+                }
+            }
+            Some(NodeSet::from_indexes(matching))
+        }
+    };
+    Ok(Some(Arc::new(NodeFilter { required, excluded, features })))
+}
+
+/// A piece of a request quoted in a refusal: at most 64 characters.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// The placeholder priority of a job that becomes eligible (submit, release): never 0, which

@@ -1,8 +1,12 @@
 //! The `[incidents]` part of `cluster.toml`: when ctld drains a node by itself because jobs keep
-//! failing there. A node is drained (owner `system`, the failed jobs as evidence) once
-//! `auto_drain_failures` jobs of at least `auto_drain_users` different users have failed on it
-//! within `auto_drain_window`. Failures of one user alone never drain a node: a user whose own
-//! script fails could otherwise take every node out of service.
+//! failing there. Only failures that point at the node count (a failed launch, a signal that
+//! means hardware such as `SIGBUS`), never a job's own exit code. A node is drained (owner
+//! `system`, the failed jobs as evidence) once `auto_drain_failures` such jobs of at least
+//! `auto_drain_users` different users have failed on it within `auto_drain_window`, not counting
+//! users whose jobs failed on other nodes too; at most `auto_drain_max_nodes` nodes are drained
+//! so per window across the cluster, and beyond that ctld raises an alert instead. Failures of
+//! one user alone never drain a node: a user whose own script fails could otherwise take every
+//! node out of service.
 
 use super::usage::RawDuration;
 use serde::Deserialize;
@@ -17,6 +21,8 @@ pub struct RawIncidents {
     pub auto_drain_users: Option<u32>,
     /// The window the failures must fall in (default 10 minutes).
     pub auto_drain_window: Option<RawDuration>,
+    /// Nodes drained so per window across the cluster (default 1; 0: alerts only).
+    pub auto_drain_max_nodes: Option<u32>,
 }
 
 /// Validated `[incidents]`.
@@ -26,6 +32,8 @@ pub struct IncidentConfig {
     pub auto_drain_failures: u32,
     pub auto_drain_users: u32,
     pub auto_drain_window_secs: u64,
+    /// Automatic drains per window, cluster-wide; beyond it an alert, not a drain.
+    pub auto_drain_max_nodes: u32,
 }
 
 /// The most failures a node remembers: a window holding more drains the node anyway.
@@ -33,7 +41,12 @@ pub const MAX_AUTO_DRAIN_FAILURES: u32 = 1000;
 
 impl Default for IncidentConfig {
     fn default() -> IncidentConfig {
-        IncidentConfig { auto_drain_failures: 5, auto_drain_users: 2, auto_drain_window_secs: 600 }
+        IncidentConfig {
+            auto_drain_failures: 5,
+            auto_drain_users: 2,
+            auto_drain_window_secs: 600,
+            auto_drain_max_nodes: 1,
+        }
     }
 }
 
@@ -64,6 +77,13 @@ impl RawIncidents {
                 )
             })?,
         };
-        Ok(IncidentConfig { auto_drain_failures, auto_drain_users, auto_drain_window_secs })
+        let auto_drain_max_nodes = self.auto_drain_max_nodes.unwrap_or(default.auto_drain_max_nodes);
+        if usize::try_from(auto_drain_max_nodes).map_or(true, |n| n > super::MAX_CONFIG_NODES) {
+            return Err((
+                "incidents.auto_drain_max_nodes".into(),
+                format!("at most {} (0: alerts only)", super::MAX_CONFIG_NODES),
+            ));
+        }
+        Ok(IncidentConfig { auto_drain_failures, auto_drain_users, auto_drain_window_secs, auto_drain_max_nodes })
     }
 }

@@ -100,10 +100,13 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
         time_limit: spec.time_limit,
         ..JobInfo::default()
     };
+    let node_filter = crate::policy::validate::node_filter(state, &spec, crate::policy::validate::UnknownNodes::Skip)
+        .expect("skipping unknown nodes never refuses");
     let job = Job {
         info: info.into(),
         spec: Arc::new(spec),
         candidates: vec!["main".into()],
+        node_filter,
         alloc: None,
         committed: true,
         launched_at: None,
@@ -432,6 +435,10 @@ fn constraints_restrict_eligible_nodes() {
     let partition = state.config.partitions[0].clone();
     let eligible = |state: &mut State, constraint: &str| {
         Arc::make_mut(&mut state.jobs.get_mut(&job).unwrap().spec).constraint = Some(constraint.into());
+        // Resolved as a submission resolves it.
+        let spec = state.jobs[&job].spec.clone();
+        let filter = crate::policy::validate::node_filter(state, &spec, crate::policy::validate::UnknownNodes::Refuse);
+        state.jobs.get_mut(&job).unwrap().node_filter = filter.unwrap();
         eligible_nodes(state, &state.jobs[&job], &partition)
     };
     assert_eq!(eligible(&mut state, "ib"), [0]);

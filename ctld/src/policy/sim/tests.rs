@@ -110,6 +110,7 @@ impl Sim {
             info: info.into(),
             spec: Arc::new(spec),
             candidates: vec!["gpu".into()],
+            node_filter: None,
             alloc: None,
             committed: true,
             launched_at: None,
