@@ -37,7 +37,7 @@ mod sys;
 
 pub use conf::{PlugStack, PlugStackEntry};
 pub use error::{Espank, SpankError};
-pub use log::{LogLevel, set_log_sink};
+pub use log::{LogLevel, log_line, set_log_sink};
 pub use session::option_env_name;
 pub use stack::{
     Context, HasArg, Hook, JobInfo, PluginOption, STEP_ID_BATCH, STEP_ID_EXTERN, STEP_ID_INTERACTIVE, Stack,
