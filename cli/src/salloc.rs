@@ -19,7 +19,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The batch step of an allocation: wait until released.
-const HOLDER: &str = "#!/bin/sh\ntrap 'exit 0' USR1\nwhile :; do sleep 1; done\n";
+const HOLDER: &str = drover_shared::job::ALLOCATION_HOLDER;
 
 /// `salloc [options] [command [args…]]`.
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {

@@ -107,6 +107,10 @@ fn step_info(launch: &StepLaunch, tasks: &[u32]) -> JobInfo {
 /// Loads the plugins and runs everything before the fork of a batch job. `script` is the path
 /// the job runs. Call it with the supervisor still single-threaded.
 pub fn start(launch: &LaunchRequest, script: &Path) -> Result<(), SpankError> {
+    if launch.spec.script == drover_shared::job::ALLOCATION_HOLDER.as_bytes() {
+        // An interactive allocation's holder: Slurm runs no batch step, so no plugins, there.
+        return Ok(());
+    }
     start_with(|| job_info(launch, script))
 }
 

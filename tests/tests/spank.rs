@@ -135,6 +135,19 @@ fn every_launch_path_runs_the_remote_hooks_and_a_failing_task_init_fails_the_ste
     assert!(!stderr.contains("informational"), "{stderr}");
     assert!(!dir.join("srun-ran").exists());
 
+    // A plugin failing before the tasks (init): every task fails with the reason, nothing runs;
+    // the allocation's holder runs no plugins, so the job itself completes.
+    let mut failing_init = cluster.command(user, &dir, "srun", &["-N1", "touch", "init-ran"]);
+    failing_init.env("E2E_FAIL", "1");
+    let out = failing_init.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("slurmstepd: error: e2e: failing on purpose\n"), "{stderr}");
+    assert!(stderr.contains(": SPANK plugin e2e: slurm_spank_init failed (returned -1)\n"), "{stderr}");
+    assert!(!dir.join("init-ran").exists());
+    let jobs = cluster.ok("sacct", &["-X", "-n", "-P", "-o", "JobName,State"]);
+    assert!(jobs.contains("touch|COMPLETED") && !jobs.contains("touch|FAILED"), "{jobs}");
+
     // salloc: its option reaches the steps of the command it runs.
     let command = format!("{srun} sh -c '{SHOW}'; {srun} --e2e-fail-task touch salloc-ran; echo \"rc=$?\"");
     let out = cluster.run(user, &dir, "salloc", &["-N1", "--e2e-word=alloc", "sh", "-c", &command], None);

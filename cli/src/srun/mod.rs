@@ -9,6 +9,10 @@
 //! it proves the step token ctld gave srun and the nodes, within five seconds, or it is dropped;
 //! each of the step's nodes is served once.
 //!
+//! SPANK plugins run in srun's local context ([`crate::sbatch::spank`]): their options are taken
+//! out of the command line before it is read, `init_post_opt` runs before the step is asked
+//! for, `local_user_init` once it exists, `exit` at the end.
+//!
 //! srun's stdin goes to the tasks (task 0 alone under `--pty`); SIGINT/SIGTERM cancel the step;
 //! SIGUSR1/SIGUSR2 are ignored (`scancel --signal` reaches the tasks through ctld).
 //!
