@@ -9,6 +9,7 @@
 //! the same way; Drover's sacct also shows the holder as the `.batch` step).
 
 use crate::sbatch::defs::Command;
+use crate::sbatch::spank::Plugins;
 use crate::srun::options::{self, Parsed, StepOptions};
 use anyhow::{Context, bail};
 use drover_shared::job::{JobInfo, JobSpec, JobState};
@@ -18,17 +19,38 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The batch step of an allocation: wait until released.
-const HOLDER: &str = "#!/bin/sh\ntrap 'exit 0' USR1\nwhile :; do sleep 1; done\n";
+const HOLDER: &str = drover_shared::job::ALLOCATION_HOLDER;
 
 /// `salloc [options] [command [args…]]`.
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    // SPANK's allocator context: `init`, then the plugins' options come out of the command line.
+    let environment: Vec<(String, String)> = std::env::vars().collect();
+    let plugins = Plugins::start(Command::Salloc, &environment).map_err(anyhow::Error::msg)?;
+    let words: Vec<String> = args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let args: Vec<OsString> =
+        plugins.take_options(words).map_err(anyhow::Error::msg)?.into_iter().map(OsString::from).collect();
     let mut options: StepOptions = match options::parse(Command::Salloc, &args)? {
         Parsed::Answer(text) => {
-            print!("{text}");
+            let help = args.iter().any(|arg| arg == "--help" || arg == "-h");
+            let plugin_help = if help { plugins.help() } else { String::new() };
+            print!("{text}{plugin_help}");
             return Ok(0);
         }
         Parsed::Run(options) => *options,
     };
+    // The options to their plugins, `init_post_opt`; the command salloc runs passes them on to
+    // the steps its srun starts.
+    let inherited = Plugins::inherited_env(&plugins.job_env().map_err(anyhow::Error::msg)?);
+    let code = allocate_and_run(&mut options, &inherited);
+    let exited = plugins.exit().map_err(anyhow::Error::msg);
+    let code = code?;
+    exited?;
+    Ok(code)
+}
+
+/// salloc once its command line is read: the allocation, and the command run in it with
+/// `inherited` (the plugins' variables) in its environment.
+fn allocate_and_run(options: &mut StepOptions, inherited: &[(String, String)]) -> anyhow::Result<i32> {
     if options.command.is_empty() {
         options.command = vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())];
     }
@@ -55,6 +77,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             .env("SLURM_JOB_PARTITION", &info.partition)
             .env("SLURM_JOB_ACCOUNT", &info.account)
             .env("DROVER_SOCKET", &socket)
+            .envs(inherited.iter().map(|(name, value)| (name, value)))
             .status()
             .with_context(|| format!("running {}", options.command[0]))?;
         Ok(status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))

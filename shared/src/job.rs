@@ -481,6 +481,11 @@ pub struct StepSpec {
     pub rlimits: Vec<(String, u64)>,
 }
 
+/// The batch step of an interactive allocation (`salloc`, `srun` outside a job): it only holds
+/// the allocation until released (SIGUSR1). It is no batch step of the user's (Slurm runs none
+/// for such allocations), so nodes run no SPANK plugins for it.
+pub const ALLOCATION_HOLDER: &str = "#!/bin/sh\ntrap 'exit 0' USR1\nwhile :; do sleep 1; done\n";
+
 /// The resource limits srun propagates to its tasks, under Slurm's names (PropagateResourceLimits'
 /// `ALL`).
 pub const PROPAGATED_RLIMITS: [(&str, nix::sys::resource::Resource); 10] = {

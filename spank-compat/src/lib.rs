@@ -12,9 +12,11 @@
 //!   them: its build.rs prints
 //!   `cargo:rustc-link-arg-bins=-Wl,--dynamic-list=$DEP_DROVER_SPANK_DYNLIST`.
 //!
-//! Hook order per context (Slurm's): allocator (`sbatch`): `init`, options ([`Stack::set_options_from_env`]
-//! then [`Stack::set_option`]), `init_post_opt`, [`Stack::job_env_additions`] into the job,
-//! `exit`. Remote (the job's supervisor): [`Stack::set_job`], [`Stack::remote_init`] (`init`,
+//! Hook order per context (Slurm's): allocator (`sbatch`, `salloc`) and local (`srun`): `init`,
+//! options ([`Stack::set_option`] and [`Stack::set_options_from_env`], lowest precedence
+//! first), `init_post_opt`, [`Stack::job_env_additions`] into the job or step; in srun
+//! [`Stack::set_job`] and `local_user_init` once the step exists; `exit`. Remote (the job's
+//! supervisor, an srun step's runner): [`Stack::set_job`], [`Stack::remote_init`] (`init`,
 //! the options that travelled in the job environment, `init_post_opt`), [`Stack::user_init`]
 //! (effective uid dropped to the user), fork; in the task [`Stack::task_init_privileged`] as root,
 //! become the user, [`Stack::task_init`], exec with [`Stack::env`]; in the supervisor
@@ -24,8 +26,9 @@
 //! SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS on an alternate stack). A plugin that faults
 //! makes the call return [`SpankError::Crashed`] naming the plugin, hook and signal, and the stack
 //! refuses every later call ([`SpankError::Poisoned`]): the host reports the failure and stops
-//! using plugins. Plugins only ever run in the per-job supervisor (a separate process from noded)
-//! and in the client commands, never inside noded, so the worst a plugin can do is end its job.
+//! using plugins. Plugins only ever run in the per-job supervisor and the per-step runner
+//! (processes apart from noded) and in the client commands, never inside noded, so the worst a
+//! plugin can do is end its job or step.
 
 mod abi;
 mod conf;
@@ -37,7 +40,7 @@ mod sys;
 
 pub use conf::{PlugStack, PlugStackEntry};
 pub use error::{Espank, SpankError};
-pub use log::{LogLevel, set_log_sink};
+pub use log::{LogLevel, log_line, set_log_sink};
 pub use session::option_env_name;
 pub use stack::{
     Context, HasArg, Hook, JobInfo, PluginOption, STEP_ID_BATCH, STEP_ID_EXTERN, STEP_ID_INTERACTIVE, Stack,

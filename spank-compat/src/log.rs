@@ -64,6 +64,12 @@ fn emit(level: LogLevel, message: &str) {
     }
 }
 
+/// Sends one line through the sink, as a plugin's logger would (a host's message that belongs
+/// with the plugins' own, such as the failure that ends a task).
+pub fn log_line(level: LogLevel, message: &str) {
+    emit(level, message);
+}
+
 /// A message of the host's own.
 pub(crate) fn host_log(level: LogLevel, message: &str) {
     emit(level, message);

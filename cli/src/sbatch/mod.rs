@@ -21,7 +21,7 @@ mod hiargs;
 mod hostile;
 pub(crate) mod layers;
 pub(crate) mod lowargs;
-mod spank;
+pub(crate) mod spank;
 pub(crate) mod system;
 #[cfg(test)]
 mod tests;
@@ -92,6 +92,9 @@ pub(crate) struct World<'a> {
     pub(crate) umask: u32,
     pub(crate) prio_process: i32,
     pub(crate) read_script: ReadScript<'a>,
+    /// Takes the plugins' options out of the script's directives ([`spank::Plugins`]), with the
+    /// script's name for messages.
+    pub(crate) plugin_directives: &'a dyn Fn(&mut directives::Header, &str) -> Result<(), String>,
 }
 
 /// What sbatch decided to do.
@@ -176,7 +179,9 @@ pub(crate) fn prepare(args: &[String], world: &World<'_>) -> Result<Prepared, Fa
         ScriptSource::Wrap => WRAP_NAME.to_owned(),
     };
     directives::check_script(&script.bytes).map_err(|e| Failure::Error(e.to_string()))?;
-    let header = directives::parse_header(&script.bytes).map_err(|e| Failure::Error(format!("{script_name}:{e}")))?;
+    let mut header =
+        directives::parse_header(&script.bytes).map_err(|e| Failure::Error(format!("{script_name}:{e}")))?;
+    (world.plugin_directives)(&mut header, &script_name).map_err(Failure::Error)?;
     let notes = header
         .legacy_line
         .map(|line| format!("{script_name}:{line}: change #SLURM to #SBATCH in your script and check that the options are valid for sbatch"))
@@ -219,7 +224,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return Ok(fail("the current working directory is not valid UTF-8"));
     };
     let environment = process_environment();
-    let plugins = match spank::Allocator::start(&environment) {
+    let plugins = match spank::Plugins::start(defs::Command::Sbatch, &environment) {
         Ok(plugins) => plugins,
         Err(message) => return Ok(fail(&message)),
     };
@@ -254,6 +259,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         umask: system::umask(),
         prio_process: system::priority(),
         read_script: &read_script,
+        plugin_directives: &|header, name| plugins.take_directive_options(header, name),
     };
     match prepare(&args, &world) {
         Ok(Prepared::Answer(text)) => {

@@ -1,22 +1,37 @@
-//! SPANK plugins in sbatch (Slurm's allocator context): the plugin stack named by the cluster
-//! config's `plugstack` (`DROVER_PLUGSTACK` overrides; the config is the one every command finds,
-//! see `crate::client`) is loaded, `init` runs, and the options plugins register become
-//! command-line options: `--<name>[=value]` (or `--<name> value` for a required value) anywhere
-//! before the script name, listed by `--help` under "Options provided by plugins:". Their values
-//! are also read from `SLURM_SPANK__SLURM_SPANK_OPTION_<plugin>_<option>` first, as Slurm does.
-//! Once the job is built, `init_post_opt` runs and the options and the job-control environment
-//! go into the job's environment (how they reach the supervisor), then `exit`.
+//! SPANK plugins in the client commands: sbatch and salloc (Slurm's allocator context) and srun
+//! (the local context). The plugin stack named by the cluster config's `plugstack`
+//! (`DROVER_PLUGSTACK` overrides; the config is the one every command finds, see
+//! `crate::client`) is loaded, `init` runs, and the options plugins register become options of
+//! the command: `--<name>[=value]` (or `--<name> value` for a required value) anywhere before the
+//! script or command, listed by `--help` under "Options provided by plugins:".
 //!
-//! Plugin options are taken out of the command line before the option table sees it (the table
-//! is static); `#SBATCH` lines do not carry them yet.
+//! Plugin options are taken out of the command line (and, for sbatch, out of the script's
+//! `#SBATCH` lines) before the option table sees them (the table is static), and handed to their
+//! plugins in one pass, lowest precedence first, so the last value a callback sees is the one
+//! that wins: the script's directives, then `SLURM_SPANK__SLURM_SPANK_OPTION_<plugin>_<option>`
+//! variables, then the command line. Then `init_post_opt` runs, and the given options and the
+//! job-control environment go into the job's or step's environment (how they reach the remote
+//! side, [`Plugins::job_env`]). srun then runs `local_user_init` once its step exists
+//! ([`Plugins::local_user_init`]); every command ends with `exit` ([`Plugins::exit`]).
 
 use super::defs::{ArgKind, Command, table};
-use drover_spank_compat::{Context, HasArg, Hook, Stack};
+use super::directives::Header;
+use drover_spank_compat::{Context, HasArg, Hook, JobInfo, LogLevel, PluginOption, Stack};
+use std::cell::RefCell;
 use std::path::PathBuf;
 
-/// The allocator-context stack; `None` without plugins.
-pub(crate) struct Allocator {
+/// An option given to a plugin, not yet handed to it: its name and argument.
+type Given = (String, Option<String>);
+
+/// The command's plugin stack; without plugins every method does nothing.
+pub(crate) struct Plugins {
     stack: Option<Stack>,
+    command: Command,
+    /// From the `#SBATCH` lines (sbatch), then the command line.
+    script: RefCell<Vec<Given>>,
+    command_line: RefCell<Vec<Given>>,
+    /// The command's environment, for the options given there.
+    environment: Vec<(String, String)>,
 }
 
 fn plugstack_path() -> Option<PathBuf> {
@@ -26,35 +41,102 @@ fn plugstack_path() -> Option<PathBuf> {
     drover_shared::config::Config::load(&crate::client::config_path()).ok().map(|config| config.plugstack)
 }
 
-impl Allocator {
-    /// Loads the plugins and runs `init`, then the options given in the environment.
-    pub(crate) fn start(environment: &[(String, String)]) -> Result<Allocator, String> {
-        let Some(path) = plugstack_path() else { return Ok(Allocator { stack: None }) };
-        let stack = Stack::open(&path, Context::Allocator, &[]).map_err(|error| error.to_string())?;
+/// The context `command` hosts plugins in.
+fn context_of(command: Command) -> Context {
+    match command {
+        Command::Srun => Context::Local,
+        _ => Context::Allocator,
+    }
+}
+
+impl Plugins {
+    /// Loads the plugins and runs `init`. `environment` is the command's own.
+    pub(crate) fn start(command: Command, environment: &[(String, String)]) -> Result<Plugins, String> {
+        let none = |stack| Plugins {
+            stack,
+            command,
+            script: RefCell::default(),
+            command_line: RefCell::default(),
+            environment: environment.to_vec(),
+        };
+        let Some(path) = plugstack_path() else { return Ok(none(None)) };
+        // Plugin lines as the command's own: `srun: …`, `srun: error: …`; `slurm_spank_log`
+        // lines as they are; the debug levels not at all.
+        let name = command.name();
+        drover_spank_compat::set_log_sink(move |level, message| match level {
+            LogLevel::SpankLog => eprintln!("{message}"),
+            LogLevel::Error | LogLevel::Info => eprintln!("{name}: {}", level.format(message)),
+            _ => {}
+        });
+        let stack = Stack::open(&path, context_of(command), &[]).map_err(|error| error.to_string())?;
         if stack.plugin_names().is_empty() {
-            return Ok(Allocator { stack: None });
+            return Ok(none(None));
         }
         stack.call(Hook::Init).map_err(|error| error.to_string())?;
-        stack
-            .set_options_from_env(environment.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .map_err(|error| error.to_string())?;
-        Ok(Allocator { stack: Some(stack) })
+        Ok(none(Some(stack)))
     }
 
-    /// Takes the plugin options out of `args` (sbatch's arguments, without argv[0]), handing
-    /// each to its plugin; stops where getopt stops: at `--` or the first operand.
+    /// The options the plugins registered.
+    fn options(&self) -> Vec<PluginOption> {
+        self.stack.as_ref().map(Stack::options).unwrap_or_default()
+    }
+
+    /// Takes the plugin options out of `args` (the command's arguments, without argv[0]); stops
+    /// where getopt stops: at `--` or the first operand. They are handed to their plugins by
+    /// [`Plugins::apply`].
     pub(crate) fn take_options(&self, args: Vec<String>) -> Result<Vec<String>, String> {
-        let Some(stack) = &self.stack else { return Ok(args) };
-        let plugin_options = stack.options();
-        let mut kept = Vec::with_capacity(args.len());
-        let mut words = args.into_iter();
-        while let Some(word) = words.next() {
+        if self.stack.is_none() {
+            return Ok(args);
+        }
+        let words: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (kept, given) = self.split(&words, true)?;
+        self.command_line.borrow_mut().extend(given);
+        Ok(kept.into_iter().map(|idx| args[idx].clone()).collect())
+    }
+
+    /// sbatch: takes the plugin options out of the script's `#SBATCH` lines (`file` names the
+    /// script in messages), before the option table reads them.
+    pub(crate) fn take_directive_options(&self, header: &mut Header, file: &str) -> Result<(), String> {
+        if self.stack.is_none() {
+            return Ok(());
+        }
+        for directive in &mut header.directives {
+            let words: Vec<&str> = directive.words.iter().map(|word| word.text.as_str()).collect();
+            let (kept, given) = self.split(&words, false).map_err(|message| {
+                let column = directive.words.first().map_or(1, |word| word.start);
+                format!("{file}:{}:{column}: {message}", directive.line)
+            })?;
+            self.script.borrow_mut().extend(given);
+            let mut idx = 0;
+            directive.words.retain(|_| {
+                let keep = kept.contains(&idx);
+                idx += 1;
+                keep
+            });
+        }
+        header.directives.retain(|directive| !directive.words.is_empty());
+        Ok(())
+    }
+
+    /// The indices of the words that are not plugin options (with their values), and the plugin
+    /// options. `stop_at_operand`: the rest after `--` or the first operand is kept unread.
+    fn split(&self, words: &[&str], stop_at_operand: bool) -> Result<(Vec<usize>, Vec<Given>), String> {
+        let plugin_options = self.options();
+        let mut kept = Vec::with_capacity(words.len());
+        let mut given = Vec::new();
+        let mut idx = 0;
+        while idx < words.len() {
+            let word = words[idx];
             if word == "--" || !word.starts_with('-') || word == "-" {
-                kept.push(word);
-                kept.extend(words);
-                break;
+                if stop_at_operand {
+                    kept.extend(idx..words.len());
+                    break;
+                }
+                kept.push(idx);
+                idx += 1;
+                continue;
             }
-            if let Some(body) = word.strip_prefix("--") {
+            let takes_next = if let Some(body) = word.strip_prefix("--") {
                 let (name, inline) = match body.split_once('=') {
                     Some((name, value)) => (name, Some(value.to_owned())),
                     None => (body, None),
@@ -63,39 +145,70 @@ impl Allocator {
                     let value = match (option.has_arg, inline) {
                         (HasArg::No, Some(_)) => return Err(format!("option '--{name}' doesn't allow an argument")),
                         (HasArg::Required, None) => {
-                            Some(words.next().ok_or_else(|| format!("option '--{name}' requires an argument"))?)
+                            idx += 1;
+                            Some(
+                                words
+                                    .get(idx)
+                                    .map(|value| (*value).to_owned())
+                                    .ok_or_else(|| format!("option '--{name}' requires an argument"))?,
+                            )
                         }
                         (_, inline) => inline,
                     };
-                    stack.set_option(name, value.as_deref()).map_err(|error| error.to_string())?;
+                    given.push((name.to_owned(), value));
+                    idx += 1;
                     continue;
                 }
-                let takes_next = inline.is_none()
-                    && table(Command::Sbatch)
-                        .find(|def| def.long == name)
-                        .is_some_and(|def| def.apply.arg_kind() == ArgKind::Required);
-                kept.push(word);
-                if takes_next {
-                    kept.extend(words.next());
+                inline.is_none() && self.long_takes_value(name)
+            } else {
+                // Short options: the next word is a value when the last letter wants one.
+                let mut takes_next = false;
+                for (at, letter) in word.char_indices().skip(1) {
+                    if let Some(def) = table(self.command).find(|def| def.short == Some(letter))
+                        && def.apply.arg_kind() == ArgKind::Required
+                    {
+                        takes_next = at + letter.len_utf8() == word.len();
+                        break;
+                    }
                 }
-                continue;
+                takes_next
+            };
+            kept.push(idx);
+            if takes_next && idx + 1 < words.len() {
+                kept.push(idx + 1);
+                idx += 1;
             }
-            // Short options: the next word is a value when the last letter wants one.
-            let mut takes_next = false;
-            for (idx, letter) in word.char_indices().skip(1) {
-                if let Some(def) = table(Command::Sbatch).find(|def| def.short == Some(letter))
-                    && def.apply.arg_kind() == ArgKind::Required
-                {
-                    takes_next = idx + letter.len_utf8() == word.len();
-                    break;
-                }
-            }
-            kept.push(word);
-            if takes_next {
-                kept.extend(words.next());
-            }
+            idx += 1;
         }
-        Ok(kept)
+        Ok((kept, given))
+    }
+
+    /// Whether the command's long option `name` (or the one option it abbreviates) wants the
+    /// next word as its value.
+    fn long_takes_value(&self, name: &str) -> bool {
+        let exact = table(self.command).find(|def| def.long == name);
+        let def = exact.or_else(|| {
+            let mut candidates = table(self.command).filter(|def| def.long.starts_with(name));
+            let first = candidates.next();
+            first.filter(|_| candidates.next().is_none())
+        });
+        def.is_some_and(|def| def.apply.arg_kind() == ArgKind::Required)
+    }
+
+    /// Hands every given option to its plugin, lowest precedence first: the script's, the
+    /// environment's, the command line's. A refused value is Slurm's `Invalid --name argument`.
+    pub(crate) fn apply(&self) -> Result<(), String> {
+        let Some(stack) = &self.stack else { return Ok(()) };
+        for (name, value) in self.script.borrow_mut().drain(..) {
+            stack.set_option(&name, value.as_deref()).map_err(|error| error.to_string())?;
+        }
+        stack
+            .set_options_from_env(self.environment.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|error| error.to_string())?;
+        for (name, value) in self.command_line.borrow_mut().drain(..) {
+            stack.set_option(&name, value.as_deref()).map_err(|error| error.to_string())?;
+        }
+        Ok(())
     }
 
     /// The `--help` section for plugin options (empty without any).
@@ -103,15 +216,51 @@ impl Allocator {
         self.stack.as_ref().map(|stack| format!("\n{}", stack.help())).filter(|text| text.len() > 1).unwrap_or_default()
     }
 
-    /// `init_post_opt`, the options and job-control variables into the job's `environment`,
-    /// then `exit`.
-    pub(crate) fn finish(self, environment: &mut Vec<(String, String)>) -> Result<(), String> {
-        let Some(stack) = self.stack else { return Ok(()) };
+    /// Applies the options ([`Plugins::apply`]), runs `init_post_opt` and returns what the job's
+    /// or step's environment must carry: `_SLURM_SPANK_OPTION_<plugin>_<option>` for each given
+    /// option, `SLURM_SPANK_<NAME>` for each job-control variable.
+    pub(crate) fn job_env(&self) -> Result<Vec<(String, String)>, String> {
+        let Some(stack) = &self.stack else { return Ok(Vec::new()) };
+        self.apply()?;
         stack.call(Hook::InitPostOpt).map_err(|error| error.to_string())?;
-        for (name, value) in stack.job_env_additions() {
+        Ok(stack.job_env_additions())
+    }
+
+    /// salloc: what the command it runs gets so that `srun` inside sees the same plugin options
+    /// (as environment-given options, `SLURM_SPANK__SLURM_SPANK_OPTION_<plugin>_<option>`),
+    /// with the job-control variables; from [`Plugins::job_env`]'s answer.
+    pub(crate) fn inherited_env(job_env: &[(String, String)]) -> Vec<(String, String)> {
+        job_env
+            .iter()
+            .map(|(name, value)| {
+                let name =
+                    if name.starts_with("_SLURM_SPANK_OPTION_") { format!("SLURM_SPANK_{name}") } else { name.clone() };
+                (name, value.clone())
+            })
+            .collect()
+    }
+
+    /// srun, once its step exists: `local_user_init` with what plugins may ask of the step.
+    pub(crate) fn local_user_init(&self, job: JobInfo) -> Result<(), String> {
+        let Some(stack) = &self.stack else { return Ok(()) };
+        stack.set_job(job);
+        stack.call(Hook::LocalUserInit).map_err(|error| error.to_string())
+    }
+
+    /// `exit`; the plugins are unloaded.
+    pub(crate) fn exit(self) -> Result<(), String> {
+        match self.stack {
+            Some(stack) => stack.exit().map_err(|error| error.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// sbatch: the options and job-control variables into the job's `environment`, then `exit`.
+    pub(crate) fn finish(self, environment: &mut Vec<(String, String)>) -> Result<(), String> {
+        for (name, value) in self.job_env()? {
             environment.retain(|(n, _)| *n != name);
             environment.push((name, value));
         }
-        stack.exit().map_err(|error| error.to_string())
+        self.exit()
     }
 }

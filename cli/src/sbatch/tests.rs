@@ -131,6 +131,7 @@ pub(super) fn run_prepare(args: &[&str], env: &[(&str, &str)], script: &str) -> 
         umask: 0o022,
         prio_process: 0,
         read_script: &read,
+        plugin_directives: &|_, _| Ok(()),
     };
     prepare(&strings(args), &world)
 }

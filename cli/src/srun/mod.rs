@@ -9,6 +9,10 @@
 //! it proves the step token ctld gave srun and the nodes, within five seconds, or it is dropped;
 //! each of the step's nodes is served once.
 //!
+//! SPANK plugins run in srun's local context ([`crate::sbatch::spank`]): their options are taken
+//! out of the command line before it is read, `init_post_opt` runs before the step is asked
+//! for, `local_user_init` once it exists, `exit` at the end.
+//!
 //! srun's stdin goes to the tasks (task 0 alone under `--pty`); SIGINT/SIGTERM cancel the step;
 //! SIGUSR1/SIGUSR2 are ignored (`scancel --signal` reaches the tasks through ctld).
 //!
@@ -25,6 +29,7 @@ mod output;
 
 use crate::client::{OUTAGE_PATIENCE, Resend, call_patiently};
 use crate::sbatch::defs::Command;
+use crate::sbatch::spank::Plugins;
 use anyhow::{Context, bail};
 use drover_shared::job::{JobState, StepLayout, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Request, Response};
@@ -87,9 +92,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `srun [options] command [args…]`.
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
-    let options = match options::parse(Command::Srun, &args)? {
+    // SPANK's local context: `init`, then the plugins' options come out of the command line.
+    let environment: Vec<(String, String)> = std::env::vars().collect();
+    let plugins = Plugins::start(Command::Srun, &environment).map_err(anyhow::Error::msg)?;
+    let words: Vec<String> = args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let args: Vec<OsString> =
+        plugins.take_options(words).map_err(anyhow::Error::msg)?.into_iter().map(OsString::from).collect();
+    let mut options = match options::parse(Command::Srun, &args)? {
         Parsed::Answer(text) => {
-            print!("{text}");
+            let help = args.iter().any(|arg| arg == "--help" || arg == "-h");
+            let plugin_help = if help { plugins.help() } else { String::new() };
+            print!("{text}{plugin_help}");
             return Ok(0);
         }
         Parsed::Run(options) => options,
@@ -100,6 +113,18 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if options.verbosity > 0 {
         eprint!("{}", options_dump(&options));
     }
+    // The options to their plugins, `init_post_opt`; what the remote side needs rides in the
+    // step's environment.
+    options.plugin_env = plugins.job_env().map_err(anyhow::Error::msg)?;
+    let code = run_with(&options, &plugins);
+    let exited = plugins.exit().map_err(anyhow::Error::msg);
+    let code = code?;
+    exited?;
+    Ok(code)
+}
+
+/// srun once its command line is read: the step, in the given allocation or in a new one.
+fn run_with(options: &StepOptions, plugins: &Plugins) -> anyhow::Result<i32> {
     // `-Z` runs outside any allocation srun is in.
     let job_id = options.job_id.filter(|_| !options.no_allocate).or_else(|| {
         ["SLURM_JOB_ID", "SLURM_JOBID"]
@@ -109,7 +134,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     });
     let socket = socket_path()?;
     match job_id {
-        Some(job_id) => run_step(&socket, job_id, &options),
+        Some(job_id) => run_step(&socket, job_id, options, plugins),
         None => {
             // Slurm names the allocation after the command it runs (`srun hostname` → `hostname`).
             let mut allocation = options.allocation.clone();
@@ -118,7 +143,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             }
             let who = crate::salloc::Allocator::Srun;
             crate::salloc::with_allocation(&socket, &allocation, who, options.immediate, |job_id| {
-                run_step(&socket, job_id, &options)
+                run_step(&socket, job_id, options, plugins)
             })
         }
     }
@@ -584,7 +609,12 @@ impl Printer {
 }
 
 /// Creates the step in `job_id`, runs it and returns srun's exit code.
-pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOptions) -> anyhow::Result<i32> {
+pub(crate) fn run_step(
+    socket: &std::path::Path,
+    job_id: u32,
+    options: &StepOptions,
+    plugins: &Plugins,
+) -> anyhow::Result<i32> {
     let (listener, address) = open_io_port()?;
     let mut spec = options.step.clone();
     spec.srun_address = address;
@@ -600,6 +630,12 @@ pub(crate) fn run_step(socket: &std::path::Path, job_id: u32, options: &StepOpti
     spec.pty = terminal.as_ref().map(|t| t.size);
     let spec_pty = options.pty;
     let layout = create_step(socket, job_id, spec, options.verbose)?;
+    if let Err(message) = plugins.local_user_init(local_job_info(job_id, &layout, options)) {
+        // The step exists: it ends before any of its tasks start.
+        let request = Request::CancelStep { job_id, step_id: layout.step_id, signal: None };
+        let _ = call_patiently(Some(socket), &request, Resend::Safe, "srun", CANCEL_PATIENCE);
+        bail!(message);
+    }
     if options.verbose {
         // Slurm's line, which tools scrape for the job id and nodes; the counts are the CPUs this
         // step uses on each node (Slurm's are the job's).
@@ -819,6 +855,21 @@ fn step_cancelled(socket: &std::path::Path, job_id: u32, step_id: u32) -> bool {
         job.state() == JobState::Cancelled
             || job.steps.iter().any(|s| s.step_id == StepId::Numbered(step_id) && s.state == JobState::Cancelled)
     })
+}
+
+/// What `local_user_init` and later local hooks may ask of the step (`spank_get_item`).
+fn local_job_info(job_id: u32, layout: &StepLayout, options: &StepOptions) -> drover_spank_compat::JobInfo {
+    drover_spank_compat::JobInfo {
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        job_id,
+        step_id: layout.step_id,
+        n_nodes: u32::try_from(layout.nodes.len()).unwrap_or(u32::MAX),
+        total_task_count: layout.ntasks,
+        argv: options.command.clone(),
+        cpus_per_task: layout.cpus_per_task.max(1),
+        ..drover_spank_compat::JobInfo::default()
+    }
 }
 
 /// Asks ctld for the step; while the job's running steps hold the CPUs it needs, waits and asks

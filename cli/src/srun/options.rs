@@ -55,6 +55,9 @@ pub(crate) struct StepOptions {
     /// `-Z/--no-allocate`: run on the `-w` nodes outside any allocation srun is in (ctld allows
     /// it to root and the SlurmUser only).
     pub(crate) no_allocate: bool,
+    /// What SPANK plugins pass to the remote side (their options, job-control variables):
+    /// added to the step's environment whatever `--export` says.
+    pub(crate) plugin_env: Vec<(String, String)>,
 }
 
 /// What srun's or salloc's command line asks.
@@ -224,9 +227,10 @@ fn input_variables(command: Command, env: &[(String, String)]) -> Vec<String> {
 impl StepOptions {
     /// The tasks' environment under `--export` (default `ALL`): `NONE` passes only `SLURM_*`
     /// variables; a list passes those named (plus all with `ALL,…`) and sets `NAME=value` ones.
+    /// The plugins' variables ([`StepOptions::plugin_env`]) are added in every case.
     pub(crate) fn environment(&self) -> Vec<(String, String)> {
         let current: Vec<(String, String)> = std::env::vars().collect();
-        let Some(export) = &self.export else { return current };
+        let export = self.export.as_deref().unwrap_or("ALL");
         let mut all = false;
         let mut names: Vec<String> = Vec::new();
         let mut set: Vec<(String, String)> = Vec::new();
@@ -242,7 +246,7 @@ impl StepOptions {
         }
         let mut env: Vec<(String, String)> =
             current.into_iter().filter(|(n, _)| all || n.starts_with("SLURM_") || names.contains(n)).collect();
-        for (name, value) in set {
+        for (name, value) in set.into_iter().chain(self.plugin_env.iter().cloned()) {
             env.retain(|(n, _)| *n != name);
             env.push((name, value));
         }

@@ -12,7 +12,9 @@
 //! there (the same [`NodeIsolation::plan`] a launch gets), and the last step to end removes it.
 //! noded reaps each runner and removes what a killed one left (`run::clean_up_after`); a
 //! cancelled step still there after its grace time has its whole cgroup killed, runner included.
-//! The runner and its tasks inherit no descriptor of noded's but stdio.
+//! The runner and its tasks inherit no descriptor of noded's but stdio; the runner's stdout and
+//! stderr are noded's, so what it logs (its failures, the SPANK plugins' lines) is in the node's
+//! log.
 //!
 //! | file | written by | content |
 //! |---|---|---|
@@ -20,7 +22,6 @@
 //! | `isolation` | noded | the job's [`JobIsolation`](crate::isolation::JobIsolation), when cgroups are used |
 //! | `owns_job_cgroup` | noded | present on a node that is not the batch host |
 //! | `tasks` | runner | task pids, one per line (each task leads its own process group) |
-//! | `runner.log` | runner | its log |
 //!
 //! When its tasks are reaped, the runner spools their usage (`getrusage(RUSAGE_CHILDREN)`: CPU
 //! times, the largest RSS) as a postcard [`JobUsage`] in `<state>/step_usage/<job>.<step>`;
@@ -61,7 +62,6 @@ pub enum StepError {
 const LAUNCH: &str = "launch";
 const OWNS_JOB_CGROUP: &str = "owns_job_cgroup";
 const TASKS: &str = "tasks";
-const LOG: &str = "runner.log";
 /// Below the state directory: usage of ended steps, until noded has sent it.
 const USAGE_SPOOL: &str = "step_usage";
 
@@ -146,14 +146,6 @@ pub fn launch(
     if let Some(plan) = &plan {
         isolation::write(&dir, plan).map_err(write_error(&dir.join(isolation::ISOLATION_FILE)))?;
     }
-    let log_path = dir.join(LOG);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&log_path)
-        .map_err(write_error(&log_path))?;
-    let log_err = log.try_clone().map_err(write_error(&log_path))?;
     let mut command = std::process::Command::new(exe);
     command
         .arg("step")
@@ -161,8 +153,8 @@ pub fn launch(
         .arg(&dir)
         .current_dir("/")
         .stdin(std::process::Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit())
         .process_group(0);
     crate::sys::exec::close_descriptors_at_exec(&mut command);
     let mut child = command.spawn().map_err(StepError::Spawn)?;

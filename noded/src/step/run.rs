@@ -19,7 +19,7 @@
 use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS, task_scripts};
 use crate::cgroup::{Controller, JobCgroup};
 use crate::isolation::{self, JobIsolation};
-use crate::sys::exec::TaskSetup;
+use crate::sys::exec::{TaskPlugins, TaskSetup};
 use drover_shared::proto::node::StepLaunch;
 use drover_shared::proto::stepio;
 use nix::unistd::{Gid, Uid, User};
@@ -316,6 +316,7 @@ fn spawn_task(
     env: Vec<(String, String)>,
     identity: Option<&Identity>,
     terminal: Option<&OwnedFd>,
+    plugins: Option<TaskPlugins>,
 ) -> std::io::Result<Child> {
     let program = launch.argv.first().cloned().unwrap_or_default();
     let mut command = Command::new(&program);
@@ -342,6 +343,7 @@ fn spawn_task(
         umask: launch.job.spec.umask,
         rlimits: crate::sys::exec::capped_rlimits(&launch.rlimits),
         environment,
+        plugins,
     };
     crate::sys::exec::prepare_task(&mut command, setup);
     command.spawn()
@@ -387,10 +389,10 @@ const REAP_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 /// ends it like end of file. A task whose output has ended and that exited while other tasks
 /// of this node still run is reaped and its exit sent at once (srun's `-K` and `-W` act on the
 /// first exits); the last ones are left to the caller, which spools the usage first.
-fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(u32, Child)>) {
+fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(u32, Child)>, tasks: &[u32]) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
-        reap_early(sink, &sources, running);
+        reap_early(sink, &sources, running, tasks);
         let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_fd()).collect();
         let wait = (running.len() > 1).then_some(REAP_EVERY);
         let Ok(ready) = stepio::poll_readable(&fds, wait) else { return };
@@ -412,18 +414,27 @@ fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(
 
 /// Sends the exit of each task whose output has ended and that has exited, as long as another
 /// task of the step is left running here.
-fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Child)>) {
+fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Child)>, tasks: &[u32]) {
     let mut index = 0;
     while index < running.len() && running.len() > 1 {
         let (task, child) = &mut running[index];
         let writing = sources.iter().any(|(_, t, _)| t == task);
         if !writing && let Ok(Some(status)) = child.try_wait() {
-            send(sink, stepio::EXIT, *task, &std::os::unix::process::ExitStatusExt::into_raw(status).to_le_bytes());
+            let status = std::os::unix::process::ExitStatusExt::into_raw(status);
+            task_exited(tasks, *task, child.id(), status);
+            send(sink, stepio::EXIT, *task, &status.to_le_bytes());
             running.swap_remove(index);
             continue;
         }
         index += 1;
     }
+}
+
+/// The plugins' `task_exit` for global task `task` (local id: its place in `tasks`), reaped with
+/// `status`.
+fn task_exited(tasks: &[u32], task: u32, pid: u32, status: i32) {
+    let local = tasks.iter().position(|t| *t == task).unwrap_or(0);
+    crate::spank::task_exit(u32::try_from(local).unwrap_or(u32::MAX), i32::try_from(pid).unwrap_or(0), status);
 }
 
 /// An error as people read it: the system's description, without Rust's `(os error N)`.
@@ -466,6 +477,7 @@ fn run(dir: &Path) -> Result<(), StepError> {
     }
     let tasks: Vec<u32> = launch.layout.tasks.get(launch.node_index as usize).cloned().unwrap_or_default();
     let result = run_tasks(dir, &launch, plan.as_ref(), &tasks, &sink);
+    crate::spank::exit();
     if let Err(error) = &result {
         let message = format!(
             "srun: error: {}: {error:#}\n",
@@ -507,6 +519,13 @@ fn run_tasks(
         let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     }
     let identity = identity(launch)?;
+    // SPANK's remote side (the plugins' lines reach srun on the first task's stderr), inside the
+    // step's cgroups so that whatever plugins start is the job's.
+    if let Some(&first) = tasks.first() {
+        let user = sink.clone();
+        crate::spank::log_to_user(move |line| send(&user, stepio::STDERR, first, line));
+        crate::spank::start_step(launch, tasks).map_err(|error| StepError::Refused(error.to_string()))?;
+    }
     // `--pty`: task 0 gets a pseudo-terminal; its master carries the task's input and output.
     let mut terminal: Option<(File, OwnedFd)> = None;
     if let (Some((rows, cols)), true) = (launch.pty, tasks.contains(&0)) {
@@ -519,7 +538,7 @@ fn run_tasks(
         }
         terminal = Some((File::from(pty.master), pty.slave));
     }
-    let mut children: Vec<(u32, std::io::Result<Child>)> = Vec::new();
+    let mut children: Vec<(u32, u32, std::io::Result<Child>)> = Vec::new();
     let script_user = task_scripts::ScriptUser {
         ids: identity.as_ref().map(|i| (i.uid.as_raw(), i.gid.as_raw())),
         work_dir: &launch.work_dir,
@@ -542,20 +561,31 @@ fn run_tasks(
         }
         envs.push(env.clone());
         let slave = terminal.as_ref().filter(|_| task == 0).map(|(_, slave)| slave);
-        children.push((task, spawn_task(launch, env, identity.as_ref(), slave)));
+        let local = u32::try_from(local).unwrap_or(u32::MAX);
+        let plugins = if crate::spank::active() {
+            let log = std::io::stderr().as_fd().try_clone_to_owned().map(File::from).map_err(|e| {
+                StepError::Refused(format!("could not keep the node's log for the plugins: {}", describe(&e)))
+            })?;
+            Some(TaskPlugins { local_id: local, env: env.clone(), log })
+        } else {
+            None
+        };
+        children.push((task, local, spawn_task(launch, env, identity.as_ref(), slave, plugins)));
     }
     let master = terminal.map(|(master, slave)| {
         drop(slave);
         master
     });
     let inputs: Inputs = Arc::new(Mutex::new(HashMap::new()));
-    let pids: Vec<String> = children.iter().filter_map(|(_, c)| c.as_ref().ok().map(|c| c.id().to_string())).collect();
+    let pids: Vec<String> =
+        children.iter().filter_map(|(_, _, c)| c.as_ref().ok().map(|c| c.id().to_string())).collect();
     let _ = std::fs::write(dir.join(TASKS), pids.join("\n") + "\n");
     let mut running = Vec::new();
     let mut sources: Vec<(u8, u32, File)> = Vec::new();
-    for (task, child) in children {
+    for (task, local, child) in children {
         match child {
             Ok(mut child) => {
+                crate::spank::task_post_fork(local, i32::try_from(child.id()).unwrap_or(0));
                 if let Some(out) = child.stdout.take() {
                     sources.push((stepio::STDOUT, task, File::from(OwnedFd::from(out))));
                 }
@@ -596,10 +626,11 @@ fn run_tasks(
         // Without this thread (the job's pids limit reached) the tasks get no input from srun.
         let _ = std::thread::Builder::new().name("input".into()).spawn(move || forward_input(stream, &inputs));
     }
-    relay_all(sink, sources, &mut running);
+    relay_all(sink, sources, &mut running, tasks);
     let mut statuses = Vec::with_capacity(running.len());
     for (task, mut child) in running {
         let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
+        task_exited(tasks, task, child.id(), status);
         statuses.push((task, status));
     }
     if let Some(epilog) = &launch.task_epilog {

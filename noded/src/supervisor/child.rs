@@ -21,7 +21,7 @@ use nix::unistd::{Gid, Pid, Uid, User};
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -254,7 +254,7 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
         // The supervisor shields itself from the OOM killer; the job must not inherit that.
         let _ = std::fs::write("/proc/self/oom_score_adj", "0");
     }
-    if let Err(message) = crate::spank::task_init_privileged() {
+    if let Err(message) = crate::spank::task_init_privileged(0) {
         return message;
     }
     if let Some(identity) = &command.identity {
@@ -272,15 +272,23 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
     if let Err(errno) = nix::unistd::chdir(&command.work_dir) {
         return sys(&format!("could not change to the working directory {}", command.work_dir.display()), errno);
     }
+    // The supervisor's log (still this process's stderr), where plugin lines go once stdio is
+    // the job's.
+    let log = std::io::stderr().as_fd().try_clone_to_owned().map(File::from);
     if let Err(message) = open_stdio(command) {
         return message;
+    }
+    if crate::spank::active()
+        && let Ok(log) = log
+    {
+        crate::spank::log_into_task(log);
     }
 
     let task_pid = nix::unistd::getpid().as_raw().unsigned_abs();
     let mut env =
         batch_environment(command.launch, &command.hostname, task_pid, command.cuda_visible_devices.as_deref());
-    if let Err(message) = crate::spank::task_init(&mut env) {
-        return message;
+    if let Err(message) = crate::spank::task_init(0, &mut env) {
+        return crate::spank::task_failed(message);
     }
     let env: Vec<CString> = env
         .into_iter()

@@ -173,7 +173,7 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         return launch_failed(SupervisorError::Cgroup(error));
     }
     job.release();
-    crate::spank::task_post_fork(job.pid.as_raw());
+    crate::spank::task_post_fork(0, job.pid.as_raw());
     let limit_from = Instant::now();
     let limit = launch.time_limit.seconds().map(scaled_time_limit);
     let limit_at = limit.map(|limit| limit_from + limit);
@@ -408,7 +408,7 @@ impl Supervision<'_> {
             }
             Event::Reaped { pid, status, last } => {
                 if pid == self.job.pid {
-                    crate::spank::task_exit(pid.as_raw(), status.0);
+                    crate::spank::task_exit(0, pid.as_raw(), status.0);
                     self.status = Some(status);
                 }
                 self.no_children |= last;

@@ -1,7 +1,9 @@
 //! What a child of noded, of the supervisor or of the step runner does between `fork` and `exec`:
 //! hooks on a [`Command`] (`pre_exec`), each a fixed sequence of system calls on data prepared
 //! before the fork. They run in a child of a process that may have many threads, so they make
-//! only async-signal-safe calls: no allocation, no lock.
+//! only async-signal-safe calls: no allocation, no lock. The one exception is a step task's
+//! SPANK hooks ([`TaskPlugins`]): plugins are C code that allocates, as in Slurm, which is sound
+//! only because the step runner forks its tasks before it starts its first thread.
 
 use nix::unistd::{Gid, Uid};
 use std::ffi::CString;
@@ -74,6 +76,28 @@ pub(crate) struct TaskSetup {
     pub(crate) rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
     /// The task's environment, installed just before the exec with the task's own pid.
     pub(crate) environment: TaskEnvironment,
+    /// SPANK plugins are loaded in the runner: the task runs their task hooks.
+    pub(crate) plugins: Option<TaskPlugins>,
+}
+
+/// A task's SPANK hooks ([`crate::spank`]): `task_init_privileged` as root before the privilege
+/// drop, `task_init` as the user just before the exec, whose environment then carries the
+/// plugins' changes. A failing hook ends the task with exit code 1 before its program runs,
+/// the reason on its stderr and in the node's log.
+#[derive(Debug)]
+pub(crate) struct TaskPlugins {
+    /// The task's local id on this node.
+    pub(crate) local_id: u32,
+    /// The environment [`TaskEnvironment`] was built from.
+    pub(crate) env: Vec<(String, String)>,
+    /// The node's log (the runner's stderr, duplicated), for the plugins' lines.
+    pub(crate) log: std::fs::File,
+}
+
+/// Ends a task whose plugin hook failed: the reason where plugin errors go, then exit code 1.
+fn plugin_failed(message: String) -> ! {
+    crate::spank::task_failed(message);
+    super::process::exit_now(1)
 }
 
 unsafe extern "C" {
@@ -161,7 +185,9 @@ pub(crate) fn capped_rlimits(wanted: &[(String, u64)]) -> Vec<(nix::sys::resourc
 /// mask with default actions for the signals the runner handles, and nothing inherited but its
 /// stdio.
 pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
-    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits, mut environment } = setup;
+    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits, mut environment, mut plugins } = setup;
+    // With SPANK plugins the closure also runs their task hooks, which allocate: sound because
+    // the runner forks its tasks before it starts any thread (see the module docs).
     // SAFETY: the closure runs in the forked child of a runner that has not started any thread
     // yet (tasks are all forked before the first thread), and only makes system calls on data
     // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
@@ -189,6 +215,14 @@ pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
             for (resource, soft, hard) in &rlimits {
                 let _ = nix::sys::resource::setrlimit(*resource, *soft, *hard);
             }
+            if let Some(plugins) = &plugins {
+                if let Ok(log) = plugins.log.try_clone() {
+                    crate::spank::log_into_task(log);
+                }
+                if let Err(message) = crate::spank::task_init_privileged(plugins.local_id) {
+                    plugin_failed(message);
+                }
+            }
             if let Some((uid, gid, groups)) = &identity {
                 nix::unistd::setgroups(groups)?;
                 nix::unistd::setgid(*gid)?;
@@ -210,6 +244,12 @@ pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
                 nix::sys::signal::Signal::SIGPIPE,
             ] {
                 let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
+            }
+            if let Some(mut plugins) = plugins.take() {
+                if let Err(message) = crate::spank::task_init(plugins.local_id, &mut plugins.env) {
+                    plugin_failed(message);
+                }
+                environment = TaskEnvironment::new(&plugins.env)?;
             }
             // Only stdin, stdout and stderr reach the task (stdio is in place by now).
             super::descriptors::close_on_exec_above_stdio();
