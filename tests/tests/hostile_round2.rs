@@ -120,6 +120,23 @@ fn timed_sbatch(cluster: &Cluster, user: &str, args: &[&str]) -> (Duration, Outp
     (started.elapsed(), out)
 }
 
+/// `sbatch ARGS` as `user`, its process at nice 19 (what it costs ctld still counts in full).
+fn niced_sbatch(cluster: &Cluster, user: &str, args: &[&str]) -> Output {
+    let plain = cluster.command(Some(user), &cluster.workdir(Some(user)), "sbatch", args);
+    let mut niced = std::process::Command::new("nice");
+    niced.args(["-n", "19"]).arg(plain.get_program()).args(plain.get_args());
+    for (name, value) in plain.get_envs() {
+        match value {
+            Some(value) => niced.env(name, value),
+            None => niced.env_remove(name),
+        };
+    }
+    if let Some(dir) = plain.get_current_dir() {
+        niced.current_dir(dir);
+    }
+    niced.stdin(std::process::Stdio::null()).output().expect("running sbatch under nice")
+}
+
 /// `count` of bob's submissions (held, so they take nothing), each timed.
 fn bobs_sbatch(cluster: &Cluster, count: usize) -> Vec<Duration> {
     (0..count)
@@ -163,8 +180,8 @@ fn node_lists_are_resolved_once_at_submit_and_unknown_names_refused() {
                 scope.spawn(|| {
                     let mut sent = 0;
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) && sent < 20 {
-                        let (_, out) = timed_sbatch(&cluster, "alice", &["-w", "n[1-1048576]", "--wrap", "true"]);
-                        assert_eq!(out.status.code(), Some(1));
+                        let out = niced_sbatch(&cluster, "alice", &["-w", "n[1-1048576]", "--wrap", "true"]);
+                        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
                         sent += 1;
                     }
                 })
@@ -178,9 +195,10 @@ fn node_lists_are_resolved_once_at_submit_and_unknown_names_refused() {
         times
     });
     eprintln!("bob's sbatch during alice's flood of million-name lists: {flood:?}");
-    // Eight command processes at a time share this machine's cores with bob's: his `sbatch`
-    // waits for a core, never for ctld (5.4 s median when ctld expanded the lists).
-    assert!(median(flood.clone()) < Duration::from_secs(1), "{flood:?}");
+    // alice's eight command processes run at nice 19, so that what bob waits for is ctld's
+    // work on her requests, not her commands' start-up on this 2-core machine (5.4 s median
+    // when ctld expanded the lists).
+    assert!(median(flood.clone()) < Duration::from_millis(100), "{flood:?}");
     // Refused lists leave nothing behind: bob's next submissions are as quick as ever.
     let after = bobs_sbatch(&cluster, 10);
     eprintln!("bob's sbatch after the flood: {after:?}");
