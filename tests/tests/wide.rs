@@ -9,7 +9,7 @@
 //! * Five teams, one of them (te) submitting only two-node jobs, four leaf switches: while an
 //!   owner waits inside its guarantee (no run is old enough to preempt), te's head two-node job
 //!   keeps its reservation in every `drover why` snapshot, and GPUs idle while jobs wait, but
-//!   for nodes draining for a multi-node job, stay under 5 %.
+//!   for nodes draining for a whole-node or multi-node job, stay under 5 %.
 //! * `preempt_exempt_time = 0`: C's eight 1-GPU jobs submitted one after another while B's
 //!   borrowers queue preempt exactly one 8-GPU job (what it frees beyond C's first job stays
 //!   held for C's next ones, so no borrower starts there to be preempted at age 0).
@@ -128,8 +128,9 @@ fn a_wide_job_starts_by_its_drain_time_under_a_flood_and_rank_flips() {
     }
 }
 
-/// Five teams with guarantees (GPUs) and shares 40/25/15/10/10; te submits only two-node jobs.
-const FIVE: [(&str, u32); 5] = [("ta", 40), ("tb", 24), ("tc", 16), ("td", 16), ("te", 16)];
+/// Five teams with guarantees (GPUs) and shares 40/25/15/10/10; te submits only two-node jobs
+/// (beyond its guarantee: they borrow).
+const FIVE: [(&str, u32); 5] = [("ta", 40), ("tb", 24), ("tc", 16), ("td", 16), ("te", 8)];
 
 #[test]
 fn an_owner_waiting_costs_no_reservation_and_leaves_no_gpu_idle() {
@@ -149,24 +150,28 @@ fn an_owner_waiting_costs_no_reservation_and_leaves_no_gpu_idle() {
     }
     let cluster = SimCluster::start("owners", NODES, true, "default_account = \"ta\"", &config);
     let mut seed = 5_u32;
-    // ta and tb borrow everything with 1- and 8-GPU jobs (runs of 15–40 s, no run old enough
-    // to preempt: the exempt time is 600 s); te queues two-node jobs.
-    for k in 0..(NODES as u32 * 2) {
+    // ta and tb borrow everything with long 8-GPU jobs and 1-GPU jobs of 15–40 s (no run is
+    // old enough to preempt: the exempt time is 600 s); te queues two-node jobs.
+    for k in 0..(NODES as u32 / 2) {
         let team = if k % 2 == 0 { "ta" } else { "tb" };
-        let gpus = if k % 4 < 2 { GPUS } else { 1 };
-        submit(&cluster, team, 1, gpus, 15 + draw(&mut seed, 25), 5000);
+        submit(&cluster, team, 1, GPUS, 120, 5000);
+    }
+    for k in 0..(NODES as u32 / 2 * GPUS) {
+        let team = if k % 2 == 0 { "ta" } else { "tb" };
+        submit(&cluster, team, 1, 1, 15 + draw(&mut seed, 25), 5000);
     }
     let te: Vec<u32> = (0..3).map(|_| submit(&cluster, "te", 2, GPUS, 10, 0)).collect();
     for _ in 0..60 {
         let team = if draw(&mut seed, 2) == 0 { "ta" } else { "tb" };
         submit(&cluster, team, 1, 1, 15 + draw(&mut seed, 25), 5000);
     }
-    // tc, idle so far, wants a whole node inside its guarantee: it waits (nothing may be preempted).
+    // tc, idle so far, wants a whole node inside its guarantee: it waits for one to drain
+    // (nothing may be preempted), while single GPUs free on the 1-GPU jobs' nodes.
     let owner = submit(&cluster, "tc", 1, GPUS, 20, 0);
     let began = Instant::now();
     let mut snapshots: Vec<(u64, u32, Option<(String, i64)>)> = Vec::new();
     let mut tick = 0u64;
-    while began.elapsed() < Duration::from_secs(60) {
+    while began.elapsed() < Duration::from_secs(90) {
         tick += 1;
         let team = if tick % 2 == 0 { "ta" } else { "tb" };
         submit(&cluster, team, 1, 1, 15 + draw(&mut seed, 25), 5000);
@@ -180,7 +185,7 @@ fn an_owner_waiting_costs_no_reservation_and_leaves_no_gpu_idle() {
     }
     let runs = cluster.runs();
     let owner_run = runs.iter().find(|r| r.job == owner).unwrap();
-    let owner_wait = owner_run.start.unwrap_or(i64::MAX).min(owner_run.submit.unwrap() + 60) - owner_run.submit.unwrap();
+    let owner_wait = owner_run.start.unwrap_or(i64::MAX).min(owner_run.submit.unwrap() + 90) - owner_run.submit.unwrap();
     // A snapshot without a reservation after the head job's first: a reservation lost.
     let mut lost = 0;
     for w in snapshots.windows(2) {
@@ -194,7 +199,7 @@ fn an_owner_waiting_costs_no_reservation_and_leaves_no_gpu_idle() {
     eprintln!("snapshots of te's head job (seconds, job, reservation): {snapshots:?}");
     eprintln!(
         "owner waited {owner_wait} s; reservations lost during it: {lost} of {} snapshots; idle GPU-seconds \
-         {idle} (+{drain} draining for multi-node jobs) of {total}: {:.1} %",
+         {idle} (+{drain} draining for whole-node and multi-node jobs) of {total}: {:.1} %",
         snapshots.len(),
         waste * 100.0
     );
@@ -204,8 +209,8 @@ fn an_owner_waiting_costs_no_reservation_and_leaves_no_gpu_idle() {
     assert!(waste < 0.05, "{:.1} % of the GPUs idle while the owner waited", waste * 100.0);
 }
 
-/// GPU-seconds in `[from, to)`: idle ones not draining for a multi-node job, the draining ones
-/// (idle on a node whose next start is a multi-node job), and all of them. Read from `sacct -D`.
+/// GPU-seconds in `[from, to)`: idle ones not draining, the draining ones (idle on a node whose
+/// next start is a multi-node or whole-node job), and all of them. Read from `sacct -D`.
 fn idle_gpu_seconds(runs: &[Run], from: i64, to: i64) -> (i64, i64, i64) {
     let (mut idle, mut drain) = (0, 0);
     for k in 1..=NODES {
@@ -216,7 +221,7 @@ fn idle_gpu_seconds(runs: &[Run], from: i64, to: i64) -> (i64, i64, i64) {
             let busy: i64 = on.iter().filter(|r| r.holds_after(t)).map(|r| per_node(r)).sum();
             let free = (i64::from(GPUS) - busy).max(0);
             let next = on.iter().filter(|r| r.start.unwrap() > t).min_by_key(|r| r.start.unwrap());
-            if next.is_some_and(|r| r.nodes.len() > 1) {
+            if next.is_some_and(|r| r.nodes.len() > 1 || r.gpus >= GPUS) {
                 drain += free;
             } else {
                 idle += free;
