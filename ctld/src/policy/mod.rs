@@ -21,7 +21,6 @@ pub(crate) mod quota;
 pub(crate) mod report;
 pub(crate) mod scheduler;
 pub(crate) mod sim;
-pub(crate) mod spare;
 pub(crate) mod template;
 pub(crate) mod topology;
 pub(crate) mod validate;
