@@ -231,16 +231,7 @@ mod tests {
     use super::*;
 
     fn account(name: &str, parent: Option<&str>, shares: u32) -> AccountConfig {
-        AccountConfig {
-            name: name.into(),
-            parent: parent.map(str::to_owned),
-            shares,
-            grp_tres: BTreeMap::new(),
-            grp_jobs: None,
-            qos: None,
-            default_qos: None,
-            require_template: false,
-        }
+        AccountConfig { shares, ..AccountConfig::new(name, parent) }
     }
 
     fn tree(accounts: &[(&str, Option<&str>, u32)], users: &[(&str, &str, f64)]) -> Tree {

@@ -156,6 +156,40 @@ impl Hit<'_> {
     }
 }
 
+/// Submit-time limit of the account and its ancestors: `GrpSubmitJobs` (pending plus running
+/// jobs charged to the account's subtree; 0 blocks it, as ColdFront does to an expired project).
+pub(crate) fn check_account_submit(state: &State, account: &str) -> Result<(), String> {
+    let config = &state.config;
+    let parent = |name: &str| config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
+    let chain = |name: &str| {
+        let mut chain = vec![name.to_owned()];
+        while let Some(p) = chain.last().and_then(|last| parent(last)) {
+            if chain.len() > config.accounts.len() {
+                break;
+            }
+            chain.push(p);
+        }
+        chain
+    };
+    for limited in chain(account) {
+        let Some(limit) = config.accounts.iter().find(|a| a.name == limited).and_then(|a| a.grp_submit_jobs) else {
+            continue;
+        };
+        if limit == 0 {
+            return Err(format!("account {limited} GrpSubmitJobs=0: it takes no jobs"));
+        }
+        let n = state
+            .jobs
+            .values()
+            .filter(|j| !j.info.state().is_terminal() && chain(&j.info.account).contains(&limited))
+            .count();
+        if n >= limit as usize {
+            return Err(format!("account {limited} GrpSubmitJobs={limit}: {n} jobs pending or running"));
+        }
+    }
+    Ok(())
+}
+
 /// Submit-time limits of the QOS: `MaxTRESPerJob` and `MaxSubmitJobsPerUser`.
 pub(crate) fn check_submit(state: &State, qos: &QosConfig, user: &str, asked: &Tres) -> Result<(), String> {
     if let Some((name, _, want, limit)) = over(&qos.max_tres_per_job, &Tres::new(), asked) {
