@@ -34,7 +34,7 @@ impl SharedConfig {
         self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    fn set(&self, config: Arc<Config>) {
+    pub(super) fn set(&self, config: Arc<Config>) {
         *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config;
     }
 }
@@ -64,22 +64,21 @@ impl Core {
     fn reconfigure_checked(&mut self, who: Who) -> Result<String, Refusal> {
         who.check(Operation::Reconfigure).map_err(|code| Refusal::new(code, "admin role required"))?;
         let old = self.state.config.clone();
-        let new = old.reload().map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e.to_string()))?;
-        fixed_settings_unchanged(&old, &new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
+        let file = old.reload().map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        fixed_settings_unchanged(&old, &file).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
+        // sacctmgr's changes stay over the file's accounts, users and QOS.
+        let new = drover_shared::sacctmgr::edit::overlay(&file, &self.acct_edits)
+            .map_err(|e| Refusal::new(ErrorCode::InvalidConfig, format!("{}: {e}", file.source.display())))?;
+        let held = held_by_sacctmgr(&file, &self.acct_edits);
         let nodes = self.carry_nodes(&new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
-        let new = Arc::new(new);
-        for user in &new.users {
-            for account in &user.accounts {
-                self.state.usage.touch(account, &user.name);
-            }
-        }
         self.state.nodes = nodes;
-        self.state.config = new.clone();
-        self.state.reindex();
-        self.shared_config.set(new);
-        self.schedule_needed = true;
-        tracing::info!(path = %old.path.display(), "config reloaded");
-        Ok(crate::policy::template::changes(&old.templates, &self.state.config.templates))
+        self.install_config(Arc::new(new));
+        tracing::info!(path = %old.path.display(), held, "config reloaded");
+        let mut changes = crate::policy::template::changes(&old.templates, &self.state.config.templates);
+        if !held.is_empty() {
+            changes.push_str(&format!("{}{held}", if changes.is_empty() { "" } else { " " }));
+        }
+        Ok(changes)
     }
 
     /// The node table under `new`: nodes kept with their live state, new nodes added (they join
@@ -133,6 +132,22 @@ impl Core {
     pub(crate) fn shared_config(&self) -> SharedConfig {
         self.shared_config.clone()
     }
+}
+
+/// The file's accounts, users and QOS that sacctmgr changed (so the file's entries for them do
+/// not count), for the reconfigure's audit record and log: `sacctmgr_holds=account:a,user:b`.
+fn held_by_sacctmgr(file: &Config, edits: &[drover_shared::sacctmgr::edit::Edit]) -> String {
+    use drover_shared::sacctmgr::edit::Kind;
+    let names: Vec<String> = edits
+        .iter()
+        .filter(|e| match e.kind {
+            Kind::Account => file.accounts.iter().any(|a| a.name == e.name),
+            Kind::User => file.users.iter().any(|u| u.name == e.name),
+            Kind::Qos => file.qos.iter().any(|q| q.name == e.name),
+        })
+        .map(|e| format!("{}:{}", format!("{:?}", e.kind).to_ascii_lowercase(), e.name))
+        .collect();
+    if names.is_empty() { String::new() } else { format!("sacctmgr_holds={}", names.join(",")) }
 }
 
 /// Settings bound at startup: changing them needs a restart, so a file that changes them is refused.
