@@ -2,9 +2,9 @@
 //! as written (as root, `-Q -i`), their effects read back through `sacctmgr list`/`show`, a
 //! dump, `sshare` and job admission (alice's job under a new account is accepted after `create
 //! user` and refused after `delete user`), an admin's hand commands (QOS added and taken from an
-//! association, a confirmation prompt answered), a plain user refused, every change audited,
-//! and the changes kept through `scontrol reconfigure`, a controller killed and restarted, and
-//! a failover between replicas.
+//! association, a confirmation prompt answered, the dump loaded back), a plain user refused,
+//! every change audited, and the changes kept through `scontrol reconfigure`, a controller
+//! killed and restarted, and a failover between replicas.
 
 use drover_e2e::{CONFIG, Cluster, text};
 use std::process::Output;
@@ -123,6 +123,11 @@ fn coldfront_command_lines_as_written() {
     assert_eq!((nothing.status.code(), text(&nothing.stdout).as_str()), (Some(1), " Nothing deleted\n"));
     ok(&cluster, &format!("sacctmgr -Q -i delete account where name=proj1 cluster={c}"));
     assert!(!cluster.ok("sacctmgr", &["-nP", "list", "account", "format=account"]).contains("proj1"));
+    // The dump loaded back: what it held and the tree lacks is added again, once.
+    ok(&cluster, &format!("sacctmgr -i load {}", file.display()));
+    assert_eq!(accounts_of(&cluster, "alice"), "vision\nproj1\n");
+    let again = coldfront(&cluster, &format!("sacctmgr -i load file={}", file.display()));
+    assert_eq!((again.status.code(), text(&again.stdout).as_str()), (Some(1), " Nothing new added.\n"));
 
     // A plain user may read but not change; the refusal and every change are audited.
     let out =
