@@ -87,8 +87,12 @@ fn unquote(text: &str) -> &str {
     text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')).unwrap_or(text)
 }
 
+/// One line of a dump: its kind (`Account`), the name, and its `Key=Value` specs (keys in lower
+/// case).
+type Line<'a> = (&'a str, String, Vec<(String, String)>);
+
 /// The `Kind - 'name'` head and the `Key=Value` specs of one line.
-fn fields(line: &str) -> Result<(&str, String, Vec<(String, String)>), String> {
+fn fields(line: &str) -> Result<Line<'_>, String> {
     let (head, rest) =
         line.split_once(" - ").ok_or_else(|| format!("not a dump line: {}", crate::text::printable(line)))?;
     let mut parts = rest.split(':');

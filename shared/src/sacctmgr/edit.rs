@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The most names, accounts or settings one command may list, and the most commands a `load`
-/// may carry.
-pub const MAX_ITEMS: usize = 4096;
+/// may carry: what a request may list ([`crate::proto::client::MAX_LIST_ITEMS`]).
+pub const MAX_ITEMS: usize = crate::proto::client::MAX_LIST_ITEMS;
 /// The most accounts, users and QOS a configuration may hold after a change (each is kept in
 /// ctld's memory and database).
 pub const MAX_ENTITIES: usize = 200_000;
