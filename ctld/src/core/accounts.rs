@@ -37,6 +37,7 @@ impl Core {
     /// The core starts with the entities sacctmgr changed (already put over its config).
     pub(crate) fn with_acct_edits(mut self, edits: Vec<Edit>) -> Core {
         self.acct_edits = edits;
+        self.shared_config.set(self.state.config.clone(), Arc::new(self.acct_edits.clone()));
         self
     }
 
@@ -118,7 +119,7 @@ impl Core {
         }
         self.state.config = new.clone();
         self.state.reindex();
-        self.shared_config.set(new);
+        self.shared_config.set(new, Arc::new(self.acct_edits.clone()));
         self.schedule_needed = true;
     }
 }
