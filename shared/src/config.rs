@@ -435,6 +435,31 @@ pub struct UserConfig {
     pub qos: Option<Vec<String>>,
     /// The QOS of the user's jobs that name none; `None` = the account's.
     pub default_qos: Option<String>,
+    /// Limits of the user's association with an account, by account (set with sacctmgr; the
+    /// file has none): absent = no limits, one share.
+    pub limits: BTreeMap<String, AssocLimits>,
+}
+
+/// Slurm's limits on one user's association with one account.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssocLimits {
+    /// `Fairshare`: the association's shares among its account's children; `None` = 1.
+    pub shares: Option<u32>,
+    /// `MaxJobs` (`GrpJobs` of the association is the same count): its running jobs.
+    pub max_jobs: Option<u32>,
+    /// `MaxSubmitJobs` (or `GrpSubmitJobs`): its pending plus running jobs; more are refused.
+    pub max_submit_jobs: Option<u32>,
+    /// `GrpTRES`: the TRES its running jobs hold together.
+    pub grp_tres: BTreeMap<String, u64>,
+    /// `MaxTRES`: what one job may ask (more is refused at submit time).
+    pub max_tres_per_job: BTreeMap<String, u64>,
+}
+
+impl UserConfig {
+    /// The limits of the user's association with `account` (none when unset).
+    pub fn limits_in(&self, account: &str) -> Option<&AssocLimits> {
+        self.limits.get(account)
+    }
 }
 
 /// What a user may do beyond their own jobs, Slurm's `AdminLevel`: operators act on any job and
@@ -1257,7 +1282,15 @@ impl Validator<'_> {
             let role = if u.admin { Role::Admin } else { role };
             let (qos_list, default_qos) =
                 self.association_qos(&qos, u.qos.as_deref(), u.default_qos.as_ref(), &format!("users[{i}]"))?;
-            users.push(UserConfig { name, default_account, accounts: user_accounts, role, qos: qos_list, default_qos });
+            users.push(UserConfig {
+                name,
+                default_account,
+                accounts: user_accounts,
+                role,
+                qos: qos_list,
+                default_qos,
+                limits: BTreeMap::new(),
+            });
         }
         let default_account =
             file.default_account.as_ref().map(|a| account_known(a, "default_account".into())).transpose()?;

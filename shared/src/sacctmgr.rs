@@ -41,6 +41,9 @@ const FIELDS: &[(&str, &str, &[&str])] = &[
     ("GrpJobs", "GrpJobs", &["grpjobs"]),
     ("GrpSubmit", "GrpSubmit", &["grpsubmit", "grpsubmitjobs"]),
     ("GrpTRES", "GrpTRES", &["grptres"]),
+    ("MaxJobs", "MaxJobs", &["maxjobs"]),
+    ("MaxSubmit", "MaxSubmit", &["maxsubmit", "maxsubmitjobs"]),
+    ("MaxTRES", "MaxTRES", &["maxtres", "maxtresperjob"]),
     ("Name", "Name", &["name"]),
     ("Priority", "Priority", &["priority"]),
     ("MaxWall", "MaxWall", &["maxwall"]),
@@ -186,6 +189,20 @@ fn tres_text(tres: &std::collections::BTreeMap<String, u64>) -> String {
     tres.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
 }
 
+/// The share and limits of `user`'s association with `account`, as listed.
+fn assoc_limits(user: &crate::config::UserConfig, account: &str) -> Row {
+    let limits = user.limits_in(account).cloned().unwrap_or_default();
+    let number = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_default();
+    vec![
+        ("Share", limits.shares.unwrap_or(1).to_string()),
+        ("GrpJobs", String::new()),
+        ("GrpTRES", tres_text(&limits.grp_tres)),
+        ("MaxJobs", number(limits.max_jobs)),
+        ("MaxSubmit", number(limits.max_submit_jobs)),
+        ("MaxTRES", tres_text(&limits.max_tres_per_job)),
+    ]
+}
+
 /// The rows of the listing, before formatting, and the default columns.
 fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
     let all_qos = config.qos.iter().map(|q| q.name.clone()).collect::<Vec<_>>().join(",");
@@ -230,10 +247,10 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                         ("Cluster", config.cluster_name.clone()),
                         ("Account", account.clone()),
                         ("Partition", String::new()),
-                        ("Share", "1".to_owned()),
                         ("QOS", qos),
                         ("DefaultQOS", default),
                     ]);
+                    row.extend(assoc_limits(user, account));
                     rows.push(row);
                 }
             }
@@ -274,7 +291,8 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                 rows.push(assoc(String::new(), account.shares.to_string()));
                 for user in config.users.iter().filter(|u| u.accounts.contains(&account.name)) {
                     if wanted(&request.users, &user.name) {
-                        rows.push(assoc(user.name.clone(), "1".to_owned()));
+                        let share = user.limits_in(&account.name).and_then(|l| l.shares).unwrap_or(1);
+                        rows.push(assoc(user.name.clone(), share.to_string()));
                     }
                 }
             }
@@ -303,18 +321,17 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                     for user in config.users.iter().filter(|u| u.accounts.contains(&account.name)) {
                         if wanted(&request.users, &user.name) {
                             let (qos, default) = assoc_qos(Some(&user.name), &account.name);
-                            rows.push(vec![
+                            let mut row = vec![
                                 ("Cluster", config.cluster_name.clone()),
                                 ("Account", account.name.clone()),
                                 ("User", user.name.clone()),
                                 ("Partition", String::new()),
-                                ("Share", "1".to_owned()),
-                                ("GrpJobs", String::new()),
-                                ("GrpTRES", String::new()),
                                 ("QOS", qos),
                                 ("DefaultQOS", default),
                                 ("ParentName", account.name.clone()),
-                            ]);
+                            ];
+                            row.extend(assoc_limits(user, &account.name));
+                            rows.push(row);
                         }
                     }
                 }

@@ -23,6 +23,7 @@ use drover_shared::config::{Config, Role};
 use drover_shared::now;
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::sacctmgr::edit::{self, Change, Context, Edit};
+use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -76,12 +77,18 @@ impl Core {
 
     fn sacctmgr_checked(&mut self, who: Who, change: &Change, commit: bool) -> Result<(String, bool), Refusal> {
         who.check(Operation::EditAccounts).map_err(|code| Refusal::new(code, "operator or admin role required"))?;
-        let jobs = &self.state.jobs;
-        let live = |j: &&crate::model::state::Job| !j.info.state().is_terminal();
-        let active = |user: Option<&str>, account: &str| {
-            jobs.values().filter(live).any(|j| j.info.account == account && user.is_none_or(|u| j.info.user == u))
+        // The associations, accounts and QOS of the jobs not yet ended, in one walk over the jobs.
+        let (mut assocs, mut accounts, mut qos) = (HashSet::new(), HashSet::new(), HashSet::new());
+        for job in self.state.jobs.values().filter(|j| !j.info.state().is_terminal()) {
+            assocs.insert((job.info.user.as_str(), job.info.account.as_str()));
+            accounts.insert(job.info.account.as_str());
+            qos.insert(job.info.qos.as_str());
+        }
+        let active = |user: Option<&str>, account: &str| match user {
+            Some(user) => assocs.contains(&(user, account)),
+            None => accounts.contains(account),
         };
-        let active_qos = |qos: &str| jobs.values().filter(live).any(|j| j.info.qos == qos);
+        let active_qos = |name: &str| qos.contains(name);
         let context = Context { active: &active, active_qos: &active_qos, admin: who.role == Role::Admin };
         let applied = edit::apply(&self.state.config, change, &context)
             .map_err(|detail| Refusal::new(ErrorCode::InvalidSpec, detail))?;

@@ -2,14 +2,22 @@
 //! format (`Cluster - 'c':…`, then per parent a `Parent - 'p'` line followed by the users and
 //! accounts under it, each `Kind - 'name':Key=Value:…`), which tools read back (ColdFront's
 //! `slurm_check` compares it with its allocations); and such a file read into one
-//! [`Change::Load`] that adds what is missing. QOS definitions are not part of a dump (as in
-//! Slurm); association QOS lists are (`QOS='a,b'`).
+//! [`Change::Load`] that adds what is missing and sets the user associations' limits it gives.
+//! QOS definitions are not part of a dump (as in Slurm); association QOS lists and limits are
+//! (`QOS='a,b'`, `MaxJobs=4`).
 
 use super::edit::{Change, Kind, MAX_ITEMS, Op, Setting};
 use crate::config::{AccountConfig, Config, Role};
 
+/// The keys of a `User` line that are the user's own; the others are its association's limits.
+const OWN: [&str; 5] = ["defaultaccount", "adminlevel", "qos", "defaultqos", "defacct"];
+
 /// The most bytes of a file `load` reads.
 pub const MAX_FILE: u64 = 4 << 20;
+
+fn tres_text(tres: &std::collections::BTreeMap<String, u64>) -> String {
+    tres.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+}
 
 fn account_line(a: &AccountConfig) -> String {
     let mut line = format!("Account - '{0}':Description='{0}':Organization='{0}':Fairshare={1}", a.name, a.shares);
@@ -20,8 +28,7 @@ fn account_line(a: &AccountConfig) -> String {
         line.push_str(&format!(":GrpSubmitJobs={n}"));
     }
     if !a.grp_tres.is_empty() {
-        let tres: Vec<String> = a.grp_tres.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        line.push_str(&format!(":GrpTRES={}", tres.join(",")));
+        line.push_str(&format!(":GrpTRES={}", tres_text(&a.grp_tres)));
     }
     if let Some(list) = &a.qos {
         line.push_str(&format!(":QOS='{}'", list.join(",")));
@@ -59,7 +66,19 @@ pub fn render(config: &Config, header: &str) -> String {
                 Role::Operator => line.push_str(":AdminLevel='Operator'"),
                 Role::User => {}
             }
-            line.push_str(":Fairshare=1");
+            let limits = u.limits_in(&parent).cloned().unwrap_or_default();
+            line.push_str(&format!(":Fairshare={}", limits.shares.unwrap_or(1)));
+            if let Some(n) = limits.max_jobs {
+                line.push_str(&format!(":MaxJobs={n}"));
+            }
+            if let Some(n) = limits.max_submit_jobs {
+                line.push_str(&format!(":MaxSubmitJobs={n}"));
+            }
+            for (key, tres) in [("GrpTRES", &limits.grp_tres), ("MaxTRES", &limits.max_tres_per_job)] {
+                if !tres.is_empty() {
+                    line.push_str(&format!(":{key}={}", tres_text(tres)));
+                }
+            }
             if let Some(list) = &u.qos {
                 line.push_str(&format!(":QOS='{}'", list.join(",")));
             }
@@ -113,8 +132,10 @@ pub fn parse(text: &str) -> Result<Change, String> {
     let mut cluster = None;
     let mut parent = None::<String>;
     let mut items = Vec::new();
-    // Each user once, with every account it is listed under, after all the accounts.
+    // Each user once, with every account it is listed under, after all the accounts; then the
+    // limits of each of its associations.
     let mut users: Vec<(String, Vec<String>, Vec<Setting>)> = Vec::new();
+    let mut limits: Vec<Change> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -152,20 +173,32 @@ pub fn parse(text: &str) -> Result<Change, String> {
                     // Slurm's root association; Drover's root user needs none.
                     continue;
                 }
+                let (own, association): (Vec<Setting>, Vec<Setting>) =
+                    settings(&[]).into_iter().partition(|s| OWN.contains(&s.key.as_str()));
+                if !association.is_empty() {
+                    limits.push(Change::Modify {
+                        kind: Kind::User,
+                        names: vec![name.clone()],
+                        cluster: None,
+                        accounts: vec![p.clone()],
+                        settings: association,
+                    });
+                }
                 match users.iter_mut().find(|(u, ..)| *u == name) {
                     Some((_, accounts, _)) => accounts.push(p),
-                    None => users.push((name, vec![p], settings(&["fairshare"]))),
+                    None => users.push((name, vec![p], own)),
                 }
             }
             other => return Err(format!("line {}: unknown line kind `{}`", n + 1, crate::text::printable(other))),
         }
     }
-    if items.len() + users.len() > MAX_ITEMS {
+    if items.len() + users.len() + limits.len() > MAX_ITEMS {
         return Err(format!("more than {MAX_ITEMS} entries"));
     }
     for (name, accounts, settings) in users {
         items.push(Change::Add { kind: Kind::User, names: vec![name], cluster: None, accounts, settings });
     }
+    items.extend(limits);
     let cluster = cluster.ok_or("no `Cluster - 'name'` line: is this a sacctmgr dump?")?;
     Ok(Change::Load { cluster, items })
 }

@@ -10,9 +10,9 @@
 //! checked with the config file's rules and every list is bounded before anything is built
 //! from it.
 
-use crate::config::{AccountConfig, Config, QosConfig, Role, UserConfig};
+use crate::config::{AccountConfig, AssocLimits, Config, QosConfig, Role, UserConfig};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The most names, accounts or settings one command may list, and the most commands a `load`
 /// may carry: what a request may list ([`crate::proto::client::MAX_LIST_ITEMS`]).
@@ -352,11 +352,7 @@ pub fn apply(config: &Config, change: &Change, ctx: &Context) -> Result<Applied,
     if entities > MAX_ENTITIES {
         return Err(format!("at most {MAX_ENTITIES} accounts, users and QOS"));
     }
-    let edits = work
-        .touched
-        .iter()
-        .map(|(kind, name)| Edit { kind: *kind, name: name.clone(), entity: entity(&work.config, *kind, name) })
-        .collect();
+    let edits = touched_entities(&work.config, &work.touched);
     let text = if changed { work.text } else { String::new() };
     let text = if changed {
         text
@@ -370,6 +366,24 @@ pub fn apply(config: &Config, change: &Change, ctx: &Context) -> Result<Applied,
     Ok(Applied { config: work.config, edits, text, changed })
 }
 
+/// The entities `touched` names as `config` now has them (one pass over each list).
+fn touched_entities(config: &Config, touched: &[(Kind, String)]) -> Vec<Edit> {
+    let accounts: HashMap<&str, &AccountConfig> = config.accounts.iter().map(|a| (a.name.as_str(), a)).collect();
+    let users: HashMap<&str, &UserConfig> = config.users.iter().map(|u| (u.name.as_str(), u)).collect();
+    let qos: HashMap<&str, &QosConfig> = config.qos.iter().map(|q| (q.name.as_str(), q)).collect();
+    touched
+        .iter()
+        .map(|(kind, name)| {
+            let entity = match kind {
+                Kind::Account => accounts.get(name.as_str()).map(|a| Entity::Account((*a).clone())),
+                Kind::User => users.get(name.as_str()).map(|u| Entity::User((*u).clone())),
+                Kind::Qos => qos.get(name.as_str()).map(|q| Entity::Qos((*q).clone())),
+            };
+            Edit { kind: *kind, name: name.clone(), entity }
+        })
+        .collect()
+}
+
 /// The entity of `kind` called `name` in `config`.
 fn entity(config: &Config, kind: Kind, name: &str) -> Option<Entity> {
     match kind {
@@ -380,44 +394,40 @@ fn entity(config: &Config, kind: Kind, name: &str) -> Option<Entity> {
 }
 
 /// Puts `edits` over `config` (the file's configuration): each replaces, adds or removes its
-/// entity. Accounts keep `root` first.
+/// entity (in one pass over each list, whatever their lengths). Accounts keep `root` first.
 pub fn put(config: &mut Config, edits: &[Edit]) {
-    fn place<T>(list: &mut Vec<T>, name: &str, of: impl Fn(&T) -> &str, value: Option<T>) {
-        let at = list.iter().position(|x| of(x) == name);
-        match (at, value) {
-            (Some(i), Some(v)) => list[i] = v,
-            (Some(i), None) => {
-                list.remove(i);
-            }
-            (None, Some(v)) => list.push(v),
-            (None, None) => {}
-        }
-    }
-    for edit in edits {
-        match (&edit.kind, edit.entity.clone()) {
-            (Kind::Account, e) => {
-                let v = match e {
-                    Some(Entity::Account(a)) => Some(a),
-                    _ => None,
-                };
-                place(&mut config.accounts, &edit.name, |a| &a.name, v);
-            }
-            (Kind::User, e) => {
-                let v = match e {
-                    Some(Entity::User(u)) => Some(u),
-                    _ => None,
-                };
-                place(&mut config.users, &edit.name, |u| &u.name, v);
-            }
-            (Kind::Qos, e) => {
-                let v = match e {
-                    Some(Entity::Qos(q)) => Some(q),
-                    _ => None,
-                };
-                place(&mut config.qos, &edit.name, |q| &q.name, v);
+    fn place<T>(list: &mut Vec<T>, name_of: impl Fn(&T) -> &str, edits: impl Iterator<Item = (String, Option<T>)>) {
+        let mut index: HashMap<String, usize> =
+            list.iter().enumerate().map(|(i, x)| (name_of(x).to_owned(), i)).collect();
+        let mut slots: Vec<Option<T>> = std::mem::take(list).into_iter().map(Some).collect();
+        for (name, value) in edits {
+            match index.get(&name) {
+                Some(&i) => slots[i] = value,
+                None => {
+                    if let Some(value) = value {
+                        index.insert(name, slots.len());
+                        slots.push(Some(value));
+                    }
+                }
             }
         }
+        *list = slots.into_iter().flatten().collect();
     }
+    let (mut accounts, mut users, mut qos) = (Vec::new(), Vec::new(), Vec::new());
+    for e in edits {
+        let name = e.name.clone();
+        match (e.kind, &e.entity) {
+            (Kind::Account, Some(Entity::Account(a))) => accounts.push((name, Some(a.clone()))),
+            (Kind::User, Some(Entity::User(u))) => users.push((name, Some(u.clone()))),
+            (Kind::Qos, Some(Entity::Qos(q))) => qos.push((name, Some(q.clone()))),
+            (Kind::Account, _) => accounts.push((name, None)),
+            (Kind::User, _) => users.push((name, None)),
+            (Kind::Qos, _) => qos.push((name, None)),
+        }
+    }
+    place(&mut config.accounts, |a| &a.name, accounts.into_iter());
+    place(&mut config.users, |u| &u.name, users.into_iter());
+    place(&mut config.qos, |q| &q.name, qos.into_iter());
 }
 
 /// The file's configuration with the stored entities over it, checked: what ctld runs. `Err`
@@ -434,29 +444,35 @@ pub fn overlay(file: &Config, stored: &[Edit]) -> Result<Config, String> {
 /// own ancestor, defaults are in their lists, and what the file's partitions, quotas and
 /// templates name is still there.
 pub fn check(config: &Config) -> Result<(), String> {
-    let account = |name: &str| config.accounts.iter().any(|a| a.name == name);
-    let qos = |name: &str| config.qos.iter().any(|q| q.name == name);
+    let parents: HashMap<&str, Option<&str>> =
+        config.accounts.iter().map(|a| (a.name.as_str(), a.parent.as_deref())).collect();
+    let qos_names: HashSet<&str> = config.qos.iter().map(|q| q.name.as_str()).collect();
+    let account = |name: &str| parents.contains_key(name);
+    let qos = |name: &str| qos_names.contains(name);
     if !qos("normal") {
         return Err("QOS normal always exists".into());
     }
-    if config.accounts.first().is_none_or(|a| a.name != "root") {
+    if config.accounts.first().is_none_or(|a| a.name != "root" || a.parent.is_some()) {
         return Err("account root always exists".into());
     }
+    // Every account reaches root: each walk stops at an account already known to.
+    let mut reaches_root: HashSet<&str> = HashSet::from(["root"]);
     for a in &config.accounts {
-        if let Some(parent) = &a.parent
-            && !account(parent)
-        {
-            return Err(format!("account {}: parent {} does not exist", a.name, crate::text::printable(parent)));
-        }
-        let mut steps = 0;
-        let mut current = a.parent.clone();
-        while let Some(p) = current {
-            steps += 1;
-            if p == a.name || steps > config.accounts.len() {
+        let mut path = vec![a.name.as_str()];
+        let mut current = a.name.as_str();
+        while !reaches_root.contains(current) {
+            let parent =
+                parents.get(current).copied().flatten().ok_or_else(|| format!("account {current} has no parent"))?;
+            if !account(parent) {
+                return Err(format!("account {current}: parent {} does not exist", crate::text::printable(parent)));
+            }
+            if path.len() > config.accounts.len() || path.contains(&parent) {
                 return Err(format!("account {} would be its own ancestor", a.name));
             }
-            current = config.accounts.iter().find(|x| x.name == p).and_then(|x| x.parent.clone());
+            path.push(parent);
+            current = parent;
         }
+        reaches_root.extend(path);
         association_qos(&qos, &a.qos, &a.default_qos, &format!("account {}", a.name))?;
     }
     for u in &config.users {
@@ -465,6 +481,9 @@ pub fn check(config: &Config) -> Result<(), String> {
         }
         if !u.accounts.contains(&u.default_account) {
             return Err(format!("user {}: default account {} is not one of their accounts", u.name, u.default_account));
+        }
+        if let Some(stale) = u.limits.keys().find(|a| !u.accounts.contains(a)) {
+            return Err(format!("user {}: limits for account {stale}, which is not one of theirs", u.name));
         }
         association_qos(&qos, &u.qos, &u.default_qos, &format!("user {}", u.name))?;
     }
@@ -661,8 +680,10 @@ impl Work {
         }
         let mut added = Vec::new();
         let mut new_users = Vec::new();
+        let mut index: HashMap<String, usize> =
+            self.config.users.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect();
         for name in names {
-            let existing = self.config.users.iter().position(|u| &u.name == name);
+            let existing = index.get(name).copied();
             let user = match existing {
                 Some(i) => &mut self.config.users[i],
                 None => {
@@ -677,25 +698,23 @@ impl Work {
                         role: Role::User,
                         qos: None,
                         default_qos: None,
+                        limits: BTreeMap::new(),
                     });
+                    index.insert(name.clone(), self.config.users.len() - 1);
                     new_users.push(name.clone());
                     self.config.users.last_mut().expect("just pushed")
                 }
             };
-            let mut any = false;
-            for a in &accounts {
-                if !user.accounts.contains(a) {
-                    user.accounts.push(a.clone());
-                    added.push((name.clone(), a.clone()));
-                    any = true;
-                }
-            }
-            if any {
+            let new: Vec<String> = accounts.iter().filter(|a| !user.accounts.contains(a)).cloned().collect();
+            user.accounts.extend(new.iter().cloned());
+            if !new.is_empty() {
+                let i = index[name];
+                let mut user = self.config.users[i].clone();
                 for s in settings.iter().filter(|s| !matches!(s.key.as_str(), "defaultaccount" | "defacct")) {
-                    let snapshot = self.config.clone();
-                    let user = self.config.users.iter_mut().find(|u| &u.name == name).expect("present");
-                    user_setting(&snapshot, user, s, ctx)?;
+                    user_setting(&self.config, &mut user, &new, s, ctx)?;
                 }
+                self.config.users[i] = user;
+                added.extend(new.into_iter().map(|a| (name.clone(), a)));
                 self.touch(Kind::User, name);
             }
         }
@@ -741,19 +760,19 @@ impl Work {
         let mut modified = Vec::new();
         for name in names {
             let Some(i) = self.config.accounts.iter().position(|a| &a.name == name) else { continue };
-            let snapshot = self.config.clone();
-            let before = self.config.accounts[i].clone();
+            let mut account = self.config.accounts[i].clone();
             for s in settings {
                 if s.key == "parent" {
                     if name == "root" {
                         return Err("root has no parent".into());
                     }
-                    self.config.accounts[i].parent = Some(s.value.clone());
+                    account.parent = Some(s.value.clone());
                 } else {
-                    account_setting(&snapshot, &mut self.config.accounts[i], s)?;
+                    account_setting(&self.config, &mut account, s)?;
                 }
             }
-            if self.config.accounts[i] != before {
+            if self.config.accounts[i] != account {
+                self.config.accounts[i] = account;
                 modified.push(name.clone());
                 self.touch(Kind::Account, name);
             }
@@ -784,12 +803,17 @@ impl Work {
             if !(named && associated) {
                 continue;
             }
-            let before = user.clone();
-            let snapshot = self.config.clone();
+            let mut user = user.clone();
+            let scope: Vec<String> = if accounts.is_empty() {
+                user.accounts.clone()
+            } else {
+                accounts.iter().filter(|a| user.accounts.contains(a)).cloned().collect()
+            };
             for s in settings {
-                user_setting(&snapshot, &mut self.config.users[i], s, ctx)?;
+                user_setting(&self.config, &mut user, &scope, s, ctx)?;
             }
-            if self.config.users[i] != before {
+            if self.config.users[i] != user {
+                self.config.users[i] = user;
                 let name = self.config.users[i].name.clone();
                 self.touch(Kind::User, &name);
                 modified.push(name);
@@ -878,6 +902,7 @@ impl Work {
                     ));
                 }
                 let u = self.config.users.iter_mut().find(|u| u.name == user.name).expect("present");
+                u.limits.retain(|a, _| keep.contains(a));
                 u.accounts = keep;
             }
             self.touch(Kind::User, &user.name);
@@ -913,7 +938,9 @@ impl Work {
                     user.default_account, user.name
                 ));
             } else {
-                self.config.users.iter_mut().find(|u| u.name == user.name).expect("present").accounts = keep;
+                let u = self.config.users.iter_mut().find(|u| u.name == user.name).expect("present");
+                u.limits.retain(|a, _| keep.contains(a));
+                u.accounts = keep;
             }
             removed.extend(gone.into_iter().map(|a| (user.name.clone(), a)));
             self.touch(Kind::User, &user.name);
@@ -980,7 +1007,15 @@ fn account_setting(config: &Config, account: &mut AccountConfig, s: &Setting) ->
     Ok(())
 }
 
-fn user_setting(config: &Config, user: &mut UserConfig, s: &Setting, ctx: &Context) -> Result<(), String> {
+/// One setting of a user: their own (`DefaultAccount`, `AdminLevel`, `QOS`, `DefaultQOS`, which
+/// hold for all their associations) or a limit of their associations with `scope`.
+fn user_setting(
+    config: &Config,
+    user: &mut UserConfig,
+    scope: &[String],
+    s: &Setting,
+    ctx: &Context,
+) -> Result<(), String> {
     match s.key.as_str() {
         "defaultaccount" | "defacct" => {
             if !user.accounts.contains(&s.value) {
@@ -1016,14 +1051,34 @@ fn user_setting(config: &Config, user: &mut UserConfig, s: &Setting, ctx: &Conte
             }
             user.role = role;
         }
-        "maxjobs" | "maxsubmitjobs" | "maxsubmit" | "grptres" | "grpjobs" | "grpsubmitjobs" | "maxtresperuser"
-        | "maxtres" | "maxtresperjob" | "fairshare" | "shares" | "maxwall" => {
-            return Err(format!(
-                " {}: Drover keeps association limits on accounts and QOS, not on each user's association yet",
-                s.key
-            ));
+        "maxjobs" | "grpjobs" | "maxsubmitjobs" | "maxsubmit" | "grpsubmitjobs" | "grptres" | "maxtres"
+        | "maxtresperjob" | "fairshare" | "shares" => {
+            for account in scope {
+                let limits = user.limits.entry(account.clone()).or_default();
+                assoc_setting(limits, s)?;
+                if *limits == AssocLimits::default() {
+                    user.limits.remove(account);
+                }
+            }
+        }
+        "maxtresperuser" | "maxtrespu" | "maxjobsperuser" | "maxjobspu" => {
+            return Err(format!(" {}: a QOS limit; set it with sacctmgr modify qos NAME set {}=…", s.key, s.key));
         }
         other => return Err(unsupported("users", other)),
+    }
+    Ok(())
+}
+
+/// A limit of one user association.
+fn assoc_setting(limits: &mut AssocLimits, s: &Setting) -> Result<(), String> {
+    match s.key.as_str() {
+        "maxjobs" | "grpjobs" => limits.max_jobs = number(s)?,
+        "maxsubmitjobs" | "maxsubmit" | "grpsubmitjobs" => limits.max_submit_jobs = number(s)?,
+        "grptres" => limits.grp_tres = tres(&limits.grp_tres, s)?,
+        "maxtres" | "maxtresperjob" => limits.max_tres_per_job = tres(&limits.max_tres_per_job, s)?,
+        // `parent` (share the parent's) and the default 1 are both no shares of its own.
+        _ if s.value.eq_ignore_ascii_case("parent") => limits.shares = None,
+        _ => limits.shares = number(s)?.filter(|n| *n != 1),
     }
     Ok(())
 }

@@ -141,7 +141,24 @@ fn qos_and_account_limits() {
             .any(|a| a.name == "lab" && a.grp_jobs.is_none())
     );
     assert!(run(&c, "modify user nosuch set DefaultQOS=normal").unwrap().text.contains("Nothing modified"));
-    assert!(run(&c, "add user zed account=lab MaxJobs=3").unwrap_err().contains("association limits"));
+    // A user association's limits: set where the association is made, changed by account.
+    let c = run(&c, "add account lab2").unwrap().config;
+    let c = run(&c, "add user zed account=lab,lab2 MaxJobs=3 Fairshare=5").unwrap().config;
+    let c = run(&c, "modify user zed where account=lab set MaxSubmitJobs=4 GrpTRES=cpu=8 MaxTRES=gres/gpu=1")
+        .unwrap()
+        .config;
+    let zed = c.users.iter().find(|u| u.name == "zed").unwrap();
+    let lab = zed.limits_in("lab").unwrap();
+    assert_eq!((lab.max_jobs, lab.max_submit_jobs, lab.shares), (Some(3), Some(4), Some(5)));
+    assert_eq!((lab.grp_tres.get("cpu"), lab.max_tres_per_job.get("gres/gpu")), (Some(&8), Some(&1)));
+    assert_eq!(zed.limits_in("lab2").map(|l| (l.max_jobs, l.max_submit_jobs)), Some((Some(3), None)));
+    assert!(run(&c, "modify user zed set MaxTRESPerUser=cpu=1").unwrap_err().contains("a QOS limit"));
+    // Fairshare=1 and -1 clear back to no limits at all; a deleted association takes its limits.
+    let cleared = run(&c, "modify user zed where account=lab2 set MaxJobs=-1 Fairshare=1").unwrap().config;
+    assert!(cleared.users.iter().find(|u| u.name == "zed").unwrap().limits_in("lab2").is_none());
+    let c = run(&c, "delete user zed account=lab2").unwrap().config;
+    let zed = c.users.iter().find(|u| u.name == "zed").unwrap();
+    assert_eq!(zed.limits.keys().collect::<Vec<_>>(), ["lab"]);
 }
 
 #[test]
@@ -149,7 +166,9 @@ fn a_dump_reads_back_and_loads_into_an_empty_tree() {
     let c = config();
     let c = run(&c, "add account proj1 parent=vision").unwrap().config;
     let c = run(&c, "add user zed account=proj1").unwrap().config;
+    let c = run(&c, "add user zed account=vision MaxJobs=2 Fairshare=3").unwrap().config;
     let text = super::super::dump::render(&c, "test");
+    assert!(text.contains("User - 'zed':DefaultAccount='proj1':Fairshare=3:MaxJobs=2\n"), "{text}");
     assert!(text.contains(&format!("Cluster - '{}':", c.cluster_name)), "{text}");
     assert!(text.contains("Parent - 'vision'\n"), "{text}");
     assert!(text.contains("Account - 'proj1':"), "{text}");
@@ -162,7 +181,12 @@ fn a_dump_reads_back_and_loads_into_an_empty_tree() {
     let loaded = apply(&config(), &load, &context).unwrap();
     assert!(loaded.changed);
     assert_eq!(loaded.config.accounts, c.accounts);
-    assert_eq!(loaded.config.users.iter().find(|u| u.name == "zed"), c.users.iter().find(|u| u.name == "zed"));
+    let zed = |config: &Config| {
+        let mut zed = config.users.iter().find(|u| u.name == "zed").unwrap().clone();
+        zed.accounts.sort();
+        zed
+    };
+    assert_eq!(zed(&loaded.config), zed(&c));
     assert!(super::super::dump::parse("Parent - 'x'\n").unwrap_err().contains("sacctmgr dump"));
 }
 
