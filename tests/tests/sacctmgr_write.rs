@@ -29,10 +29,17 @@ fn ok(cluster: &Cluster, line: &str) -> String {
 
 /// alice's `sbatch --parsable -A account --hold`: the job id, or sbatch's error.
 fn alice_submits(cluster: &Cluster, account: &str, more: &[&str]) -> Result<u32, String> {
-    let dir = cluster.workdir(Some("alice"));
-    let mut args = vec!["--parsable", "-A", account, "--hold"];
+    let mut args = vec!["--hold"];
     args.extend_from_slice(more);
     args.extend_from_slice(&["--wrap", "true"]);
+    alice_sbatch(cluster, account, &args)
+}
+
+/// alice's `sbatch --parsable -A account ARGS`.
+fn alice_sbatch(cluster: &Cluster, account: &str, more: &[&str]) -> Result<u32, String> {
+    let dir = cluster.workdir(Some("alice"));
+    let mut args = vec!["--parsable", "-A", account];
+    args.extend_from_slice(more);
     let out = cluster.run(Some("alice"), &dir, "sbatch", &args, None);
     if out.status.success() { Ok(text(&out.stdout).trim().parse().expect("a job id")) } else { Err(text(&out.stderr)) }
 }
@@ -71,6 +78,28 @@ fn coldfront_command_lines_as_written() {
     assert!(shares.lines().any(|l| l.trim_start().starts_with("proj1|alice|")), "{shares}");
     cluster.ok("scancel", &[&job.to_string()]);
 
+    // Limits of alice's association with proj1: running jobs, submissions, shares.
+    ok(
+        &cluster,
+        &format!(
+            "sacctmgr -i modify user alice where account=proj1 cluster={c} set MaxJobs=1 MaxSubmitJobs=2 Fairshare=7"
+        ),
+    );
+    let limits =
+        ok(&cluster, "sacctmgr list assoc user=alice account=proj1 format=Account,Share,MaxJobs,MaxSubmit -Pn");
+    assert_eq!(limits, "proj1|7|1|2\n");
+    let shares = cluster.ok("sshare", &["-a", "-P", "-n"]);
+    assert!(shares.lines().any(|l| l.trim_start().starts_with("proj1|alice|7|")), "{shares}");
+    let first = alice_sbatch(&cluster, "proj1", &["--wrap", "sleep 30"]).unwrap();
+    let second = alice_sbatch(&cluster, "proj1", &["--wrap", "sleep 30"]).unwrap();
+    cluster.wait_state(first, "RUNNING", LONG);
+    cluster.squeue_until(&second.to_string(), "%r", |r| r.trim() == "AssocMaxJobsLimit");
+    assert!(alice_submits(&cluster, "proj1", &[]).unwrap_err().contains("accounting/QOS policy"));
+    cluster.ok("scancel", &[&first.to_string(), &second.to_string()]);
+    cluster.wait_state(first, "CANCELLED", LONG);
+    cluster.wait_state(second, "CANCELLED", LONG);
+    ok(&cluster, "sacctmgr -i modify user alice where account=proj1 set MaxJobs=-1 MaxSubmitJobs=-1");
+
     // The hand commands of an admin: a QOS, given to alice's associations, then taken (ColdFront).
     let out = cluster.run(None, &cluster.workdir(None), "sacctmgr", &["add", "qos", "low", "Priority=5"], Some("y\n"));
     let said = text(&out.stdout);
@@ -97,7 +126,7 @@ fn coldfront_command_lines_as_written() {
     assert!(dump.contains(&format!("Cluster - '{c}':")), "{dump}");
     assert!(dump.contains("Account - 'proj1':"), "{dump}");
     let under_proj1 = dump.split("Parent - 'proj1'\n").nth(1).unwrap_or_else(|| panic!("{dump}"));
-    assert!(under_proj1.starts_with("User - 'alice':DefaultAccount='vision':Fairshare=1:QOS='normal'"), "{dump}");
+    assert!(under_proj1.starts_with("User - 'alice':DefaultAccount='vision':Fairshare=7:QOS='normal'"), "{dump}");
 
     // Kept through a reconfigure (the file still lists alice without proj1) and a restart.
     cluster.ok("scontrol", &["reconfigure"]);
