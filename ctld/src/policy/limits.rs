@@ -8,7 +8,7 @@ use crate::model::state::{Job, State};
 use crate::model::tally::{Held, Sums, Tally, ancestors, lineage};
 use crate::model::tres::{self, Tres};
 use drover_shared::config::{Config, QosConfig};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A limit that holds a job back: Slurm's reason and a sentence with the numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,15 +200,29 @@ pub(crate) fn check_association_submit(state: &State, user: &str, account: &str,
     let limited: Vec<(&str, u32)> = ancestors(config, account)
         .filter_map(|name| config.accounts.iter().find(|a| a.name == name)?.grp_submit_jobs.map(|l| (name, l)))
         .collect();
-    for (name, limit) in &limited {
-        if *limit == 0 {
-            return Err(format!("account {name} GrpSubmitJobs=0: it takes no jobs"));
+    if let Some((name, _)) = limited.iter().find(|(_, limit)| *limit == 0) {
+        return Err(format!("account {name} GrpSubmitJobs=0: it takes no jobs"));
+    }
+    if limited.is_empty() {
+        return Ok(());
+    }
+    // One walk over the jobs: each job's account chain, through a parent index, counted for every
+    // limited account on it.
+    let parents: HashMap<&str, &str> =
+        config.accounts.iter().filter_map(|a| Some((a.name.as_str(), a.parent.as_deref()?))).collect();
+    let mut counts = vec![0usize; limited.len()];
+    for job in state.jobs.values().filter(|j| !j.info.state().is_terminal()) {
+        let mut current = Some(job.info.account.as_str());
+        let mut left = config.accounts.len() + 1;
+        while let Some(name) = current.filter(|_| left > 0) {
+            left -= 1;
+            if let Some(i) = limited.iter().position(|(l, _)| *l == name) {
+                counts[i] += 1;
+            }
+            current = parents.get(name).copied();
         }
-        let n = state
-            .jobs
-            .values()
-            .filter(|j| !j.info.state().is_terminal() && ancestors(config, &j.info.account).any(|a| a == *name))
-            .count();
+    }
+    for ((name, limit), n) in limited.iter().zip(counts) {
         if n >= *limit as usize {
             return Err(format!("account {name} GrpSubmitJobs={limit}: {n} jobs pending or running"));
         }
