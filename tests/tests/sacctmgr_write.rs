@@ -131,6 +131,9 @@ fn coldfront_command_lines_as_written() {
     // Kept through a reconfigure (the file still lists alice without proj1) and a restart.
     cluster.ok("scontrol", &["reconfigure"]);
     assert_eq!(accounts_of(&cluster, "alice"), "vision\nproj1\n");
+    // The reconfigure says which of the file's entries sacctmgr's changes override.
+    let audit = cluster.ok("drover", &["audit", "-P", "-n", "--action", "reconfigure"]);
+    assert!(audit.contains("sacctmgr_holds=user:alice"), "{audit}");
     cluster.kill9("ctld");
     let out = cluster.drover("up");
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));

@@ -142,7 +142,8 @@ impl Core {
 }
 
 /// The file's accounts, users and QOS that sacctmgr changed (so the file's entries for them do
-/// not count), for the reconfigure's audit record and log: `sacctmgr_holds=account:a,user:b`.
+/// not count), for the reconfigure's audit record and log: `sacctmgr_holds=account:a,user:b`
+/// (the first 20, then how many more).
 fn held_by_sacctmgr(file: &Config, edits: &[drover_shared::sacctmgr::edit::Edit]) -> String {
     use drover_shared::sacctmgr::edit::Kind;
     let names: Vec<String> = edits
@@ -154,7 +155,12 @@ fn held_by_sacctmgr(file: &Config, edits: &[drover_shared::sacctmgr::edit::Edit]
         })
         .map(|e| format!("{}:{}", format!("{:?}", e.kind).to_ascii_lowercase(), e.name))
         .collect();
-    if names.is_empty() { String::new() } else { format!("sacctmgr_holds={}", names.join(",")) }
+    const SHOWN: usize = 20;
+    match names.len() {
+        0 => String::new(),
+        n if n <= SHOWN => format!("sacctmgr_holds={}", names.join(",")),
+        n => format!("sacctmgr_holds={},…({} more)", names[..SHOWN].join(","), n - SHOWN),
+    }
 }
 
 /// Settings bound at startup: changing them needs a restart, so a file that changes them is refused.
