@@ -140,6 +140,12 @@ async fn run_with(
     };
     // A replica's database belongs to its state machine: the core loads from it read-only.
     let conn = store::db::open(&db_path, replica.is_some())?;
+    // The accounts, users and QOS sacctmgr changed, over the file's.
+    let acct_edits = store::db::load_acct_edits(&conn, &db_path)?;
+    let config = Arc::new(
+        drover_shared::sacctmgr::edit::overlay(&config, &acct_edits)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", config.source.display()))?,
+    );
     let (stored, next_job_id) = store::db::load_active(&conn, &db_path)?;
     tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
     let mut state = model::state::State::new(config.clone(), next_job_id);
@@ -183,7 +189,8 @@ async fn run_with(
         .with_metrics(registry.clone())
         .with_requeues(requeues)
         .with_submit_keys(submit_keys)
-        .with_host_names(hosts.clone());
+        .with_host_names(hosts.clone())
+        .with_acct_edits(acct_edits);
     let shared_config = core.shared_config();
     if let Some(follow_config) = follow_config {
         let config = shared_config.clone();

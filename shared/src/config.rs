@@ -15,6 +15,7 @@ use crate::grammar::time::{TimeLimit, parse_time_limit};
 use crate::hostlist;
 use crate::node::GpuDevice;
 pub use sched::{FairShareAlgorithm, PriorityConfig};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -286,6 +287,9 @@ pub mod raw {
         pub grp_tres: Option<Spanned<String>>,
         /// Association `GrpJobs`.
         pub grp_jobs: Option<u32>,
+        /// Association `GrpSubmitJobs`: pending plus running jobs of the account's subtree; more
+        /// are refused at submit time (0 blocks the account).
+        pub grp_submit_jobs: Option<u32>,
         /// Association `QOS`: the QOS the account's jobs may use (sub-accounts and users inherit
         /// it unless they set their own); absent on the whole chain = any QOS.
         pub qos: Option<Vec<Spanned<String>>>,
@@ -386,8 +390,9 @@ pub struct PartitionConfig {
     pub tres_billing_weights: sched::TresWeights,
 }
 
-/// One account of the tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One account of the tree. Also what ctld stores of an account `sacctmgr` created or changed
+/// (a postcard blob, `crate::sacctmgr::edit`): its fields change append-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountConfig {
     pub name: String,
     /// `None` only for `root`.
@@ -402,10 +407,29 @@ pub struct AccountConfig {
     pub default_qos: Option<String>,
     /// Jobs charged to it must use a job template.
     pub require_template: bool,
+    /// `GrpSubmitJobs`: pending plus running jobs of its subtree; more are refused.
+    pub grp_submit_jobs: Option<u32>,
 }
 
-/// One user's associations.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl AccountConfig {
+    /// An account with no limits, QOS list or template requirement, and one share.
+    pub fn new(name: &str, parent: Option<&str>) -> AccountConfig {
+        AccountConfig {
+            name: name.to_owned(),
+            parent: parent.map(str::to_owned),
+            shares: 1,
+            grp_tres: BTreeMap::new(),
+            grp_jobs: None,
+            qos: None,
+            default_qos: None,
+            require_template: false,
+            grp_submit_jobs: None,
+        }
+    }
+}
+
+/// One user's associations. Stored like [`AccountConfig`] when `sacctmgr` changed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserConfig {
     pub name: String,
     pub default_account: String,
@@ -415,11 +439,36 @@ pub struct UserConfig {
     pub qos: Option<Vec<String>>,
     /// The QOS of the user's jobs that name none; `None` = the account's.
     pub default_qos: Option<String>,
+    /// Limits of the user's association with an account, by account (set with sacctmgr; the
+    /// file has none): absent = no limits, one share.
+    pub limits: BTreeMap<String, AssocLimits>,
+}
+
+/// Slurm's limits on one user's association with one account.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssocLimits {
+    /// `Fairshare`: the association's shares among its account's children; `None` = 1.
+    pub shares: Option<u32>,
+    /// `MaxJobs` (`GrpJobs` of the association is the same count): its running jobs.
+    pub max_jobs: Option<u32>,
+    /// `MaxSubmitJobs` (or `GrpSubmitJobs`): its pending plus running jobs; more are refused.
+    pub max_submit_jobs: Option<u32>,
+    /// `GrpTRES`: the TRES its running jobs hold together.
+    pub grp_tres: BTreeMap<String, u64>,
+    /// `MaxTRES`: what one job may ask (more is refused at submit time).
+    pub max_tres_per_job: BTreeMap<String, u64>,
+}
+
+impl UserConfig {
+    /// The limits of the user's association with `account` (none when unset).
+    pub fn limits_in(&self, account: &str) -> Option<&AssocLimits> {
+        self.limits.get(account)
+    }
 }
 
 /// What a user may do beyond their own jobs, Slurm's `AdminLevel`: operators act on any job and
 /// drain or resume nodes; admins also reconfigure the controller.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Role {
     #[default]
     User,
@@ -437,7 +486,7 @@ impl Role {
         }
     }
 
-    fn parse(text: &str) -> Option<Role> {
+    pub fn parse(text: &str) -> Option<Role> {
         [Role::User, Role::Operator, Role::Admin].into_iter().find(|r| r.name() == text)
     }
 }
@@ -461,8 +510,8 @@ impl PrivateData {
     pub const VALUES: [&'static str; 4] = ["jobs", "usage", "accounts", "users"];
 }
 
-/// One QOS.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One QOS. Stored like [`AccountConfig`] when `sacctmgr` changed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QosConfig {
     pub name: String,
     pub priority: u32,
@@ -481,6 +530,26 @@ pub struct QosConfig {
     /// Seconds a run of this QOS is safe from reclaim after it starts; `None` = the controller's
     /// `preempt_exempt_time`.
     pub preempt_exempt_time: Option<u32>,
+}
+
+impl QosConfig {
+    /// A QOS with no limits and priority 0, its jobs requeued when preempted.
+    pub fn new(name: &str) -> QosConfig {
+        QosConfig {
+            name: name.to_owned(),
+            priority: 0,
+            max_wall: None,
+            grp_tres: BTreeMap::new(),
+            grp_jobs: None,
+            max_tres_per_user: BTreeMap::new(),
+            max_tres_per_job: BTreeMap::new(),
+            max_jobs_per_user: None,
+            max_submit_jobs_per_user: None,
+            preempt_requeue: true,
+            grace_time: None,
+            preempt_exempt_time: None,
+        }
+    }
 }
 
 /// Slurm's default `MaxTasksPerNode`.
@@ -1014,16 +1083,7 @@ impl Validator<'_> {
             }
         }
 
-        let mut accounts = vec![AccountConfig {
-            name: "root".into(),
-            parent: None,
-            shares: 1,
-            grp_tres: BTreeMap::new(),
-            grp_jobs: None,
-            qos: None,
-            default_qos: None,
-            require_template: false,
-        }];
+        let mut accounts = vec![AccountConfig::new("root", None)];
         let mut account_names: BTreeMap<String, usize> = BTreeMap::from([("root".to_owned(), 0)]);
         for (i, account) in file.accounts.iter().enumerate() {
             let name = self.name_ok(&account.name, format!("accounts[{i}].name"))?;
@@ -1043,6 +1103,7 @@ impl Validator<'_> {
                 qos: None,
                 default_qos: None,
                 require_template: account.require_template,
+                grp_submit_jobs: account.grp_submit_jobs,
             });
         }
         for (i, account) in file.accounts.iter().enumerate() {
@@ -1114,23 +1175,7 @@ impl Validator<'_> {
             });
         }
         if !qos.iter().any(|q| q.name == "normal") {
-            qos.insert(
-                0,
-                QosConfig {
-                    name: "normal".into(),
-                    priority: 0,
-                    max_wall: None,
-                    grp_tres: BTreeMap::new(),
-                    grp_jobs: None,
-                    max_tres_per_user: BTreeMap::new(),
-                    max_tres_per_job: BTreeMap::new(),
-                    max_jobs_per_user: None,
-                    max_submit_jobs_per_user: None,
-                    preempt_requeue: true,
-                    grace_time: None,
-                    preempt_exempt_time: None,
-                },
-            );
+            qos.insert(0, QosConfig::new("normal"));
         }
 
         for (i, account) in file.accounts.iter().enumerate() {
@@ -1250,7 +1295,15 @@ impl Validator<'_> {
             let role = if u.admin { Role::Admin } else { role };
             let (qos_list, default_qos) =
                 self.association_qos(&qos, u.qos.as_deref(), u.default_qos.as_ref(), &format!("users[{i}]"))?;
-            users.push(UserConfig { name, default_account, accounts: user_accounts, role, qos: qos_list, default_qos });
+            users.push(UserConfig {
+                name,
+                default_account,
+                accounts: user_accounts,
+                role,
+                qos: qos_list,
+                default_qos,
+                limits: BTreeMap::new(),
+            });
         }
         let default_account =
             file.default_account.as_ref().map(|a| account_known(a, "default_account".into())).transpose()?;

@@ -1,12 +1,16 @@
-//! What `sacctmgr` shows, read-only: `list|show user|account|association|qos|cluster` of a
-//! configuration (Drover's accounts, users and QOS live in the cluster config, not in a
-//! database), with Slurm's `format=` fields and `%N` widths, `where` conditions,
-//! `withassoc`/`-s`, `-n`, `-p` and `-P`. ctld renders it from the configuration it runs, for
-//! the caller it knows from the kernel (`PrivateData=users,accounts` applied to plain users), and
-//! the `sacctmgr` command prints it. Tools ask it which accounts a user may charge (Snakemake:
-//! `sacctmgr -n -s list user U format=account%256`; Open OnDemand: `sacctmgr -nP show users
-//! withassoc format=account,qos where user=U cluster=C`). Changes (`add`, `modify`, `delete`)
-//! are refused: the admin edits the config file and runs `scontrol reconfigure`.
+//! What `sacctmgr` shows: `list|show user|account|association|qos|cluster` of a configuration
+//! (the cluster file's accounts, users and QOS with the changes sacctmgr made over them, which
+//! ctld keeps in its database), with Slurm's `format=` fields and `%N` widths, `where`
+//! conditions, `withassoc`/`-s`, `-n`, `-p` and `-P`, and `dump` (`dump.rs`). ctld renders it
+//! from the configuration it runs, for the caller it knows from the kernel
+//! (`PrivateData=users,accounts` applied to plain users), and the `sacctmgr` command prints it.
+//! Tools ask it which accounts a user may charge (Snakemake: `sacctmgr -n -s list user U
+//! format=account%256`; Open OnDemand: `sacctmgr -nP show users withassoc format=account,qos
+//! where user=U cluster=C`; ColdFront: `list associations User=U Cluster=C Format=Account -Pn`).
+//! Changes (`add`, `modify`, `delete`, `load`) are parsed and applied by `edit.rs`.
+
+pub mod dump;
+pub mod edit;
 
 use crate::config::{Config, Role};
 
@@ -35,7 +39,11 @@ const FIELDS: &[(&str, &str, &[&str])] = &[
     ("Org", "Org", &["org", "organization"]),
     ("ParentName", "Par Name", &["parentname", "parent"]),
     ("GrpJobs", "GrpJobs", &["grpjobs"]),
+    ("GrpSubmit", "GrpSubmit", &["grpsubmit", "grpsubmitjobs"]),
     ("GrpTRES", "GrpTRES", &["grptres"]),
+    ("MaxJobs", "MaxJobs", &["maxjobs"]),
+    ("MaxSubmit", "MaxSubmit", &["maxsubmit", "maxsubmitjobs"]),
+    ("MaxTRES", "MaxTRES", &["maxtres", "maxtresperjob"]),
     ("Name", "Name", &["name"]),
     ("Priority", "Priority", &["priority"]),
     ("MaxWall", "MaxWall", &["maxwall"]),
@@ -98,8 +106,25 @@ fn parse(args: &[String]) -> Result<Request, String> {
     let mut words = words.into_iter();
     match words.next().map(|w| w.to_ascii_lowercase()).as_deref() {
         Some("list" | "show" | "ls") => {}
-        Some("add" | "create" | "modify" | "update" | "delete" | "remove" | "archive" | "load" | "dump") => {
-            return Err("Drover's accounts, users and QOS come from the cluster config file: edit it and run `scontrol reconfigure`".into());
+        Some("dump") => {
+            request.entity = "dump".to_owned();
+            for word in words {
+                match word.split_once('=') {
+                    Some((key, value)) if key.eq_ignore_ascii_case("cluster") => request.names.extend(list(value)),
+                    Some((key, _)) if key.eq_ignore_ascii_case("file") => {}
+                    Some(_) => return Err(format!("Unknown option: {word}")),
+                    None => request.names.extend(list(&word)),
+                }
+            }
+            return Ok(request);
+        }
+        Some("add" | "create" | "modify" | "update" | "delete" | "remove" | "load") => {
+            return Err("sacctmgr sends changes as changes; this request lists only".into());
+        }
+        Some("archive") => {
+            return Err(
+                "archive is not supported: Drover's accounting retention is in the config's [accounting]".into()
+            );
         }
         Some(other) => return Err(format!("Unknown command `{other}`; only `list` and `show` are supported")),
         None => return Err("No command given; `sacctmgr list user|account|association|qos|cluster`".into()),
@@ -164,6 +189,20 @@ fn tres_text(tres: &std::collections::BTreeMap<String, u64>) -> String {
     tres.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
 }
 
+/// The share and limits of `user`'s association with `account`, as listed.
+fn assoc_limits(user: &crate::config::UserConfig, account: &str) -> Row {
+    let limits = user.limits_in(account).cloned().unwrap_or_default();
+    let number = |n: Option<u32>| n.map(|n| n.to_string()).unwrap_or_default();
+    vec![
+        ("Share", limits.shares.unwrap_or(1).to_string()),
+        ("GrpJobs", String::new()),
+        ("GrpTRES", tres_text(&limits.grp_tres)),
+        ("MaxJobs", number(limits.max_jobs)),
+        ("MaxSubmit", number(limits.max_submit_jobs)),
+        ("MaxTRES", tres_text(&limits.max_tres_per_job)),
+    ]
+}
+
 /// The rows of the listing, before formatting, and the default columns.
 fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
     let all_qos = config.qos.iter().map(|q| q.name.clone()).collect::<Vec<_>>().join(",");
@@ -208,10 +247,10 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                         ("Cluster", config.cluster_name.clone()),
                         ("Account", account.clone()),
                         ("Partition", String::new()),
-                        ("Share", "1".to_owned()),
                         ("QOS", qos),
                         ("DefaultQOS", default),
                     ]);
+                    row.extend(assoc_limits(user, account));
                     rows.push(row);
                 }
             }
@@ -252,7 +291,8 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                 rows.push(assoc(String::new(), account.shares.to_string()));
                 for user in config.users.iter().filter(|u| u.accounts.contains(&account.name)) {
                     if wanted(&request.users, &user.name) {
-                        rows.push(assoc(user.name.clone(), "1".to_owned()));
+                        let share = user.limits_in(&account.name).and_then(|l| l.shares).unwrap_or(1);
+                        rows.push(assoc(user.name.clone(), share.to_string()));
                     }
                 }
             }
@@ -271,6 +311,7 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                             ("Partition", String::new()),
                             ("Share", account.shares.to_string()),
                             ("GrpJobs", account.grp_jobs.map(|j| j.to_string()).unwrap_or_default()),
+                            ("GrpSubmit", account.grp_submit_jobs.map(|j| j.to_string()).unwrap_or_default()),
                             ("GrpTRES", tres_text(&account.grp_tres)),
                             ("QOS", qos),
                             ("DefaultQOS", default),
@@ -280,18 +321,17 @@ fn rows(config: &Config, request: &Request) -> (Vec<Row>, Vec<&'static str>) {
                     for user in config.users.iter().filter(|u| u.accounts.contains(&account.name)) {
                         if wanted(&request.users, &user.name) {
                             let (qos, default) = assoc_qos(Some(&user.name), &account.name);
-                            rows.push(vec![
+                            let mut row = vec![
                                 ("Cluster", config.cluster_name.clone()),
                                 ("Account", account.name.clone()),
                                 ("User", user.name.clone()),
                                 ("Partition", String::new()),
-                                ("Share", "1".to_owned()),
-                                ("GrpJobs", String::new()),
-                                ("GrpTRES", String::new()),
                                 ("QOS", qos),
                                 ("DefaultQOS", default),
                                 ("ParentName", account.name.clone()),
-                            ]);
+                            ];
+                            row.extend(assoc_limits(user, &account.name));
+                            rows.push(row);
                         }
                     }
                 }
@@ -393,6 +433,20 @@ fn private_rows(config: &Config, viewer: &str, rows: &mut Vec<Row>) {
 /// it); `Err` the message for a command line sacctmgr refuses.
 pub fn listing(config: &Config, args: &[String], viewer: Option<&str>) -> Result<String, String> {
     let request = parse(args)?;
+    if request.entity == "dump" {
+        if !request.names.iter().any(|c| c.eq_ignore_ascii_case(&config.cluster_name)) {
+            let named = request.names.first().map(|c| crate::text::printable(c).into_owned()).unwrap_or_default();
+            return Err(format!("Cluster {named} doesn't exist (this is {})", config.cluster_name));
+        }
+        let private = config.private_data.accounts || config.private_data.users;
+        if let Some(viewer) = viewer
+            && private
+            && config.role_of(viewer) == Role::User
+        {
+            return Err("Access/permission denied: PrivateData hides other users and accounts".into());
+        }
+        return Ok(dump::render(config, &format!("sacctmgr dump of cluster {} (Drover)", config.cluster_name)));
+    }
     let (mut rows, defaults) = rows(config, &request);
     if let Some(viewer) = viewer {
         private_rows(config, viewer, &mut rows);
@@ -464,7 +518,7 @@ mod tests {
         assert_eq!(lines[1], "---------- ");
         assert_eq!(lines[2].trim(), config().cluster_name);
         assert_eq!(show("-p list cluster format=cluster%5"), format!("Cluster|\n{}|\n", config().cluster_name));
-        assert!(show("add user bob account=x").contains("scontrol reconfigure"));
+        assert!(show("add user bob account=x").contains("lists only"));
         assert!(show("list user format=bogus").contains("Invalid field requested: \"bogus\""));
         assert!(show("list frobs").contains("Unknown or unsupported entity"));
     }

@@ -17,9 +17,15 @@ impl Core {
     /// cancel, hold, release or update survives a crash of ctld. If the commit fails, the
     /// client is told so.
     pub(super) fn answer_after_commit(&mut self, reply: oneshot::Sender<Response>, response: Response) {
+        self.answer_after_commit_token(reply, response);
+    }
+
+    /// [`Core::answer_after_commit`], giving the token the answer waits under.
+    pub(super) fn answer_after_commit_token(&mut self, reply: oneshot::Sender<Response>, response: Response) -> u64 {
         let token = self.commit_token();
         self.answers_waiting.insert(token, (reply, response));
         self.store(DbOp::After(AfterCommit::Answer(token)));
+        token
     }
 
     pub(super) fn store(&mut self, op: DbOp) {
@@ -104,6 +110,7 @@ impl Core {
                     AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, Some(error)),
                     AfterCommit::Requeue(token) => self.requeue_committed(token, Some(error)),
                     AfterCommit::Answer(token) => {
+                        self.undo_acct_change(token);
                         if let Some((reply, _)) = self.answers_waiting.remove(&token) {
                             let _ = reply
                                 .send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.clone() });
@@ -129,6 +136,7 @@ impl Core {
                 AfterCommit::StepCreated { job_id, step_id } => self.step_committed(job_id, step_id, None),
                 AfterCommit::Requeue(token) => self.requeue_committed(token, None),
                 AfterCommit::Answer(token) => {
+                    self.acct_undo.remove(&token);
                     if let Some((reply, response)) = self.answers_waiting.remove(&token) {
                         self.answer_after_publish(reply, response);
                     }

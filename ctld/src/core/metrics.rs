@@ -285,6 +285,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::RequeueHold { .. } => "requeuehold",
         R::ShowConfig => "show_config",
         R::Sacctmgr { .. } => "sacctmgr",
+        R::SacctmgrChange { .. } => "sacctmgr_change",
         R::Simulate(_) => "simulate",
         R::UpdateJob { .. } => "update_job",
         R::QueryShares => "query_shares",

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
+mod accounts;
 mod commits;
 mod jobs;
 mod nodes;
@@ -148,6 +149,11 @@ pub(crate) struct Core {
     /// Answers to changes, sent once a snapshot that shows the change is published, so a client
     /// that queries after its `sbatch`/`scancel`/… returned sees its change.
     deferred: Vec<(oneshot::Sender<Response>, Response)>,
+    /// Every account, user and QOS sacctmgr changed, as stored (put over the cluster file's
+    /// at each reconfigure; see `accounts.rs`).
+    acct_edits: Vec<drover_shared::sacctmgr::edit::Edit>,
+    /// What each sacctmgr change waiting for its commit replaced, by answer token.
+    acct_undo: HashMap<u64, accounts::Undo>,
 }
 
 impl Core {
@@ -184,6 +190,8 @@ impl Core {
             shared_config,
             publisher,
             deferred: Vec::new(),
+            acct_edits: Vec::new(),
+            acct_undo: HashMap::new(),
         };
         let running: Vec<JobId> =
             core.state.jobs.values().filter(|j| j.alloc.is_some()).map(|j| j.info.job_id).collect();
@@ -292,6 +300,10 @@ impl Core {
             Request::SplitArrayTask { array_job_id, task } => {
                 let response = self.split_array_task(caller, array_job_id, task);
                 return self.answer_after_commit(reply, response);
+            }
+            Request::SacctmgrChange { change, commit } => {
+                self.sacctmgr_change(caller, &change, commit, reply);
+                return;
             }
             Request::QueryNodes => {
                 let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();

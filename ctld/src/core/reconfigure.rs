@@ -15,27 +15,34 @@ use crate::model::state::Node;
 use crate::policy::authz::{Operation, Who};
 use drover_shared::config::{Config, Replica};
 use drover_shared::proto::client::{ErrorCode, Response};
+use drover_shared::sacctmgr::edit::Edit;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-/// The config in force, shared between the core (which swaps it on reconfigure) and the client
-/// and HTTP handlers (which read it per request).
+/// The config in force, shared between the core (which swaps it on reconfigure and sacctmgr
+/// changes) and the client and HTTP handlers (which read it per request), with the entities
+/// sacctmgr changed (what `drover simulate` puts over a candidate file, as reconfigure does).
 #[derive(Debug, Clone)]
-pub(crate) struct SharedConfig(Arc<RwLock<Arc<Config>>>);
+pub(crate) struct SharedConfig(Arc<RwLock<(Arc<Config>, Arc<Vec<Edit>>)>>);
 
 impl SharedConfig {
     pub(crate) fn new(config: Arc<Config>) -> SharedConfig {
-        SharedConfig(Arc::new(RwLock::new(config)))
+        SharedConfig(Arc::new(RwLock::new((config, Arc::default()))))
     }
 
     /// The config in force now.
     pub(crate) fn get(&self) -> Arc<Config> {
         // A poisoned lock only means a reader panicked; the value is still a whole config.
-        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).0.clone()
     }
 
-    fn set(&self, config: Arc<Config>) {
-        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+    /// The accounts, users and QOS sacctmgr changed, as stored.
+    pub(crate) fn edits(&self) -> Arc<Vec<Edit>> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).1.clone()
+    }
+
+    pub(super) fn set(&self, config: Arc<Config>, edits: Arc<Vec<Edit>>) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = (config, edits);
     }
 }
 
@@ -64,23 +71,22 @@ impl Core {
     fn reconfigure_checked(&mut self, who: Who) -> Result<String, Refusal> {
         who.check(Operation::Reconfigure).map_err(|code| Refusal::new(code, "admin role required"))?;
         let old = self.state.config.clone();
-        let new = old.reload().map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e.to_string()))?;
-        fixed_settings_unchanged(&old, &new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
+        let file = old.reload().map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e.to_string()))?;
+        fixed_settings_unchanged(&old, &file).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
+        // sacctmgr's changes stay over the file's accounts, users and QOS.
+        let new = drover_shared::sacctmgr::edit::overlay(&file, &self.acct_edits)
+            .map_err(|e| Refusal::new(ErrorCode::InvalidConfig, format!("{}: {e}", file.source.display())))?;
+        let held = held_by_sacctmgr(&file, &self.acct_edits);
         let nodes = self.carry_nodes(&new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
-        let new = Arc::new(new);
-        for user in &new.users {
-            for account in &user.accounts {
-                self.state.usage.touch(account, &user.name);
-            }
-        }
         self.state.nodes = nodes;
-        self.state.config = new.clone();
-        self.state.reindex();
+        self.install_config(Arc::new(new));
         self.refilter_jobs();
-        self.shared_config.set(new);
-        self.schedule_needed = true;
-        tracing::info!(path = %old.path.display(), "config reloaded");
-        Ok(crate::policy::template::changes(&old.templates, &self.state.config.templates))
+        tracing::info!(path = %old.path.display(), held, "config reloaded");
+        let mut changes = crate::policy::template::changes(&old.templates, &self.state.config.templates);
+        if !held.is_empty() {
+            changes.push_str(&format!("{}{held}", if changes.is_empty() { "" } else { " " }));
+        }
+        Ok(changes)
     }
 
     /// Resolves the node filters of the jobs that have one again: the node table may have been
@@ -153,6 +159,28 @@ impl Core {
     /// The config clients and the HTTP endpoint read.
     pub(crate) fn shared_config(&self) -> SharedConfig {
         self.shared_config.clone()
+    }
+}
+
+/// The file's accounts, users and QOS that sacctmgr changed (so the file's entries for them do
+/// not count), for the reconfigure's audit record and log: `sacctmgr_holds=account:a,user:b`
+/// (the first 20, then how many more).
+fn held_by_sacctmgr(file: &Config, edits: &[drover_shared::sacctmgr::edit::Edit]) -> String {
+    use drover_shared::sacctmgr::edit::Kind;
+    let names: Vec<String> = edits
+        .iter()
+        .filter(|e| match e.kind {
+            Kind::Account => file.accounts.iter().any(|a| a.name == e.name),
+            Kind::User => file.users.iter().any(|u| u.name == e.name),
+            Kind::Qos => file.qos.iter().any(|q| q.name == e.name),
+        })
+        .map(|e| format!("{}:{}", format!("{:?}", e.kind).to_ascii_lowercase(), e.name))
+        .collect();
+    const SHOWN: usize = 20;
+    match names.len() {
+        0 => String::new(),
+        n if n <= SHOWN => format!("sacctmgr_holds={}", names.join(",")),
+        n => format!("sacctmgr_holds={},…({} more)", names[..SHOWN].join(","), n - SHOWN),
     }
 }
 

@@ -282,6 +282,42 @@ fn a_failed_commit_of_a_change_answers_an_error() {
     assert!(matches!(answer.try_recv(), Ok(Response::Error { code: ErrorCode::StorageUnavailable, .. })));
 }
 
+/// A sacctmgr change is in force at once, stored and audited, and answered only after its
+/// commit; a failed commit puts the configuration back as it was.
+#[test]
+fn a_sacctmgr_change_is_answered_after_its_commit_and_undone_when_it_fails() {
+    use drover_shared::sacctmgr::edit::{Change, Kind};
+    let add = |name: &str| Request::SacctmgrChange {
+        change: Box::new(Change::Add {
+            kind: Kind::Account,
+            names: vec![name.to_owned()],
+            cluster: None,
+            accounts: vec![],
+            settings: vec![],
+        }),
+        commit: true,
+    };
+    let has = |bench: &Bench, name: &str| bench.core.state.config.accounts.iter().any(|a| a.name == name);
+    let mut bench = Bench::new();
+    let mut answer = bench.request(add("proj1"));
+    assert!(has(&bench, "proj1"));
+    assert!(bench.core.shared_config().get().accounts.iter().any(|a| a.name == "proj1"));
+    let ops = bench.queued();
+    assert!(ops.iter().any(|op| matches!(op, DbOp::AcctEntity(e) if e.name == "proj1" && e.record.is_some())));
+    assert!(ops.iter().any(|op| matches!(op, DbOp::Audit { action: "sacctmgr", outcome, .. } if outcome == "ok")));
+    assert_eq!(answer.try_recv(), Err(TryRecvError::Empty), "answered before the commit");
+    bench.report(ops, None);
+    assert!(matches!(answer.try_recv(), Ok(Response::AcctChanged { changed: true, .. })));
+
+    let mut answer = bench.request(add("proj2"));
+    assert!(has(&bench, "proj2"));
+    let ops = bench.queued();
+    bench.report(ops, Some("database is locked"));
+    assert!(matches!(answer.try_recv(), Ok(Response::Error { code: ErrorCode::StorageUnavailable, .. })));
+    assert!(has(&bench, "proj1") && !has(&bench, "proj2"), "the failed change is undone, the stored one kept");
+    assert!(!bench.core.shared_config().get().accounts.iter().any(|a| a.name == "proj2"));
+}
+
 /// A job is launched only after its allocation is committed.
 #[test]
 fn a_launch_waits_for_its_allocation_commit() {

@@ -93,13 +93,16 @@ pub(crate) fn within(guarantee: &BTreeMap<String, u64>, used: &Tres, asked: &Tre
     !guarantee.is_empty() && guarantee.iter().all(|(name, g)| get(used, name) + get(asked, name) <= *g)
 }
 
-/// What runs, summed per QOS, per QOS and user, and per account (with its ancestors).
+/// What runs, summed per QOS, per QOS and user, per account (with its ancestors), and per user
+/// association.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Sums {
     pub(crate) qos: HashMap<String, Held>,
     /// QOS → user → what the user runs in it.
     pub(crate) qos_user: HashMap<String, HashMap<String, Held>>,
     pub(crate) account: HashMap<String, Held>,
+    /// (account, user) → what the user's association with the job's own account runs.
+    pub(crate) assoc: HashMap<(String, String), Held>,
 }
 
 impl Sums {
@@ -109,6 +112,9 @@ impl Sums {
         self.qos_user.entry(qos.to_owned()).or_default().entry(user.to_owned()).or_default().add(tres);
         for name in accounts {
             self.account.entry(name.clone()).or_default().add(tres);
+        }
+        if let Some(account) = accounts.first() {
+            self.assoc.entry((account.clone(), user.to_owned())).or_default().add(tres);
         }
     }
 
@@ -127,6 +133,12 @@ impl Sums {
         for name in accounts {
             if self.account.get_mut(name).is_some_and(|h| h.sub(tres)) {
                 self.account.remove(name);
+            }
+        }
+        if let Some(account) = accounts.first() {
+            let key = (account.clone(), user.to_owned());
+            if self.assoc.get_mut(&key).is_some_and(|h| h.sub(tres)) {
+                self.assoc.remove(&key);
             }
         }
     }

@@ -29,6 +29,9 @@ pub(crate) enum Operation {
     ChargeAnyAccount,
     /// Run a what-if simulation (`drover simulate`): minutes of ctld's CPU.
     Simulate,
+    /// Add, modify or delete accounts, users and QOS with sacctmgr (Slurm lets operators; who
+    /// may make admins is checked with the change).
+    EditAccounts,
 }
 
 impl Operation {
@@ -40,7 +43,8 @@ impl Operation {
             | Operation::JobPrivileged
             | Operation::NodeState
             | Operation::ReadAll
-            | Operation::Simulate => Role::Operator,
+            | Operation::Simulate
+            | Operation::EditAccounts => Role::Operator,
             Operation::RunAs { .. } | Operation::Reconfigure | Operation::ChargeAnyAccount => Role::Admin,
         }
     }

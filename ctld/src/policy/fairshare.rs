@@ -39,7 +39,12 @@ pub(crate) struct Shares {
 
 impl Tree {
     /// Builds the tree from the accounts (root first), the user associations and their usage.
-    pub(crate) fn build(accounts: &[AccountConfig], users: &BTreeMap<(String, String), f64>) -> Tree {
+    /// `shares` gives a user association's shares (its `Fairshare`, 1 unless set).
+    pub(crate) fn build(
+        accounts: &[AccountConfig],
+        users: &BTreeMap<(String, String), f64>,
+        shares: impl Fn(&str, &str) -> u32,
+    ) -> Tree {
         let mut assocs: Vec<Assoc> = Vec::new();
         let mut index: BTreeMap<&str, usize> = BTreeMap::new();
         for account in accounts {
@@ -64,7 +69,7 @@ impl Tree {
                 user: Some(user.clone()),
                 parent: Some(parent),
                 depth: 0,
-                shares: 1,
+                shares: shares(account, user),
                 usage: *usage,
                 children: Vec::new(),
             });
@@ -231,22 +236,13 @@ mod tests {
     use super::*;
 
     fn account(name: &str, parent: Option<&str>, shares: u32) -> AccountConfig {
-        AccountConfig {
-            name: name.into(),
-            parent: parent.map(str::to_owned),
-            shares,
-            grp_tres: BTreeMap::new(),
-            grp_jobs: None,
-            qos: None,
-            default_qos: None,
-            require_template: false,
-        }
+        AccountConfig { shares, ..AccountConfig::new(name, parent) }
     }
 
     fn tree(accounts: &[(&str, Option<&str>, u32)], users: &[(&str, &str, f64)]) -> Tree {
         let accounts: Vec<_> = accounts.iter().map(|(n, p, s)| account(n, *p, *s)).collect();
         let users = users.iter().map(|(a, u, usage)| ((a.to_string(), u.to_string()), *usage)).collect();
-        Tree::build(&accounts, &users)
+        Tree::build(&accounts, &users, |_, _| 1)
     }
 
     fn table(tree: &Tree, shares: &[Shares]) -> String {

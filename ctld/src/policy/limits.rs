@@ -1,13 +1,14 @@
 //! QOS and association limits on running work (`GrpTRES`, `GrpJobs`, `MaxTRESPerUser`,
-//! `MaxJobsPerUser`, association `GrpTRES`/`GrpJobs`), checked before a job is placed, with
-//! Slurm's pending reason for the first limit that holds it back; and the submit-time limits
-//! (`MaxTRESPerJob`, `MaxSubmitJobsPerUser`) that refuse a job outright.
+//! `MaxJobsPerUser`, a user association's `GrpTRES`/`MaxJobs`, account `GrpTRES`/`GrpJobs`),
+//! checked before a job is placed, with Slurm's pending reason for the first limit that holds it
+//! back; and the submit-time limits (`MaxTRESPerJob`, `MaxSubmitJobsPerUser`, a user
+//! association's `MaxTRES`/`MaxSubmitJobs`, account `GrpSubmitJobs`) that refuse a job outright.
 
 use crate::model::state::{Job, State};
 use crate::model::tally::{Held, Sums, Tally, ancestors, lineage};
 use crate::model::tres::{self, Tres};
 use drover_shared::config::{Config, QosConfig};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A limit that holds a job back: Slurm's reason and a sentence with the numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +96,18 @@ impl Running {
                 return Some(Hit::UserJobs { qos: q, limit, running: mine.n_jobs });
             }
         }
+        let user = job.info.user.as_str();
+        let assoc = config.users.iter().find(|u| u.name == user).and_then(|u| u.limits_in(&job.info.account));
+        if let Some(limits) = assoc {
+            let key = (job.info.account.clone(), job.info.user.clone());
+            let held = self.sums.assoc.get(&key).unwrap_or(&empty);
+            if let Some((name, used, want, limit)) = over(&limits.grp_tres, &held.tres, asked) {
+                return Some(Hit::AssocTres { user, account: &job.info.account, name, used, want, limit });
+            }
+            if let Some(limit) = limits.max_jobs.filter(|limit| held.n_jobs >= *limit) {
+                return Some(Hit::AssocJobs { user, account: &job.info.account, limit, running: held.n_jobs });
+            }
+        }
         for name in ancestors(config, &job.info.account) {
             let Some(account) = config.accounts.iter().find(|a| a.name == name) else { break };
             let held = self.sums.account.get(name).unwrap_or(&empty);
@@ -118,6 +131,8 @@ enum Hit<'a> {
     UserJobs { qos: &'a str, limit: u32, running: u32 },
     AccountTres { account: &'a str, name: String, used: u64, want: u64, limit: u64 },
     AccountJobs { account: &'a str, limit: u32, running: u32 },
+    AssocTres { user: &'a str, account: &'a str, name: String, used: u64, want: u64, limit: u64 },
+    AssocJobs { user: &'a str, account: &'a str, limit: u32, running: u32 },
 }
 
 impl Hit<'_> {
@@ -129,6 +144,8 @@ impl Hit<'_> {
             Hit::UserJobs { .. } => "QOSMaxJobsPerUserLimit".into(),
             Hit::AccountTres { name, .. } => group_reason("Assoc", name),
             Hit::AccountJobs { .. } => "AssocGrpJobsLimit".into(),
+            Hit::AssocTres { name, .. } => group_reason("Assoc", name),
+            Hit::AssocJobs { .. } => "AssocMaxJobsLimit".into(),
         }
     }
 
@@ -148,12 +165,69 @@ impl Hit<'_> {
             Hit::AccountJobs { account, limit, running } => {
                 format!("account {account} GrpJobs={limit}: {running} running")
             }
+            Hit::AssocTres { user, account, name, used, want, limit } => {
+                format!("association {user}/{account} GrpTRES {name}={limit}: {used} in use, job asks {want}")
+            }
+            Hit::AssocJobs { user, account, limit, running } => {
+                format!("association {user}/{account} MaxJobs={limit}: {running} running")
+            }
         }
     }
 
     fn blocked(&self) -> Blocked {
         Blocked { reason: self.reason(), detail: self.detail() }
     }
+}
+
+/// Submit-time limits of the association: the account's and its ancestors' `GrpSubmitJobs`
+/// (pending plus running jobs charged to each one's subtree; 0 blocks it, as ColdFront does to an
+/// expired project), and the user's association's `MaxTRES` (per job) and `MaxSubmitJobs`.
+pub(crate) fn check_association_submit(state: &State, user: &str, account: &str, asked: &Tres) -> Result<(), String> {
+    let config = &state.config;
+    let assoc = config.users.iter().find(|u| u.name == user).and_then(|u| u.limits_in(account));
+    if let Some(limits) = assoc {
+        if let Some((name, _, want, limit)) = over(&limits.max_tres_per_job, &Tres::new(), asked) {
+            return Err(format!("association {user}/{account} MaxTRES {name}={limit}: job asks {want}"));
+        }
+        if let Some(limit) = limits.max_submit_jobs {
+            let live = |j: &&Job| !j.info.state().is_terminal() && j.info.user == user && j.info.account == account;
+            let n = state.jobs.values().filter(live).count();
+            if n >= limit as usize {
+                return Err(format!("association {user}/{account} MaxSubmitJobs={limit}: {n} jobs pending or running"));
+            }
+        }
+    }
+    let limited: Vec<(&str, u32)> = ancestors(config, account)
+        .filter_map(|name| config.accounts.iter().find(|a| a.name == name)?.grp_submit_jobs.map(|l| (name, l)))
+        .collect();
+    if let Some((name, _)) = limited.iter().find(|(_, limit)| *limit == 0) {
+        return Err(format!("account {name} GrpSubmitJobs=0: it takes no jobs"));
+    }
+    if limited.is_empty() {
+        return Ok(());
+    }
+    // One walk over the jobs: each job's account chain, through a parent index, counted for every
+    // limited account on it.
+    let parents: HashMap<&str, &str> =
+        config.accounts.iter().filter_map(|a| Some((a.name.as_str(), a.parent.as_deref()?))).collect();
+    let mut counts = vec![0usize; limited.len()];
+    for job in state.jobs.values().filter(|j| !j.info.state().is_terminal()) {
+        let mut current = Some(job.info.account.as_str());
+        let mut left = config.accounts.len() + 1;
+        while let Some(name) = current.filter(|_| left > 0) {
+            left -= 1;
+            if let Some(i) = limited.iter().position(|(l, _)| *l == name) {
+                counts[i] += 1;
+            }
+            current = parents.get(name).copied();
+        }
+    }
+    for ((name, limit), n) in limited.iter().zip(counts) {
+        if n >= *limit as usize {
+            return Err(format!("account {name} GrpSubmitJobs={limit}: {n} jobs pending or running"));
+        }
+    }
+    Ok(())
 }
 
 /// Submit-time limits of the QOS: `MaxTRESPerJob` and `MaxSubmitJobsPerUser`.

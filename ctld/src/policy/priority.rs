@@ -6,7 +6,7 @@ use crate::model::state::{Job, State};
 use crate::model::tres::{self, Tres};
 use crate::policy::fairshare::{self, Tree};
 use drover_shared::UnixTime;
-use drover_shared::config::{FairShareAlgorithm, PartitionConfig, PriorityConfig};
+use drover_shared::config::{FairShareAlgorithm, PartitionConfig, PriorityConfig, UserConfig};
 use std::collections::HashMap;
 
 /// Normalized factors of one job in one partition.
@@ -38,7 +38,11 @@ pub(crate) struct Context {
 
 /// Builds the association tree over the stored usage and computes the fair-share factors.
 pub(crate) fn shares(state: &State) -> (Tree, Vec<fairshare::Shares>) {
-    let tree = Tree::build(&state.config.accounts, &state.usage.by_assoc);
+    let users: HashMap<&str, &UserConfig> = state.config.users.iter().map(|u| (u.name.as_str(), u)).collect();
+    let shares = |account: &str, user: &str| {
+        users.get(user).and_then(|u| u.limits_in(account)).and_then(|l| l.shares).unwrap_or(1)
+    };
+    let tree = Tree::build(&state.config.accounts, &state.usage.by_assoc, shares);
     let shares = match state.config.priority.fairshare {
         FairShareAlgorithm::FairTree => fairshare::fair_tree(&tree),
         FairShareAlgorithm::Classic => fairshare::classic(&tree),

@@ -354,6 +354,8 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     let requested = crate::model::tres::of_request(&request);
     crate::policy::limits::check_submit(state, qos, &user, &requested)
         .map_err(|detail| Refusal::new(ErrorCode::AccountingPolicy, detail))?;
+    crate::policy::limits::check_association_submit(state, &user, &account, &requested)
+        .map_err(|detail| Refusal::new(ErrorCode::AccountingPolicy, detail))?;
     // Until it starts, the job's billing is its request's under its first partition's weights.
     let weights = candidates.first().map(|p| &p.tres_billing_weights);
     let billing = crate::model::tres::billing(weights.unwrap_or(&Default::default()), &requested);

@@ -4,7 +4,7 @@
 
 use crate::model::state::Allocation;
 use crate::store::accounting::UsageRecord;
-use crate::store::db::{AfterCommit, DbOp, StoredNodeState};
+use crate::store::db::{AfterCommit, DbOp, StoredEntity, StoredNodeState};
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec};
 use drover_shared::proto::client::NodeEvent;
@@ -84,6 +84,14 @@ pub(crate) enum WireOp {
         job_id: drover_shared::job::JobId,
         time: drover_shared::UnixTime,
     },
+    /// An account, user or QOS sacctmgr changed (appended: earlier variants keep their encoding).
+    AcctEntity {
+        kind: u8,
+        name: String,
+        record: Option<Vec<u8>>,
+        uid: u32,
+        time: UnixTime,
+    },
 }
 
 impl WireOp {
@@ -118,6 +126,9 @@ impl WireOp {
             DbOp::JobUsage(usage) => WireOp::JobUsage(usage),
             DbOp::StepUsage { step_id, node, usage } => WireOp::StepUsage { step_id, node, usage },
             DbOp::SubmitKey { uid, key, job_id, time } => WireOp::SubmitKey { uid, key, job_id, time },
+            DbOp::AcctEntity(StoredEntity { kind, name, record, uid, time }) => {
+                WireOp::AcctEntity { kind, name, record, uid, time }
+            }
             DbOp::After(action) => return Err(action),
         })
     }
@@ -153,6 +164,9 @@ impl WireOp {
             WireOp::JobUsage(usage) => DbOp::JobUsage(usage),
             WireOp::StepUsage { step_id, node, usage } => DbOp::StepUsage { step_id, node, usage },
             WireOp::SubmitKey { uid, key, job_id, time } => DbOp::SubmitKey { uid, key, job_id, time },
+            WireOp::AcctEntity { kind, name, record, uid, time } => {
+                DbOp::AcctEntity(StoredEntity { kind, name, record, uid, time })
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::model::{identity, resident, usage};
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow, NodeEvent};
+use drover_shared::sacctmgr::edit::{Edit, Entity, Kind};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OpenFlags, params};
 use std::collections::HashMap;
@@ -38,6 +39,9 @@ pub(crate) enum DbError {
     /// A migration failed; its transaction was rolled back and the database stays at the version before.
     #[error("database {path}: migration {version} ({name}): {source}")]
     Migration { path: PathBuf, version: u32, name: &'static str, source: rusqlite::Error },
+    /// A stored account, user or QOS could not be read back.
+    #[error("database {path}: corrupt {what}")]
+    CorruptEntity { path: PathBuf, what: String },
 }
 
 /// What `jobs.state` holds for `state` (its fixed code, not its place in any list).
@@ -408,6 +412,55 @@ pub(crate) enum DbOp {
     /// A submission's key ([`drover_shared::proto::client::Request::SubmitOnce`]) and the job it
     /// made, stored with the job; keys older than [`SUBMIT_KEY_LIFETIME`] are deleted with it.
     SubmitKey { uid: u32, key: Vec<u8>, job_id: JobId, time: UnixTime },
+    /// An account, user or QOS as a sacctmgr change left it ([`StoredEntity`]); replaces the
+    /// stored one.
+    AcctEntity(StoredEntity),
+}
+
+/// An account (kind 0), user (1) or QOS (2) sacctmgr changed: its record
+/// (`drover_shared::sacctmgr::edit::Entity`, postcard), `None` once deleted (the cluster file's
+/// entry of that name no longer counts either), who changed it and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredEntity {
+    pub(crate) kind: u8,
+    pub(crate) name: String,
+    pub(crate) record: Option<Vec<u8>>,
+    pub(crate) uid: u32,
+    pub(crate) time: UnixTime,
+}
+
+impl StoredEntity {
+    /// The stored form of `edit`, changed by `uid` at `time`.
+    pub(crate) fn of(edit: &Edit, uid: u32, time: UnixTime) -> StoredEntity {
+        StoredEntity {
+            kind: edit.kind.code(),
+            name: edit.name.clone(),
+            record: edit.entity.as_ref().map(|e| postcard::to_allocvec(e).expect("in-memory records always encode")),
+            uid,
+            time,
+        }
+    }
+}
+
+/// Every entity sacctmgr changed, as edits to put over the cluster file's configuration.
+pub(crate) fn load_acct_edits(conn: &Connection, path: &Path) -> Result<Vec<Edit>, DbError> {
+    let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+    let mut stmt = conn.prepare("SELECT kind, name, record FROM acct_entities ORDER BY rowid").map_err(err)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, u8>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<Vec<u8>>>(2)?)))
+        .map_err(err)?;
+    let mut edits = Vec::new();
+    for row in rows {
+        let (code, name, record) = row.map_err(err)?;
+        let corrupt = |what: String| DbError::CorruptEntity { path: path.to_owned(), what };
+        let kind = Kind::from_code(code).ok_or_else(|| corrupt(format!("acct_entities kind {code} of {name}")))?;
+        let entity = record
+            .map(|blob| decode_stored::<Entity>(&blob))
+            .transpose()
+            .map_err(|e| corrupt(format!("acct_entities record of {name}: {e}")))?;
+        edits.push(Edit { kind, name, entity });
+    }
+    Ok(edits)
 }
 
 /// How long a submission's key is kept (seconds): a client sends a submission again within
@@ -554,6 +607,14 @@ pub(crate) fn write_ops(
                             event.evidence,
                             event.job_id
                         ],
+                    )?;
+                }
+                DbOp::AcctEntity(e) => {
+                    tx.execute(
+                        "INSERT INTO acct_entities (kind, name, record, uid, time) VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT (kind, name) DO UPDATE SET record = excluded.record, uid = excluded.uid,
+                         time = excluded.time",
+                        params![e.kind, e.name, e.record, e.uid, e.time],
                     )?;
                 }
                 DbOp::SaveNodeState(node) => {

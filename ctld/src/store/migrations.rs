@@ -79,6 +79,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
              CREATE INDEX submit_keys_time ON submit_keys(time)",
         )],
     },
+    Migration {
+        name: "accounts, users (their associations) and QOS as sacctmgr left them",
+        steps: &[Step::Sql(
+            "CREATE TABLE acct_entities (kind INTEGER NOT NULL, name TEXT NOT NULL, record BLOB,
+                uid INTEGER NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (kind, name))",
+        )],
+    },
 ];
 
 /// Migration 1. `jobs.state` holds [`drover_shared::job::JobState::code`]; codes below 3 are the

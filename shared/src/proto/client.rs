@@ -116,6 +116,11 @@ pub enum Request {
     /// connection broke before the answer (the controller crashed or failed over): a key ctld
     /// already stored for this user is answered with that job's id, and no second job is made.
     SubmitOnce { key: Vec<u8>, spec: Box<JobSpec> },
+    /// `sacctmgr add|modify|delete|load` (operators and admins): the parsed change, applied at
+    /// once and stored (`commit`), or only checked and described (`commit` false: what sacctmgr
+    /// shows before it asks to commit). Answered with [`Response::AcctChanged`] after the
+    /// change is committed, or an error whose detail is sacctmgr's message.
+    SacctmgrChange { change: Box<crate::sacctmgr::edit::Change>, commit: bool },
 }
 
 /// The length of [`Request::SubmitOnce`]'s key.
@@ -145,6 +150,7 @@ impl Request {
             }
             Request::QueryAudit(q) => q.job_ids.len().max(q.uids.len()).max(q.actions.len()),
             Request::Sacctmgr { args } => args.len(),
+            Request::SacctmgrChange { change, .. } => change.longest_list(),
             _ => 0,
         }
     }
@@ -416,6 +422,12 @@ pub enum Response {
     },
     /// Answer to [`Request::Simulate`].
     Simulated(Box<super::simulate::SimulateReport>),
+    /// Answer to [`Request::SacctmgrChange`]: sacctmgr's messages, and whether anything changed
+    /// (`false`: `Nothing new added.` and the like, which sacctmgr prints and exits 1 on).
+    AcctChanged {
+        text: String,
+        changed: bool,
+    },
 }
 
 /// One replica of a replicated controller as the leader sees it.

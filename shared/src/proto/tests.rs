@@ -84,6 +84,15 @@ fn compat_golden_bytes() {
     assert_eq!(hex(&NodeMessage::StepUsage { step_id: 1, usage }), "070105010203");
     assert_eq!(hex(&Request::QueryStepUsage { job_ids: vec![5] }), "1c0105");
     assert_eq!(hex(&Response::StepUsage { usage: vec![(1, usage)] }), "15010105010203");
+    // sacctmgr's changes (appended after SubmitOnce and Simulated).
+    let change = crate::sacctmgr::edit::Change::Delete {
+        kind: crate::sacctmgr::edit::Kind::User,
+        names: vec!["u".into()],
+        cluster: None,
+        accounts: vec![],
+    };
+    assert_eq!(hex(&Request::SacctmgrChange { change: Box::new(change), commit: true }), "250201010175000001");
+    assert_eq!(hex(&Response::AcctChanged { text: "x".into(), changed: false }), "1c017800");
 }
 
 #[test]

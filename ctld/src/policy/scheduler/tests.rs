@@ -225,6 +225,41 @@ fn submit_limits_refuse() {
     assert_eq!(limits::check_submit(&state, &qos, "bob", &one_gpu), Ok(()));
 }
 
+/// sacctmgr's limits of one user's association (MaxJobs, MaxTRES, MaxSubmitJobs) and an
+/// ancestor account's GrpSubmitJobs, counted over its subtree.
+#[test]
+fn association_limits_and_grp_submit_jobs() {
+    let extra = "[[accounts]]\nname = \"team\"\ngrp_submit_jobs = 3\n[[accounts]]\nname = \"sub\"\nparent = \"team\"\n\
+        [[users]]\nname = \"carol\"\ndefault_account = \"sub\"\n[[users]]\nname = \"dave\"\ndefault_account = \"sub\"\n";
+    let mut state = cluster(extra);
+    let mut config = (*state.config).clone();
+    let carol = config.users.iter_mut().find(|u| u.name == "carol").unwrap();
+    let limits = drover_shared::config::AssocLimits {
+        max_jobs: Some(1),
+        max_submit_jobs: Some(2),
+        max_tres_per_job: [("gres/gpu".to_owned(), 1)].into(),
+        ..Default::default()
+    };
+    carol.limits.insert("sub".into(), limits);
+    state.config = Arc::new(config);
+    state.reindex();
+    let one_gpu: tres::Tres = [("gres/gpu".to_owned(), 1)].into();
+    let two_gpus: tres::Tres = [("gres/gpu".to_owned(), 2)].into();
+    let check =
+        |state: &State, user: &str, asked: &tres::Tres| limits::check_association_submit(state, user, "sub", asked);
+    assert!(check(&state, "carol", &two_gpus).unwrap_err().contains("MaxTRES gres/gpu=1"));
+    let a = submit(&mut state, "carol", "g=1");
+    let b = submit(&mut state, "carol", "g=1");
+    assert!(check(&state, "carol", &one_gpu).unwrap_err().contains("MaxSubmitJobs=2"));
+    assert_eq!(check(&state, "dave", &one_gpu), Ok(()));
+    submit(&mut state, "dave", "g=1");
+    // team's subtree holds three jobs now.
+    assert!(check(&state, "dave", &one_gpu).unwrap_err().contains("account team GrpSubmitJobs=3"));
+    let started = pass(&mut state, NOW);
+    assert!(started.contains(&a) && !started.contains(&b), "{started:?}");
+    assert_eq!(reason(&state, b), "AssocMaxJobsLimit");
+}
+
 /// n1 is busy for an hour; a 2-node exclusive job waits for it and reserves both nodes from
 /// then. A 30-minute job fits on n2 and ends before the reservation: it backfills. A 2-hour job
 /// would still run when the big job should start: it waits (Priority).

@@ -42,7 +42,11 @@ pub(super) async fn simulate(context: &ClientContext, caller: Caller, request: S
     if request.config_text.len() > MAX_CONFIG_BYTES {
         return error(ErrorCode::InvalidSpec, format!("the candidate config is over {} MiB", MAX_CONFIG_BYTES >> 20));
     }
-    let candidate = match Config::parse(Path::new(&request.config_path), &request.config_text) {
+    // The candidate file with sacctmgr's changes over it, as a reconfigure would run it.
+    let candidate = match Config::parse(Path::new(&request.config_path), &request.config_text)
+        .map_err(|e| e.to_string())
+        .and_then(|file| drover_shared::sacctmgr::edit::overlay(&file, &context.config.edits()))
+    {
         Ok(config) => Arc::new(config),
         Err(e) => return error(ErrorCode::InvalidSpec, format!("candidate config: {e}")),
     };
