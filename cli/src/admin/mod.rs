@@ -16,7 +16,10 @@ Slurm commands (also available through links of these names):
 
 Drover's own:
   why JOBID                             every reason the job waits, with the numbers
-  report gpu|queue|failures|quota       usage reports (--csv, --json)
+  report gpu|queue|failures|quota|templates
+                                        usage reports (--csv, --json)
+  templates                             the job templates you may use (operators: all)
+  node history NODE [-n N] [-P]         a node's drains, downs, resumes and job failures
   audit [--user U] [--action A] [--job N] [--since T] [--until T] [-P]
                                         the controller's audit log (users see their own records)
   simulate --config FILE [--from T] [--to T] [--json]
