@@ -500,6 +500,11 @@ impl Jobs {
         self.filed.ready.iter().filter_map(|id| self.map.get(id))
     }
 
+    /// Whether a job is one of [`Jobs::ready`].
+    pub(crate) fn ready_contains(&self, job_id: JobId) -> bool {
+        self.filed.ready.contains(&job_id)
+    }
+
     /// The jobs filed as waiting for their begin time since the last call (their pending reason
     /// is the pass's to set), and forgets them.
     pub(crate) fn take_deferred(&mut self) -> Vec<JobId> {
@@ -624,6 +629,9 @@ pub(crate) struct State {
     /// Reclaiming job → the resources kept for it (freed or being freed) until it starts or the
     /// hold's deadline passes; no other job is placed on them meanwhile.
     pub(crate) reclaim_holds: HashMap<JobId, Hold>,
+    /// What reclaims freed beyond their jobs' need, kept for the other jobs of the team they
+    /// reclaimed for until each hold's deadline (`policy::spare`).
+    pub(crate) team_holds: Vec<TeamHold>,
     /// Preempted jobs that end `PREEMPTED` instead of being requeued.
     pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
     /// The nodes each user's jobs failed on lately, for automatic drains (`model/incident.rs`).
@@ -664,6 +672,18 @@ pub(crate) const PLANNING_TIME: std::time::Duration = std::time::Duration::from_
 pub(crate) struct Hold {
     pub(crate) alloc: Allocation,
     /// When the hold ends if the job has not started by then (unix time).
+    pub(crate) until: UnixTime,
+}
+
+/// Resources a reclaim freed beyond its job's need (its victims' shares less its own placement),
+/// kept for the jobs of the reclaiming team that may reclaim too, until `until`: no other team's
+/// job is placed on them meanwhile, so nothing starts there only to be preempted again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TeamHold {
+    /// The reclaiming job's account (its team is the quota that covers it in `partition`).
+    pub(crate) account: String,
+    pub(crate) partition: String,
+    pub(crate) alloc: Allocation,
     pub(crate) until: UnixTime,
 }
 
@@ -722,6 +742,7 @@ impl State {
             usage,
             preempting: HashMap::new(),
             reclaim_holds: HashMap::new(),
+            team_holds: Vec::new(),
             preempt_cancel_on_end: Default::default(),
             reservations: HashMap::new(),
             delayed_cancels: Vec::new(),

@@ -83,6 +83,8 @@ impl NodeView {
 pub(crate) struct Reservations {
     list: Vec<Reservation>,
     by_node: HashMap<usize, Vec<usize>>,
+    /// Job → its reservation's index in `list`.
+    by_job: HashMap<JobId, usize>,
 }
 
 impl Reservations {
@@ -93,16 +95,33 @@ impl Reservations {
                 self.by_node.entry(i).or_default().push(k);
             }
         }
+        self.by_job.insert(reservation.job_id, k);
         self.list.push(reservation);
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
+        self.by_node.is_empty()
+    }
+
+    /// Takes a job's reservation out (its job is placed and planned afresh).
+    pub(crate) fn remove(&mut self, job_id: JobId, node_index: &crate::model::state::NodeIndex) {
+        let Some(k) = self.by_job.remove(&job_id) else { return };
+        for node in self.list[k].nodes() {
+            let Some(&i) = node_index.get(node) else { continue };
+            if let Some(list) = self.by_node.get_mut(&i) {
+                list.retain(|&x| x != k);
+                if list.is_empty() {
+                    self.by_node.remove(&i);
+                }
+            }
+        }
+        // Left in the list without nodes (indexes stay valid), dropped by `into_map`.
+        self.list[k].alloc.nodes.clear();
     }
 
     /// The reservations by job, for the next pass and `drover why`.
     pub(crate) fn into_map(self) -> HashMap<JobId, Reservation> {
-        self.list.into_iter().map(|r| (r.job_id, r)).collect()
+        self.list.into_iter().filter(|r| !r.alloc.nodes.is_empty()).map(|r| (r.job_id, r)).collect()
     }
 
     fn on(&self, i: usize) -> impl Iterator<Item = &Reservation> {

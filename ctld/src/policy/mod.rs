@@ -21,6 +21,7 @@ pub(crate) mod quota;
 pub(crate) mod report;
 pub(crate) mod scheduler;
 pub(crate) mod sim;
+pub(crate) mod spare;
 pub(crate) mod template;
 pub(crate) mod topology;
 pub(crate) mod validate;

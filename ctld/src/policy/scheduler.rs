@@ -14,7 +14,7 @@ use crate::model::tres;
 use crate::policy::backfill::{self, NodeView, Reservation, Reservations};
 use crate::policy::limits::Running;
 use crate::policy::priority;
-use crate::policy::quota::{PoolFree, Quotas};
+use crate::policy::quota::{PoolFree, Quotas, quota_of};
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::{JobId, JobState};
@@ -433,16 +433,35 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut planner: Option<super::preempt::Planner> = None;
     // The classification the order was built with: nothing ran or ended since.
     let mut quotas = initial_quotas;
-    // Partitions where a job inside its team's guarantee could not start: borrowers must not
-    // start there for the rest of the pass (they would take what is being reclaimed).
-    let mut owners_waiting: HashSet<String> = HashSet::new();
+    // What reclaims freed beyond their jobs' need, kept for their teams' next jobs.
+    let mut team_holds = super::spare::TeamHolds::take(state, &quotas, &mut views, now);
     // When the running jobs end: built at the pass's first planned reservation (a pass that
     // plans none pays nothing for it), with the ends of the jobs started before then.
     let mut timeline: Option<backfill::Timeline> = None;
     let mut started_ends: Vec<(UnixTime, Allocation)> = Vec::new();
-    let mut reservations = Reservations::default();
     // The reservations of the last pass: each job that still waits keeps its own if it holds.
+    // A multi-node job's is kept against jobs ranked above it too: every job plans and starts
+    // around it (one ranked above that holds none cannot take its room as its nodes drain), as
+    // it is in the pass's reservations from the start and leaves them only while its own job is
+    // placed and planned afresh. Single-node jobs find room wherever a node frees, so theirs
+    // stay in priority order, which is what fair share steers by.
     let mut held = std::mem::take(&mut state.reservations);
+    let mut reservations = Reservations::default();
+    // (A reclaiming job's room is its hold, already taken off the views.)
+    let mut held_ids: Vec<JobId> = held
+        .iter()
+        .filter(|(j, r)| {
+            r.alloc.nodes.len() > 1 && state.jobs.ready_contains(**j) && !state.reclaim_holds.contains_key(*j)
+        })
+        .map(|(j, _)| *j)
+        .collect();
+    held_ids.sort_unstable();
+    for job_id in held_ids {
+        let kept = held[&job_id].clone();
+        if kept.nodes().all(|n| state.node_index.get(n).is_some_and(|&i| views[i].usable())) {
+            reservations.push(kept, &state.node_index);
+        }
+    }
     let max_tests = state.config.priority.backfill_max_job_test as usize;
     let mut tested = 0usize;
     let mut blocked: HashSet<String> = HashSet::new();
@@ -457,8 +476,15 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut dependencies = super::dependency::Lookup::for_pass(state);
     let tree = super::topology::Tree::of(state);
     for (_, _, _, _, job_id, k) in order {
+        for i in team_holds.retake(state, &mut views) {
+            free.update(i, &views[i]);
+            pool_free.update(i, &views[i]);
+        }
         let job = &state.jobs[&job_id];
         let held_before = held.remove(&job_id);
+        if held_before.is_some() {
+            reservations.remove(job_id, &state.node_index);
+        }
         if job.spec.begin_time.is_some_and(|t| t > now) {
             set_reason(state, job_id, "BeginTime");
             continue;
@@ -483,6 +509,13 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
             set_reason(state, job_id, &reason);
             continue;
         }
+        // What reclaims freed for its team is room for it too.
+        let lent = team_holds.lend(state, &quotas, &mut views, job_id, &asked);
+        for &i in &lent {
+            free.update(i, &views[i]);
+            pool_free.update(i, &views[i]);
+        }
+        let unheld = unheld || team_holds.lending();
         let mut outcome = None;
         let mut node_limited = false;
         let mut first_in_line = false;
@@ -494,13 +527,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
                 node_limited = true;
                 continue;
             }
+            // A borrower starts only where it delays no reservation, those of owners waiting
+            // inside their guarantee included: what they need stays theirs, the rest is used.
             let borrows = match quotas.check(state, &pool_free, job, partition, &asked) {
-                Ok(true) if owners_waiting.contains(name) => {
-                    // The idle guarantee is wanted back: no new borrower starts on it.
-                    let detail = format!("jobs inside their team's guarantee wait in {name}");
-                    quota_block = Some(super::limits::Blocked { reason: "Resources".into(), detail });
-                    continue;
-                }
                 Ok(borrows) => borrows,
                 Err(limit) => {
                     quota_block = Some(limit);
@@ -551,14 +580,6 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
         {
             set_reason(state, job_id, &limit.reason);
             continue;
-        }
-        if outcome.is_none() {
-            let job = &state.jobs[&job_id];
-            for name in &job.candidates {
-                if quotas.may_reclaim(&state.config, job, name, &asked) {
-                    owners_waiting.insert(name.clone());
-                }
-            }
         }
         if outcome.is_none() {
             let decided = &mut decisions.preemptions;
@@ -714,6 +735,23 @@ fn reclaim(
         let grace = victims.iter().map(|v| super::preempt::grace_secs(state, *v)).max();
         let until = grace.map_or(earlier, |g| earlier.max(now + g + super::preempt::HOLD_MARGIN));
         let until = until.max(now + i64::from(state.config.kill_wait) + super::preempt::HOLD_MARGIN);
+        // What the victims free beyond this job stays its team's while the team is owed it.
+        if !victims.is_empty() {
+            let account = state.jobs[&job_id].info.account.clone();
+            let team = Some(own);
+            let holding: u64 = state
+                .team_holds
+                .iter()
+                .filter(|h| h.partition == *name && quota_of(&state.config, &h.account, name) == team)
+                .flat_map(|h| &h.alloc.nodes)
+                .map(|n| n.gpus.len() as u64)
+                .sum();
+            let cap = super::spare::owed_gpus(state, quotas, &account, name, asked).saturating_sub(holding);
+            if let Some(spare) = super::spare::spare_of(state, &victims, &alloc, cap) {
+                let partition = name.clone();
+                state.team_holds.push(crate::model::state::TeamHold { account, partition, alloc: spare, until });
+            }
+        }
         for victim in victims {
             tracing::info!(
                 victim,

@@ -1223,3 +1223,5 @@ fn multi_node_allocations_are_in_node_table_order() {
     assert_eq!(pass(&mut state, NOW), [wide]);
     assert_eq!(state.jobs[&wide].info.nodes, ["n1", "n2"]);
 }
+
+mod wide;
