@@ -85,9 +85,27 @@ pub(crate) struct Reservations {
     by_node: HashMap<usize, Vec<usize>>,
     /// Job → its reservation's index in `list`.
     by_job: HashMap<JobId, usize>,
+    /// The reservations pushed ahead of their job's turn (`push_kept`), by index in `list`.
+    kept: HashSet<usize>,
+    /// Whether the reservations in `kept` are left out (while a multi-node job is placed and
+    /// planned: among multi-node jobs, priority order decides).
+    ignore_kept: bool,
 }
 
 impl Reservations {
+    /// Pushes a reservation kept from the last pass ahead of its job's turn: jobs ranked above
+    /// it plan and start around it, multi-node ones aside (see `ignore_kept`).
+    pub(crate) fn push_kept(&mut self, reservation: Reservation, node_index: &crate::model::state::NodeIndex) {
+        self.kept.insert(self.list.len());
+        self.push(reservation, node_index);
+    }
+
+    /// Leaves the reservations pushed by `push_kept` (of jobs ranked below the one being placed,
+    /// as each leaves them at its own turn) out of every question, or takes them back in.
+    pub(crate) fn ignore_kept(&mut self, ignore: bool) {
+        self.ignore_kept = ignore;
+    }
+
     pub(crate) fn push(&mut self, reservation: Reservation, node_index: &crate::model::state::NodeIndex) {
         let k = self.list.len();
         for node in reservation.nodes() {
@@ -125,7 +143,8 @@ impl Reservations {
     }
 
     fn on(&self, i: usize) -> impl Iterator<Item = &Reservation> {
-        self.by_node.get(&i).into_iter().flatten().map(|&k| &self.list[k])
+        let ignored = |k: usize| self.ignore_kept && self.kept.contains(&k);
+        self.by_node.get(&i).into_iter().flatten().filter(move |&&k| !ignored(k)).map(|&k| &self.list[k])
     }
 
     /// Whether a reservation holds resources on the node at view index `i` during `[from, to)`.

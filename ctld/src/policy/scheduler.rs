@@ -440,11 +440,13 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut timeline: Option<backfill::Timeline> = None;
     let mut started_ends: Vec<(UnixTime, Allocation)> = Vec::new();
     // The reservations of the last pass: each job that still waits keeps its own if it holds.
-    // A multi-node job's is kept against jobs ranked above it too: every job plans and starts
-    // around it (one ranked above that holds none cannot take its room as its nodes drain), as
-    // it is in the pass's reservations from the start and leaves them only while its own job is
-    // placed and planned afresh. Single-node jobs find room wherever a node frees, so theirs
-    // stay in priority order, which is what fair share steers by.
+    // A multi-node job's is kept against single-node jobs ranked above it too: they plan and
+    // start around it (one ranked above that holds none cannot take its room as its nodes
+    // drain), as it is in the pass's reservations from the start and leaves them only while its
+    // own job is placed and planned afresh. Single-node jobs find room wherever a node frees, so
+    // theirs stay in priority order, which is what fair share steers by; so do multi-node jobs
+    // among themselves (one ranked above does not see it), or a wide job ranked first would
+    // wait behind every lower one that planned before it was submitted.
     let mut held = std::mem::take(&mut state.reservations);
     let mut reservations = Reservations::default();
     // (A reclaiming job's room is its hold, already taken off the views.)
@@ -459,7 +461,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     for job_id in held_ids {
         let kept = held[&job_id].clone();
         if kept.nodes().all(|n| state.node_index.get(n).is_some_and(|&i| views[i].usable())) {
-            reservations.push(kept, &state.node_index);
+            reservations.push_kept(kept, &state.node_index);
         }
     }
     let max_tests = state.config.priority.backfill_max_job_test as usize;
@@ -494,6 +496,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
             continue;
         }
         let Some((request, asked)) = requests[k].take() else { continue };
+        // A multi-node job ranked above a kept reservation plans and starts as if it were not
+        // there: among multi-node jobs priority decides, and the one below is planned afresh.
+        reservations.ignore_kept(request.n_nodes > 1);
         // Its own hold is room for it, which jobs of its shape did not have earlier in the pass.
         let lifted = holds.remove(&job_id);
         let unheld = lifted.is_some();

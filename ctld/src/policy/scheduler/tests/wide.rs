@@ -1,6 +1,7 @@
 //! Issue 30 in process: an owner waiting inside its guarantee costs no other job its
-//! reservation and holds back only what it needs; a reservation, once held, is kept against jobs
-//! ranked above it that hold none; GPUs freed for a team stay held for its queued jobs.
+//! reservation and holds back only what it needs; a reservation, once held, is kept against
+//! single-node jobs ranked above it that hold none, while multi-node jobs plan in priority order;
+//! GPUs freed for a team stay held for its queued jobs.
 
 use super::*;
 
@@ -37,11 +38,7 @@ fn an_owner_waiting_keeps_other_reservations_and_idle_gpus_in_use() {
 #[test]
 fn a_held_reservation_is_kept_against_jobs_ranked_above() {
     let mut state = teams("");
-    let early: Vec<JobId> = (0..2).map(|_| submit(&mut state, "bob", "g=8 t=60")).collect();
-    let late: Vec<JobId> = (0..2).map(|_| submit(&mut state, "bob", "g=8 t=120")).collect();
-    let mut fill = early.clone();
-    fill.extend(&late);
-    assert_eq!(pass(&mut state, NOW), fill);
+    let early = two_drain_times(&mut state);
     let wide = submit(&mut state, "alice", "N=2 g=8 t=60");
     assert!(pass(&mut state, NOW + 1).is_empty());
     assert_eq!(state.reservations[&wide].start, NOW + 3600);
@@ -51,12 +48,48 @@ fn a_held_reservation_is_kept_against_jobs_ranked_above() {
     assert!(pass(&mut state, NOW + 2).is_empty());
     assert_eq!(state.reservations[&wide].start, NOW + 3600, "the wide job keeps its planned start");
     assert_eq!(state.reservations[&high].start, NOW + 7200);
-    for job_id in &early {
-        state.release_job(*job_id, NOW + 3000);
-        state.jobs.get_mut(job_id).unwrap().info.state = Some(JobState::Completed);
-    }
+    complete(&mut state, &early, NOW + 3000);
     assert_eq!(pass(&mut state, NOW + 3000), vec![wide], "the wide job starts on its drained nodes");
     assert_eq!(reason(&state, high), "Resources");
+}
+
+/// Among multi-node jobs priority decides: a later two-node job ranked above a held two-node
+/// reservation plans on its nodes (they drain first), and the job below is planned afresh
+/// behind it (issue 16's wide job at the head of the queue, under two-node jobs that planned
+/// before it was submitted).
+#[test]
+fn a_multi_node_job_ranked_above_takes_a_held_reservation() {
+    let mut state = teams("");
+    let early = two_drain_times(&mut state);
+    let low = submit(&mut state, "alice", "N=2 g=8 t=60");
+    assert!(pass(&mut state, NOW + 1).is_empty());
+    assert_eq!(state.reservations[&low].start, NOW + 3600);
+    let high = submit(&mut state, "carol", "N=2 g=8 t=60");
+    rank(&mut state, &[high, low]);
+    assert!(pass(&mut state, NOW + 2).is_empty());
+    assert_eq!(state.reservations[&high].start, NOW + 3600, "the job ranked above gets the nodes that drain first");
+    assert_eq!(state.reservations[&low].start, NOW + 7200, "the one below is planned behind it");
+    complete(&mut state, &early, NOW + 3000);
+    assert_eq!(pass(&mut state, NOW + 3000), vec![high]);
+}
+
+/// Fills the four nodes with whole-node jobs of bob's: two that reach their limits in an hour,
+/// two in two hours; returns the first two.
+fn two_drain_times(state: &mut State) -> Vec<JobId> {
+    let early: Vec<JobId> = (0..2).map(|_| submit(state, "bob", "g=8 t=60")).collect();
+    let late: Vec<JobId> = (0..2).map(|_| submit(state, "bob", "g=8 t=120")).collect();
+    let mut fill = early.clone();
+    fill.extend(&late);
+    assert_eq!(pass(state, NOW), fill);
+    early
+}
+
+/// Ends `jobs` at `at`.
+fn complete(state: &mut State, jobs: &[JobId], at: UnixTime) {
+    for job_id in jobs {
+        state.release_job(*job_id, at);
+        state.jobs.get_mut(job_id).unwrap().info.state = Some(JobState::Completed);
+    }
 }
 
 /// audio's eight 1-GPU jobs arrive one after another while bob's 1-GPU borrowers queue, with
