@@ -185,7 +185,8 @@ fn an_owner_waiting_costs_no_reservation_and_leaves_no_gpu_idle() {
     }
     let runs = cluster.runs();
     let owner_run = runs.iter().find(|r| r.job == owner).unwrap();
-    let owner_wait = owner_run.start.unwrap_or(i64::MAX).min(owner_run.submit.unwrap() + 90) - owner_run.submit.unwrap();
+    let owner_wait =
+        owner_run.start.unwrap_or(i64::MAX).min(owner_run.submit.unwrap() + 90) - owner_run.submit.unwrap();
     // A snapshot without a reservation after the head job's first: a reservation lost.
     let mut lost = 0;
     for w in snapshots.windows(2) {
@@ -193,7 +194,8 @@ fn an_owner_waiting_costs_no_reservation_and_leaves_no_gpu_idle() {
             lost += 1;
         }
     }
-    let (idle, drain, total) = idle_gpu_seconds(&runs, owner_run.submit.unwrap(), owner_run.submit.unwrap() + owner_wait);
+    let (idle, drain, total) =
+        idle_gpu_seconds(&runs, owner_run.submit.unwrap(), owner_run.submit.unwrap() + owner_wait);
     #[allow(clippy::cast_precision_loss)]
     let waste = idle as f64 / total.max(1) as f64;
     eprintln!("snapshots of te's head job (seconds, job, reservation): {snapshots:?}");

@@ -65,9 +65,7 @@ impl TeamHolds {
     /// others hold that is free on `views`.
     pub(crate) fn take(state: &mut State, quotas: &Quotas, views: &mut [NodeView], now: UnixTime) -> TeamHolds {
         let config = std::sync::Arc::clone(&state.config);
-        state.team_holds.retain(|hold| {
-            hold.until >= now && owed(&config, quotas, &hold.account, &hold.partition) > 0
-        });
+        state.team_holds.retain(|hold| hold.until >= now && owed(&config, quotas, &hold.account, &hold.partition) > 0);
         let taken = state.team_holds.iter().map(|h| take_free(views, &state.node_index, &h.alloc)).collect();
         TeamHolds { taken, lent: Vec::new() }
     }
