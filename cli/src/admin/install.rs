@@ -292,13 +292,15 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 /// Whether this host runs a controller: `--replica N`, or the config's controller address or a
 /// replica's address is one of this host's (it can bind it).
 fn is_controller_host(options: &Options, config: &drover_shared::config::Config) -> anyhow::Result<bool> {
-    let local = |address: &str| {
-        address.parse::<std::net::SocketAddr>().is_ok_and(|a| std::net::TcpListener::bind((a.ip(), 0)).is_ok())
-    };
     if config.replicas.is_empty() {
-        return Ok(local(&config.controller_address));
+        return Ok(is_local(&config.controller_address));
     }
     Ok(this_hosts_replica(options, config)?.is_some())
+}
+
+/// Whether `address` (`IP:port`) is one of this host's: it can bind its IP.
+fn is_local(address: &str) -> bool {
+    address.parse::<std::net::SocketAddr>().is_ok_and(|a| std::net::TcpListener::bind((a.ip(), 0)).is_ok())
 }
 
 /// root, as the owner of a compute node's copy of the key (`None` when not installing as root:
@@ -317,11 +319,8 @@ fn this_hosts_replica(options: &Options, config: &drover_shared::config::Config)
         }
         return Ok(Some(id));
     }
-    let local = |address: &str| {
-        address.parse::<std::net::SocketAddr>().is_ok_and(|a| std::net::TcpListener::bind((a.ip(), 0)).is_ok())
-    };
     let mine: Vec<u64> =
-        config.replicas.iter().filter(|r| local(&r.address) || local(&r.raft_address)).map(|r| r.id).collect();
+        config.replicas.iter().filter(|r| is_local(&r.address) || is_local(&r.raft_address)).map(|r| r.id).collect();
     match mine[..] {
         [] => Ok(None),
         [id] => Ok(Some(id)),
