@@ -4,7 +4,8 @@
 //!
 //! The config (and through it ctld's socket) is found without any variable: `DROVER_CONF` if set;
 //! else, for a command run through a cluster home's `bin/` link (`<home>/bin/sbatch`, named by
-//! path or found on `PATH`), that home's `cluster.toml`; else `/etc/drover/cluster.toml`.
+//! path or found on `PATH`), that home's `cluster.toml`; else `/etc/drover/cluster.toml`; else,
+//! on a configless host, the copy its noded keeps (`drover_shared::configless::DEFAULT_CACHE`).
 //!
 //! On a host without ctld's socket (a compute node), the client fetches a short-lived signed
 //! token from the local noded's token socket (`DROVER_TOKEN_SOCKET`, else the config's
@@ -63,7 +64,12 @@ pub(crate) fn config_path() -> PathBuf {
     if let Some(conf) = std::env::var_os("DROVER_CONF") {
         return PathBuf::from(conf);
     }
-    invoked_home().map_or_else(|| PathBuf::from(SYSTEM_CONF), |home| home.join("cluster.toml"))
+    if let Some(home) = invoked_home() {
+        return home.join("cluster.toml");
+    }
+    let system = PathBuf::from(SYSTEM_CONF);
+    let copy = PathBuf::from(drover_shared::configless::DEFAULT_CACHE);
+    if !system.exists() && copy.is_file() { copy } else { system }
 }
 
 /// The cluster home whose `bin/` holds the link this command was run through, if any: the

@@ -53,6 +53,9 @@ pub struct NodeSettings {
     pub scripts: JobScripts,
     /// The health check and the time between two runs.
     pub health_check: Option<(PathBuf, Duration)>,
+    /// Where a configless node fetches its config again (`--conf-server`); `None` when it reads a
+    /// file of its own.
+    pub conf: Option<crate::configless::ConfServer>,
     /// Why this host cannot stand by its declaration (too few CPUs, too little memory), if so:
     /// the node asks to be drained at each registration (`crate::hardware`).
     pub shortfall: Option<String>,
@@ -119,6 +122,8 @@ pub async fn run(settings: NodeSettings, shutdown: impl std::future::Future) -> 
         let session = async {
             let stream = connect(&settings, boot_time, start_time).await?;
             tracing::info!(controller = settings.controller, "registered with ctld");
+            // A reconfigure may have happened while this node was away.
+            refresh_config(&settings);
             serve(&settings, stream, &poke).await
         };
         tokio::select! {
@@ -176,6 +181,19 @@ fn launched_before_boot(dir: &std::path::Path) -> bool {
     let written = std::fs::metadata(dir.join("launch")).and_then(|m| m.modified()).ok();
     let boot = std::time::UNIX_EPOCH + Duration::from_secs(u64::try_from(boot_time()).unwrap_or(0));
     boot_time() > 0 && written.is_some_and(|written| written < boot)
+}
+
+/// A configless node fetches the config again in the background; the copy it writes is what the
+/// next connection's controller addresses and the host's commands read.
+fn refresh_config(settings: &NodeSettings) {
+    let Some(conf) = settings.conf.clone() else { return };
+    tokio::spawn(async move {
+        match conf.refresh().await {
+            Ok(true) => tracing::info!(copy = %conf.cache().display(), "the controller's config changed; copy updated"),
+            Ok(false) => {}
+            Err(error) => tracing::warn!(error = %error, "config not refreshed; keeping the copy"),
+        }
+    });
 }
 
 /// The replicas' addresses in the config file `from`, where it lists replicas and loads, else
@@ -304,6 +322,9 @@ async fn handle(
     messages: &mut MessageStream<TcpStream>,
 ) -> anyhow::Result<()> {
     match message {
+        CtldMessage::Reconfigured => refresh_config(settings),
+        // Answers a config request only, which a node link does not make.
+        CtldMessage::Config { .. } => {}
         CtldMessage::Registered { kill } => {
             for run in kill {
                 tracing::warn!(

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod bpf;
+pub mod configless;
 pub mod cgroup;
 pub mod daemon;
 pub mod gpu_usage;

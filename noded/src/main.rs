@@ -42,6 +42,18 @@ struct DaemonArgs {
     /// and as a `[[nodes]]` table for cluster.toml), then exit.
     #[arg(short = 'C', long = "print-hardware")]
     print_hardware: bool,
+    /// Configless: fetch the config from the controller at these addresses (`host:port`,
+    /// comma-separated; Slurm's `slurmd --conf-server`) instead of reading --config, and keep a
+    /// copy in the state directory (docs/admin/configless.md).
+    #[arg(long, value_name = "HOST:PORT[,...]")]
+    conf_server: Option<String>,
+    /// The cluster key a configless host authenticates with (placed by hand on each host).
+    #[arg(long, default_value = "/etc/drover/cluster.key")]
+    key: PathBuf,
+    /// Run as a login host's daemon: no jobs, only the token socket through which the host's
+    /// users reach ctld (and, with --conf-server, the config copy).
+    #[arg(long)]
+    login: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,18 +86,54 @@ fn main() -> anyhow::Result<()> {
     if args.print_hardware {
         return print_hardware(args.name);
     }
-    let config = drover_shared::config::Config::load(&args.config)?;
-    // Before any thread starts; job supervisors inherit the variable (`spank` module).
-    drover_noded::sys::process::set_env_single_threaded(drover_noded::spank::PLUGSTACK_ENV, &config.plugstack)?;
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let name = match args.name {
+    let name = match args.name.clone() {
         Some(name) => name,
         None => nix::unistd::gethostname()?.to_string_lossy().split('.').next().unwrap_or_default().to_owned(),
     };
-    let node = config.node(&name).with_context(|| format!("node `{name}` is not in {}", config.path.display()))?;
+    // Configless: the config comes from the controller, before anything reads it.
+    let conf = match &args.conf_server {
+        Some(servers) => {
+            let key = drover_shared::auth::ClusterKey::load(&args.key)?;
+            drover_shared::statedir::prepare(&args.state_dir, 0o755)?;
+            let conf = drover_noded::configless::ConfServer {
+                addresses: servers.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect(),
+                key: Arc::new(key),
+                host: name.clone(),
+                state_dir: args.state_dir.clone(),
+            };
+            conf.obtain_at_start()?;
+            Some(conf)
+        }
+        None => None,
+    };
+    let config_file = conf.as_ref().map_or_else(|| args.config.clone(), drover_noded::configless::ConfServer::cache);
+    let config = drover_shared::config::Config::load(&config_file)?;
+    // The key: a configless host's own (--key); else the config's.
+    let key = match &conf {
+        Some(conf) => conf.key.clone(),
+        None => Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?),
+    };
+    if args.login {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+        return runtime.block_on(async {
+            let shutdown = async {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+                tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
+            };
+            Ok(drover_noded::configless::run_login(&args.state_dir, key, name, conf, shutdown).await?)
+        });
+    }
+    // Before any thread starts; job supervisors inherit the variable (`spank` module).
+    drover_noded::sys::process::set_env_single_threaded(drover_noded::spank::PLUGSTACK_ENV, &config.plugstack)?;
+    let node = config.node(&name).with_context(|| match &conf {
+        Some(_) => format!("node `{name}` is not in the controller's config (copy: {})", config.path.display()),
+        None => format!("node `{name}` is not in {}", config.path.display()),
+    })?;
     let (gpus, source) = drover_noded::nvml::node_gpus(&node.gpus, &node.gpu_files).map_err(|message| {
         anyhow::anyhow!("the GPU inventory of node `{name}` disagrees with {}: {message}", config.path.display())
     })?;
@@ -121,10 +169,11 @@ fn main() -> anyhow::Result<()> {
     }
     let settings = daemon::NodeSettings {
         name: name.clone(),
-        controller_from: args.controller.is_none().then(|| args.config.clone()),
+        controller_from: args.controller.is_none().then(|| config_file.clone()),
         controller: args.controller.unwrap_or_else(|| config.controller_addresses().join(",")),
         state_dir: args.state_dir.clone(),
-        key: Arc::new(drover_shared::auth::ClusterKey::load(&config.key_file)?),
+        key,
+        conf,
         cpus: node.cpus,
         real_memory_mb: node.real_memory_mb,
         gpus: gpus.into_iter().map(|gpu| gpu.device).collect(),

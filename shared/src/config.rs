@@ -39,13 +39,8 @@ pub enum ConfigError {
     Invalid { path: PathBuf, line: usize, column: usize, key: String, message: String },
 }
 
-/// An I/O error as a person reads it: the system's words without Rust's `(os error N)`.
 fn io_message(error: &std::io::Error) -> String {
-    let text = error.to_string();
-    match text.find(" (os error ") {
-        Some(at) => text[..at].to_owned(),
-        None => text,
-    }
+    crate::text::io_reason(error)
 }
 
 /// Raw TOML shapes, deserialized with `deny_unknown_fields`.
@@ -172,6 +167,10 @@ pub mod raw {
         /// embedded controller at `address`.
         #[serde(default)]
         pub replicas: Vec<Replica>,
+        /// Hosts without a node daemon's node whose commands may reach ctld (login hosts that run
+        /// `drover-noded --login`): host names or host lists (`login[1-4]`).
+        #[serde(default)]
+        pub login_hosts: Vec<Spanned<String>>,
     }
 
     /// One replica of a replicated controller.
@@ -566,6 +565,9 @@ pub struct HomeSettings {
     pub replicas: Vec<Replica>,
 }
 
+/// The most login hosts `[controller] login_hosts` may name.
+pub const MAX_LOGIN_HOSTS: usize = 4096;
+
 /// Where commands on a node look for noded's token socket when the config does not say:
 /// `token.sock` in noded's default state directory.
 pub const DEFAULT_TOKEN_SOCKET: &str = "/var/spool/drover/token.sock";
@@ -595,6 +597,12 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// `[[controller.replicas]]`: empty for one embedded controller (the default).
     pub replicas: Vec<Replica>,
+    /// `[controller] login_hosts`, expanded: hosts whose commands ctld accepts tokens from
+    /// besides the nodes and controller hosts (see `docs/admin/configless.md`).
+    pub login_hosts: Vec<String>,
+    /// The admin's file as it was read (`source`'s text): what ctld serves to configless nodes
+    /// and login hosts.
+    pub source_text: std::sync::Arc<str>,
     pub key_file: PathBuf,
     pub node_timeout: u32,
     pub kill_wait: u32,
@@ -882,6 +890,27 @@ impl Validator<'_> {
     fn error<T>(&self, spanned: &Spanned<T>, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
         let (line, column) = line_column(self.text, spanned.span().start);
         ConfigError::Invalid { path: self.path.to_owned(), line, column, key: key.into(), message: message.into() }
+    }
+
+    /// `[controller] login_hosts`: host names or host lists, [`MAX_LOGIN_HOSTS`] names in all.
+    fn login_hosts(&self, raw: &[Spanned<String>]) -> Result<Vec<String>, ConfigError> {
+        let mut hosts: Vec<String> = Vec::new();
+        for (i, expr) in raw.iter().enumerate() {
+            let key = format!("controller.login_hosts[{i}]");
+            let room = MAX_LOGIN_HOSTS.saturating_sub(hosts.len());
+            let names = crate::hostlist::expand_at_most(expr.get_ref(), room).map_err(|e| {
+                self.error(expr, key.clone(), format!("{e} (at most {MAX_LOGIN_HOSTS} login hosts in all)"))
+            })?;
+            if let Some(bad) = names.iter().find(|n| n.is_empty() || n.len() > 64 || n.contains(['/', ' ', ','])) {
+                return Err(self.error(expr, key, format!("`{bad}` is not a host name")));
+            }
+            for name in names {
+                if !hosts.contains(&name) {
+                    hosts.push(name);
+                }
+            }
+        }
+        Ok(hosts)
     }
 
     /// `[[controller.replicas]]`: none, or at least three with unique ids, addresses and state
@@ -1414,6 +1443,8 @@ impl Validator<'_> {
             controller_address: address.get_ref().clone(),
             state_dir: self.relative(&file.controller.state_dir),
             replicas: self.replicas(&file.controller.replicas)?,
+            login_hosts: self.login_hosts(&file.controller.login_hosts)?,
+            source_text: std::sync::Arc::from(self.text),
             key_file: self.relative(&file.controller.key_file),
             plugstack: self.relative(file.plugstack.as_deref().unwrap_or("plugstack.conf")),
             token_socket: self.relative(file.token_socket.as_deref().unwrap_or(DEFAULT_TOKEN_SOCKET)),

@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod configless;
 pub mod grammar;
 pub mod hostlist;
 pub mod job;

@@ -74,3 +74,12 @@ mod tests {
         assert_eq!(delimited("a\n|b", "|"), "a??b");
     }
 }
+
+/// An I/O error as a person reads it: the system's words without Rust's `(os error N)`.
+pub fn io_reason(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}

@@ -89,15 +89,42 @@ impl Host {
         self.start_unit_with(unit, &[]);
     }
 
-    /// [`Host::start_unit`] with `extra` appended to the unit's command line.
+    /// [`Host::start_unit`] with `extra` appended to the unit's command line. Drop-ins
+    /// (`<unit>.service.d/*.conf`, in name order) count as systemd reads them: an empty
+    /// `ExecStart=` clears the command line, a later one sets it.
     pub fn start_unit_with(&mut self, unit: &str, extra: &[&str]) {
-        let file = self.root.join("etc/systemd/system").join(format!("{unit}.service"));
-        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
-        let value = |key: &str| text.lines().find_map(|line| line.strip_prefix(key)).map(str::to_owned);
-        let exec = value("ExecStart=").unwrap_or_else(|| panic!("{} has no ExecStart=", file.display()));
+        let units = self.root.join("etc/systemd/system");
+        let file = units.join(format!("{unit}.service"));
+        let mut texts = vec![std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))];
+        let mut drop_ins: Vec<PathBuf> = std::fs::read_dir(units.join(format!("{unit}.service.d")))
+            .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "conf")).collect())
+            .unwrap_or_default();
+        drop_ins.sort();
+        texts.extend(drop_ins.iter().map(|p| std::fs::read_to_string(p).unwrap()));
+        let values = |key: &str| -> Vec<String> {
+            texts.iter().flat_map(|t| t.lines().filter_map(|line| line.strip_prefix(key)).map(str::to_owned)).collect()
+        };
+        let exec = values("ExecStart=").into_iter().filter(|v| !v.is_empty()).last();
+        let exec = exec.unwrap_or_else(|| panic!("{} has no ExecStart=", file.display()));
         let mut argv: Vec<&str> = exec.split_whitespace().collect();
         argv.extend_from_slice(extra);
-        self.start_daemon(unit, &argv, value("User=").as_deref());
+        let user = values("User=").into_iter().last();
+        self.start_daemon(unit, &argv, user.as_deref());
+    }
+
+    /// Stops the daemon `name` started here (SIGTERM, SIGKILL after 5 s), as systemd stops a
+    /// unit with `KillMode=process`.
+    pub fn stop_daemon(&mut self, name: &str) {
+        let at = self.daemons.iter().position(|(n, _)| n == name).expect("a started daemon");
+        let (_, mut child) = self.daemons.remove(at);
+        let pid = nix::unistd::Pid::from_raw(child.id().cast_signed());
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     /// Starts `argv` on this host as the daemon `name` (as `user` where given, else root),

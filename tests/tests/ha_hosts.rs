@@ -1,7 +1,8 @@
 //! Replicated controllers on real hosts, used by plain users (issue 27): three controller hosts
 //! (network, host name and mount namespaces, `drover_e2e::hosts`), each running one replica as
 //! the `drover` user from what `drover install --root` laid out, with no noded; one compute node
-//! with noded and no replica. alice submits from the compute node (through noded's token), bob
+//! with noded and no replica, configless (`drover install --conf-server` with every replica's
+//! address: its config comes from whichever replica leads). alice submits from the compute node (through noded's token), bob
 //! from a controller host (through its replica's token socket, or its socket when that replica
 //! leads), without pause, while the leader is killed with SIGKILL three times; meanwhile a
 //! squatter (a plain user on every controller host) tries to take every replica's ports, and bob
@@ -140,9 +141,21 @@ fn plain_users_submit_through_three_leader_kills_on_three_controller_hosts() {
     };
     install(&hosts.host("c1").root.clone(), None, Some("1"));
     let key = hosts.host("c1").root.join("etc/drover/cluster.key");
-    for (name, replica) in [("c2", Some("2")), ("c3", Some("3")), ("n1", None)] {
+    for (name, replica) in [("c2", Some("2")), ("c3", Some("3"))] {
         install(&hosts.host(name).root.clone(), Some(&key), replica);
     }
+    // The compute node is configless: only the key; noded fetches the config from whichever
+    // replica leads (docs/admin/configless.md), and alice's commands there read its copy.
+    let servers: Vec<String> = CONTROLLERS.iter().map(|name| format!("{}:6817", hosts.host(name).ip)).collect();
+    let n1_root = hosts.host("n1").root.clone();
+    ok(Command::new(bin_dir().join("drover"))
+        .arg("install")
+        .arg("--root")
+        .arg(&n1_root)
+        .arg("--key")
+        .arg(&key)
+        .args(["--conf-server", &servers.join(",")]));
+    assert!(!n1_root.join("etc/drover/cluster.toml").exists(), "a configless node has no config of its own");
     let drover_uid = nix::unistd::User::from_name("drover").unwrap().unwrap().uid.as_raw();
     for (name, owner) in [("c2", drover_uid), ("n1", 0)] {
         let meta = std::fs::metadata(hosts.host(name).root.join("etc/drover/cluster.key")).unwrap();

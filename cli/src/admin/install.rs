@@ -8,6 +8,9 @@
 //! /etc/systemd/system/drover-ctld.service.d/replica.conf
 //!                                                  when the config lists replicas: this host's
 //!                                                  `--replica N` and `Restart=always`
+//! /etc/systemd/system/drover-noded.service.d/configless.conf
+//!                                                  with --conf-server or --login: noded's command
+//!                                                  line for a configless node or a login host
 //! /etc/drover/cluster.toml                         the config: --config FILE, else kept, else a starter
 //! /etc/drover/cluster.key                          the key: --key FILE, else kept, else a new one
 //! /var/lib/drover                                  ctld's state (owned by the `drover` user)
@@ -37,6 +40,7 @@ const STARTER_CONFIG: &str = include_str!("../../../etc/cluster.toml");
 
 pub(crate) const USAGE: &str = "\
 usage: drover install [--root DIR] [--prefix DIR] [--config FILE] [--key FILE] [--replica N]
+                      [--conf-server HOST:PORT[,...]] [--login]
 
 Installs this build on this host: the commands and daemons under PREFIX (default /usr/local), the
 systemd units drover-ctld and drover-noded, /etc/drover (config and key), /var/lib/drover (ctld's
@@ -54,6 +58,13 @@ Run it on every host, as root; running it again upgrades the binaries and change
                  (default: the one whose address is this host's). The drop-in
                  drover-ctld.service.d/replica.conf starts it with --replica N and
                  Restart=always; a host that runs none gets no drop-in (docs/admin/ha.md)
+  --conf-server HOST:PORT[,...]
+                 a configless host (compute node or login host): no cluster.toml here; noded
+                 fetches it from the controller (every replica's address, for replicated
+                 controllers) and keeps a copy that this host's commands read. Needs the
+                 controller's key (--key FILE, or one already installed) (docs/admin/configless.md)
+  --login        a login host: noded runs no jobs, only the token socket through which this
+                 host's users reach ctld (name the host in the config's [controller] login_hosts)
 
 Then: `systemctl daemon-reload`, and `systemctl enable --now drover-ctld` on the controller,
 `systemctl enable --now drover-noded` on each compute node (see docs/admin/install.md).";
@@ -64,10 +75,12 @@ struct Options {
     config: Option<PathBuf>,
     key: Option<PathBuf>,
     replica: Option<u64>,
+    conf_server: Option<String>,
+    login: bool,
 }
 
 fn parse(args: Vec<OsString>) -> anyhow::Result<Option<Options>> {
-    let mut options = Options { root: "/".into(), prefix: "/usr/local".into(), config: None, key: None, replica: None };
+    let mut options = Options { root: "/".into(), prefix: "/usr/local".into(), config: None, key: None, replica: None, conf_server: None, login: false };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let arg = arg.to_string_lossy().into_owned();
@@ -94,6 +107,18 @@ fn parse(args: Vec<OsString>) -> anyhow::Result<Option<Options>> {
                     format!("--replica {id}: give the id of one of the config's [[controller.replicas]]")
                 })?);
             }
+            "--conf-server" => {
+                let servers = value("HOST:PORT[,...]")?.to_string_lossy().into_owned();
+                let bad = |a: &str| {
+                    a.rsplit_once(':').is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err())
+                        || !a.chars().all(|c| c.is_ascii_alphanumeric() || ".:-_[]".contains(c))
+                };
+                if servers.split(',').any(bad) {
+                    bail!("--conf-server {servers}: give the controller's HOST:PORT (comma-separated for replicas)");
+                }
+                options.conf_server = Some(servers);
+            }
+            "--login" if inline.is_none() => options.login = true,
             "-h" | "--help" => return Ok(None),
             _ => bail!("unknown option `{arg}`\n\n{USAGE}"),
         }
@@ -201,6 +226,12 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         bail!("installing on this host needs root (or --root DIR for a staging tree)");
     }
     // What is given is checked before anything is written.
+    if options.conf_server.is_some() && (options.config.is_some() || options.replica.is_some()) {
+        bail!(
+            "--conf-server: a configless host takes its config from the controller; --config and --replica \
+             belong to controller hosts"
+        );
+    }
     if let Some(config) = &options.config {
         drover_shared::config::Config::load(config)?;
     }
@@ -241,6 +272,11 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     for (name, text) in [("drover-ctld.service", CTLD_UNIT), ("drover-noded.service", NODED_UNIT)] {
         put(&units.join(name), text.replace(UNIT_PREFIX, &prefix).as_bytes(), 0o644)?;
     }
+
+    if options.conf_server.is_some() || options.login {
+        return configless_host(&options, &units, &prefix, is_root);
+    }
+    remove_configless_drop_in(&units)?;
 
     // Directories, config and key.
     let etc = under(root, Path::new("/etc/drover"));
@@ -329,6 +365,78 @@ fn this_hosts_replica(options: &Options, config: &drover_shared::config::Config)
             bail!("replicas {} all have addresses of this host: give --replica N for the one it runs", ids.join(", "))
         }
     }
+}
+
+/// The drop-in that makes noded configless or a login host.
+fn configless_drop_in_path(units: &Path) -> PathBuf {
+    units.join("drover-noded.service.d").join("configless.conf")
+}
+
+/// Removes a configless drop-in written before (the host has a config of its own now).
+fn remove_configless_drop_in(units: &Path) -> anyhow::Result<()> {
+    let path = configless_drop_in_path(units);
+    if path.exists() {
+        std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        println!("removed {} (this host reads /etc/drover/cluster.toml)", path.display());
+    }
+    Ok(())
+}
+
+/// The rest of installing a configless host or a login host: its key (given or kept, never
+/// generated: it must be the controller's), no config of its own, and noded's drop-in.
+fn configless_host(options: &Options, units: &Path, prefix: &str, is_root: bool) -> anyhow::Result<i32> {
+    let root = &options.root;
+    let etc = under(root, Path::new("/etc/drover"));
+    directory(&etc, 0o755, None)?;
+    directory(&under(root, Path::new("/var/spool/drover")), 0o755, None)?;
+    let config = etc.join("cluster.toml");
+    if options.conf_server.is_some() && config.exists() {
+        bail!(
+            "{} exists: this host's commands would read it instead of the controller's config; move it away \
+             (a configless host keeps only the key)",
+            config.display()
+        );
+    }
+    if options.conf_server.is_none() && !config.exists() {
+        bail!("--login without --conf-server needs {}; give --config FILE or --conf-server", config.display());
+    }
+    let key = etc.join("cluster.key");
+    match &options.key {
+        Some(given) => {
+            let bytes = std::fs::read(given).with_context(|| format!("reading {}", given.display()))?;
+            put(&key, &bytes, 0o600)?;
+            if let Some((uid, gid)) = root_owner(is_root) {
+                nix::unistd::chown(&key, Some(uid), Some(gid)).with_context(|| format!("chown {}", key.display()))?;
+            }
+        }
+        None if key.exists() => println!("kept {}", key.display()),
+        None => bail!("a configless host needs the controller's key: --key FILE (a copy of its cluster.key)"),
+    }
+    let exec = NODED_UNIT
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .expect("the noded unit has an ExecStart= line")
+        .replace(UNIT_PREFIX, prefix);
+    let mut exec = exec.replace(" --config /etc/drover/cluster.toml", "");
+    if let Some(servers) = &options.conf_server {
+        exec.push_str(&format!(" --conf-server {servers} --key /etc/drover/cluster.key"));
+    }
+    if options.login {
+        exec.push_str(" --login");
+    }
+    let what = if options.login { "a login host" } else { "a configless compute node" };
+    let text = format!(
+        "# Written by `drover install`: this host is {what} (docs/admin/configless.md).\n\
+         # `drover install` rewrites this file, and removes it when the host gets a config of its own.\n\
+         [Service]\n\
+         ExecStart=\n\
+         {exec}\n"
+    );
+    let path = configless_drop_in_path(units);
+    directory(path.parent().expect("a drop-in has a directory"), 0o755, None)?;
+    put(&path, text.as_bytes(), 0o644)?;
+    println!("installed; next: systemctl daemon-reload, then systemctl enable --now drover-noded");
+    Ok(0)
 }
 
 /// Writes `drover-ctld.service.d/replica.conf` when the config lists replicas and this host runs

@@ -179,6 +179,8 @@ impl Core {
                 }
             }
             NodeMessage::Drain { reason } => self.node_drains_itself(node, reason),
+            // Answered before registration (`serve::nodes`); a registered node does not send it.
+            NodeMessage::FetchConfig { .. } => tracing::debug!(node, "config request on a node link ignored"),
         }
     }
 }

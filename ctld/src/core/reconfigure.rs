@@ -79,8 +79,15 @@ impl Core {
         let held = held_by_sacctmgr(&file, &self.acct_edits);
         let nodes = self.carry_nodes(&new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
         self.state.nodes = nodes;
+        let file_changed = old.source_text != new.source_text;
         self.install_config(Arc::new(new));
         self.refilter_jobs();
+        if file_changed {
+            // Configless nodes fetch the file again (`drover_shared::configless`).
+            for link in self.links.values() {
+                let _ = link.tx.send(drover_shared::proto::node::CtldMessage::Reconfigured);
+            }
+        }
         tracing::info!(path = %old.path.display(), held, "config reloaded");
         let mut changes = crate::policy::template::changes(&old.templates, &self.state.config.templates);
         if !held.is_empty() {

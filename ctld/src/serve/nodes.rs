@@ -1,6 +1,8 @@
 //! The node side of ctld: a TCP listener for noded connections. A node proves it holds the cluster
 //! key (HMAC challenge-response, both ways), registers, and then the connection carries node
-//! messages in and ctld messages out until either side closes it. A hello carrying a client token
+//! messages in and ctld messages out until either side closes it. A configless host asks for the
+//! config file instead of registering and is answered at once (`drover_shared::configless`). A
+//! hello carrying a client token
 //! instead is a remote command-line client ([`crate::serve::remote`]).
 
 use crate::core::Event;
@@ -75,8 +77,15 @@ async fn handle(
         }
         return crate::serve::remote::serve(messages, token, &hello.nonce, &peer, &remote).await;
     }
-    let (name, registration) =
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;
+    let (name, first) = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&mut messages, hello, &key)).await??;
+    let registration = match first {
+        NodeMessage::Register(registration) if registration.name == name => registration,
+        NodeMessage::FetchConfig { have } => {
+            let config = remote.context.config.get();
+            return serve_config(messages, &name, &peer, have, &config.source_text).await;
+        }
+        _ => anyhow::bail!("node {name} did not register"),
+    };
     let connection_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let link = NodeLink { connection_id, tx };
@@ -101,11 +110,36 @@ async fn handle(
     result
 }
 
+/// Answers a configless host's [`NodeMessage::FetchConfig`] with the admin's file in force (or
+/// only its digest, when the host's copy is that one) and closes the connection.
+async fn serve_config(
+    mut messages: MessageStream<TcpStream>,
+    host: &str,
+    peer: &str,
+    have: Option<String>,
+    text: &str,
+) -> anyhow::Result<()> {
+    use drover_shared::configless::{MAX_CONFIG_BYTES, digest};
+    if text.len() > MAX_CONFIG_BYTES {
+        anyhow::bail!("the config file is larger than {MAX_CONFIG_BYTES} bytes; not served to {host}");
+    }
+    let digest = digest(text);
+    let unchanged = have.as_deref() == Some(digest.as_str());
+    if !unchanged {
+        tracing::info!(host, peer, digest = &digest[..12], "config served to a configless host");
+    }
+    let text = (!unchanged).then(|| text.to_owned());
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, messages.send(&CtldMessage::Config { digest, text })).await??;
+    Ok(())
+}
+
+/// Checks a node's hello and proof, seals the connection and reads its first message (its
+/// registration, or a configless host's config request).
 async fn authenticate(
     messages: &mut MessageStream<TcpStream>,
     hello: Hello,
     key: &ClusterKey,
-) -> anyhow::Result<(String, drover_shared::proto::node::NodeRegistration)> {
+) -> anyhow::Result<(String, NodeMessage)> {
     let Role::Node { name } = hello.role.clone() else { anyhow::bail!("not a node") };
     if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
         messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
@@ -122,7 +156,7 @@ async fn authenticate(
     messages.seal(SessionKeys::derive(key, End::Ctld, &name, &hello.nonce, &server_nonce, version));
     messages.set_max_frame(MAX_FRAME);
     match messages.recv::<NodeMessage>().await? {
-        Some(NodeMessage::Register(registration)) if registration.name == name => Ok((name, registration)),
-        _ => anyhow::bail!("node {name} did not register"),
+        Some(first) => Ok((name, first)),
+        None => anyhow::bail!("node {name} closed before registering"),
     }
 }

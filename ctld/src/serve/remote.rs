@@ -101,10 +101,12 @@ where
 {
     let config = remote.context.config.get();
     let now = drover_shared::now();
-    // A node's noded signs as the node; a replica, on a controller host, as `replica-<id>`.
+    // A node's noded signs as the node; a replica, on a controller host, as `replica-<id>`; a
+    // login host's `drover-noded --login` as the login host (`[controller] login_hosts`).
     let known = |host: &str| {
         config.node(host).is_some()
             || config.replicas.iter().any(|r| drover_shared::token_socket::replica_host(r.id) == host)
+            || config.login_hosts.iter().any(|login| login == host)
     };
     match remote.tokens.accept(&token, now, known) {
         Ok(caller) => {

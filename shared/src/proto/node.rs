@@ -37,6 +37,10 @@ pub enum NodeMessage {
     /// What this node's tasks of an srun step used (CPU time summed, the largest RSS), measured
     /// by the step runner once they are reaped; sent once (sacct's step rows).
     StepUsage { step_id: u32, usage: JobUsage },
+    /// Instead of [`NodeMessage::Register`], as the first message: a configless host asks for
+    /// the admin's config file (`crate::configless`); `have` is the digest of its copy, if it
+    /// has one. ctld answers [`CtldMessage::Config`] and closes the connection.
+    FetchConfig { have: Option<String> },
 }
 
 /// CPU time and peak memory of a job's batch script and everything it started, measured by its
@@ -114,6 +118,11 @@ pub enum CtldMessage {
     /// `scontrol update JobId=N TimeLimit=…` of a running job: its supervisor's time limit
     /// (counted from the job's start) becomes `time_limit`.
     SetTimeLimit { job_id: JobId, time_limit: TimeLimit },
+    /// The answer to [`NodeMessage::FetchConfig`]: the digest of the config in force and its
+    /// text, `None` when it is the one the host has.
+    Config { digest: String, text: Option<String> },
+    /// A reconfigure changed the config file; a configless node fetches it again.
+    Reconfigured,
 }
 
 /// This node's share of one srun step, resolved by ctld.
