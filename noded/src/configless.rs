@@ -76,7 +76,8 @@ impl ConfServer {
             match fetch_from(&address, &self.key, &self.host, have.clone()).await {
                 Ok(None) => return Ok(false),
                 Ok(Some(text)) => {
-                    return store(&self.state_dir, &text).map_err(|source| FetchError::Store { path: self.cache(), source });
+                    return store(&self.state_dir, &text)
+                        .map_err(|source| FetchError::Store { path: self.cache(), source });
                 }
                 Err(message) => {
                     tracing::debug!(address, message, "controller address gave no config");
@@ -139,7 +140,9 @@ async fn fetch_from(
 ) -> Result<Option<String>, String> {
     let addr = resolve(address)?;
     let attempt = async {
-        let stream = TcpStream::connect(addr).await.map_err(|e| format!("connecting: {}", drover_shared::text::io_reason(&e)))?;
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connecting: {}", drover_shared::text::io_reason(&e)))?;
         let mut messages = MessageStream::new(stream);
         node_handshake(&mut messages, key, host).await.map_err(|e| e.to_string())?;
         messages.send(&NodeMessage::FetchConfig { have }).await.map_err(|e| e.to_string())?;
@@ -182,7 +185,9 @@ pub async fn run_login(
         }
         if let Some(conf) = &conf {
             match conf.refresh().await {
-                Ok(true) => tracing::info!(copy = %conf.cache().display(), "the controller's config changed; copy updated"),
+                Ok(true) => {
+                    tracing::info!(copy = %conf.cache().display(), "the controller's config changed; copy updated")
+                }
                 Ok(false) => {}
                 Err(error) => tracing::warn!(error = %error, "config not refreshed; keeping the copy"),
             }

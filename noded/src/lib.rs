@@ -8,8 +8,8 @@
 #![deny(unsafe_code)]
 
 pub mod bpf;
-pub mod configless;
 pub mod cgroup;
+pub mod configless;
 pub mod daemon;
 pub mod gpu_usage;
 pub mod hardware;

@@ -55,8 +55,7 @@ pub fn store(state_dir: &Path, text: &str) -> std::io::Result<bool> {
     std::fs::create_dir_all(&dir)?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
     let temporary = dir.join(format!(".{CACHE_FILE}.{}", std::process::id()));
-    let mut file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&temporary)?;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&temporary)?;
     file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
     file.write_all(text.as_bytes())?;
     file.sync_all()?;

@@ -95,9 +95,15 @@ impl Host {
     pub fn start_unit_with(&mut self, unit: &str, extra: &[&str]) {
         let units = self.root.join("etc/systemd/system");
         let file = units.join(format!("{unit}.service"));
-        let mut texts = vec![std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))];
+        let mut texts =
+            vec![std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))];
         let mut drop_ins: Vec<PathBuf> = std::fs::read_dir(units.join(format!("{unit}.service.d")))
-            .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "conf")).collect())
+            .map(|dir| {
+                dir.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+                    .collect()
+            })
             .unwrap_or_default();
         drop_ins.sort();
         texts.extend(drop_ins.iter().map(|p| std::fs::read_to_string(p).unwrap()));
@@ -229,6 +235,9 @@ impl Hosts {
             let mut script = format!("hostname {} && ", host.name);
             for mount in MOUNTED {
                 let source = host.root.join(mount.trim_start_matches('/'));
+                // A host's install may leave one empty (a configless node has no ctld state):
+                // an empty directory mounted over it hides the machine's own.
+                std::fs::create_dir_all(&source).expect("creating a host's mount source");
                 script.push_str(&format!("mount --bind '{}' {mount} && ", source.display()));
             }
             script.push_str("echo ready && exec sleep 100000");

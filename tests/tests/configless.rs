@@ -8,7 +8,7 @@
 
 use drover_e2e::hosts::{Hosts, ok};
 use drover_e2e::{CONFIG, bin_dir, require_users, text};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,8 @@ fn nodes_and_login_hosts_take_the_config_from_the_controller_and_follow_its_chan
 
     // A configless host refuses what would shadow the controller's config, and needs the key.
     let n1_root = hosts.host("n1").root.clone();
-    let out = drover().arg("install").arg("--root").arg(&n1_root).args(["--conf-server", &controller]).output().unwrap();
+    let out =
+        drover().arg("install").arg("--root").arg(&n1_root).args(["--conf-server", &controller]).output().unwrap();
     assert!(!out.status.success() && text(&out.stderr).contains("--key FILE"), "{}", text(&out.stderr));
     let out = drover()
         .arg("install")
@@ -80,20 +81,31 @@ fn nodes_and_login_hosts_take_the_config_from_the_controller_and_follow_its_chan
         let out = hosts.host("login").as_user("bob", &bob, "sinfo").args(["-h", "-N", "-o", "%N %t"]).output();
         text(&out.unwrap().stdout).lines().any(|l| l == "n1 idle").then_some(())
     });
-    let copy = |host: &str| std::fs::read_to_string(hosts.host(host).root.join("var/spool/drover/conf-cache/cluster.toml"));
+    let copy =
+        |host: &str| std::fs::read_to_string(hosts.host(host).root.join("var/spool/drover/conf-cache/cluster.toml"));
     for host in ["n1", "login"] {
         assert_eq!(copy(host).unwrap(), config, "{host}'s copy is the controller's file");
     }
 
     // alice submits on the login host a job that runs on n1; on n1 she follows it with sacct.
-    let out = ok(hosts
-        .host("login")
-        .as_user("alice", &alice, "sbatch")
-        .args(["--parsable", "-w", "n1", "-o", "out-%j.txt", "--wrap", "hostname"]));
+    let out = ok(hosts.host("login").as_user("alice", &alice, "sbatch").args([
+        "--parsable",
+        "-w",
+        "n1",
+        "-o",
+        "out-%j.txt",
+        "--wrap",
+        "hostname",
+    ]));
     let job = out.trim().to_owned();
     let ended = hosts.wait_for("alice's job to end", LONG, || {
-        let out = hosts.host("n1").as_user("alice", &alice, "sacct").args(["-X", "-n", "-P", "-o", "State", "-j", &job]);
-        let shown = text(&out.output().unwrap().stdout).trim().to_owned();
+        let out = hosts
+            .host("n1")
+            .as_user("alice", &alice, "sacct")
+            .args(["-X", "-n", "-P", "-o", "State", "-j", &job])
+            .output()
+            .unwrap();
+        let shown = text(&out.stdout).trim().to_owned();
         (!shown.is_empty() && shown != "PENDING" && shown != "RUNNING").then_some(shown)
     });
     assert_eq!(ended, "COMPLETED", "{}", hosts.logs());
@@ -131,14 +143,11 @@ fn nodes_and_login_hosts_take_the_config_from_the_controller_and_follow_its_chan
         let out = hosts.host("ctl").command("sinfo").args(["-h", "-N", "-o", "%N %t"]).output().unwrap();
         text(&out.stdout).lines().any(|l| l == "n1 idle").then_some(())
     });
-    let out = ok(hosts
-        .host("n1")
-        .as_user("alice", &alice, "srun")
-        .args(["-w", "n1", "-t", "1", "cat", "/proc/self/cgroup"]));
+    let out =
+        ok(hosts.host("n1").as_user("alice", &alice, "srun").args(["-w", "n1", "-t", "1", "cat", "/proc/self/cgroup"]));
     assert!(!out.is_empty());
 
     // A plain user cannot pass for the node: the key is root's alone on a configless host.
     let meta = std::fs::metadata(hosts.host("n1").root.join("etc/drover/cluster.key")).unwrap();
     assert_eq!(std::os::unix::fs::MetadataExt::mode(&meta) & 0o077, 0);
-    let _ = Path::new("/");
 }

@@ -80,7 +80,15 @@ struct Options {
 }
 
 fn parse(args: Vec<OsString>) -> anyhow::Result<Option<Options>> {
-    let mut options = Options { root: "/".into(), prefix: "/usr/local".into(), config: None, key: None, replica: None, conf_server: None, login: false };
+    let mut options = Options {
+        root: "/".into(),
+        prefix: "/usr/local".into(),
+        config: None,
+        key: None,
+        replica: None,
+        conf_server: None,
+        login: false,
+    };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let arg = arg.to_string_lossy().into_owned();
