@@ -7,11 +7,13 @@
 //! times) as in ctld, plus ticks while jobs pend (ctld's 10 s, spaced out while passes change
 //! nothing). Nothing here touches ctld's live state: the state is the simulation's own.
 
+use crate::model::identity::Caller;
 use crate::model::state::{Job, State};
+use crate::policy::authz::{Operation, Who};
 use crate::policy::scheduler::{could_ever_fit, schedule};
 use crate::policy::validate::{UnknownNodes, node_filter};
 use drover_shared::UnixTime;
-use drover_shared::config::Config;
+use drover_shared::config::{Config, Role};
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobInfo, JobSpec, JobState};
 use drover_shared::proto::simulate::{Fidelity, SimRun, TeamFigures};
@@ -136,10 +138,14 @@ fn admit(state: &State, rec: &Recorded) -> Option<Job> {
     if !config.accounts.iter().any(|a| &a.name == account) {
         return None;
     }
-    let may_charge = match config.users.iter().find(|u| u.name == info.user) {
-        Some(user) => user.accounts.contains(account) || &user.default_account == account,
-        None => config.default_account.as_deref() == Some(account.as_str()),
-    };
+    // An admin (root, or a user the config makes one) may charge any account, as at submit.
+    let role = if info.uid == 0 { Role::Admin } else { config.role_of(&info.user) };
+    let admin = Who { caller: Caller::local(info.uid, info.gid), role }.may(Operation::ChargeAnyAccount);
+    let may_charge = admin
+        || match config.users.iter().find(|u| u.name == info.user) {
+            Some(user) => user.accounts.contains(account) || &user.default_account == account,
+            None => config.default_account.as_deref() == Some(account.as_str()),
+        };
     if !may_charge {
         return None;
     }

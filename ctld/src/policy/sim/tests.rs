@@ -317,6 +317,30 @@ fn replay_queues_what_does_not_fit_and_refuses_what_the_config_lacks() {
     assert_eq!((b.jobs, b.refused, b.never_started), (1, 1, 0), "refused is not never started");
 }
 
+/// An admin's job charged to an account outside the admin's associations ran (admins may charge
+/// any account): the replay under the same config admits it, and refuses a plain user's.
+#[test]
+fn replay_admits_what_an_admin_charged_to_another_account() {
+    let mut jobs = vec![recorded(1, "teamb", 1, START, 60), recorded(2, "teamb", 1, START, 60)];
+    // Job 1: ann (an admin, associated with teama only) charged teamb. Job 2: root did.
+    jobs[0].info.user = "ann".into();
+    jobs[0].info.uid = 1000;
+    jobs[1].info.user = "root".into();
+    jobs[1].info.uid = 0;
+    // Job 3: ben charged teama, outside his association and no admin: refused.
+    let mut third = recorded(3, "teama", 1, START, 60);
+    third.info.user = "ben".into();
+    third.info.uid = 1001;
+    jobs.push(third);
+    let with_admin = config("").source_text.replace("[controller]\n", "[controller]\nadmins = [\"ann\"]\n");
+    let with_admin = Config::parse(Path::new("/sim/cluster.toml"), &with_admin).unwrap();
+    let out = super::replay(Arc::new(with_admin), &jobs, START, START + 86_400, &super::Bounds::default()).unwrap();
+    let b = out.run.teams.iter().find(|t| t.account == "teamb").unwrap();
+    assert_eq!((b.jobs, b.refused), (2, 0), "{b:?}");
+    let a = out.run.teams.iter().find(|t| t.account == "teama").unwrap();
+    assert_eq!((a.jobs, a.refused), (1, 1), "{a:?}");
+}
+
 /// Team B fills the pool with borrowed GPUs; team A's 32 one-GPU jobs a minute later reclaim
 /// its guarantee: 32 of B's runs are preempted (and requeued), A waits a second or two, and the
 /// replay of the same jobs under the config they ran under reproduces A's recorded waits.
