@@ -77,7 +77,7 @@ fn submit(cluster: &SimCluster, job: &Job, name: &str) -> u32 {
 
 /// The unix time of the start `drover why` estimates, if the job holds a reservation.
 fn estimate(cluster: &SimCluster, job: u32) -> Option<(i64, String)> {
-    let text = cluster.ok("drover", &["why", &job.to_string()]);
+    let text = cluster.ok("drover", &["why", "--unix", &job.to_string()]);
     let line = text.lines().find(|l| l.starts_with("estimated start:") && l.contains("(backfill reservation)"))?;
     let at = line.split("unix time ").nth(1)?.split(')').next()?.parse().ok()?;
     Some((at, text))

@@ -44,7 +44,7 @@ fn submit(cluster: &SimCluster, account: &str, nodes: u32, gpus: u32, secs: u32,
 
 /// A job's reservation as `drover why` shows it: its nodes and estimated start.
 fn reservation(cluster: &SimCluster, job: u32) -> Option<(String, i64)> {
-    let text = cluster.ok("drover", &["why", &job.to_string()]);
+    let text = cluster.ok("drover", &["why", "--unix", &job.to_string()]);
     let nodes = text.lines().find_map(|l| l.strip_prefix("backfill reservation: node(s) "))?;
     let nodes = nodes.split(' ').next()?.to_owned();
     let line = text.lines().find(|l| l.starts_with("estimated start:") && l.contains("(backfill reservation)"))?;
