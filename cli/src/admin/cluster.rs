@@ -28,6 +28,7 @@ use crate::client;
 use anyhow::{Context, bail};
 use drover_shared::config::Config;
 use drover_shared::proto::client::{Request, Response};
+use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -284,8 +285,8 @@ fn convert(layout: &Layout, config: &Config, ctld: &Path) -> anyhow::Result<()> 
 fn stop_recorded(layout: &Layout, daemon: &str) {
     let pid_file = layout.pid_file(daemon);
     if let Some(pid) = running(&pid_file, "drover-ctld") {
-        stop(pid);
-        println!("stopped {daemon} (pid {pid})");
+        terminate(pid);
+        wait_stopped(vec![(daemon.to_owned(), pid)], STOP_GRACE, &mut std::io::stdout());
     }
     let _ = std::fs::remove_file(pid_file);
 }
@@ -519,30 +520,60 @@ pub(crate) fn down(args: &ClusterArgs) -> anyhow::Result<i32> {
     let mut daemons: Vec<(String, &str)> = of("noded-").into_iter().map(|d| (d, "drover-noded")).collect();
     daemons.extend(of("ctld-").into_iter().map(|d| (d, "drover-ctld")));
     daemons.push(("ctld".into(), "drover-ctld"));
+    // Every daemon is asked to stop at once; then the waits are said as they happen, so a slow
+    // stop (ctld committing, noded reporting its jobs) never looks like a hang.
+    let mut stopping: Vec<(String, i32)> = Vec::new();
     for (daemon, binary) in daemons {
         let pid_file = layout.pid_file(&daemon);
         if let Some(pid) = running(&pid_file, binary) {
-            stop(pid);
-            println!("stopped {daemon} (pid {pid})");
+            terminate(pid);
+            println!("stopping {daemon} (pid {pid})");
+            stopping.push((daemon, pid));
         }
         let _ = std::fs::remove_file(&pid_file);
     }
+    wait_stopped(stopping, STOP_GRACE, &mut std::io::stdout());
     Ok(0)
 }
 
-fn stop(pid: i32) {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
-    let pid = Pid::from_raw(pid);
-    let _ = kill(pid, Signal::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if !alive(pid.as_raw()) {
+/// How long a daemon has after SIGTERM before `drover down` kills it.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+fn terminate(pid: i32) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+}
+
+/// Waits for the daemons in `stopping` to exit, printing each as it stops and, every second,
+/// which are still running, on `out`; kills with SIGKILL those still running after `grace`.
+fn wait_stopped(mut stopping: Vec<(String, i32)>, grace: Duration, out: &mut dyn std::io::Write) {
+    let started = Instant::now();
+    let mut said = Instant::now();
+    while !stopping.is_empty() {
+        stopping.retain(|(daemon, pid)| {
+            let alive = alive(*pid);
+            if !alive {
+                let _ = writeln!(out, "stopped {daemon} (pid {pid})");
+            }
+            alive
+        });
+        if stopping.is_empty() {
+            break;
+        }
+        if started.elapsed() >= grace {
+            for (daemon, pid) in &stopping {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid), nix::sys::signal::Signal::SIGKILL);
+                let _ = writeln!(out, "killed {daemon} (pid {pid}): still running {}s after SIGTERM", grace.as_secs());
+            }
             return;
+        }
+        if said.elapsed() >= Duration::from_secs(1) {
+            let names: Vec<&str> = stopping.iter().map(|(daemon, _)| daemon.as_str()).collect();
+            let _ = writeln!(out, "waiting for {} to stop ({}s)", names.join(", "), started.elapsed().as_secs());
+            let _ = out.flush();
+            said = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = kill(pid, Signal::SIGKILL);
 }
 
 /// Says what runs.
@@ -582,4 +613,31 @@ pub(crate) fn status(args: &ClusterArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(if all { 0 } else { 3 })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// A daemon that ignores SIGTERM: `drover down` says every second that it waits for it, then
+    /// kills it and says so; one that exits on SIGTERM is reported stopped.
+    #[test]
+    fn down_says_what_it_waits_for_and_kills_what_ignores_it() {
+        let mut stubborn =
+            std::process::Command::new("sh").args(["-c", "trap '' TERM; exec sleep 30"]).spawn().unwrap();
+        let mut polite = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let (a, b) = (i32::try_from(stubborn.id()).unwrap(), i32::try_from(polite.id()).unwrap());
+        super::terminate(a);
+        super::terminate(b);
+        let mut out = Vec::new();
+        super::wait_stopped(vec![("ctld".into(), a), ("noded-n1".into(), b)], Duration::from_millis(2500), &mut out);
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains(&format!("stopped noded-n1 (pid {b})")), "{out}");
+        assert!(out.contains("waiting for ctld to stop (1s)"), "{out}");
+        assert!(out.contains("waiting for ctld to stop (2s)"), "{out}");
+        assert!(out.contains(&format!("killed ctld (pid {a}): still running 2s after SIGTERM")), "{out}");
+        assert!(stubborn.wait().unwrap().code().is_none(), "killed by a signal");
+        let _ = polite.wait();
+    }
 }
