@@ -1108,6 +1108,11 @@ fn qos_setting(qos: &mut QosConfig, s: &Setting) -> Result<(), String> {
         }
         "gracetime" => qos.grace_time = number(s)?,
         "preemptexempttime" => qos.preempt_exempt_time = number(s)?,
+        "preempt" => {
+            return Err(" Preempt: Drover preempts only to give a team back its guarantee (docs/admin/quotas.md); \
+                        a QOS's list of QOS it may preempt is not supported"
+                .into());
+        }
         other => return Err(unsupported("QOS", other)),
     }
     Ok(())

@@ -81,6 +81,7 @@ fn refusals_change_nothing() {
     assert!(fails("add account a1 cluster=elsewhere").contains("This cluster 'elsewhere' doesn't exist"));
     assert!(fails("add account a1 parent=nosuch").contains("Parent account"));
     assert!(fails("add account a1 Bogus=1").contains("Unknown option: bogus"));
+    assert!(fails("modify qos normal set preempt=low").contains("a QOS's list of QOS it may preempt is not supported"));
     assert!(fails("delete qos normal").contains("cannot be deleted"));
     assert!(fails("modify account root set parent=root").contains("root has no parent"));
     // An account the file's partitions name cannot go while they do.
