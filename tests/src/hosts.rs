@@ -110,7 +110,7 @@ impl Host {
         let values = |key: &str| -> Vec<String> {
             texts.iter().flat_map(|t| t.lines().filter_map(|line| line.strip_prefix(key)).map(str::to_owned)).collect()
         };
-        let exec = values("ExecStart=").into_iter().filter(|v| !v.is_empty()).last();
+        let exec = values("ExecStart=").into_iter().rfind(|v| !v.is_empty());
         let exec = exec.unwrap_or_else(|| panic!("{} has no ExecStart=", file.display()));
         let mut argv: Vec<&str> = exec.split_whitespace().collect();
         argv.extend_from_slice(extra);

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub mod hosts;
+pub mod rust_paths;
 pub mod sim;
 
 /// The directory holding `drover`, `drover-ctld` and `drover-noded`, built once per test process.

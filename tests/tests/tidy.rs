@@ -5,6 +5,7 @@
 //! `docs/security.md` names as proof exists. ctld's layers import only downwards (serve → core →
 //! {policy, store} → model), and no source picks its module file with `#[path]`.
 
+use drover_e2e::rust_paths::{CrateReading, module_of};
 use std::path::{Path, PathBuf};
 
 /// The crates whose sources tidy reads, relative to the workspace root.
@@ -172,63 +173,55 @@ const CTLD_LAYERS: [(&str, &[&str]); 6] = [
     ("serve", &["serve", "core", "policy", "store", "model"]),
 ];
 
-/// The first path segment of every `crate::` path in `code`: `crate::model::state` gives
-/// `model`, and a group `crate::{core::Event, store}` gives `core` and `store`.
-fn crate_paths(code: &str) -> Vec<&str> {
-    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let mut found = Vec::new();
-    for (at, _) in code.match_indices("crate::") {
-        if code[..at].chars().next_back().is_some_and(is_ident) {
-            continue;
-        }
-        let rest = &code[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 0;
-            let mut start = 0;
-            for (i, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => {
-                        found.push(group[start..i].trim());
-                        break;
-                    }
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        found.push(group[start..i].trim());
-                        start = i + 1;
-                    }
-                    _ => {}
-                }
+/// ctld's library sources below `src` (not `main.rs` or `bin/`, which are crates of their own):
+/// `(path relative to the workspace root, module, text)`.
+fn ctld_library(src: &Path, shown_as: &str) -> Vec<(String, Vec<String>, String)> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    files
+        .into_iter()
+        .filter_map(|file| {
+            let below = file.strip_prefix(src).unwrap().to_path_buf();
+            if below == Path::new("main.rs") || below.starts_with("bin") {
+                return None;
             }
-        } else {
-            found.push(rest);
-        }
-    }
-    found.into_iter().map(|path| path.split(|c: char| !is_ident(c)).next().unwrap_or_default()).collect()
+            let text = std::fs::read_to_string(&file).unwrap();
+            Some((format!("{shown_as}/{}", below.display()), module_of(&below), text))
+        })
+        .collect()
 }
 
-/// The imports of one ctld file that go against the direction of the layers (`rel` relative to
-/// the workspace root; files outside the layer folders, the crate roots, are not bound), and its
-/// `super::super::` paths (which could leave the layer without naming it).
-fn layer_violations(rel: &str, text: &str) -> Vec<String> {
-    let Some((layer, allowed)) = rel
-        .strip_prefix("ctld/src/")
-        .and_then(|in_src| in_src.split_once('/'))
-        .and_then(|(top, _)| CTLD_LAYERS.iter().find(|(layer, _)| *layer == top))
-    else {
-        return Vec::new();
-    };
+/// Every path in ctld's library below `src` that leads from a layer into one its layer may not
+/// name, resolved as the compiler would (`drover_e2e::rust_paths`): multi-line `use` groups,
+/// `super::` from any module, aliases, re-exports and strings included.
+fn layer_violations(src: &Path, shown_as: &str) -> Vec<String> {
+    let files = ctld_library(src, shown_as);
+    assert!(files.len() > 30, "found only {} files in {}", files.len(), src.display());
+    let reading = CrateReading::read(&files);
+    // The reader must see the layers: most files name a layer below or beside their own.
+    let into_layers = reading
+        .named
+        .iter()
+        .filter_map(|(_, named)| reading.resolve(&named.module, &named.segments))
+        .filter(|target| target.first().is_some_and(|top| CTLD_LAYERS.iter().any(|(l, _)| *l == top.as_str())))
+        .count();
+    assert!(into_layers > 500, "only {into_layers} paths into ctld's layers were read");
     let mut problems = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        // `super::super::` could climb out of the layer unseen: across modules, name the layer.
-        if code_of(line).contains("super::super::") {
-            problems.push(format!("{rel}:{}: `super::super::` in the {layer} layer; write `crate::<layer>::`", i + 1));
-        }
-        for target in crate_paths(code_of(line)) {
-            let is_layer = CTLD_LAYERS.iter().any(|(other, _)| *other == target);
-            if is_layer && !allowed.contains(&target) {
-                problems.push(format!("{rel}:{}: the {layer} layer imports `crate::{target}`", i + 1));
-            }
+    for (file, named) in &reading.named {
+        let Some((layer, allowed)) =
+            named.module.first().and_then(|top| CTLD_LAYERS.iter().find(|(layer, _)| *layer == top.as_str()))
+        else {
+            continue;
+        };
+        let Some(target) = reading.resolve(&named.module, &named.segments) else { continue };
+        let Some(top) = target.first() else { continue };
+        if CTLD_LAYERS.iter().any(|(other, _)| *other == top.as_str()) && !allowed.contains(&top.as_str()) {
+            problems.push(format!(
+                "{file}:{}: the {layer} layer names `{}`, which is `crate::{}`",
+                named.line,
+                named.segments.join("::"),
+                target.join("::")
+            ));
         }
     }
     problems
@@ -237,13 +230,8 @@ fn layer_violations(rel: &str, text: &str) -> Vec<String> {
 #[test]
 fn ctld_layers_import_only_downwards() {
     let files = workspace_sources();
-    let mut problems = Vec::new();
-    let mut n_layered = 0;
+    let mut problems = layer_violations(&workspace_root().join("ctld/src"), "ctld/src");
     for (rel, text) in &files {
-        if CTLD_LAYERS.iter().any(|(layer, _)| rel.starts_with(&format!("ctld/src/{layer}/"))) {
-            n_layered += 1;
-        }
-        problems.extend(layer_violations(rel, text));
         for (i, line) in text.lines().enumerate() {
             if code_of(line).contains(concat!("#[", "path")) {
                 problems.push(format!(
@@ -253,32 +241,69 @@ fn ctld_layers_import_only_downwards() {
             }
         }
     }
-    assert!(n_layered > 30, "found only {n_layered} files in ctld's layer folders");
     assert!(problems.is_empty(), "ctld's layers out of order:\n{}", problems.join("\n"));
 }
 
+/// Each way a path has slipped past a line-by-line reading, planted in a copy of ctld's sources:
+/// the guard names the file it was planted in, and the copy without a plant passes.
 #[test]
-fn layer_imports_are_read_as_written() {
-    let text = "\
-use crate::model::state::State;\n\
-use crate::{core::Event, store};\n\
-let x = crate::policy::scheduler::schedule(state); // crate::serve in a comment\n\
-use super::Core;\n";
-    assert_eq!(crate_paths("use crate::{core::{Event, Core}, store::db};"), ["core", "store"]);
-    assert_eq!(
-        layer_violations("ctld/src/policy/x.rs", text),
-        [
-            "ctld/src/policy/x.rs:2: the policy layer imports `crate::core`",
-            "ctld/src/policy/x.rs:2: the policy layer imports `crate::store`",
-        ]
-    );
-    assert!(layer_violations("ctld/src/serve/x.rs", text).is_empty());
-    assert!(layer_violations("ctld/src/lib.rs", text).is_empty());
-    assert_eq!(
-        layer_violations("ctld/src/model/x.rs", "use super::super::core::Event;"),
-        ["ctld/src/model/x.rs:1: `super::super::` in the model layer; write `crate::<layer>::`"]
-    );
-    assert_eq!(layer_violations("ctld/src/model/x.rs", text).len(), 3);
+fn the_layer_guard_catches_every_planted_shape() {
+    let src = workspace_root().join("ctld/src");
+    let copy = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    for file in &files {
+        let to = copy.path().join(file.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(file, &to).unwrap();
+    }
+    assert_eq!(layer_violations(copy.path(), "copy"), Vec::<String>::new(), "the unplanted copy passes");
+    // Each plant: the lines added to files, and the file the guard must name.
+    let plants: [(&[(&str, &str)], &str); 8] = [
+        (&[("model/state.rs", "use crate::core::Core;\n")], "model/state.rs"),
+        // rustfmt's form of a long import.
+        (&[("model/state.rs", "use crate::{\n    core::Core,\n    model::identity::Caller,\n};\n")], "model/state.rs"),
+        // In a layer's mod.rs, `super` is the crate root.
+        (&[("policy/mod.rs", "pub(crate) use super::core::Core;\n")], "policy/mod.rs"),
+        // A re-export of another layer from the model layer's root, and a path through it
+        // from a layer that may name the model.
+        (
+            &[
+                ("model/mod.rs", "pub(crate) use super::store;\n"),
+                ("policy/limits.rs", "fn planted() { let _ = crate::model::store::Db::open; }\n"),
+            ],
+            "policy/limits.rs",
+        ),
+        (&[("model/mod.rs", "pub(crate) use super::store;\n")], "model/mod.rs"),
+        // The crate root re-exports core::simbench as crate::simbench.
+        (&[("model/tally.rs", "fn planted() { crate::simbench::run(); }\n")], "model/tally.rs"),
+        (&[("model/usage.rs", "use crate as c;\nfn planted() { c::core::run(); }\n")], "model/usage.rs"),
+        // `//` inside a string hid the rest of the line from a comment-stripping reader.
+        (
+            &[("model/identity.rs", "const PLANTED: &str = \"http://example.org\"; use crate::serve::Server;\n")],
+            "model/identity.rs",
+        ),
+    ];
+    for (plant, named) in plants {
+        let originals: Vec<(PathBuf, String)> = plant
+            .iter()
+            .map(|(file, _)| {
+                let path = copy.path().join(file);
+                (path.clone(), std::fs::read_to_string(&path).unwrap())
+            })
+            .collect();
+        for ((_, text), (path, original)) in plant.iter().zip(&originals) {
+            std::fs::write(path, format!("{original}{text}")).unwrap();
+        }
+        let problems = layer_violations(copy.path(), "copy");
+        for (path, original) in originals.iter().rev() {
+            std::fs::write(path, original).unwrap();
+        }
+        assert!(
+            problems.iter().any(|p| p.starts_with(&format!("copy/{named}:"))),
+            "planting {plant:?} went unseen in {named}: {problems:?}"
+        );
+    }
 }
 
 /// One reference to code in `docs/security.md`: a file, or a function in it.
