@@ -21,6 +21,7 @@ pub use policy::passbench;
 use anyhow::Context;
 use drover_shared::auth::ClusterKey;
 use drover_shared::config::Config;
+pub use replica::StepDown;
 pub use serve::activation::Activated;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,9 +65,10 @@ impl Replication {
         id: u64,
         snapshot_every: u64,
         raft_port: Option<std::net::TcpListener>,
+        step_down: StepDown,
     ) -> anyhow::Result<Replication> {
         let key = Arc::new(ClusterKey::load(&config.key_file)?);
-        Ok(Replication(replica::start(config, id, key, snapshot_every.max(1), raft_port).await?))
+        Ok(Replication(replica::start(config, id, key, snapshot_every.max(1), raft_port, step_down).await?))
     }
 
     /// Waits until this replica leads with everything committed before applied.
@@ -172,10 +174,19 @@ async fn run_with(
             drop(conn);
             replica.stop_when_deposed();
             let runtime = tokio::runtime::Handle::current();
+            let step_down = replica.step_down;
             writer.spawn(move || {
-                replica::writer::run(replica.raft, runtime, &writer_path, db_rx, options.max_commit_batch, |report| {
-                    let _ = writer_events.send(core::Event::Committed(report));
-                });
+                replica::writer::run(
+                    replica.raft,
+                    step_down,
+                    runtime,
+                    &writer_path,
+                    db_rx,
+                    options.max_commit_batch,
+                    |report| {
+                        let _ = writer_events.send(core::Event::Committed(report));
+                    },
+                );
             })
         }
     }
@@ -223,7 +234,9 @@ async fn run_with(
         jobs: jobs_snapshot,
         admission: serve::rpc::admission::Admission::new(),
         replicas: replica_states,
+        answering: Arc::default(),
     };
+    let answering = client_context.answering.clone();
     let remote = serve::remote::Remote {
         tokens: Arc::new(serve::remote::Tokens::new(key.clone(), hosts)),
         context: client_context.clone(),
@@ -240,7 +253,10 @@ async fn run_with(
         }
     });
     core.run(events_rx, shutdown).await;
+    // New connections are refused from here; the answers the core gave on its way out are
+    // written before the process ends.
     clients.abort();
+    answering.settled(Duration::from_secs(2)).await;
     nodes.abort();
     ticker.abort();
     if let Some(http) = http {

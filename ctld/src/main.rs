@@ -78,7 +78,8 @@ async fn main() -> anyhow::Result<()> {
     let replication = match args.replica {
         Some(id) => {
             let raft_port = activated.tcp("raft").context("the Raft port handed over")?;
-            let replication = drover_ctld::Replication::start(&config, id, args.snapshot_every, raft_port).await?;
+            let replication =
+                drover_ctld::Replication::start(&config, id, args.snapshot_every, raft_port, step_down).await?;
             // Not a candidate before it holds its doors (below): nobody could reach it.
             replication.electable(false);
             // Commands on this host reach whichever replica leads, on whatever host, with a token
@@ -181,4 +182,11 @@ fn address_in_use(error: &anyhow::Error) -> bool {
     error
         .chain()
         .any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::AddrInUse))
+}
+
+/// A replica that can no longer lead ends the process with status 75: its supervisor starts it
+/// again, as a follower (docs/admin/ha.md).
+fn step_down(why: &str) -> ! {
+    tracing::error!(why, "this replica steps down; exiting with status 75");
+    std::process::exit(75)
 }

@@ -304,14 +304,26 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::QueryJobUsage { .. } => "query_job_usage",
         R::QueryStepUsage { .. } => "query_step_usage",
         R::QueryReplicas => "query_replicas",
-        #[allow(unreachable_patterns)]
-        _ => "other",
+        R::CreateStep { .. } => "create_step",
+        R::StepDone { .. } => "step_done",
+        R::CancelStep { .. } => "cancel_step",
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// srun's step requests have labels of their own (they were counted as `other`).
+    #[test]
+    fn step_requests_are_named() {
+        use drover_shared::job::{JobState, WaitStatus};
+        use drover_shared::proto::client::Request;
+        let done =
+            Request::StepDone { job_id: 1, step_id: 0, state: JobState::Completed, exit_status: WaitStatus::default() };
+        assert_eq!(request_name(&done), "step_done");
+        assert_eq!(request_name(&Request::CancelStep { job_id: 1, step_id: 0, signal: None }), "cancel_step");
+    }
 
     #[test]
     fn text_has_help_type_and_escaped_labels() {

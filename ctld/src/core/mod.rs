@@ -95,6 +95,9 @@ const PERIODIC_PASS: UnixTime = 10;
 
 const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long a shutting-down ctld waits for the commits its clients' answers wait for.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Seconds a launched job may be missing from its node's reports before it counts as lost.
 const LAUNCH_GRACE: i64 = 15;
 
@@ -227,7 +230,10 @@ impl Core {
                     self.publish();
                 }
                 () = deferred_pass, if self.schedule_needed => {}
-                _ = &mut shutdown => break,
+                _ = &mut shutdown => {
+                    self.finish_in_flight(&mut events).await;
+                    break;
+                }
             }
             if self.schedule_needed && last_pass.elapsed() >= interval {
                 self.schedule_needed = false;
@@ -241,6 +247,37 @@ impl Core {
             }
         }
         self.flush_unhurried();
+    }
+
+    /// At shutdown: what clients asked before it is answered. Requests already queued are
+    /// served, what they stored is committed, and the answers waiting for those commits are
+    /// sent, for at most [`SHUTDOWN_GRACE`]; no scheduling pass runs. A request that arrives
+    /// now is not served (its client is told the controller is unavailable, and tries again).
+    async fn finish_in_flight(&mut self, events: &mut mpsc::UnboundedReceiver<Event>) {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        while let Ok(event) = events.try_recv() {
+            self.handle(event);
+        }
+        self.flush_unhurried();
+        while self.answers_pending() {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(Event::Committed(report))) => self.committed(report),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if self.answers_pending() {
+            tracing::warn!("shutting down with answers still waiting for their commit");
+        }
+        self.publish();
+    }
+
+    /// Whether a client's answer waits for a commit.
+    fn answers_pending(&self) -> bool {
+        !self.answers_waiting.is_empty()
+            || !self.waiting_submits.is_empty()
+            || !self.requeue_waiting.is_empty()
+            || self.steps.commits_waiting()
     }
 
     fn handle(&mut self, event: Event) {

@@ -35,6 +35,11 @@ pub(crate) struct Steps {
 }
 
 impl Steps {
+    /// Whether a step's answer waits for the commit of its row.
+    pub(crate) fn commits_waiting(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// CPUs the job's running steps hold on `node`.
     fn held_on(&self, job_id: JobId, node: &str) -> u32 {
         self.held

@@ -387,3 +387,27 @@ fn requests_served_off_the_core_are_refused_there() {
     assert!(matches!(answer.try_recv(), Ok(Response::Error { code: ErrorCode::Internal, .. })));
     assert!(bench.queued().is_empty());
 }
+
+/// A shutdown does not drop what clients asked just before it: the queued submission is served,
+/// its commit awaited, and its answer sent before the core returns (it was answered
+/// "unavailable" although its job could be stored).
+#[tokio::test]
+async fn a_shutdown_answers_what_was_asked_before_it() {
+    let Bench { core, db, .. } = Bench::new();
+    let (events, events_rx) = mpsc::unbounded_channel();
+    let (reply, mut answer) = oneshot::channel();
+    events.send(Event::Client { caller: ROOT, request: Request::Submit(Box::new(spec())), reply }).unwrap();
+    // The writer, played by hand: it commits what the core queued after a while.
+    let writer_events = events.clone();
+    let writer = std::thread::spawn(move || {
+        let first = db.recv_timeout(std::time::Duration::from_secs(5)).expect("the submission is stored");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let ops: Vec<DbOp> = std::iter::once(first).chain(db.try_iter()).collect();
+        let n_ops = ops.len();
+        let after = ops.into_iter().filter_map(|op| if let DbOp::After(a) = op { Some(a) } else { None }).collect();
+        let _ = writer_events.send(Event::Committed(CommitReport { after, error: None, n_ops }));
+    });
+    core.run(events_rx, std::future::ready(())).await;
+    writer.join().unwrap();
+    assert_eq!(answer.try_recv(), Ok(Response::Submitted { job_id: 1 }));
+}

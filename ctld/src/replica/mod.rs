@@ -60,8 +60,14 @@ const STATE_EVERY_MS: u64 = 200;
 /// A replica that answered the leader within this long is up (ms; heartbeats go every 100 ms).
 const FRESH_MS: u64 = 1000;
 
+/// What a replica does when it can no longer lead (it lost the lead or its majority, left the
+/// membership, or a proposal failed): given by the binary, which ends the process (status 75,
+/// so that the supervisor starts it again as a follower). The library never exits on its own.
+pub type StepDown = fn(&str) -> !;
+
 /// This process's replica: its Raft node and where its state database is.
 pub(crate) struct Replica {
+    pub(crate) step_down: StepDown,
     pub(crate) raft: Raft<TypeConfig>,
     pub(crate) id: u64,
     pub(crate) db_path: PathBuf,
@@ -82,6 +88,7 @@ pub(crate) async fn start(
     key: Arc<ClusterKey>,
     snapshot_every: u64,
     raft_port: Option<std::net::TcpListener>,
+    step_down: StepDown,
 ) -> anyhow::Result<Replica> {
     let me = config.replicas.iter().find(|r| r.id == id).context("this replica is not in the config")?;
     let log = log_store::LogStore::open(&me.state_dir.join("raft.db"))?;
@@ -144,7 +151,7 @@ pub(crate) async fn start(
     tracing::info!(replica = id, raft = me.raft_address, "replica started");
     let addresses =
         Arc::new(std::sync::Mutex::new(config.replicas.iter().map(|r| (r.id, r.address.clone())).collect()));
-    Ok(Replica { raft, id, db_path, addresses, answered })
+    Ok(Replica { step_down, raft, id, db_path, addresses, answered })
 }
 
 impl Replica {
@@ -256,15 +263,15 @@ impl Replica {
     /// change made while this replica leads counts: the config it started with may be older
     /// than the membership.
     pub(crate) fn follow_config(&self) -> impl FnOnce(ConfiguredReplicas) + use<> {
-        let (raft, id, addresses) = (self.raft.clone(), self.id, self.addresses.clone());
-        move |config| follow_config(raft, id, addresses, config)
+        let (raft, id, addresses, step_down) = (self.raft.clone(), self.id, self.addresses.clone(), self.step_down);
+        move |config| follow_config(raft, id, addresses, config, step_down)
     }
 
     /// Ends the process the moment this replica stops leading or has heard from no majority for
     /// [`LOST_QUORUM_MS`], so that a deposed leader never answers or schedules beside the new one.
     pub(crate) fn stop_when_deposed(&self) {
         let mut metrics = self.raft.metrics();
-        let id = self.id;
+        let (id, step_down) = (self.id, self.step_down);
         tokio::spawn(async move {
             loop {
                 let lost = {
@@ -283,7 +290,7 @@ impl Replica {
                         why,
                         "leadership lost; exiting so that the supervisor restarts this replica as a follower"
                     );
-                    std::process::exit(75);
+                    step_down("leadership lost");
                 }
                 let _ = tokio::time::timeout(Duration::from_millis(100), metrics.changed()).await;
             }
@@ -301,6 +308,7 @@ fn follow_config(
     id: u64,
     addresses: Arc<std::sync::Mutex<BTreeMap<u64, String>>>,
     config: ConfiguredReplicas,
+    step_down: StepDown,
 ) {
     let mut applied = config();
     tokio::spawn(async move {
@@ -322,7 +330,7 @@ fn follow_config(
             }
             if !applied.iter().any(|r| r.id == id) {
                 tracing::error!(replica = id, "this replica left the membership; exiting");
-                std::process::exit(75);
+                step_down("left the membership");
             }
         }
     });

@@ -2,7 +2,7 @@
 //! the commit replaced by a Raft proposal. Each batch's ops become one log entry; the batch's
 //! `AfterCommit` actions are reported only once the entry is committed on a majority and applied
 //! here, and the stored specs launches need are read back after that apply. A proposal that fails
-//! (this replica no longer leads) ends the process: the entry may still commit under the next
+//! (this replica no longer leads) steps down, which ends the process: the entry may still commit under the next
 //! leader, so answering "not stored" would be wrong, and the client sees its connection close.
 
 use super::TypeConfig;
@@ -17,6 +17,7 @@ const MAX_ENTRY_OPS: usize = 512;
 /// Runs until the core drops its sender.
 pub(crate) fn run(
     raft: Raft<TypeConfig>,
+    step_down: super::StepDown,
     runtime: tokio::runtime::Handle,
     db_path: &Path,
     ops: std::sync::mpsc::Receiver<DbOp>,
@@ -27,7 +28,7 @@ pub(crate) fn run(
         Ok(reader) => reader,
         Err(e) => {
             tracing::error!(error = %e, "the state database cannot be read; exiting");
-            std::process::exit(75);
+            step_down("the state database cannot be read");
         }
     };
     let limit = max_batch.clamp(1, MAX_ENTRY_OPS);
@@ -54,7 +55,7 @@ pub(crate) fn run(
                 Ok(written) => written.data.0.err(),
                 Err(e) => {
                     tracing::error!(error = %e, n_ops, "a batch could not be replicated; exiting (its outcome is the next leader's)");
-                    std::process::exit(75);
+                    step_down("a batch could not be replicated");
                 }
             }
         };

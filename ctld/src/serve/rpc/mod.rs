@@ -47,6 +47,37 @@ pub(crate) struct ClientContext {
     /// A replicated controller's replicas as this (leading) replica sees them; `None` for a
     /// single controller.
     pub(crate) replicas: Option<tokio::sync::watch::Receiver<Vec<drover_shared::proto::client::ReplicaState>>>,
+    /// Requests being answered, so that a shutdown lets their answers out (see [`Answering`]).
+    pub(crate) answering: Arc<Answering>,
+}
+
+/// Counts the requests whose answers are on their way: a shutting-down ctld waits (briefly) for
+/// them to be written before the process ends.
+#[derive(Default)]
+pub(crate) struct Answering(std::sync::atomic::AtomicUsize);
+
+impl Answering {
+    fn begin(self: &Arc<Self>) -> AnswerGuard {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        AnswerGuard(self.clone())
+    }
+
+    /// Waits until no answer is on its way, or `limit` has passed.
+    pub(crate) async fn settled(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.0.load(std::sync::atomic::Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// One request being answered; its drop ends it.
+struct AnswerGuard(Arc<Answering>);
+
+impl Drop for AnswerGuard {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Accepts client connections until the listener fails. Accepting never waits for room: a
@@ -179,9 +210,11 @@ where
                 continue;
             }
         }
+        let answering = context.answering.begin();
         let response = dispatch(request, caller, context).await;
         context.metrics.rpc(kind, began.elapsed());
         messages.send_answer(&response).await?;
+        drop(answering);
     }
 }
 
