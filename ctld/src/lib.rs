@@ -155,7 +155,7 @@ async fn run_with(
     let requeues = store::runs::load_intents(&conn, &db_path)?;
     let submit_keys = store::db::load_submit_keys(&conn, &db_path, drover_shared::now())?;
     core::restore(&mut state, stored);
-    core::restore_node_states(&mut state, store::db::load_node_states(&conn, &db_path)?);
+    core::node_admin::restore_node_states(&mut state, store::db::load_node_states(&conn, &db_path)?);
 
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let (db_tx, db_rx) = std::sync::mpsc::channel();
@@ -166,7 +166,8 @@ async fn run_with(
     let writer = std::thread::Builder::new().name("db-writer".into());
     let writer = match replica {
         None => writer.spawn(move || {
-            store::db::run_writer(conn, writer_path, db_rx, options.max_commit_batch, |report| {
+            let mut sink = store::db::Embedded { conn, path: writer_path };
+            store::db::run_writer_loop(db_rx, options.max_commit_batch, &mut sink, |report| {
                 let _ = writer_events.send(core::Event::Committed(report));
             });
         }),
@@ -226,7 +227,7 @@ async fn run_with(
         }
         None => None,
     };
-    let client_context = serve::rpc::ClientContext {
+    let client_context = serve::rpc::context::ClientContext {
         events: events_tx.clone(),
         db_path,
         config: shared_config,

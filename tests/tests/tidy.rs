@@ -438,3 +438,96 @@ Prose: `z.rs::four`, `five`; `HMAC(key)` and `sacct -D`.\n";
         ]
     );
 }
+
+/// The import circles among ctld's library files: each strongly connected set of two or more
+/// files, by the paths each file names into another (resolved as in [`layer_violations`]), the
+/// largest first.
+fn import_circles(src: &Path) -> Vec<Vec<String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let files = ctld_library(src, "ctld/src");
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|(_, module, _)| module.clone()).collect();
+    let reading = CrateReading::read(&files);
+    // The file a resolved path lands in: its longest prefix that is a file's module.
+    let file_of =
+        |target: &[String]| (0..=target.len()).rev().map(|n| target[..n].to_vec()).find(|m| modules.contains(m));
+    let file_module: BTreeMap<&str, &Vec<String>> =
+        files.iter().map(|(name, module, _)| (name.as_str(), module)).collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (file, named) in &reading.named {
+        let Some(target) = reading.resolve(&named.module, &named.segments) else { continue };
+        let (Some(to), Some(from)) = (file_of(&target), file_module.get(file.as_str())) else { continue };
+        if to != **from && !to.is_empty() {
+            edges.entry((*from).clone()).or_default().insert(to);
+        }
+    }
+    // Tarjan's strongly connected components, iteratively deep enough for a crate's files.
+    struct Walk<'a> {
+        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<Vec<String>, usize>,
+        low: BTreeMap<Vec<String>, usize>,
+        stack: Vec<Vec<String>>,
+        on_stack: BTreeSet<Vec<String>>,
+        found: Vec<Vec<String>>,
+    }
+    fn visit(walk: &mut Walk, v: &Vec<String>) {
+        let n = walk.index.len();
+        walk.index.insert(v.clone(), n);
+        walk.low.insert(v.clone(), n);
+        walk.stack.push(v.clone());
+        walk.on_stack.insert(v.clone());
+        let next: Vec<Vec<String>> = walk.edges.get(v).into_iter().flatten().cloned().collect();
+        for w in next {
+            if !walk.index.contains_key(&w) {
+                visit(walk, &w);
+                let low = walk.low[v].min(walk.low[&w]);
+                walk.low.insert(v.clone(), low);
+            } else if walk.on_stack.contains(&w) {
+                let low = walk.low[v].min(walk.index[&w]);
+                walk.low.insert(v.clone(), low);
+            }
+        }
+        if walk.low[v] == walk.index[v] {
+            let mut circle = Vec::new();
+            while let Some(w) = walk.stack.pop() {
+                walk.on_stack.remove(&w);
+                let done = &w == v;
+                circle.push(w.join("::"));
+                if done {
+                    break;
+                }
+            }
+            if circle.len() > 1 {
+                circle.sort();
+                walk.found.push(circle);
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges: &edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for module in &modules {
+        if !walk.index.contains_key(module) {
+            visit(&mut walk, module);
+        }
+    }
+    let mut found = walk.found;
+    found.sort_by_key(|circle| std::cmp::Reverse(circle.len()));
+    found
+}
+
+/// No import circle in ctld's library spans more than a handful of files: a circle is code that
+/// can only be understood (and changed) together.
+#[test]
+fn ctld_import_circles_stay_small() {
+    let circles = import_circles(&workspace_root().join("ctld/src"));
+    for circle in &circles {
+        eprintln!("{} files: {}", circle.len(), circle.join(" "));
+    }
+    let largest = circles.first().map_or(0, Vec::len);
+    assert!(largest <= 5, "an import circle of {largest} files in ctld: {:?}", circles.first());
+}

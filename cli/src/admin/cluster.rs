@@ -28,7 +28,6 @@ use crate::client;
 use anyhow::{Context, bail};
 use drover_shared::config::Config;
 use drover_shared::proto::client::{Request, Response};
-use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

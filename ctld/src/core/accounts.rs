@@ -15,6 +15,7 @@
 //! This file is a child module of `core` (declared there), so it extends [`Core`] directly.
 
 use super::Core;
+use super::waiting::Undo;
 use crate::model::identity::Caller;
 use crate::model::refusal::Refusal;
 use crate::policy::authz::{Operation, Who};
@@ -26,13 +27,6 @@ use drover_shared::sacctmgr::edit::{self, Change, Context, Edit};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::oneshot;
-
-/// What a stored change replaced, kept until its commit is reported (put back if it failed).
-#[derive(Debug)]
-pub(super) struct Undo {
-    config: Arc<Config>,
-    edits: Vec<Edit>,
-}
 
 impl Core {
     /// The core starts with the entities sacctmgr changed (already put over its config).

@@ -5,7 +5,7 @@
 
 use super::Core;
 use crate::model::identity::Caller;
-use crate::store::db::{AfterCommit, CommitReport, DbOp};
+use crate::store::db::{AfterCommit, CommitReport, DbOp, Queued};
 use drover_shared::job::JobId;
 use drover_shared::now;
 use drover_shared::proto::client::{ErrorCode, Response};
@@ -24,14 +24,20 @@ impl Core {
     pub(super) fn answer_after_commit_token(&mut self, reply: oneshot::Sender<Response>, response: Response) -> u64 {
         let token = self.commit_token();
         self.answers_waiting.insert(token, (reply, response));
-        self.store(DbOp::After(AfterCommit::Answer(token)));
+        self.after_commit(AfterCommit::Answer(token));
         token
     }
 
     pub(super) fn store(&mut self, op: DbOp) {
         self.flush_unhurried();
         // The writer thread only stops when ctld shuts down; a send error then is harmless.
-        let _ = self.db.send(op);
+        let _ = self.db.send(Queued::Op(op));
+    }
+
+    /// Queues `action` to run once everything stored before it is committed.
+    pub(super) fn after_commit(&mut self, action: AfterCommit) {
+        self.flush_unhurried();
+        let _ = self.db.send(Queued::After(action));
     }
 
     /// Queues `op` without waking the writer for it: it is committed with the next op that is
@@ -45,7 +51,7 @@ impl Core {
     /// Sends what [`Core::store_unhurried`] queued.
     pub(super) fn flush_unhurried(&mut self) {
         for op in self.unhurried.drain(..) {
-            let _ = self.db.send(op);
+            let _ = self.db.send(Queued::Op(op));
         }
     }
 
@@ -64,7 +70,15 @@ impl Core {
     /// Records something the controller did on its own (job ends, node failures, preemption).
     pub(super) fn audit(&mut self, uid: u32, action: &'static str, job_id: Option<JobId>, detail: String) {
         let origin = "ctld".to_owned();
-        self.store(DbOp::Audit { time: now(), uid, origin, action, job_id, outcome: "ok".into(), detail });
+        self.store(DbOp::Audit {
+            time: now(),
+            uid,
+            origin,
+            action: action.into(),
+            job_id,
+            outcome: "ok".into(),
+            detail,
+        });
     }
 
     /// Records a client's request with its outcome (`ok` or the refusal's message), refused ones
@@ -82,7 +96,15 @@ impl Core {
             Err(code) => code.message().to_owned(),
         };
         let origin = caller.origin(&self.hosts);
-        self.store(DbOp::Audit { time: now(), uid: caller.uid, origin, action, job_id, outcome, detail });
+        self.store(DbOp::Audit {
+            time: now(),
+            uid: caller.uid,
+            origin,
+            action: action.into(),
+            job_id,
+            outcome,
+            detail,
+        });
     }
 
     pub(super) fn committed(&mut self, report: CommitReport) {

@@ -80,7 +80,7 @@ impl Core {
                 self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec, fill_from: None });
                 let detail = format!("name={} partition={}", job.info.name, job.info.partition);
                 self.audit_request(caller, "submit", Some(job_id), Ok(()), detail);
-                self.store(DbOp::After(AfterCommit::AnswerSubmit(job_id)));
+                self.after_commit(AfterCommit::AnswerSubmit(job_id));
                 self.state.jobs.insert(job_id, job);
                 self.waiting_submits.insert(job_id, reply);
             }
@@ -616,6 +616,6 @@ impl Core {
             self.store_job(job_id, false);
         }
         // Acknowledge after the end (or an earlier identical one) is durable.
-        self.store(DbOp::After(AfterCommit::AckJobEnd { node: node.to_owned(), job_id, run: end.run }));
+        self.after_commit(AfterCommit::AckJobEnd { node: node.to_owned(), job_id, run: end.run });
     }
 }

@@ -33,13 +33,15 @@ mod publishing;
 mod scheduling;
 mod step;
 mod usage;
+mod waiting;
 
-mod node_admin;
-pub(crate) use node_admin::restore_node_states;
+pub(crate) mod node_admin;
+pub(crate) mod node_link;
 
 pub(crate) mod metrics;
 pub(crate) mod reconfigure;
 mod requeue;
+pub(crate) mod shared_config;
 #[doc(hidden)]
 pub mod simbench;
 pub(crate) mod simulate;
@@ -47,7 +49,7 @@ pub(crate) mod simulate;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use nodes::NodeLink;
+use node_link::NodeLink;
 
 /// Everything the core reacts to.
 #[derive(Debug)]
@@ -104,7 +106,7 @@ const LAUNCH_GRACE: i64 = 15;
 /// The core's state and its outlets.
 pub(crate) struct Core {
     state: State,
-    db: std::sync::mpsc::Sender<DbOp>,
+    db: std::sync::mpsc::Sender<crate::store::db::Queued>,
     /// The live connection of each registered node, by node name: the core's way to reach
     /// noded. A node has one exactly when its `connection` in the state is this link's id.
     links: HashMap<String, NodeLink>,
@@ -119,7 +121,7 @@ pub(crate) struct Core {
     /// (held when the value is true: `requeuehold`; see `requeue.rs`).
     requeue_on_end: HashMap<JobId, bool>,
     /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
-    requeue_waiting: HashMap<u64, requeue::Waiting>,
+    requeue_waiting: HashMap<u64, waiting::Waiting>,
     /// The last token given to a request waiting for its commit (`commit_token`).
     last_token: u64,
     /// Answers waiting for the commit of what their request changed (`answer_after_commit`).
@@ -128,7 +130,7 @@ pub(crate) struct Core {
     /// it registers, in case the change was sent while it was not connected.
     limits_changed: std::collections::HashSet<JobId>,
     /// Job steps: rows being committed, CPUs held by running steps (see `step.rs`).
-    steps: step::Steps,
+    steps: waiting::Steps,
     /// Usage accounting: what each running job holds, taken at its start (see `accounting`).
     runs: HashMap<JobId, crate::store::accounting::RunSnapshot>,
     /// Writes that need no commit of their own (a job's start time as its node reports it):
@@ -146,7 +148,7 @@ pub(crate) struct Core {
     gpu_seconds: std::collections::BTreeMap<String, u64>,
     gpu_seconds_at: UnixTime,
     /// The config the client and HTTP handlers read; swapped by `scontrol reconfigure`.
-    shared_config: reconfigure::SharedConfig,
+    shared_config: shared_config::SharedConfig,
     /// Publishes job snapshots for queries.
     publisher: crate::model::snapshot::Publisher,
     /// Answers to changes, sent once a snapshot that shows the change is published, so a client
@@ -156,17 +158,17 @@ pub(crate) struct Core {
     /// at each reconfigure; see `accounts.rs`).
     acct_edits: Vec<drover_shared::sacctmgr::edit::Edit>,
     /// What each sacctmgr change waiting for its commit replaced, by answer token.
-    acct_undo: HashMap<u64, accounts::Undo>,
+    acct_undo: HashMap<u64, waiting::Undo>,
 }
 
 impl Core {
     pub(crate) fn new(
         state: State,
-        db: std::sync::mpsc::Sender<DbOp>,
+        db: std::sync::mpsc::Sender<crate::store::db::Queued>,
         ctld_socket: String,
         publisher: crate::model::snapshot::Publisher,
     ) -> Core {
-        let shared_config = reconfigure::SharedConfig::new(state.config.clone());
+        let shared_config = shared_config::SharedConfig::new(state.config.clone());
         let mut core = Core {
             state,
             db,
@@ -303,7 +305,15 @@ impl Core {
             }
             Event::RemoteRefused { uid, detail } => {
                 let (origin, outcome) = ("tcp".to_owned(), "Access/permission denied".to_owned());
-                self.store(DbOp::Audit { time: now(), uid, origin, action: "connect", job_id: None, outcome, detail });
+                self.store(DbOp::Audit {
+                    time: now(),
+                    uid,
+                    origin,
+                    action: "connect".into(),
+                    job_id: None,
+                    outcome,
+                    detail,
+                });
             }
         }
     }

@@ -217,7 +217,15 @@ impl Core {
         });
         let origin = format!("node:{name}");
         let detail = format!("nodes={name} reason={reason} owner={SYSTEM_OWNER} evidence={evidence}");
-        self.store(DbOp::Audit { time, uid: 0, origin, action: "drain", job_id: None, outcome: "ok".into(), detail });
+        self.store(DbOp::Audit {
+            time,
+            uid: 0,
+            origin,
+            action: "drain".into(),
+            job_id: None,
+            outcome: "ok".into(),
+            detail,
+        });
         self.schedule_needed = true;
     }
 
@@ -292,7 +300,15 @@ impl Core {
         });
         let detail = format!("nodes={name} reason={reason} evidence={evidence}");
         let (origin, action) = ("ctld".to_owned(), "drain_withheld");
-        self.store(DbOp::Audit { time, uid: 0, origin, action, job_id: None, outcome: "alert".into(), detail });
+        self.store(DbOp::Audit {
+            time,
+            uid: 0,
+            origin,
+            action: action.into(),
+            job_id: None,
+            outcome: "alert".into(),
+            detail,
+        });
     }
 
     /// Who set each node's reason, and when: nodes with a reason, node-table order.

@@ -2,6 +2,7 @@
 //! the node's messages, jobs missing from their node's reports, and the partitions `sinfo`
 //! lists.
 
+use super::node_link::NodeLink;
 use super::{Core, LAUNCH_GRACE};
 use crate::store::db::DbOp;
 use drover_shared::job::{JobId, JobState};
@@ -9,14 +10,6 @@ use drover_shared::node::PartitionInfo;
 use drover_shared::proto::node::{CtldMessage, JobRun, NodeMessage, NodeRegistration};
 use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
-use tokio::sync::mpsc;
-
-/// A connection to a node's noded.
-#[derive(Debug, Clone)]
-pub(crate) struct NodeLink {
-    pub(crate) connection_id: u64,
-    pub(crate) tx: mpsc::UnboundedSender<CtldMessage>,
-}
 
 impl Core {
     pub(super) fn partitions(&self) -> Vec<PartitionInfo> {

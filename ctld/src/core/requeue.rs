@@ -18,6 +18,7 @@
 //!   is killed, so it completes even if ctld restarts before the run's end arrives.
 
 use super::Core;
+use super::waiting::Waiting;
 use crate::model::identity::Caller;
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{AfterCommit, DbOp};
@@ -26,15 +27,6 @@ use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
 use tokio::sync::oneshot;
-
-/// A requeue request whose intents are being committed.
-#[derive(Debug)]
-pub(super) struct Waiting {
-    reply: oneshot::Sender<Response>,
-    results: Vec<(JobId, Result<(), ErrorCode>)>,
-    accepted: Vec<JobRun>,
-    hold: bool,
-}
 
 impl Core {
     /// Starts a requeue: the job's current run is being killed; when its end comes, the job
@@ -97,7 +89,7 @@ impl Core {
         }
         let token = self.commit_token();
         self.requeue_waiting.insert(token, Waiting { reply, results, accepted, hold });
-        self.store(DbOp::After(AfterCommit::Requeue(token)));
+        self.after_commit(AfterCommit::Requeue(token));
     }
 
     /// The intents of a requeue request are committed (or failed to be, `error`): kill the runs
@@ -263,7 +255,7 @@ impl Core {
         let stale = self.state.jobs.get(&end.job_id).is_some_and(|j| j.info.restarts != end.run);
         if stale {
             tracing::info!(job_id = end.job_id, run = end.run, node, "end of an earlier run; acknowledged, ignored");
-            self.store(DbOp::After(AfterCommit::AckJobEnd { node: node.to_owned(), job_id: end.job_id, run: end.run }));
+            self.after_commit(AfterCommit::AckJobEnd { node: node.to_owned(), job_id: end.job_id, run: end.run });
         }
         stale
     }

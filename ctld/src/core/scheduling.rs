@@ -6,7 +6,7 @@ use super::Core;
 use crate::model::state::{Allocation, Job, NodeAllocation};
 use crate::policy::scheduler::{self, Decisions, Preemption, Start};
 use crate::policy::validate;
-use crate::store::db::{AfterCommit, DbOp};
+use crate::store::db::AfterCommit;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState};
 use drover_shared::proto::node::{CtldMessage, LaunchRequest};
@@ -132,7 +132,7 @@ impl Core {
             started.push(job_id);
             tracing::info!(job_id, partition, nodes = ?job.info.nodes, "job allocated");
             self.store_job(job_id, true);
-            self.store(DbOp::After(AfterCommit::Launch(job_id, None)));
+            self.after_commit(AfterCommit::Launch(job_id, None));
         }
         self.snapshot_runs(&started);
         split_any

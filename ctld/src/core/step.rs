@@ -13,7 +13,7 @@ use super::Core;
 use crate::model::identity::Caller;
 use crate::model::refusal::Refusal;
 use crate::policy::authz::{Operation, Who};
-use crate::store::db::{AfterCommit, DbOp};
+use crate::store::db::AfterCommit;
 use drover_shared::job::{JobId, JobState, StepId, StepInfo, StepLayout, StepSpec, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::frame::MAX_FRAME;
@@ -21,36 +21,6 @@ use drover_shared::proto::node::{CtldMessage, StepLaunch};
 use drover_shared::{UnixTime, now};
 use std::collections::HashMap;
 use tokio::sync::oneshot;
-
-/// Steps whose row is queued for commit, waiting to be answered and launched.
-type PendingSteps = HashMap<(JobId, u32), (oneshot::Sender<Response>, Box<StepSpec>, StepLayout)>;
-
-/// What the core remembers about steps besides their rows.
-#[derive(Default)]
-pub(crate) struct Steps {
-    pending: PendingSteps,
-    /// CPUs each running step holds on each of its nodes (by node name); `--overlap` steps hold
-    /// none. Lost on a ctld restart (steps then overlap until they end).
-    held: HashMap<(JobId, u32), Vec<(String, u32)>>,
-}
-
-impl Steps {
-    /// Whether a step's answer waits for the commit of its row.
-    pub(crate) fn commits_waiting(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// CPUs the job's running steps hold on `node`.
-    fn held_on(&self, job_id: JobId, node: &str) -> u32 {
-        self.held
-            .iter()
-            .filter(|((job, _), _)| *job == job_id)
-            .flat_map(|(_, shares)| shares.iter())
-            .filter(|(name, _)| name == node)
-            .map(|(_, cpus)| cpus)
-            .sum()
-    }
-}
 
 /// The encoded size of a step's launch on one node (what the node's frame bound applies to).
 fn launch_size(launch: &StepLaunch) -> usize {
@@ -277,7 +247,7 @@ impl Core {
         });
         self.store_job(job_id, false);
         self.audit_request(caller, "step", Some(job_id), Ok(()), format!("create step {step_id}, {ntasks} tasks"));
-        self.store(DbOp::After(AfterCommit::StepCreated { job_id, step_id }));
+        self.after_commit(AfterCommit::StepCreated { job_id, step_id });
         self.steps.held.insert((job_id, step_id), held);
         self.steps.pending.insert((job_id, step_id), (reply, spec, layout));
     }

@@ -9,7 +9,7 @@
 
 use super::*;
 use crate::model::snapshot::{JobsSnapshot, Publisher};
-use crate::store::db::AfterCommit;
+use crate::store::db::{AfterCommit, Queued};
 use drover_shared::config::Config;
 use drover_shared::job::WaitStatus;
 use drover_shared::proto::client::ErrorCode;
@@ -43,7 +43,7 @@ const ROOT: Caller = Caller { uid: 0, gid: 0, origin: crate::model::identity::Or
 struct Bench {
     core: Core,
     /// What the core queued for the writer, not yet committed or failed by the test.
-    db: std::sync::mpsc::Receiver<DbOp>,
+    db: std::sync::mpsc::Receiver<Queued>,
     /// The snapshots queries read.
     jobs: tokio::sync::watch::Receiver<Arc<JobsSnapshot>>,
     /// What ctld sent to node n1, once it registered.
@@ -77,23 +77,23 @@ impl Bench {
     }
 
     /// The operations queued for the writer since the last call.
-    fn queued(&mut self) -> Vec<DbOp> {
+    fn queued(&mut self) -> Vec<Queued> {
         self.db.try_iter().collect()
     }
 
     /// Plays the writer: the transaction holding `ops` committed (`error: None`) or failed.
-    fn report(&mut self, ops: Vec<DbOp>, error: Option<&str>) {
+    fn report(&mut self, ops: Vec<Queued>, error: Option<&str>) {
         let n_ops = ops.len();
         let mut after = Vec::new();
         for op in ops {
             match op {
-                DbOp::InsertJob { info, spec, .. } if error.is_none() => {
+                Queued::Op(DbOp::InsertJob { info, spec, .. }) if error.is_none() => {
                     self.stored_specs.insert(info.job_id, spec);
                 }
-                DbOp::After(AfterCommit::Launch(job_id, None)) => {
+                Queued::After(AfterCommit::Launch(job_id, None)) => {
                     after.push(AfterCommit::Launch(job_id, self.stored_specs.get(&job_id).cloned()));
                 }
-                DbOp::After(action) => after.push(action),
+                Queued::After(action) => after.push(action),
                 _ => {}
             }
         }
@@ -155,8 +155,13 @@ fn spec() -> drover_shared::job::JobSpec {
     drover_shared::job::JobSpec { script: "#!/bin/sh\ntrue\n".into(), work_dir: "/".into(), ..Default::default() }
 }
 
-fn inserts(ops: &[DbOp]) -> Vec<JobId> {
-    ops.iter()
+/// The database operations among what the core queued (its after-commit markers left out).
+fn stored(queued: &[Queued]) -> impl Iterator<Item = &DbOp> {
+    queued.iter().filter_map(|q| if let Queued::Op(op) = q { Some(op) } else { None })
+}
+
+fn inserts(ops: &[Queued]) -> Vec<JobId> {
+    stored(ops)
         .filter_map(|op| match op {
             DbOp::InsertJob { info, .. } => Some(info.job_id),
             _ => None,
@@ -172,7 +177,7 @@ fn a_submission_is_answered_only_after_its_commit() {
     let mut answer = bench.request(Request::Submit(Box::new(spec())));
     let ops = bench.queued();
     assert_eq!(inserts(&ops), vec![1]);
-    assert!(ops.iter().any(|op| matches!(op, DbOp::After(AfterCommit::AnswerSubmit(1)))));
+    assert!(ops.iter().any(|op| matches!(op, Queued::After(AfterCommit::AnswerSubmit(1)))));
     assert_eq!(answer.try_recv(), Err(TryRecvError::Empty), "answered before the commit");
     assert!(bench.visible().is_empty(), "an uncommitted job is visible");
     // Other events pass and the answer still waits: only the commit report releases it.
@@ -196,7 +201,7 @@ fn a_submission_sent_again_under_its_key_is_answered_with_its_job() {
     let mut again = bench.request(once(&key));
     let ops = bench.queued();
     assert_eq!(inserts(&ops), vec![1], "one job for one key");
-    assert!(ops.iter().any(|op| matches!(op, DbOp::SubmitKey { job_id: 1, .. })), "the key is stored with the job");
+    assert!(stored(&ops).any(|op| matches!(op, DbOp::SubmitKey { job_id: 1, .. })), "the key is stored with the job");
     assert_eq!(again.try_recv(), Err(TryRecvError::Empty), "answered before the job's commit");
     bench.report(ops, None);
     assert_eq!(first.try_recv(), Ok(Response::Submitted { job_id: 1 }));
@@ -223,7 +228,7 @@ fn a_cancel_is_answered_only_after_its_commit() {
     let request = drover_shared::proto::client::CancelRequest { job_ids: vec![job_id], ..Default::default() };
     let mut answer = bench.request(Request::Cancel(request));
     let ops = bench.queued();
-    assert!(ops.iter().any(|op| matches!(op, DbOp::UpdateJob { info, .. } if info.job_id == job_id)));
+    assert!(stored(&ops).any(|op| matches!(op, DbOp::UpdateJob { info, .. } if info.job_id == job_id)));
     assert_eq!(answer.try_recv(), Err(TryRecvError::Empty), "answered before the commit");
     bench.report(ops, None);
     assert!(answer.try_recv().is_ok_and(|r| !matches!(r, Response::Error { .. })));
@@ -240,9 +245,9 @@ fn a_refused_submission_uses_no_job_id() {
     assert!(matches!(answer.try_recv(), Ok(Response::Error { code: ErrorCode::InvalidPartition, .. })));
     let ops = bench.queued();
     assert!(inserts(&ops).is_empty(), "a refused submission queued a job");
-    assert!(!ops.iter().any(|op| matches!(op, DbOp::After(AfterCommit::AnswerSubmit(_)))));
+    assert!(!ops.iter().any(|op| matches!(op, Queued::After(AfterCommit::AnswerSubmit(_)))));
     assert!(
-        ops.iter().any(|op| matches!(op, DbOp::Audit { action: "submit", job_id: None, .. })),
+        stored(&ops).any(|op| matches!(op, DbOp::Audit { action, job_id: None, .. } if action == "submit")),
         "refusal not audited"
     );
     assert_eq!(bench.core.state.jobs.len(), 1);
@@ -268,7 +273,7 @@ fn a_failed_commit_answers_an_error_and_keeps_nothing() {
     assert!(bench.stored_specs.is_empty());
     // A pass has nothing to place: no allocation, no launch queued for the lost job.
     bench.core.schedule();
-    assert!(!bench.queued().iter().any(|op| matches!(op, DbOp::After(AfterCommit::Launch(..)))));
+    assert!(!bench.queued().iter().any(|op| matches!(op, Queued::After(AfterCommit::Launch(..)))));
 }
 
 /// A change whose commit fails is answered with the error, not with the outcome it would have had.
@@ -303,8 +308,11 @@ fn a_sacctmgr_change_is_answered_after_its_commit_and_undone_when_it_fails() {
     assert!(has(&bench, "proj1"));
     assert!(bench.core.shared_config().get().accounts.iter().any(|a| a.name == "proj1"));
     let ops = bench.queued();
-    assert!(ops.iter().any(|op| matches!(op, DbOp::AcctEntity(e) if e.name == "proj1" && e.record.is_some())));
-    assert!(ops.iter().any(|op| matches!(op, DbOp::Audit { action: "sacctmgr", outcome, .. } if outcome == "ok")));
+    assert!(stored(&ops).any(|op| matches!(op, DbOp::AcctEntity(e) if e.name == "proj1" && e.record.is_some())));
+    assert!(
+        stored(&ops)
+            .any(|op| matches!(op, DbOp::Audit { action, outcome, .. } if action == "sacctmgr" && outcome == "ok"))
+    );
     assert_eq!(answer.try_recv(), Err(TryRecvError::Empty), "answered before the commit");
     bench.report(ops, None);
     assert!(matches!(answer.try_recv(), Ok(Response::AcctChanged { changed: true, .. })));
@@ -361,7 +369,7 @@ fn an_old_runs_end_is_acknowledged_and_ignored() {
     bench.event(message(0));
     let ops = bench.queued();
     assert!(
-        matches!(ops.as_slice(), [DbOp::After(AfterCommit::AckJobEnd { job_id: j, run: 0, .. })] if *j == job_id),
+        matches!(ops.as_slice(), [Queued::After(AfterCommit::AckJobEnd { job_id: j, run: 0, .. })] if *j == job_id),
         "an old run's end queued {ops:?}"
     );
     assert!(bench.sent_to_node().is_empty(), "acknowledged before the commit");
@@ -372,7 +380,7 @@ fn an_old_runs_end_is_acknowledged_and_ignored() {
 
     bench.event(message(1));
     let ops = bench.queued();
-    assert!(ops.iter().any(|op| matches!(op, DbOp::UpdateJob { info, .. } if info.job_id == job_id)));
+    assert!(stored(&ops).any(|op| matches!(op, DbOp::UpdateJob { info, .. } if info.job_id == job_id)));
     assert_eq!(bench.core.state.jobs[&job_id].info.state(), JobState::Completed);
     assert!(bench.sent_to_node().is_empty(), "acknowledged before the commit");
     bench.report(ops, None);
@@ -402,9 +410,9 @@ async fn a_shutdown_answers_what_was_asked_before_it() {
     let writer = std::thread::spawn(move || {
         let first = db.recv_timeout(std::time::Duration::from_secs(5)).expect("the submission is stored");
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let ops: Vec<DbOp> = std::iter::once(first).chain(db.try_iter()).collect();
+        let ops: Vec<Queued> = std::iter::once(first).chain(db.try_iter()).collect();
         let n_ops = ops.len();
-        let after = ops.into_iter().filter_map(|op| if let DbOp::After(a) = op { Some(a) } else { None }).collect();
+        let after = ops.into_iter().filter_map(|op| if let Queued::After(a) = op { Some(a) } else { None }).collect();
         let _ = writer_events.send(Event::Committed(CommitReport { after, error: None, n_ops }));
     });
     core.run(events_rx, std::future::ready(())).await;

@@ -9,74 +9,17 @@
 
 use crate::model::request::PerNodeRequest;
 pub(crate) use crate::model::state::Reservation;
-use crate::model::state::{Allocation, Job, Node, NodeAllocation, State};
-use crate::policy::scheduler::{Shape, eligible_nodes, fit_key};
+use crate::model::state::{Allocation, Job, State};
+use crate::policy::placement::{NodeView, Placement, Shape, eligible_nodes, fit_key, place_with};
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobState};
-use drover_shared::node::GpuDevice;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What an unlimited time limit counts as when planning (Slurm uses a year as well).
 pub(crate) const UNLIMITED: i64 = 365 * 86400;
-
-/// A node's capacity as the pass sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NodeView {
-    pub(crate) name: String,
-    pub(crate) up: bool,
-    pub(crate) cpus: u32,
-    pub(crate) real_memory_mb: u64,
-    pub(crate) gpus: std::sync::Arc<[GpuDevice]>,
-    pub(crate) cpus_alloc: u32,
-    pub(crate) mem_alloc_mb: u64,
-    pub(crate) gpus_alloc: Vec<u32>,
-}
-
-impl From<&Node> for NodeView {
-    fn from(node: &Node) -> NodeView {
-        NodeView {
-            name: node.config.name.clone(),
-            up: node.usable(),
-            cpus: node.cpus,
-            real_memory_mb: node.real_memory_mb,
-            gpus: std::sync::Arc::clone(&node.gpus),
-            cpus_alloc: node.cpus_alloc,
-            mem_alloc_mb: node.mem_alloc_mb,
-            gpus_alloc: node.gpus_alloc.clone(),
-        }
-    }
-}
-
-impl NodeView {
-    /// The node's shape with nothing allocated.
-    pub(crate) fn empty(node: &Node) -> NodeView {
-        NodeView { cpus_alloc: 0, mem_alloc_mb: 0, gpus_alloc: Vec::new(), up: true, ..NodeView::from(node) }
-    }
-
-    pub(crate) fn usable(&self) -> bool {
-        self.up
-    }
-
-    pub(crate) fn take(&mut self, share: &NodeAllocation) {
-        self.cpus_alloc += share.cpus;
-        self.mem_alloc_mb += share.mem_mb;
-        self.gpus_alloc.extend(&share.gpus);
-    }
-
-    pub(crate) fn release(&mut self, share: &NodeAllocation) {
-        self.release_parts(share.cpus, share.mem_mb, &share.gpus);
-    }
-
-    /// Gives back CPUs, memory and the GPUs of `gpus`.
-    pub(crate) fn release_parts(&mut self, cpus: u32, mem_mb: u64, gpus: &[u32]) {
-        self.cpus_alloc = self.cpus_alloc.saturating_sub(cpus);
-        self.mem_alloc_mb = self.mem_alloc_mb.saturating_sub(mem_mb);
-        self.gpus_alloc.retain(|g| !gpus.contains(g));
-    }
-}
 
 /// The reservations of a pass, each filed under the nodes (view indexes) it holds.
 #[derive(Debug, Default)]
@@ -190,39 +133,6 @@ pub(crate) fn time_limit_secs(job: &Job, partition: &PartitionConfig) -> i64 {
         TimeLimit::Minutes(m) => i64::from(m) * 60,
         TimeLimit::Unlimited => UNLIMITED,
     }
-}
-
-/// Places a job on the first nodes of `nodes` (view indexes, in the order given) that take a
-/// share, each node seen through `view`.
-pub(crate) fn place_with<'a>(
-    nodes: impl IntoIterator<Item = usize>,
-    partition: &PartitionConfig,
-    request: &PerNodeRequest,
-    view: impl Fn(usize) -> Cow<'a, NodeView>,
-) -> Option<Allocation> {
-    let mut shares = Vec::new();
-    let mut chosen = Vec::new();
-    for i in nodes {
-        if let Some(share) = request.place_on(&view(i), shares.len(), partition) {
-            shares.push(share);
-            chosen.push(i);
-            if shares.len() == request.n_nodes as usize {
-                // Chosen in best-fit order, held in node-table order (the batch host first, the
-                // node list as Slurm prints it); shares that differ by position keep the order
-                // they were chosen in if they fit no other way.
-                if !chosen.is_sorted() {
-                    chosen.sort_unstable();
-                    let sorted: Option<Vec<NodeAllocation>> =
-                        chosen.iter().enumerate().map(|(k, &i)| request.place_on(&view(i), k, partition)).collect();
-                    if let Some(sorted) = sorted {
-                        return Some(Allocation { nodes: sorted });
-                    }
-                }
-                return Some(Allocation { nodes: shares });
-            }
-        }
-    }
-    None
 }
 
 /// Places a job on `nodes` as `view` shows them, best fit: when it fits at all (tried in the
@@ -440,17 +350,6 @@ impl Timeline {
             }
         }
     }
-}
-
-/// Where a job can go now.
-#[derive(Debug)]
-pub(crate) enum Placement {
-    /// Here, without delaying any reservation.
-    Placed(Allocation),
-    /// Nowhere, even ignoring reservations (cacheable for the rest of the pass).
-    NoRoom,
-    /// Only where it would delay a reservation.
-    WouldDelay,
 }
 
 /// Places a job now for `limit` seconds without delaying any reservation: first on nodes no

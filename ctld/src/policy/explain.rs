@@ -5,11 +5,12 @@
 use crate::model::request::PerNodeRequest;
 use crate::model::state::{Job, State};
 use crate::model::tres;
-use crate::policy::backfill::{NodeView, Reservation};
+use crate::policy::backfill::Reservation;
 use crate::policy::limits::Running;
+use crate::policy::placement::NodeView;
+use crate::policy::placement::eligible_nodes;
 use crate::policy::priority::{self, Context};
 use crate::policy::quota::{self, Quotas};
-use crate::policy::scheduler::eligible_nodes;
 use drover_shared::UnixTime;
 use drover_shared::job::{JobId, JobState};
 use drover_shared::proto::client::{ErrorCode, Response};

@@ -15,6 +15,7 @@ pub(crate) mod incident;
 pub(crate) mod limits;
 #[doc(hidden)]
 pub mod passbench;
+pub(crate) mod placement;
 pub(crate) mod preempt;
 pub(crate) mod priority;
 pub(crate) mod quota;

@@ -14,9 +14,8 @@
 use crate::model::request::PerNodeRequest;
 use crate::model::state::{Allocation, Hold, NodeAllocation, State};
 use crate::model::tres::{self, Tres};
-use crate::policy::backfill::NodeView;
+use crate::policy::placement::{NodeView, place};
 use crate::policy::quota::{Quotas, quota_of};
-use crate::policy::scheduler::place;
 use drover_shared::UnixTime;
 use drover_shared::config::PartitionConfig;
 use drover_shared::job::JobId;

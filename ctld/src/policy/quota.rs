@@ -9,8 +9,8 @@
 
 use crate::model::state::{Job, State};
 use crate::model::tres::{self, Tres};
-use crate::policy::backfill::NodeView;
 use crate::policy::limits::Blocked;
+use crate::policy::placement::NodeView;
 use drover_shared::config::sched::QuotaConfig;
 use drover_shared::config::{Config, PartitionConfig};
 use drover_shared::job::JobId;

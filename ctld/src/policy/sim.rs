@@ -10,7 +10,8 @@
 use crate::model::identity::Caller;
 use crate::model::state::{Job, State};
 use crate::policy::authz::{Operation, Who};
-use crate::policy::scheduler::{could_ever_fit, schedule};
+use crate::policy::placement::could_ever_fit;
+use crate::policy::scheduler::schedule;
 use crate::policy::validate::{UnknownNodes, node_filter};
 use drover_shared::UnixTime;
 use drover_shared::config::{Config, Role};

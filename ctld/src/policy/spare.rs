@@ -6,7 +6,7 @@
 
 use crate::model::state::{Allocation, NodeAllocation, State};
 use crate::model::tres::Tres;
-use crate::policy::backfill::NodeView;
+use crate::policy::placement::NodeView;
 use crate::policy::preempt::{Taken, give_back, take_free};
 use crate::policy::quota::{Quotas, quota_of};
 use drover_shared::UnixTime;

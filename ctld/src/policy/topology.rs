@@ -8,7 +8,7 @@
 //! topology.
 
 use crate::model::state::State;
-use crate::policy::backfill::Placement;
+use crate::policy::placement::Placement;
 
 /// The switch tree over the node table, for one pass: each switch's nodes as node indexes, lowest
 /// level first.

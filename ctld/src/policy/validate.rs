@@ -5,7 +5,7 @@
 use crate::model::identity::{Caller, user_name};
 use crate::model::node_filter::{NodeFilter, NodeSet};
 use crate::model::state::{Job, State};
-use crate::policy::scheduler::could_ever_fit;
+use crate::policy::placement::could_ever_fit;
 use drover_shared::UnixTime;
 use drover_shared::config::{Config, PartitionConfig};
 use drover_shared::grammar::time::TimeLimit;

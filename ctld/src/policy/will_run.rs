@@ -6,8 +6,8 @@
 
 use crate::model::request::PerNodeRequest;
 use crate::model::state::{Job, State};
-use crate::policy::backfill::{NodeView, Reservations, Timeline, time_limit_secs};
-use crate::policy::scheduler::{eligible_nodes, place};
+use crate::policy::backfill::{Reservations, Timeline, time_limit_secs};
+use crate::policy::placement::{NodeView, eligible_nodes, place};
 use drover_shared::UnixTime;
 use drover_shared::proto::client::{ErrorCode, Response};
 use std::collections::HashSet;

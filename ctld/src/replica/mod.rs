@@ -365,42 +365,4 @@ mod tests {
     fn the_log_and_the_state_database_pass_openrafts_storage_suite() {
         openraft::testing::Suite::test_all(Fresh).expect("the storage suite");
     }
-
-    /// A batch travels as a log entry and comes back as the same ops (audit actions included).
-    #[test]
-    fn batches_survive_the_wire() {
-        use crate::store::db::{AfterCommit, DbOp};
-        use drover_shared::job::{JobInfo, JobSpec};
-        let ops = vec![
-            DbOp::InsertJob {
-                info: Box::new(JobInfo { job_id: 7, name: "x".into(), ..JobInfo::default() }),
-                spec: Box::new(JobSpec { script: b"#!/bin/sh\n".to_vec(), ..JobSpec::default() }),
-                fill_from: None,
-            },
-            DbOp::Audit {
-                time: 5,
-                uid: 1000,
-                origin: "local".into(),
-                action: "submit",
-                job_id: Some(7),
-                outcome: "ok".into(),
-                detail: String::new(),
-            },
-            DbOp::After(AfterCommit::AnswerSubmit(7)),
-        ];
-        let (mut entry, mut after) = (Vec::new(), Vec::new());
-        for op in ops {
-            match wire::WireOp::from_op(op) {
-                Ok(op) => entry.push(op),
-                Err(action) => after.push(action),
-            }
-        }
-        assert_eq!(after, [AfterCommit::AnswerSubmit(7)]);
-        let bytes = postcard::to_allocvec(&wire::Batch(entry)).unwrap();
-        let wire::Batch(back) = postcard::from_bytes(&bytes).unwrap();
-        let back: Vec<DbOp> = back.into_iter().map(wire::WireOp::into_op).collect();
-        assert!(matches!(&back[0], DbOp::InsertJob { info, spec, fill_from: None }
-            if info.job_id == 7 && info.name == "x" && spec.script == b"#!/bin/sh\n"));
-        assert!(matches!(&back[1], DbOp::Audit { action: "submit", job_id: Some(7), uid: 1000, .. }));
-    }
 }

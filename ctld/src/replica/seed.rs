@@ -289,7 +289,7 @@ mod tests {
             })
             .collect();
         let tx = conn.transaction().unwrap();
-        db::write_ops(&tx, ops, &mut Vec::new()).unwrap();
+        db::write_ops(&tx, ops).unwrap();
         if let Some(index) = applied {
             let log_id = LogId::new(CommittedLeaderId::new(4, 2), index);
             crate::replica::state_machine::StateMachine::record_applied(&tx, &log_id, &StoredMembership::default())

@@ -118,8 +118,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 EntryPayload::Blank => Vec::new(),
             };
             let tx = conn.transaction().map_err(write_err)?;
-            let mut after = Vec::new();
-            let written = db::write_ops(&tx, ops.into_iter().map(|op| op.into_op()).collect(), &mut after);
+            let written = db::write_ops(&tx, ops);
             let outcome = match written {
                 Ok(()) => {
                     Self::record_applied(&tx, &entry.log_id, &membership).map_err(write_err)?;

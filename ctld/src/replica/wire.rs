@@ -1,192 +1,86 @@
-//! What one Raft log entry carries: a batch of the writer's [`DbOp`]s in an owned, serializable
-//! form. `After` markers never travel (they are the leader's own follow-ups), and the audit
-//! action, a `&'static str` in memory, travels as text and is interned back on apply.
+//! What one Raft log entry carries: a batch of the writer's [`DbOp`]s, as they are (the
+//! after-commit markers travel beside the ops in this process's queue, never in the log). The
+//! log stores entries with postcard, so a [`DbOp`]'s variants and fields keep their order; the
+//! golden bytes below hold the encoding that logs written by earlier versions use.
 
-use crate::model::state::Allocation;
-use crate::store::accounting::UsageRecord;
-use crate::store::db::{AfterCommit, DbOp, StoredEntity, StoredNodeState};
-use drover_shared::UnixTime;
-use drover_shared::job::{JobId, JobInfo, JobSpec};
-use drover_shared::proto::client::NodeEvent;
-use drover_shared::proto::node::JobUsage;
+use crate::store::db::DbOp;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// One log entry's operations, applied in one transaction on every replica.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct Batch(pub(crate) Vec<WireOp>);
+pub(crate) struct Batch(pub(crate) Vec<DbOp>);
 
 /// What applying an entry gave: `Err` when the transaction was refused (a constraint, the same on
 /// every replica) and nothing of it is stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Applied(pub(crate) Result<(), String>);
 
-/// [`DbOp`] without its local-only variant.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) enum WireOp {
-    InsertJob {
-        info: Box<JobInfo>,
-        spec: Box<JobSpec>,
-        fill_from: Option<JobId>,
-    },
-    UpdateJob {
-        info: Box<JobInfo>,
-        alloc: Option<Box<Allocation>>,
-    },
-    Audit {
-        time: UnixTime,
-        uid: u32,
-        origin: String,
-        action: String,
-        job_id: Option<JobId>,
-        outcome: String,
-        detail: String,
-    },
-    SaveNodeState {
-        name: String,
-        drain_reason: Option<String>,
-        down_reason: Option<String>,
-        uid: u32,
-        time: UnixTime,
-        owner: String,
-        ticket: Option<String>,
-        evidence: String,
-    },
-    NodeEvent(Box<NodeEvent>),
-    SaveUsage {
-        updated: UnixTime,
-        rows: Vec<((String, String), f64)>,
-    },
-    RecordRun(Box<JobInfo>),
-    RequeueIntent {
-        job_id: JobId,
-        hold: Option<bool>,
-    },
-    RecordUsage {
-        job: drover_shared::proto::usage::JobUsage,
-        gpus_by_type: BTreeMap<String, u64>,
-        billing: f64,
-    },
-    PurgeUsage {
-        now: UnixTime,
-        hours_days: u32,
-        jobs_days: u32,
-    },
-    JobUsage(JobUsage),
-    StepUsage {
-        step_id: u32,
-        node: String,
-        usage: JobUsage,
-    },
-    SubmitKey {
-        uid: u32,
-        key: Vec<u8>,
-        job_id: drover_shared::job::JobId,
-        time: drover_shared::UnixTime,
-    },
-    /// An account, user or QOS sacctmgr changed (appended: earlier variants keep their encoding).
-    AcctEntity {
-        kind: u8,
-        name: String,
-        record: Option<Vec<u8>>,
-        uid: u32,
-        time: UnixTime,
-    },
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::db::{StoredEntity, StoredNodeState};
+    use drover_shared::job::{JobInfo, JobSpec};
 
-impl WireOp {
-    /// The wire form of `op`; `Err` with an `After` marker's action, which stays with the
-    /// leader.
-    pub(crate) fn from_op(op: DbOp) -> Result<WireOp, AfterCommit> {
-        Ok(match op {
-            DbOp::InsertJob { info, spec, fill_from } => WireOp::InsertJob { info, spec, fill_from },
-            DbOp::UpdateJob { info, alloc } => WireOp::UpdateJob { info, alloc },
-            DbOp::Audit { time, uid, origin, action, job_id, outcome, detail } => {
-                WireOp::Audit { time, uid, origin, action: action.to_owned(), job_id, outcome, detail }
-            }
-            DbOp::SaveNodeState(s) => WireOp::SaveNodeState {
-                name: s.name,
-                drain_reason: s.drain_reason,
-                down_reason: s.down_reason,
-                uid: s.uid,
-                time: s.time,
-                owner: s.owner,
-                ticket: s.ticket,
-                evidence: s.evidence,
+    /// One op of every kind, as the log's golden bytes were written from (by the version that
+    /// kept a separate wire type): the same bytes must still decode into the same ops, and the
+    /// ops must encode to them, or a replica could not read an older log.
+    const GOLDEN: &str = "0e00070178000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000a23212f62696e2f73680a000000000000000000000000000000000000000000000000010301080000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000100020ae807056c6f63616c067375626d69740107026f6b016403026e31010172000012016f0101740165040000000000000000000005160101610175000000000000f83f0609000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000070401010800000000000000000000000000000000000001046831303002000000000000044009181e3c0a000000000b01026e32000000000c0103010203050c0d0103616e6e01020909001a";
+
+    fn every_op() -> Vec<DbOp> {
+        vec![
+            DbOp::InsertJob {
+                info: Box::new(JobInfo { job_id: 7, name: "x".into(), ..JobInfo::default() }),
+                spec: Box::new(JobSpec { script: b"#!/bin/sh\n".to_vec(), ..JobSpec::default() }),
+                fill_from: Some(3),
             },
-            DbOp::NodeEvent(event) => WireOp::NodeEvent(event),
-            DbOp::SaveUsage { updated, rows } => WireOp::SaveUsage { updated, rows },
-            DbOp::RecordRun(info) => WireOp::RecordRun(info),
-            DbOp::RequeueIntent { job_id, hold } => WireOp::RequeueIntent { job_id, hold },
-            DbOp::RecordUsage(r) => {
-                let UsageRecord { job, gpus_by_type, billing } = *r;
-                WireOp::RecordUsage { job, gpus_by_type, billing }
-            }
-            DbOp::PurgeUsage { now, hours_days, jobs_days } => WireOp::PurgeUsage { now, hours_days, jobs_days },
-            DbOp::JobUsage(usage) => WireOp::JobUsage(usage),
-            DbOp::StepUsage { step_id, node, usage } => WireOp::StepUsage { step_id, node, usage },
-            DbOp::SubmitKey { uid, key, job_id, time } => WireOp::SubmitKey { uid, key, job_id, time },
-            DbOp::AcctEntity(StoredEntity { kind, name, record, uid, time }) => {
-                WireOp::AcctEntity { kind, name, record, uid, time }
-            }
-            DbOp::After(action) => return Err(action),
-        })
+            DbOp::UpdateJob {
+                info: Box::new(JobInfo { job_id: 8, ..JobInfo::default() }),
+                alloc: Some(Box::new(crate::model::state::Allocation::default())),
+            },
+            DbOp::Audit {
+                time: 5,
+                uid: 1000,
+                origin: "local".into(),
+                action: "submit".into(),
+                job_id: Some(7),
+                outcome: "ok".into(),
+                detail: "d".into(),
+            },
+            DbOp::SaveNodeState(StoredNodeState {
+                name: "n1".into(),
+                drain_reason: Some("r".into()),
+                down_reason: None,
+                uid: 0,
+                time: 9,
+                owner: "o".into(),
+                ticket: Some("t".into()),
+                evidence: "e".into(),
+            }),
+            DbOp::NodeEvent(Box::default()),
+            DbOp::SaveUsage { updated: 11, rows: vec![(("a".into(), "u".into()), 1.5)] },
+            DbOp::RecordRun(Box::new(JobInfo { job_id: 9, ..JobInfo::default() })),
+            DbOp::RequeueIntent { job_id: 4, hold: Some(true) },
+            DbOp::RecordUsage(Box::new(crate::store::accounting::UsageRecord {
+                job: drover_shared::proto::usage::JobUsage::default(),
+                gpus_by_type: [("h100".to_string(), 2u64)].into_iter().collect(),
+                billing: 2.5,
+            })),
+            DbOp::PurgeUsage { now: 12, hours_days: 30, jobs_days: 60 },
+            DbOp::JobUsage(drover_shared::proto::node::JobUsage::default()),
+            DbOp::StepUsage { step_id: 1, node: "n2".into(), usage: drover_shared::proto::node::JobUsage::default() },
+            DbOp::SubmitKey { uid: 1, key: vec![1, 2, 3], job_id: 5, time: 6 },
+            DbOp::AcctEntity(StoredEntity { kind: 1, name: "ann".into(), record: Some(vec![9, 9]), uid: 0, time: 13 }),
+        ]
     }
 
-    /// The op to write on apply.
-    pub(crate) fn into_op(self) -> DbOp {
-        match self {
-            WireOp::InsertJob { info, spec, fill_from } => DbOp::InsertJob { info, spec, fill_from },
-            WireOp::UpdateJob { info, alloc } => DbOp::UpdateJob { info, alloc },
-            WireOp::Audit { time, uid, origin, action, job_id, outcome, detail } => {
-                DbOp::Audit { time, uid, origin, action: intern(action), job_id, outcome, detail }
-            }
-            WireOp::SaveNodeState { name, drain_reason, down_reason, uid, time, owner, ticket, evidence } => {
-                DbOp::SaveNodeState(StoredNodeState {
-                    name,
-                    drain_reason,
-                    down_reason,
-                    uid,
-                    time,
-                    owner,
-                    ticket,
-                    evidence,
-                })
-            }
-            WireOp::NodeEvent(event) => DbOp::NodeEvent(event),
-            WireOp::SaveUsage { updated, rows } => DbOp::SaveUsage { updated, rows },
-            WireOp::RecordRun(info) => DbOp::RecordRun(info),
-            WireOp::RequeueIntent { job_id, hold } => DbOp::RequeueIntent { job_id, hold },
-            WireOp::RecordUsage { job, gpus_by_type, billing } => {
-                DbOp::RecordUsage(Box::new(UsageRecord { job, gpus_by_type, billing }))
-            }
-            WireOp::PurgeUsage { now, hours_days, jobs_days } => DbOp::PurgeUsage { now, hours_days, jobs_days },
-            WireOp::JobUsage(usage) => DbOp::JobUsage(usage),
-            WireOp::StepUsage { step_id, node, usage } => DbOp::StepUsage { step_id, node, usage },
-            WireOp::SubmitKey { uid, key, job_id, time } => DbOp::SubmitKey { uid, key, job_id, time },
-            WireOp::AcctEntity { kind, name, record, uid, time } => {
-                DbOp::AcctEntity(StoredEntity { kind, name, record, uid, time })
-            }
-        }
+    #[test]
+    fn the_log_encoding_is_unchanged() {
+        let bytes = postcard::to_allocvec(&Batch(every_op())).unwrap();
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, GOLDEN, "a DbOp's encoding changed: logs written before cannot be read");
+        let golden: Vec<u8> =
+            (0..GOLDEN.len()).step_by(2).map(|i| u8::from_str_radix(&GOLDEN[i..i + 2], 16).unwrap()).collect();
+        let Batch(back) = postcard::from_bytes(&golden).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{:?}", every_op()));
     }
-}
-
-/// Most distinct audit actions interned; the code names a few dozen, so more than this means a
-/// peer sends nonsense, and the rest are stored as `other`.
-const MAX_ACTIONS: usize = 256;
-
-/// The `&'static str` for an audit action received from the leader (each distinct text is
-/// leaked once).
-fn intern(action: String) -> &'static str {
-    static ACTIONS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
-    let mut actions = ACTIONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(known) = actions.iter().find(|known| **known == action) {
-        return known;
-    }
-    if actions.len() >= MAX_ACTIONS {
-        return "other";
-    }
-    let leaked: &'static str = Box::leak(action.into_boxed_str());
-    actions.push(leaked);
-    leaked
 }

@@ -34,7 +34,7 @@ pub(crate) struct HttpContext {
     pub(crate) events: mpsc::UnboundedSender<Event>,
     pub(crate) metrics: Arc<Registry>,
     pub(crate) db_path: PathBuf,
-    pub(crate) config: crate::core::reconfigure::SharedConfig,
+    pub(crate) config: crate::core::shared_config::SharedConfig,
 }
 
 /// The connections being served, per source address. Shared by the accept loop and the

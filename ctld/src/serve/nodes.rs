@@ -6,7 +6,7 @@
 //! instead is a remote command-line client ([`crate::serve::remote`]).
 
 use crate::core::Event;
-use crate::core::NodeLink;
+use crate::core::node_link::NodeLink;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::node::{CtldMessage, NodeMessage};

@@ -9,7 +9,7 @@
 
 use crate::core::Event;
 use crate::model::identity::{Caller, HostNames, Origin};
-use crate::serve::rpc::ClientContext;
+use crate::serve::rpc::context::ClientContext;
 use drover_shared::UnixTime;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::MessageStream;

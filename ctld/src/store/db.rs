@@ -17,6 +17,8 @@ use drover_shared::proto::client::{AccountingQuery, AuditQuery, AuditRow, NodeEv
 use drover_shared::sacctmgr::edit::{Edit, Entity, Kind};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OpenFlags, params};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -72,7 +74,7 @@ pub(crate) fn open(path: &Path, read_only: bool) -> Result<Connection, DbError> 
 }
 
 /// A node's drain or down flag as stored, so a restarted ctld keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct StoredNodeState {
     pub(crate) name: String,
     pub(crate) drain_reason: Option<String>,
@@ -370,8 +372,10 @@ pub(crate) fn query_node_history(path: &Path, node: &str, limit: u32) -> Result<
     rows.collect::<Result<_, _>>().map_err(err)
 }
 
-/// A change to store.
-#[derive(Debug)]
+/// A change to store: what the core queues, what a replicated controller's log entry carries
+/// (postcard: the order of the variants and of their fields is the log's encoding, so they are
+/// only ever appended; `replica::wire`'s golden bytes hold it), and what every replica applies.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum DbOp {
     /// A new job; its spec is stored once, whole. With `fill_from`, `spec` is a resident spec
     /// (`resident.rs`, an array task split off its base record) and the writer completes it with
@@ -384,7 +388,7 @@ pub(crate) enum DbOp {
         time: UnixTime,
         uid: u32,
         origin: String,
-        action: &'static str,
+        action: Cow<'static, str>,
         job_id: Option<JobId>,
         outcome: String,
         detail: String,
@@ -393,8 +397,6 @@ pub(crate) enum DbOp {
     SaveNodeState(StoredNodeState),
     /// An entry of a node's history (its `user` is resolved by the writer).
     NodeEvent(Box<NodeEvent>),
-    /// Something to do once everything queued before it is committed.
-    After(AfterCommit),
     /// The decayed usage of every association as of `updated` (replaces the stored values).
     SaveUsage { updated: UnixTime, rows: Vec<((String, String), f64)> },
     /// An earlier run of a requeued job, as it ended (`sacct -D`).
@@ -417,10 +419,19 @@ pub(crate) enum DbOp {
     AcctEntity(StoredEntity),
 }
 
+/// What the core hands the writer: a change to store, or something to do once every change
+/// queued before it is durable. The markers stay with this process (a replica's log carries
+/// only the changes).
+#[derive(Debug)]
+pub(crate) enum Queued {
+    Op(DbOp),
+    After(AfterCommit),
+}
+
 /// An account (kind 0), user (1) or QOS (2) sacctmgr changed: its record
 /// (`drover_shared::sacctmgr::edit::Entity`, postcard), `None` once deleted (the cluster file's
 /// entry of that name no longer counts either), who changed it and when.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct StoredEntity {
     pub(crate) kind: u8,
     pub(crate) name: String,
@@ -496,47 +507,87 @@ pub(crate) struct CommitReport {
     pub(crate) n_ops: usize,
 }
 
-/// Runs the writer: blocks for the first op, drains what else is queued (at most `max_batch` ops,
-/// so one commit never holds the writer for long), commits, reports.
-pub(crate) fn run_writer(
-    mut conn: Connection,
-    path: PathBuf,
-    ops: std::sync::mpsc::Receiver<DbOp>,
+/// Where the writer loop commits a batch: the state database itself (a single controller), or
+/// the replicated log (a leading replica, `replica::writer`).
+pub(crate) trait Commit {
+    /// Stores `ops` durably, all or nothing; `Err` (why) when nothing of them is stored.
+    fn commit(&mut self, ops: Vec<DbOp>) -> Result<(), String>;
+    /// The stored spec of `job_id`, read after a commit (for a launch).
+    fn stored_spec(&mut self, job_id: JobId) -> rusqlite::Result<JobSpec>;
+}
+
+/// The one writer loop: blocks for the first queued item, drains what else is queued (at most
+/// `max_batch`, so one commit never holds the writer for long), commits the changes through
+/// `sink`, reads back the specs launches need once they are committed, and reports. Returns
+/// once the core drops its sender and everything queued is handled.
+pub(crate) fn run_writer_loop(
+    queue: std::sync::mpsc::Receiver<Queued>,
     max_batch: usize,
+    sink: &mut dyn Commit,
     report: impl Fn(CommitReport),
 ) {
-    while let Ok(first) = ops.recv() {
+    while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         while batch.len() < max_batch.max(1) {
-            match ops.try_recv() {
-                Ok(op) => batch.push(op),
+            match queue.try_recv() {
+                Ok(item) => batch.push(item),
                 Err(_) => break,
             }
         }
         let n_ops = batch.len();
-        let mut after = Vec::new();
-        let result = write_batch(&mut conn, batch, &mut after);
-        if let Err(e) = &result {
-            tracing::error!(path = %path.display(), error = %e, n_ops, "commit failed; the batch is not stored");
+        let (mut ops, mut after) = (Vec::new(), Vec::new());
+        for item in batch {
+            match item {
+                Queued::Op(op) => ops.push(op),
+                Queued::After(action) => after.push(action),
+            }
         }
-        report(CommitReport { after, error: result.err().map(|e| e.to_string()), n_ops });
+        let error = if ops.is_empty() { None } else { sink.commit(ops).err() };
+        if error.is_none() {
+            for action in &mut after {
+                if let AfterCommit::Launch(job_id, spec @ None) = action {
+                    // A failed read does not fail the batch: the core fails the launch.
+                    *spec = sink
+                        .stored_spec(*job_id)
+                        .inspect_err(|e| tracing::error!(job_id, error = %e, "the job's stored spec cannot be read"))
+                        .ok()
+                        .map(Box::new);
+                }
+            }
+        }
+        report(CommitReport { after, error, n_ops });
     }
 }
 
-fn write_batch(conn: &mut Connection, batch: Vec<DbOp>, after: &mut Vec<AfterCommit>) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
-    write_ops(&tx, batch, after)?;
-    tx.commit()
+/// A single controller's writer: commits to the state database at `path`.
+pub(crate) struct Embedded {
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
+}
+
+impl Commit for Embedded {
+    fn commit(&mut self, ops: Vec<DbOp>) -> Result<(), String> {
+        let n_ops = ops.len();
+        let result = (|| {
+            let tx = self.conn.transaction()?;
+            write_ops(&tx, ops)?;
+            tx.commit()
+        })();
+        result.map_err(|e| {
+            tracing::error!(path = %self.path.display(), error = %e, n_ops, "commit failed; the batch is not stored");
+            e.to_string()
+        })
+    }
+
+    fn stored_spec(&mut self, job_id: JobId) -> rusqlite::Result<JobSpec> {
+        stored_spec(&self.conn, job_id)
+    }
 }
 
 /// Writes `batch` in the open transaction `tx` (the whole of a commit but the commit itself:
 /// the embedded writer commits it; a replica's state machine adds its applied log position
 /// first).
-pub(crate) fn write_ops(
-    tx: &rusqlite::Transaction<'_>,
-    batch: Vec<DbOp>,
-    after: &mut Vec<AfterCommit>,
-) -> rusqlite::Result<()> {
+pub(crate) fn write_ops(tx: &rusqlite::Transaction<'_>, batch: Vec<DbOp>) -> rusqlite::Result<()> {
     {
         let mut insert = tx.prepare_cached(
             "INSERT INTO jobs (job_id, uid, state, submit_time, start_time, end_time, account, partition, name, info, spec,
@@ -588,7 +639,7 @@ pub(crate) fn write_ops(
                 DbOp::Audit { time, uid, origin, action, job_id, outcome, detail } => {
                     // Names are resolved here, off the core task; a uid without a name keeps its number.
                     let user = identity::user_name(uid).unwrap_or_else(|| uid.to_string());
-                    audit.execute(params![time, uid, user, origin, action, job_id, outcome, detail])?;
+                    audit.execute(params![time, uid, user, origin, action.as_ref(), job_id, outcome, detail])?;
                 }
                 DbOp::NodeEvent(event) => {
                     let user = identity::user_name(event.uid).unwrap_or_else(|| event.uid.to_string());
@@ -640,15 +691,6 @@ pub(crate) fn write_ops(
                         )?;
                     }
                 }
-                DbOp::After(AfterCommit::Launch(job_id, None)) => {
-                    // A failed read does not fail the batch: the core fails the launch.
-                    let spec = stored_spec(tx, job_id)
-                        .inspect_err(|e| tracing::error!(job_id, error = %e, "the job's stored spec cannot be read"))
-                        .ok()
-                        .map(Box::new);
-                    after.push(AfterCommit::Launch(job_id, spec));
-                }
-                DbOp::After(action) => after.push(action),
                 DbOp::SubmitKey { uid, key, job_id, time } => {
                     tx.prepare_cached("DELETE FROM submit_keys WHERE time < ?1")?
                         .execute(params![time - SUBMIT_KEY_LIFETIME])?;
@@ -803,12 +845,16 @@ mod tests {
         let (ops, queue) = std::sync::mpsc::channel();
         for job_id in 1..=5 {
             let info = Box::new(JobInfo { job_id, ..JobInfo::default() });
-            ops.send(DbOp::InsertJob { info, spec: Box::new(JobSpec::default()), fill_from: None }).unwrap();
+            ops.send(Queued::Op(DbOp::InsertJob { info, spec: Box::new(JobSpec::default()), fill_from: None }))
+                .unwrap();
         }
         drop(ops);
         let reports = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|s| {
-            s.spawn(|| run_writer(conn, path.clone(), queue, 2, |r| reports.lock().unwrap().push((r.n_ops, r.error))));
+            s.spawn(|| {
+                let mut sink = Embedded { conn, path: path.clone() };
+                run_writer_loop(queue, 2, &mut sink, |r| reports.lock().unwrap().push((r.n_ops, r.error)));
+            });
         });
         assert_eq!(reports.into_inner().unwrap(), vec![(2, None), (2, None), (1, None)]);
         let stored: i64 = open(&path, true).unwrap().query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
@@ -818,19 +864,27 @@ mod tests {
     #[test]
     fn the_writer_completes_split_tasks_and_reads_specs_back_for_launch() {
         let dir = tempfile::tempdir().unwrap();
-        let mut conn = open(&dir.path().join("state.db"), false).unwrap();
+        let path = dir.path().join("state.db");
+        let conn = open(&path, false).unwrap();
         let base = JobInfo { job_id: 7, name: "arr".into(), ..JobInfo::default() };
         let task = JobInfo { job_id: 8, array_job_id: Some(7), ..base.clone() };
         let mut resident = resident::resident(&whole("arr"));
         resident.hold = true; // changed in memory after the submission
-        let ops = vec![
-            DbOp::InsertJob { info: Box::new(base.clone()), spec: Box::new(whole("arr")), fill_from: None },
-            DbOp::InsertJob { info: Box::new(task), spec: Box::new(resident), fill_from: Some(7) },
-            DbOp::After(AfterCommit::Launch(8, None)),
-            DbOp::After(AfterCommit::Launch(99, None)),
-        ];
-        let mut after = Vec::new();
-        write_batch(&mut conn, ops, &mut after).unwrap();
+        let (queue, queued) = std::sync::mpsc::channel();
+        for item in [
+            Queued::Op(DbOp::InsertJob { info: Box::new(base.clone()), spec: Box::new(whole("arr")), fill_from: None }),
+            Queued::Op(DbOp::InsertJob { info: Box::new(task), spec: Box::new(resident), fill_from: Some(7) }),
+            Queued::After(AfterCommit::Launch(8, None)),
+            Queued::After(AfterCommit::Launch(99, None)),
+        ] {
+            queue.send(item).unwrap();
+        }
+        drop(queue);
+        let reports = std::sync::Mutex::new(Vec::new());
+        run_writer_loop(queued, 16, &mut Embedded { conn, path }, |r| reports.lock().unwrap().push(r));
+        let mut reports = reports.into_inner().unwrap();
+        assert_eq!(reports.len(), 1);
+        let after = reports.remove(0).after;
         let expected = JobSpec { hold: true, ..whole("arr") };
         assert_eq!(after, vec![AfterCommit::Launch(8, Some(Box::new(expected))), AfterCommit::Launch(99, None)]);
     }

@@ -3,7 +3,9 @@
 //! share ordering after decayed usage.
 
 use super::*;
-use crate::policy::{dependency, explain, limits, quota, will_run};
+use crate::model::state::NodeAllocation;
+use crate::policy::placement::could_ever_fit;
+use crate::policy::{explain, limits, quota, will_run};
 use drover_shared::config::Config;
 use drover_shared::grammar::gres::parse_gres;
 use drover_shared::grammar::time::TimeLimit;

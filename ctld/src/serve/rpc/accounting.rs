@@ -2,7 +2,7 @@
 //! task, so a large history query never delays scheduling or submissions. Under
 //! `PrivateData=jobs` a plain user reads only their own jobs' records and usage.
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::model::identity::Caller;
 use crate::policy::authz::{Operation, Private, Who};
 use drover_shared::job::JobId;

@@ -2,7 +2,7 @@
 //! task. Operators and admins see every record; a user sees only the records of their own
 //! requests, whatever filters they send.
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::model::identity::Caller;
 use crate::policy::authz::{Operation, Who};
 use drover_shared::proto::client::{AuditQuery, ErrorCode, Response};

@@ -6,7 +6,7 @@
 //! killed at its time limit (`OverTimeLimit` 0). And `sacctmgr`: the accounts, users and QOS of
 //! the configuration ctld runs, as the caller may see them.
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::model::identity::{Caller, user_name};
 use drover_shared::config::sched::FairShareAlgorithm;
 use drover_shared::proto::client::{ErrorCode, Response};

@@ -2,7 +2,7 @@
 //! own, off the core task. Anyone may read a node's state changes (as anyone may run
 //! `sinfo -R`); under `PrivateData=jobs` a plain user sees only their own jobs' failures.
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::model::identity::Caller;
 use crate::policy::authz::{Private, Who};
 use drover_shared::proto::client::{ErrorCode, Response};

@@ -10,6 +10,7 @@ mod accounting;
 pub(crate) mod admission;
 mod audit;
 mod config;
+pub(crate) mod context;
 mod history;
 mod simulate;
 mod templates;
@@ -18,67 +19,18 @@ mod usage;
 use crate::core::Event;
 use crate::model::identity::Caller;
 use crate::model::snapshot::Ask;
+use context::ClientContext;
 use drover_shared::job::fields::JobFields;
 use drover_shared::proto::client::{ErrorCode, JobQuery, MAX_LIST_ITEMS, Request, Response};
 use drover_shared::proto::frame::{MAX_REQUEST_FRAME, MessageStream};
 use drover_shared::proto::{Hello, HelloReply, MAGIC, PROTOCOL_VERSION, Role, version_supported};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// A client that has not finished its hello by then is dropped (slow-loris bound).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What a client handler needs.
-#[derive(Clone)]
-pub(crate) struct ClientContext {
-    pub(crate) events: mpsc::UnboundedSender<Event>,
-    pub(crate) db_path: PathBuf,
-    /// The config in force (`scontrol reconfigure` swaps it).
-    pub(crate) config: crate::core::reconfigure::SharedConfig,
-    /// RPC counts and latencies for `/metrics`.
-    pub(crate) metrics: Arc<crate::core::metrics::Registry>,
-    /// The job snapshot the core publishes; job queries are answered from it, off the core.
-    pub(crate) jobs: tokio::sync::watch::Receiver<Arc<crate::model::snapshot::JobsSnapshot>>,
-    /// Client connections by uid, local and remote ones alike.
-    pub(crate) admission: Arc<admission::Admission>,
-    /// A replicated controller's replicas as this (leading) replica sees them; `None` for a
-    /// single controller.
-    pub(crate) replicas: Option<tokio::sync::watch::Receiver<Vec<drover_shared::proto::client::ReplicaState>>>,
-    /// Requests being answered, so that a shutdown lets their answers out (see [`Answering`]).
-    pub(crate) answering: Arc<Answering>,
-}
-
-/// Counts the requests whose answers are on their way: a shutting-down ctld waits (briefly) for
-/// them to be written before the process ends.
-#[derive(Default)]
-pub(crate) struct Answering(std::sync::atomic::AtomicUsize);
-
-impl Answering {
-    fn begin(self: &Arc<Self>) -> AnswerGuard {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        AnswerGuard(self.clone())
-    }
-
-    /// Waits until no answer is on its way, or `limit` has passed.
-    pub(crate) async fn settled(&self, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        while self.0.load(std::sync::atomic::Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-}
-
-/// One request being answered; its drop ends it.
-struct AnswerGuard(Arc<Answering>);
-
-impl Drop for AnswerGuard {
-    fn drop(&mut self) {
-        self.0.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
 
 /// Accepts client connections until the listener fails. Accepting never waits for room: a
 /// connection beyond its user's share is refused at once with the reason, so that one user

@@ -3,7 +3,7 @@
 //! candidate config arrives as text and is validated here; a bad one is refused with the
 //! loader's `file:line:column` message.
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::model::identity::Caller;
 use crate::policy::authz::{Operation, Who};
 use drover_shared::config::Config;

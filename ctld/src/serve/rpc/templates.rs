@@ -2,7 +2,7 @@
 //! config in force: those open to every account or to one of the caller's accounts (sub-accounts
 //! included); operators and admins see all of them.
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::model::identity::{Caller, user_name};
 use crate::policy::authz::{Operation, Who};
 use crate::policy::template::{describe, usable};

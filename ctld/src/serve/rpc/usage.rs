@@ -3,7 +3,7 @@
 //! default) everyone may read the usage of every association; with it a plain user's answers
 //! keep account rows but only their own user rows.
 
-use super::ClientContext;
+use super::context::ClientContext;
 use crate::model::identity::Caller;
 use crate::policy::authz::{Private, Who};
 use drover_shared::proto::client::{ErrorCode, Response};

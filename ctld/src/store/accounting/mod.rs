@@ -17,13 +17,14 @@ use drover_shared::UnixTime;
 use drover_shared::config::usage::{IdleAction, IdleGpuPolicy};
 use drover_shared::proto::usage::JobUsage;
 use rusqlite::{Transaction, params};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One hour in seconds.
 pub(crate) const HOUR: i64 = 3600;
 
 /// A finished run, ready to store.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct UsageRecord {
     pub(crate) job: JobUsage,
     /// GPU type (lower-case, `generic` when untyped) → count.

@@ -81,6 +81,6 @@ pub(crate) fn write_recorded(path: &Path, jobs: &[(JobInfo, JobSpec)]) -> Result
             fill_from: None,
         })
         .collect();
-    db::write_ops(&tx, ops, &mut Vec::new()).map_err(err)?;
+    db::write_ops(&tx, ops).map_err(err)?;
     tx.commit().map_err(err)
 }
