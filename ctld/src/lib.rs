@@ -7,6 +7,7 @@
 // The layers, from the top; each imports only the layers below it (`tests/tests/tidy.rs` checks
 // the direction): serve → core → {policy, store} → model.
 mod core;
+pub mod error;
 mod model;
 mod policy;
 mod replica;
@@ -18,7 +19,7 @@ pub use core::simbench;
 #[doc(hidden)]
 pub use policy::passbench;
 
-use anyhow::Context;
+use crate::error::Failed;
 use drover_shared::auth::ClusterKey;
 use drover_shared::config::Config;
 pub use replica::StepDown;
@@ -66,13 +67,13 @@ impl Replication {
         snapshot_every: u64,
         raft_port: Option<std::net::TcpListener>,
         step_down: StepDown,
-    ) -> anyhow::Result<Replication> {
+    ) -> crate::error::Result<Replication> {
         let key = Arc::new(ClusterKey::load(&config.key_file)?);
         Ok(Replication(replica::start(config, id, key, snapshot_every.max(1), raft_port, step_down).await?))
     }
 
     /// Waits until this replica leads with everything committed before applied.
-    pub async fn until_leader(&self) -> anyhow::Result<()> {
+    pub async fn until_leader(&self) -> crate::error::Result<()> {
         self.0.until_leader().await
     }
 
@@ -84,11 +85,11 @@ impl Replication {
     /// Holds `listeners` while this replica follows, answering every connection on them that
     /// this replica does not lead and who does (see `serve::follower`), until it leads with
     /// everything committed before applied; then they are the leader's doors.
-    pub async fn follow(&self, listeners: &Listeners) -> anyhow::Result<()> {
+    pub async fn follow(&self, listeners: &Listeners) -> crate::error::Result<()> {
         tokio::select! {
             led = self.0.until_leader() => led,
             () = serve::follower::answer(&listeners.clients, &listeners.nodes, || self.0.leader_hint()) => {
-                anyhow::bail!("the follower's doors closed")
+                crate::error::refuse!("the follower's doors closed")
             }
         }
     }
@@ -99,7 +100,7 @@ impl Replication {
 /// of a new replicated cluster from a single controller's database, or, without `replica`, a
 /// single controller from replicas' databases (the one that applied the furthest). The files
 /// given are only read.
-pub fn seed(config: &Config, replica: Option<u64>, files: &[std::path::PathBuf]) -> anyhow::Result<String> {
+pub fn seed(config: &Config, replica: Option<u64>, files: &[std::path::PathBuf]) -> crate::error::Result<String> {
     Ok(match replica {
         Some(id) => replica::seed::into_replica(config, id, files)?,
         None => replica::seed::into_single(config, files)?,
@@ -112,7 +113,7 @@ pub async fn run(
     options: Options,
     listeners: Listeners,
     shutdown: impl std::future::Future,
-) -> anyhow::Result<()> {
+) -> crate::error::Result<()> {
     run_with(config, options, listeners, None, shutdown).await
 }
 
@@ -123,7 +124,7 @@ pub async fn run_replica(
     listeners: Listeners,
     replication: Replication,
     shutdown: impl std::future::Future,
-) -> anyhow::Result<()> {
+) -> crate::error::Result<()> {
     run_with(config, options, listeners, Some(replication.0), shutdown).await
 }
 
@@ -133,7 +134,7 @@ async fn run_with(
     listeners: Listeners,
     replica: Option<replica::Replica>,
     shutdown: impl std::future::Future,
-) -> anyhow::Result<()> {
+) -> crate::error::Result<()> {
     let config = Arc::new(config);
     let key = Arc::new(ClusterKey::load(&config.key_file)?);
     let db_path = match &replica {
@@ -146,7 +147,7 @@ async fn run_with(
     let acct_edits = store::db::load_acct_edits(&conn, &db_path)?;
     let config = Arc::new(
         drover_shared::sacctmgr::edit::overlay(&config, &acct_edits)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", config.source.display()))?,
+            .map_err(|e| crate::error::Error::Refused(format!("{}: {e}", config.source.display())))?,
     );
     let (stored, next_job_id) = store::db::load_active(&conn, &db_path)?;
     tracing::info!(db = %db_path.display(), n_active = stored.len(), next_job_id, "state loaded");
@@ -191,7 +192,7 @@ async fn run_with(
             })
         }
     }
-    .context("starting the database writer thread")?;
+    .failed("starting the database writer thread")?;
 
     let socket = config.client_socket().to_string_lossy().into_owned();
     let registry = Arc::new(core::metrics::Registry::default());
@@ -211,11 +212,11 @@ async fn run_with(
     let http = match &config.metrics.listen {
         Some(listen) => {
             let listener =
-                TcpListener::bind(listen).await.with_context(|| format!("binding the metrics port {listen}"))?;
+                TcpListener::bind(listen).await.failed_with(|| format!("binding the metrics port {listen}"))?;
             let bound = listener.local_addr()?;
             let addr_file = config.state_dir.join("metrics.addr");
             std::fs::write(&addr_file, format!("{bound}\n"))
-                .with_context(|| format!("writing {}", addr_file.display()))?;
+                .failed_with(|| format!("writing {}", addr_file.display()))?;
             tracing::info!(%bound, "serving /metrics and the status page");
             let context = serve::http::HttpContext {
                 events: events_tx.clone(),
@@ -265,9 +266,9 @@ async fn run_with(
     }
     // The core is gone and with it the writer's only sender: the writer commits what is queued
     // and returns.
-    let joined = tokio::task::spawn_blocking(move || writer.join()).await.context("waiting for the database writer")?;
+    let joined = tokio::task::spawn_blocking(move || writer.join()).await.failed("waiting for the database writer")?;
     if joined.is_err() {
-        anyhow::bail!("the database writer thread panicked");
+        crate::error::refuse!("the database writer thread panicked");
     }
     Ok(())
 }

@@ -141,9 +141,10 @@ async fn main() -> anyhow::Result<()> {
     };
     let options = drover_ctld::Options { max_commit_batch: args.commit_batch };
     match replication {
-        None => drover_ctld::run(config, options, listeners, shutdown).await,
-        Some(replication) => drover_ctld::run_replica(config, options, listeners, replication, shutdown).await,
+        None => drover_ctld::run(config, options, listeners, shutdown).await?,
+        Some(replication) => drover_ctld::run_replica(config, options, listeners, replication, shutdown).await?,
     }
+    Ok(())
 }
 
 /// The client socket at `socket_path` (open to every local user: identity comes from

@@ -118,7 +118,7 @@ pub fn workload(nodes: usize, jobs: usize, days: i64) -> Vec<(JobInfo, JobSpec)>
 }
 
 /// Writes the synthetic database at `path`.
-pub fn generate(path: &Path, nodes: usize, jobs: usize, days: i64) -> anyhow::Result<()> {
+pub fn generate(path: &Path, nodes: usize, jobs: usize, days: i64) -> crate::error::Result<()> {
     crate::store::accounting::replay::write_recorded(path, &workload(nodes, jobs, days))?;
     Ok(())
 }
@@ -131,7 +131,7 @@ pub fn replay(
     days: i64,
     max_jobs: u32,
     resolution_s: Option<i64>,
-) -> anyhow::Result<SimulateReport> {
+) -> crate::error::Result<SimulateReport> {
     let parse = |candidate| Config::parse(Path::new("/bench/cluster.toml"), &config_text(nodes, candidate));
     let current = Arc::new(parse(false)?);
     let candidate = Arc::new(parse(true)?);
@@ -145,5 +145,5 @@ pub fn replay(
     };
     let budget = std::time::Duration::from_secs(3600);
     super::simulate::run(path, current, candidate, &request, drover_shared::now(), budget)
-        .map_err(|r| anyhow::anyhow!("{}", r.detail))
+        .map_err(|r| crate::error::Error::Refused(r.detail))
 }

@@ -27,10 +27,12 @@ fn io_err(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
 
 impl LogStore {
     /// Opens (creating) the log database at `path`.
-    pub(crate) fn open(path: &Path) -> anyhow::Result<LogStore> {
+    pub(crate) fn open(path: &Path) -> crate::error::Result<LogStore> {
         let conn = Connection::open(path)?;
         let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
-        anyhow::ensure!(mode.eq_ignore_ascii_case("wal"), "{}: journal mode {mode}, WAL required", path.display());
+        if !mode.eq_ignore_ascii_case("wal") {
+            crate::error::refuse!("{}: journal mode {mode}, WAL required", path.display());
+        }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS log (idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);

@@ -5,7 +5,7 @@
 //! left out of it).
 
 use super::TypeConfig;
-use anyhow::Context;
+use crate::error::Failed;
 use drover_shared::config::Replica;
 use openraft::{BasicNode, Raft};
 use std::collections::BTreeSet;
@@ -16,7 +16,7 @@ const CATCH_UP: Duration = Duration::from_secs(30);
 
 /// Makes the voters `wanted`'s ids, adding each new one as a learner first (and waiting until
 /// it has caught up).
-pub(crate) async fn change(raft: &Raft<TypeConfig>, wanted: &[Replica]) -> anyhow::Result<()> {
+pub(crate) async fn change(raft: &Raft<TypeConfig>, wanted: &[Replica]) -> crate::error::Result<()> {
     let voters: BTreeSet<u64> = raft.metrics().borrow().membership_config.membership().voter_ids().collect();
     let ids: BTreeSet<u64> = wanted.iter().map(|r| r.id).collect();
     for replica in wanted.iter().filter(|r| !voters.contains(&r.id)) {
@@ -24,12 +24,12 @@ pub(crate) async fn change(raft: &Raft<TypeConfig>, wanted: &[Replica]) -> anyho
         let node = BasicNode::new(replica.raft_address.clone());
         tokio::time::timeout(CATCH_UP, raft.add_learner(replica.id, node, true))
             .await
-            .with_context(|| format!("replica {} did not catch up within {CATCH_UP:?}", replica.id))?
-            .with_context(|| format!("adding replica {}", replica.id))?;
+            .failed_with(|| format!("replica {} did not catch up within {CATCH_UP:?}", replica.id))?
+            .failed_with(|| format!("adding replica {}", replica.id))?;
     }
     if ids != voters {
         tracing::info!(?voters, wanted = ?ids, "changing the membership");
-        raft.change_membership(ids.clone(), false).await.context("changing the membership")?;
+        raft.change_membership(ids.clone(), false).await.failed("changing the membership")?;
         tracing::info!(voters = ?ids, "membership changed");
     }
     Ok(())

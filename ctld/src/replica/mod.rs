@@ -18,7 +18,7 @@ mod state_machine;
 mod wire;
 pub(crate) mod writer;
 
-use anyhow::Context;
+use crate::error::Failed;
 use drover_shared::auth::ClusterKey;
 use drover_shared::config::Config;
 use drover_shared::proto::client::ReplicaState;
@@ -89,8 +89,8 @@ pub(crate) async fn start(
     snapshot_every: u64,
     raft_port: Option<std::net::TcpListener>,
     step_down: StepDown,
-) -> anyhow::Result<Replica> {
-    let me = config.replicas.iter().find(|r| r.id == id).context("this replica is not in the config")?;
+) -> crate::error::Result<Replica> {
+    let me = config.replicas.iter().find(|r| r.id == id).failed("this replica is not in the config")?;
     let log = log_store::LogStore::open(&me.state_dir.join("raft.db"))?;
     let blank = log.is_blank();
     let db_path = me.state_dir.join("drover.db");
@@ -106,21 +106,21 @@ pub(crate) async fn start(
         ..openraft::Config::default()
     }
     .validate()
-    .context("the Raft settings")?;
+    .failed("the Raft settings")?;
     let peers: BTreeMap<u64, String> = config.replicas.iter().map(|r| (r.id, r.raft_address.clone())).collect();
     let answered = network::Answered::default();
     let network = network::Network::new(id, key, peers, answered.clone());
     let raft = Raft::new(id, Arc::new(raft_config), network.clone(), log, state_machine)
         .await
-        .context("starting the Raft node")?;
+        .failed("starting the Raft node")?;
     let listener = match raft_port {
         Some(listener) => {
-            listener.set_nonblocking(true).context("the Raft port handed over")?;
-            tokio::net::TcpListener::from_std(listener).context("the Raft port handed over")?
+            listener.set_nonblocking(true).failed("the Raft port handed over")?;
+            tokio::net::TcpListener::from_std(listener).failed("the Raft port handed over")?
         }
         None => tokio::net::TcpListener::bind(&me.raft_address)
             .await
-            .with_context(|| format!("binding the Raft port {}", me.raft_address))?,
+            .failed_with(|| format!("binding the Raft port {}", me.raft_address))?,
     };
     tokio::spawn(network::serve(listener, raft.clone(), network));
     // A new cluster: the replica with the lowest id proposes the membership, once it has heard
@@ -156,7 +156,7 @@ pub(crate) async fn start(
 
 impl Replica {
     /// Waits until this replica leads and has applied every entry committed before its term.
-    pub(crate) async fn until_leader(&self) -> anyhow::Result<()> {
+    pub(crate) async fn until_leader(&self) -> crate::error::Result<()> {
         let mut metrics = self.raft.metrics();
         loop {
             let leads = {
@@ -180,7 +180,7 @@ impl Replica {
                     Err(e) => tracing::info!(error = %e, "elected but not confirmed"),
                 }
             }
-            metrics.changed().await.context("the Raft node stopped")?;
+            metrics.changed().await.failed("the Raft node stopped")?;
         }
     }
 

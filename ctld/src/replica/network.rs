@@ -28,7 +28,7 @@
 //! [`NONCE_LEN`] bytes; nothing an unauthenticated peer sends sizes an allocation.
 
 use super::TypeConfig;
-use anyhow::{Context, bail};
+use crate::error::{Failed, refuse};
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::MessageStream;
 use drover_shared::proto::seal::{End, SessionKeys};
@@ -267,19 +267,19 @@ struct Dialer {
 
 impl Dialer {
     /// Connects and authenticates (the caller bounds the time).
-    async fn dial(&self) -> anyhow::Result<Link> {
+    async fn dial(&self) -> crate::error::Result<Link> {
         let stream =
-            TcpStream::connect(&self.address).await.with_context(|| format!("connecting to {}", self.address))?;
+            TcpStream::connect(&self.address).await.failed_with(|| format!("connecting to {}", self.address))?;
         stream.set_nodelay(true)?;
         let mut messages = MessageStream::new(stream);
         let nonce = random_bytes::<NONCE_LEN>()?.to_vec();
         let name = peer_name(self.me);
         messages.send(&PeerHello { magic: MAGIC, version: PEER_PROTOCOL, from: self.me, nonce: nonce.clone() }).await?;
-        let challenge: PeerChallenge = messages.recv().await?.context("the peer closed the connection")?;
+        let challenge: PeerChallenge = messages.recv().await?.failed("the peer closed the connection")?;
         if challenge.nonce.len() != NONCE_LEN
             || !self.key.verify("replica-server", &name, &nonce, &challenge.nonce, PEER_PROTOCOL, &challenge.proof)
         {
-            bail!("replica {} at {} failed to prove the cluster key", self.target, self.address);
+            refuse!("replica {} at {} failed to prove the cluster key", self.target, self.address);
         }
         let proof = self.key.prove("replica-client", &name, &nonce, &challenge.nonce, PEER_PROTOCOL);
         messages.send(&PeerProof { proof }).await?;
@@ -317,18 +317,22 @@ enum CallError {
 impl PeerLink {
     async fn call(&mut self, rpc: Rpc, ttl: Duration) -> Result<Reply, CallError> {
         let target = self.dialer.target;
-        let other = |e: anyhow::Error| std::io::Error::other(format!("replica {target}: {e:#}"));
+        let other = |e: crate::error::Error| std::io::Error::other(format!("replica {target}: {e:#}"));
         let mut conn = match self.conn.take().or_else(|| self.warm.take()) {
             Some(conn) => conn,
             None => match tokio::time::timeout(DIAL_TIMEOUT.min(ttl), self.dialer.dial()).await {
                 Ok(Ok(conn)) => conn,
                 Ok(Err(e)) => return Err(CallError::Unreachable(other(e))),
-                Err(_) => return Err(CallError::Unreachable(other(anyhow::anyhow!("handshake timed out")))),
+                Err(_) => {
+                    return Err(CallError::Unreachable(other(crate::error::Error::Refused(
+                        "handshake timed out".into(),
+                    ))));
+                }
             },
         };
         let exchange = async {
             conn.send(&rpc).await?;
-            conn.recv::<Reply>().await?.context("the peer closed the connection")
+            conn.recv::<Reply>().await?.failed("the peer closed the connection")
         };
         match tokio::time::timeout(ttl, exchange).await {
             Ok(Ok(reply)) => {
@@ -337,7 +341,7 @@ impl PeerLink {
                 Ok(reply)
             }
             Ok(Err(e)) => Err(CallError::Network(other(e))),
-            Err(_) => Err(CallError::Network(other(anyhow::anyhow!("no answer in {ttl:?}")))),
+            Err(_) => Err(CallError::Network(other(crate::error::Error::Refused(format!("no answer in {ttl:?}"))))),
         }
     }
 }
@@ -547,21 +551,21 @@ async fn serve_peer(
     mut ticket: Ticket,
     raft: Raft<TypeConfig>,
     network: Network,
-) -> anyhow::Result<()> {
+) -> crate::error::Result<()> {
     let (mut messages, from) = tokio::select! {
         proven = tokio::time::timeout(HELLO_DEADLINE + PROOF_DEADLINE, handshake(stream, &raft, &network)) => {
-            proven.context("no handshake in time")??
+            proven.failed("no handshake in time")??
         }
-        _ = &mut closed => bail!("closed to make room for a newer connection"),
+        _ = &mut closed => refuse!("closed to make room for a newer connection"),
     };
     if !lock(&ticket.gate).prove(ticket.serial, from) {
-        bail!("closed to make room for a newer connection");
+        refuse!("closed to make room for a newer connection");
     }
     ticket.replica = Some(from);
     loop {
         let rpc = tokio::select! {
             rpc = messages.recv::<Rpc>() => rpc?,
-            _ = &mut closed => bail!("replica {from} opened a newer link"),
+            _ = &mut closed => refuse!("replica {from} opened a newer link"),
         };
         let Some(rpc) = rpc else { return Ok(()) };
         let reply = match rpc {
@@ -575,21 +579,25 @@ async fn serve_peer(
 
 /// The accepting side's handshake: the hello within [`HELLO_DEADLINE`], the proof within
 /// [`PROOF_DEADLINE`] of the challenge; the authenticated, sealed link and the replica's id.
-async fn handshake(stream: TcpStream, raft: &Raft<TypeConfig>, network: &Network) -> anyhow::Result<(Link, NodeId)> {
+async fn handshake(
+    stream: TcpStream,
+    raft: &Raft<TypeConfig>,
+    network: &Network,
+) -> crate::error::Result<(Link, NodeId)> {
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
     let hello: PeerHello = tokio::time::timeout(HELLO_DEADLINE, messages.recv())
         .await
-        .context("no hello")??
-        .context("closed before hello")?;
+        .failed("no hello")??
+        .failed("closed before hello")?;
     if hello.magic != MAGIC || hello.version != PEER_PROTOCOL || hello.nonce.len() != NONCE_LEN {
-        bail!("not a replica of this version");
+        refuse!("not a replica of this version");
     }
     // A replica added at run time (`scontrol reconfigure`) is in the Raft membership before it is
     // in the config this replica started with.
     let member = || raft.metrics().borrow().membership_config.membership().get_node(&hello.from).is_some();
     if hello.from == network.me || !(network.peers.contains_key(&hello.from) || member()) {
-        bail!("replica {} is not in this cluster's [[controller.replicas]]", hello.from);
+        refuse!("replica {} is not in this cluster's [[controller.replicas]]", hello.from);
     }
     let name = peer_name(hello.from);
     let nonce = random_bytes::<NONCE_LEN>()?.to_vec();
@@ -597,10 +605,10 @@ async fn handshake(stream: TcpStream, raft: &Raft<TypeConfig>, network: &Network
     messages.send(&PeerChallenge { nonce: nonce.clone(), proof }).await?;
     let proof: PeerProof = tokio::time::timeout(PROOF_DEADLINE, messages.recv())
         .await
-        .context("no proof")??
-        .context("closed before proof")?;
+        .failed("no proof")??
+        .failed("closed before proof")?;
     if !network.key.verify("replica-client", &name, &hello.nonce, &nonce, PEER_PROTOCOL, &proof.proof) {
-        bail!("replica {} failed to prove the cluster key", hello.from);
+        refuse!("replica {} failed to prove the cluster key", hello.from);
     }
     messages.seal(SessionKeys::derive(&network.key, End::Ctld, &name, &hello.nonce, &nonce, PEER_PROTOCOL));
     messages.set_max_frame(MAX_PEER_FRAME);

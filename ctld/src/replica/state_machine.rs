@@ -45,7 +45,7 @@ fn deterministic(e: &rusqlite::Error) -> bool {
 
 impl StateMachine {
     /// Opens (creating and migrating) the state database at `path`.
-    pub(crate) fn open(path: &Path) -> anyhow::Result<StateMachine> {
+    pub(crate) fn open(path: &Path) -> crate::error::Result<StateMachine> {
         let conn = db::open(path, false)?;
         let dir = path.parent().unwrap_or(Path::new(".")).join("snapshot");
         std::fs::create_dir_all(&dir)?;

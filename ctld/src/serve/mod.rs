@@ -6,6 +6,7 @@
 //! the core and answers back; it may import every layer below it.
 
 pub(crate) mod activation;
+pub(crate) mod error;
 pub(crate) mod follower;
 pub(crate) mod http;
 pub(crate) mod nodes;

@@ -7,6 +7,7 @@
 
 use crate::core::Event;
 use crate::core::node_link::NodeLink;
+use crate::serve::error::{ConnectionError, protocol_break};
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
 use drover_shared::proto::frame::{MAX_FRAME, MessageStream};
 use drover_shared::proto::node::{CtldMessage, NodeMessage};
@@ -64,11 +65,11 @@ async fn handle(
     key: Arc<ClusterKey>,
     events: mpsc::UnboundedSender<Event>,
     remote: crate::serve::remote::Remote,
-) -> anyhow::Result<()> {
+) -> Result<(), ConnectionError> {
     stream.set_nodelay(true)?;
     let mut messages = MessageStream::new(stream);
     let Some(hello) = tokio::time::timeout(HANDSHAKE_TIMEOUT, messages.recv::<Hello>()).await?? else {
-        anyhow::bail!("closed before hello")
+        protocol_break!("closed before hello")
     };
     if let Role::RemoteClient { token } = hello.role {
         if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
@@ -84,7 +85,7 @@ async fn handle(
             let config = remote.context.config.get();
             return serve_config(messages, &name, &peer, have, &config.source_text).await;
         }
-        _ => anyhow::bail!("node {name} did not register"),
+        _ => protocol_break!("node {name} did not register"),
     };
     let connection_id = CONNECTION_IDS.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -118,10 +119,10 @@ async fn serve_config(
     peer: &str,
     have: Option<String>,
     text: &str,
-) -> anyhow::Result<()> {
+) -> Result<(), ConnectionError> {
     use drover_shared::configless::{MAX_CONFIG_BYTES, digest};
     if text.len() > MAX_CONFIG_BYTES {
-        anyhow::bail!("the config file is larger than {MAX_CONFIG_BYTES} bytes; not served to {host}");
+        protocol_break!("the config file is larger than {MAX_CONFIG_BYTES} bytes; not served to {host}");
     }
     let digest = digest(text);
     let unchanged = have.as_deref() == Some(digest.as_str());
@@ -139,24 +140,24 @@ async fn authenticate(
     messages: &mut MessageStream<TcpStream>,
     hello: Hello,
     key: &ClusterKey,
-) -> anyhow::Result<(String, NodeMessage)> {
-    let Role::Node { name } = hello.role.clone() else { anyhow::bail!("not a node") };
+) -> Result<(String, NodeMessage), ConnectionError> {
+    let Role::Node { name } = hello.role.clone() else { protocol_break!("not a node") };
     if hello.magic != MAGIC || !version_supported(hello.protocol_version) || hello.nonce.len() != NONCE_LEN {
         messages.send(&HelloReply::Reject { message: "unsupported hello".into() }).await?;
-        anyhow::bail!("bad hello from {name}");
+        protocol_break!("bad hello from {name}");
     }
     let version = hello.protocol_version;
     let server_nonce = random_bytes::<NONCE_LEN>()?.to_vec();
     let proof = key.prove("ctld", &name, &hello.nonce, &server_nonce, version);
     messages.send(&HelloReply::Accept { protocol_version: version, nonce: server_nonce.clone(), proof }).await?;
-    let Some(node_proof) = messages.recv::<NodeProof>().await? else { anyhow::bail!("closed before proof") };
+    let Some(node_proof) = messages.recv::<NodeProof>().await? else { protocol_break!("closed before proof") };
     if !key.verify("node", &name, &hello.nonce, &server_nonce, version, &node_proof.proof) {
-        anyhow::bail!("node {name} failed authentication");
+        protocol_break!("node {name} failed authentication");
     }
     messages.seal(SessionKeys::derive(key, End::Ctld, &name, &hello.nonce, &server_nonce, version));
     messages.set_max_frame(MAX_FRAME);
     match messages.recv::<NodeMessage>().await? {
         Some(first) => Ok((name, first)),
-        None => anyhow::bail!("node {name} closed before registering"),
+        None => protocol_break!("node {name} closed before registering"),
     }
 }

@@ -9,6 +9,7 @@
 
 use crate::core::Event;
 use crate::model::identity::{Caller, HostNames, Origin};
+use crate::serve::error::ConnectionError;
 use crate::serve::rpc::context::ClientContext;
 use drover_shared::UnixTime;
 use drover_shared::auth::{ClusterKey, NONCE_LEN, random_bytes};
@@ -95,7 +96,7 @@ pub(crate) async fn serve<S>(
     client_nonce: &[u8],
     peer: &str,
     remote: &Remote,
-) -> anyhow::Result<()>
+) -> Result<(), ConnectionError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {

@@ -19,6 +19,7 @@ mod usage;
 use crate::core::Event;
 use crate::model::identity::Caller;
 use crate::model::snapshot::Ask;
+use crate::serve::error::ConnectionError;
 use context::ClientContext;
 use drover_shared::job::fields::JobFields;
 use drover_shared::proto::client::{ErrorCode, JobQuery, MAX_LIST_ITEMS, Request, Response};
@@ -54,7 +55,7 @@ pub(crate) async fn serve(listener: UnixListener, context: ClientContext) {
     }
 }
 
-async fn handle(stream: UnixStream, context: ClientContext) -> anyhow::Result<()> {
+async fn handle(stream: UnixStream, context: ClientContext) -> Result<(), ConnectionError> {
     let cred = stream.peer_cred()?;
     let caller = Caller::local(cred.uid(), cred.gid());
     let admitted = match admit(&context, caller) {
@@ -115,7 +116,7 @@ pub(crate) async fn serve_requests<S>(
     caller: Caller,
     admitted: admission::Admitted,
     context: &ClientContext,
-) -> anyhow::Result<()>
+) -> Result<(), ConnectionError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
