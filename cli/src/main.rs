@@ -164,4 +164,23 @@ mod tests {
         assert_eq!(user_message(&error), "opening /tmp/out: Permission denied");
         assert_eq!(strip_os_error("odd (os error x)"), "odd (os error x)");
     }
+
+    /// Every command `drover` dispatches is named in `drover --help`, and so are the subcommands
+    /// that were once missing from it (`node history`, `report … templates`).
+    #[test]
+    fn the_help_names_every_command() {
+        let source = include_str!("main.rs");
+        let names: Vec<&str> = source
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix('"')?.split_once("\" =>").map(|(name, _)| name))
+            .filter(|name| super::applet(name).is_some())
+            .collect();
+        assert!(names.len() >= 18, "read only {names:?} from the dispatch");
+        let words: Vec<&str> = crate::admin::USAGE.split(|c: char| c.is_whitespace() || c == '|').collect();
+        for name in names {
+            assert!(words.contains(&name), "`drover --help` does not name `{name}`");
+        }
+        assert!(crate::admin::USAGE.contains("node history"));
+        assert!(crate::admin::USAGE.contains("report gpu|queue|failures|quota|templates"));
+    }
 }

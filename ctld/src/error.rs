@@ -29,18 +29,6 @@ pub enum Error {
     Timeout(#[from] tokio::time::error::Elapsed),
 }
 
-impl From<crate::store::db::DbError> for Error {
-    fn from(e: crate::store::db::DbError) -> Error {
-        Error::Inner(Box::new(e))
-    }
-}
-
-impl From<crate::replica::seed::SeedError> for Error {
-    fn from(e: crate::replica::seed::SeedError) -> Error {
-        Error::Inner(Box::new(e))
-    }
-}
-
 /// A result of ctld's library.
 pub type Result<T> = std::result::Result<T, Error>;
 

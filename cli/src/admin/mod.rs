@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-const USAGE: &str = "\
+pub(crate) const USAGE: &str = "\
 usage: drover <command> [options]
 
 Slurm commands (also available through links of these names):

@@ -5,6 +5,7 @@ use super::Core;
 use super::commits::bounded;
 use crate::model::identity::Caller;
 use crate::model::refusal::Refusal;
+use crate::model::run_ends::OnEnd;
 use crate::policy::authz::{Operation, Who};
 use crate::policy::validate;
 use crate::store::db::{AfterCommit, DbOp, SUBMIT_KEY_LIFETIME};
@@ -111,20 +112,8 @@ impl Core {
 
     /// Puts a job that never started back in the queue.
     pub(super) fn requeue(&mut self, job_id: JobId) {
-        let now = now();
         self.runs.remove(&job_id);
-        self.state.release_job(job_id, now);
-        if let Some(job) = self.state.jobs.get_mut(&job_id) {
-            let info = &mut job.info;
-            info.state = Some(JobState::Pending);
-            info.reason = "None".into();
-            info.start_time = None;
-            info.nodes.clear();
-            info.steps.clear();
-            info.partition = job.candidates.join(",");
-            job.launched_at = None;
-            job.started = false;
-        }
+        self.state.pend_job(job_id, now());
         self.store_job(job_id, false);
         self.schedule_needed = true;
     }
@@ -548,10 +537,11 @@ impl Core {
             .jobs
             .get(&job_id)
             .is_some_and(|j| j.alloc.is_some() && j.info.nodes.first().map(String::as_str) == Some(node));
-        if holds && let Some(hold) = self.take_requeue(job_id) {
+        let on_end = if holds { self.take_on_end(job_id) } else { None };
+        if let Some(OnEnd::Requeue { hold }) = on_end {
             self.requeue_after_end(job_id, &end, hold);
         } else if holds {
-            let preempted = self.state.preempt_cancel_on_end.remove(&job_id);
+            let preempted = on_end == Some(OnEnd::Preempted);
             let job = self.state.jobs.get_mut(&job_id).expect("checked above");
             let cancelled = job.cancel_requested_by.is_some() || job.info.state() == JobState::Cancelled;
             let (state, reason) = match &end.outcome {

@@ -119,7 +119,6 @@ pub(crate) struct Core {
     started_at: UnixTime,
     /// Running jobs being killed to be requeued: when their run's end comes, they pend again
     /// (held when the value is true: `requeuehold`; see `requeue.rs`).
-    requeue_on_end: HashMap<JobId, bool>,
     /// `scontrol requeue` requests waiting for their intents' commit (see `requeue.rs`).
     requeue_waiting: HashMap<u64, waiting::Waiting>,
     /// The last token given to a request waiting for its commit (`commit_token`).
@@ -178,7 +177,6 @@ impl Core {
             schedule_needed: true,
             ctld_socket,
             started_at: now(),
-            requeue_on_end: HashMap::new(),
             requeue_waiting: HashMap::new(),
             last_token: 0,
             answers_waiting: HashMap::new(),

@@ -20,10 +20,11 @@
 use super::Core;
 use super::waiting::Waiting;
 use crate::model::identity::Caller;
+use crate::model::run_ends::OnEnd;
 use crate::policy::authz::{Operation, Who};
 use crate::store::db::{AfterCommit, DbOp};
 use drover_shared::UnixTime;
-use drover_shared::job::{JobId, JobState, StepId, WaitStatus};
+use drover_shared::job::{JobId, JobState, StepId};
 use drover_shared::proto::client::{ErrorCode, Response};
 use drover_shared::proto::node::{CtldMessage, JobEnd, JobRun};
 use tokio::sync::oneshot;
@@ -32,20 +33,22 @@ impl Core {
     /// Starts a requeue: the job's current run is being killed; when its end comes, the job
     /// pends again (held if `hold`). Stored, so a ctld restart in between still requeues it.
     pub(super) fn mark_requeue(&mut self, job_id: JobId, hold: bool) {
-        self.requeue_on_end.insert(job_id, hold);
+        self.state.run_ends.set(job_id, OnEnd::Requeue { hold });
         self.store(DbOp::RequeueIntent { job_id, hold: Some(hold) });
     }
 
-    /// Ends a requeue under way, if there is one: whether the job is to be held.
-    pub(super) fn take_requeue(&mut self, job_id: JobId) -> Option<bool> {
-        let hold = self.requeue_on_end.remove(&job_id)?;
-        self.store(DbOp::RequeueIntent { job_id, hold: None });
-        Some(hold)
+    /// What the end of the job's current run does, taken (a requeue's stored intent with it).
+    pub(super) fn take_on_end(&mut self, job_id: JobId) -> Option<OnEnd> {
+        let on_end = self.state.run_ends.take(job_id)?;
+        if matches!(on_end, OnEnd::Requeue { .. }) {
+            self.store(DbOp::RequeueIntent { job_id, hold: None });
+        }
+        Some(on_end)
     }
 
     /// The requeues that were under way when ctld last stopped.
     pub(crate) fn with_requeues(mut self, requeues: std::collections::HashMap<JobId, bool>) -> Core {
-        self.requeue_on_end = requeues;
+        self.state.run_ends.restore_requeues(requeues);
         self
     }
 
@@ -110,7 +113,7 @@ impl Core {
                 continue;
             };
             let batch_host = job.info.nodes.first().cloned();
-            self.requeue_on_end.insert(job_id, hold);
+            self.state.run_ends.set(job_id, OnEnd::Requeue { hold });
             if let Some(link) = batch_host.and_then(|h| self.links.get(&h).cloned()) {
                 let _ = link.tx.send(CtldMessage::Cancel { job_id, run, kill_wait });
             }
@@ -159,19 +162,7 @@ impl Core {
         self.store(DbOp::RecordRun(Box::new(crate::store::runs::ended_run(&job.info, how, end))));
         self.end_steps(job_id, end);
         self.requeue(job_id);
-        if let Some(job) = self.state.jobs.get_mut(&job_id) {
-            job.info.restarts += 1;
-            // As in Slurm, a requeue resets the submit time (the earlier run's row keeps the
-            // original one for `sacct -D`), and the job is eligible again from now.
-            let now = drover_shared::now();
-            job.info.submit_time = now;
-            job.info.eligible_time = Some(now);
-            job.info.exit_status = WaitStatus::default();
-            job.info.end_time = None;
-            job.info.cancelled_by = None;
-            job.cancel_requested_by = None;
-        }
-        self.state.preempt_cancel_on_end.remove(&job_id);
+        self.state.next_run(job_id, drover_shared::now());
         self.store_job(job_id, false);
     }
 
@@ -184,7 +175,7 @@ impl Core {
         if was_running && job.info.requeue {
             let run = job.info.restarts;
             // A `requeuehold` under way still holds the job once it pends again.
-            let hold = self.take_requeue(job_id).unwrap_or(false);
+            let hold = self.take_on_end(job_id) == Some(OnEnd::Requeue { hold: true });
             self.record_run(job_id, "NODE_FAIL", now);
             self.pend_again(job_id, JobState::NodeFail, now);
             if hold {

@@ -3,9 +3,10 @@
 //! preemptions it decided.
 
 use super::Core;
+use crate::model::run_ends::OnEnd;
 use crate::model::state::{Allocation, Job, NodeAllocation};
+use crate::policy::preempt::{self, Manner};
 use crate::policy::scheduler::{self, Decisions, Preemption, Start};
-use crate::policy::validate;
 use crate::store::db::AfterCommit;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::job::{JobId, JobSpec, JobState};
@@ -104,33 +105,11 @@ impl Core {
                 split_any = true;
                 self.store_split(base, job_id);
             }
-            let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
-            let partition_config = self.state.config.partitions.iter().find(|p| p.name == partition);
-            let info = &mut job.info;
-            info.state = Some(JobState::Running);
-            info.reason = "None".into();
-            info.partition = partition.clone();
-            info.start_time = Some(now);
-            info.eligible_time = info.eligible_time.or(Some(now));
-            info.nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
-            info.num_nodes = u32::try_from(alloc.nodes.len()).unwrap_or(u32::MAX);
-            info.cpus_per_node = alloc.nodes.iter().map(|n| n.cpus).collect();
-            info.num_cpus = info.cpus_per_node.iter().sum();
-            info.mem_per_node_mb = alloc.nodes.first().map_or(0, |n| n.mem_mb);
-            info.gpus_allocated =
-                u32::try_from(alloc.nodes.iter().map(|n| n.gpus.len()).sum::<usize>()).unwrap_or(u32::MAX);
-            if info.time_limit.is_none() {
-                info.time_limit = partition_config.map(|p| p.default_time.unwrap_or(p.max_time));
+            if !self.state.start_job(job_id, &partition, alloc, now) {
+                continue;
             }
-            info.steps = vec![validate::batch_step(info, now)];
-            job.alloc = Some(alloc);
-            job.launched_at = Some(now);
-            job.started = false;
-            let billing = crate::model::tres::job_billing(&self.state, &self.state.jobs[&job_id]);
-            let Some(job) = self.state.jobs.get_mut(&job_id) else { continue };
-            job.info.billing = Some(crate::model::tres::billing_count(billing));
             started.push(job_id);
-            tracing::info!(job_id, partition, nodes = ?job.info.nodes, "job allocated");
+            tracing::info!(job_id, partition, nodes = ?self.state.jobs[&job_id].info.nodes, "job allocated");
             self.store_job(job_id, true);
             self.after_commit(AfterCommit::Launch(job_id, None));
         }
@@ -223,23 +202,20 @@ impl Core {
     /// or, with `preempt_mode = "cancel"` or `--no-requeue`, ends `PREEMPTED`.
     pub(super) fn preempt(&mut self, requests: Vec<Preemption>) {
         for Preemption { victim, for_job } in requests {
-            let Some(job) = self.state.jobs.get(&victim) else { continue };
-            let qos = self.state.config.qos.iter().find(|q| q.name == job.info.qos);
-            let grace = qos.and_then(|q| q.grace_time).unwrap_or(self.state.config.kill_wait);
-            let requeue = qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue;
+            let Some(Manner { requeue, grace, warning }) = preempt::manner(&self.state, victim) else { continue };
+            let job = &self.state.jobs[&victim];
             let batch_host = job.info.nodes.first().cloned();
             let run = job.info.restarts;
-            let warning = job.spec.signal.as_deref().and_then(crate::policy::preempt::warning);
             if requeue {
                 self.mark_requeue(victim, false);
             } else {
-                self.state.preempt_cancel_on_end.insert(victim);
+                self.state.run_ends.set(victim, OnEnd::Preempted);
             }
             let link = batch_host.and_then(|h| self.links.get(&h).cloned());
             match (warning, link) {
                 (Some((signal, batch_only, lead)), Some(link)) => {
                     let _ = link.tx.send(CtldMessage::Signal { job_id: victim, signal, batch_only });
-                    self.state.delayed_cancels.push((now() + i64::from(lead), victim, grace));
+                    self.state.run_ends.cancel_at(now() + i64::from(lead), victim, grace);
                 }
                 (None, Some(link)) => {
                     let _ = link.tx.send(CtldMessage::Cancel { job_id: victim, run, kill_wait: grace });
@@ -254,11 +230,7 @@ impl Core {
 
     /// Cancels the warned victims whose lead time is over.
     pub(super) fn cancel_warned(&mut self) {
-        let now = now();
-        let (due, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.state.delayed_cancels).into_iter().partition(|(at, _, _)| *at <= now);
-        self.state.delayed_cancels = later;
-        for (_, job_id, grace) in due {
+        for (job_id, grace) in self.state.run_ends.due_cancels(now()) {
             let running = self
                 .state
                 .jobs

@@ -13,6 +13,7 @@ pub(crate) mod node_filter;
 pub(crate) mod refusal;
 pub(crate) mod request;
 pub(crate) mod resident;
+pub(crate) mod run_ends;
 pub(crate) mod snapshot;
 pub(crate) mod state;
 pub(crate) mod tally;

@@ -632,14 +632,13 @@ pub(crate) struct State {
     /// What reclaims freed beyond their jobs' need, kept for the other jobs of the team they
     /// reclaimed for until each hold's deadline (`policy::spare`).
     pub(crate) team_holds: Vec<TeamHold>,
-    /// Preempted jobs that end `PREEMPTED` instead of being requeued.
-    pub(crate) preempt_cancel_on_end: std::collections::HashSet<JobId>,
+    /// What the end of each running job's current run does (requeue, end `PREEMPTED`), and the
+    /// cancels due later (preempted jobs warned with their `--signal`).
+    pub(crate) run_ends: crate::model::run_ends::RunEnds,
     /// The nodes each user's jobs failed on lately, for automatic drains (`model/incident.rs`).
     pub(crate) failing_users: crate::model::incident::FailingUsers,
     /// The automatic drains of the window, and those withheld over its cap.
     pub(crate) auto_drains: crate::model::incident::AutoDrains,
-    /// Cancels of preempted jobs that were warned with their `--signal`: due time, job, grace.
-    pub(crate) delayed_cancels: Vec<(UnixTime, JobId, u32)>,
     /// The backfill reservations of the last pass, by job: `drover why` shows them and the next
     /// pass keeps each one that still holds.
     pub(crate) reservations: HashMap<JobId, Reservation>,
@@ -743,9 +742,8 @@ impl State {
             preempting: HashMap::new(),
             reclaim_holds: HashMap::new(),
             team_holds: Vec::new(),
-            preempt_cancel_on_end: Default::default(),
+            run_ends: Default::default(),
             reservations: HashMap::new(),
-            delayed_cancels: Vec::new(),
             last_pass: PassStats::default(),
             pass_shortcuts: true,
             dependencies: Default::default(),
@@ -811,6 +809,78 @@ impl State {
         }
     }
 
+    /// A job's transitions live here, each in one method: [`State::start_job`] (PENDING →
+    /// RUNNING), [`State::pend_job`] and [`State::next_run`] (back to PENDING) and
+    /// [`State::end_job`] (to an end state); what a run's end does besides is in `run_ends`.
+    ///
+    /// Starts a job's run on `alloc` in `partition` at `now`: RUNNING there with the allocation's
+    /// nodes, CPUs, memory and GPUs, its batch step, the partition's default time limit if it
+    /// had none, and its billing. The pass has already held the allocation on the nodes. False
+    /// when the job is gone.
+    pub(crate) fn start_job(&mut self, job_id: JobId, partition: &str, alloc: Allocation, now: UnixTime) -> bool {
+        let default_limit =
+            self.config.partitions.iter().find(|p| p.name == partition).map(|p| p.default_time.unwrap_or(p.max_time));
+        let Some(job) = self.jobs.get_mut(&job_id) else { return false };
+        let info = &mut job.info;
+        info.state = Some(JobState::Running);
+        info.reason = "None".into();
+        info.partition = partition.to_owned();
+        info.start_time = Some(now);
+        info.eligible_time = info.eligible_time.or(Some(now));
+        info.nodes = alloc.nodes.iter().map(|n| n.node.clone()).collect();
+        info.num_nodes = u32::try_from(alloc.nodes.len()).unwrap_or(u32::MAX);
+        info.cpus_per_node = alloc.nodes.iter().map(|n| n.cpus).collect();
+        info.num_cpus = info.cpus_per_node.iter().sum();
+        info.mem_per_node_mb = alloc.nodes.first().map_or(0, |n| n.mem_mb);
+        info.gpus_allocated =
+            u32::try_from(alloc.nodes.iter().map(|n| n.gpus.len()).sum::<usize>()).unwrap_or(u32::MAX);
+        if info.time_limit.is_none() {
+            info.time_limit = default_limit;
+        }
+        info.steps = vec![batch_step(info, now)];
+        job.alloc = Some(alloc);
+        job.launched_at = Some(now);
+        job.started = false;
+        let billing = crate::model::tres::job_billing(self, &self.jobs[&job_id]);
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.info.billing = Some(crate::model::tres::billing_count(billing));
+        }
+        true
+    }
+
+    /// Puts a job back in the queue: its allocation released, PENDING with no nodes, start or
+    /// steps, its partition list as submitted (its run is scheduled afresh).
+    pub(crate) fn pend_job(&mut self, job_id: JobId, now: UnixTime) {
+        self.release_job(job_id, now);
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            let info = &mut job.info;
+            info.state = Some(JobState::Pending);
+            info.reason = "None".into();
+            info.start_time = None;
+            info.nodes.clear();
+            info.steps.clear();
+            info.partition = job.candidates.join(",");
+            job.launched_at = None;
+            job.started = false;
+        }
+    }
+
+    /// A requeued job's next run: its restart count raised and, as in Slurm, its submit time
+    /// reset (the earlier run's row keeps the original for `sacct -D`) and eligible from `now`,
+    /// its exit status, end and cancel cleared. Its earlier end action no longer applies.
+    pub(crate) fn next_run(&mut self, job_id: JobId, now: UnixTime) {
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.info.restarts += 1;
+            job.info.submit_time = now;
+            job.info.eligible_time = Some(now);
+            job.info.exit_status = drover_shared::job::WaitStatus::default();
+            job.info.end_time = None;
+            job.info.cancelled_by = None;
+            job.cancel_requested_by = None;
+        }
+        self.run_ends.forget(job_id);
+    }
+
     /// Marks a job ended at `now` and schedules its removal from memory.
     pub(crate) fn end_job(&mut self, job_id: JobId, state: JobState, reason: &str, now: UnixTime) {
         let min_job_age = i64::from(self.config.min_job_age);
@@ -840,5 +910,20 @@ impl State {
         if removed {
             self.specs.prune();
         }
+    }
+}
+
+/// The batch step of a job that starts now: one task on its first node, with that node's CPUs.
+fn batch_step(info: &JobInfo, now: UnixTime) -> drover_shared::job::StepInfo {
+    drover_shared::job::StepInfo {
+        step_id: drover_shared::job::StepId::Batch,
+        name: "batch".into(),
+        state: JobState::Running,
+        exit_status: Default::default(),
+        start_time: Some(now),
+        end_time: None,
+        num_cpus: info.cpus_per_node.first().copied().unwrap_or(info.num_cpus),
+        num_tasks: 1,
+        nodes: info.nodes.first().cloned().into_iter().collect(),
     }
 }

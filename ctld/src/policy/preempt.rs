@@ -85,13 +85,33 @@ pub(crate) fn give_back(views: &mut [NodeView], taken: &Taken) {
     }
 }
 
+/// How a preempted job is stopped: requeued (else it ends `PREEMPTED`; a QOS with
+/// `preempt_mode = "cancel"` or the job's `--no-requeue`), the grace between its SIGTERM and
+/// SIGKILL (its QOS's `grace_time`, else the controller's `kill_wait`), and the `--signal`
+/// warning (signal, batch shell only, lead seconds) it is sent first when it asked for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Manner {
+    pub(crate) requeue: bool,
+    pub(crate) grace: u32,
+    pub(crate) warning: Option<(i32, bool, u32)>,
+}
+
+/// How `victim` is preempted; `None` when it is no longer known.
+pub(crate) fn manner(state: &State, victim: JobId) -> Option<Manner> {
+    let job = state.jobs.get(&victim)?;
+    let qos = state.config.qos.iter().find(|q| q.name == job.info.qos);
+    Some(Manner {
+        requeue: qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue,
+        grace: qos.and_then(|q| q.grace_time).unwrap_or(state.config.kill_wait),
+        warning: job.spec.signal.as_deref().and_then(warning),
+    })
+}
+
 /// Seconds from a victim's preemption until it is gone: its `--signal` lead, then its QOS's
 /// grace time (else the controller's `kill_wait`).
 pub(crate) fn grace_secs(state: &State, victim: JobId) -> i64 {
-    let Some(job) = state.jobs.get(&victim) else { return 0 };
-    let qos = state.config.qos.iter().find(|q| q.name == job.info.qos);
-    let grace = qos.and_then(|q| q.grace_time).unwrap_or(state.config.kill_wait);
-    let lead = job.spec.signal.as_deref().and_then(warning).map_or(0, |(_, _, lead)| lead);
+    let Some(Manner { grace, warning, .. }) = manner(state, victim) else { return 0 };
+    let lead = warning.map_or(0, |(_, _, lead)| lead);
     i64::from(grace) + i64::from(lead)
 }
 

@@ -9,7 +9,7 @@ use crate::policy::placement::could_ever_fit;
 use drover_shared::UnixTime;
 use drover_shared::config::{Config, PartitionConfig};
 use drover_shared::grammar::time::TimeLimit;
-use drover_shared::job::{JobInfo, JobSpec, JobState, StepInfo};
+use drover_shared::job::{JobInfo, JobSpec, JobState};
 use drover_shared::proto::client::ErrorCode;
 use std::sync::Arc;
 
@@ -496,21 +496,6 @@ fn shorten(text: &str) -> String {
 pub(crate) fn initial_priority(qos_priority: u32, partition_factor: u32, nice: i32) -> u32 {
     let base = 1i64 + i64::from(qos_priority.min(1000)) + i64::from(partition_factor.min(1000)) - i64::from(nice);
     u32::try_from(base.clamp(1, i64::from(u32::MAX - 1))).unwrap_or(1)
-}
-
-/// The batch step record of a job that just started.
-pub(crate) fn batch_step(info: &JobInfo, now: UnixTime) -> StepInfo {
-    StepInfo {
-        step_id: drover_shared::job::StepId::Batch,
-        name: "batch".into(),
-        state: JobState::Running,
-        exit_status: Default::default(),
-        start_time: Some(now),
-        end_time: None,
-        num_cpus: info.cpus_per_node.first().copied().unwrap_or(info.num_cpus),
-        num_tasks: 1,
-        nodes: info.nodes.first().cloned().into_iter().collect(),
-    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Why a state directory was not seeded.
+impl From<SeedError> for crate::error::Error {
+    fn from(e: SeedError) -> crate::error::Error {
+        crate::error::Error::Inner(Box::new(e))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SeedError {
     #[error("{path} does not exist")]

@@ -23,6 +23,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+impl From<DbError> for crate::error::Error {
+    fn from(e: DbError) -> crate::error::Error {
+        crate::error::Error::Inner(Box::new(e))
+    }
+}
+
 /// Database failures.
 #[derive(Debug, Error)]
 pub(crate) enum DbError {
