@@ -32,7 +32,7 @@ impl Core {
     /// The core starts with the entities sacctmgr changed (already put over its config).
     pub(crate) fn with_acct_edits(mut self, edits: Vec<Edit>) -> Core {
         self.acct_edits = edits;
-        self.shared_config.set(self.state.config.clone(), Arc::new(self.acct_edits.clone()));
+        self.shared_config.set(self.state.config().clone(), Arc::new(self.acct_edits.clone()));
         self
     }
 
@@ -44,8 +44,8 @@ impl Core {
         commit: bool,
         reply: oneshot::Sender<Response>,
     ) {
-        let before = (self.state.config.clone(), self.acct_edits.clone());
-        let result = self.sacctmgr_checked(Who::of(&self.state.config, caller), change, commit);
+        let before = (self.state.config().clone(), self.acct_edits.clone());
+        let result = self.sacctmgr_checked(Who::of(&self.state.config(), caller), change, commit);
         if commit {
             let outcome = result.as_ref().map(|_| ()).map_err(|refusal| refusal.code);
             let detail = match &result {
@@ -84,7 +84,7 @@ impl Core {
         };
         let active_qos = |name: &str| qos.contains(name);
         let context = Context { active: &active, active_qos: &active_qos, admin: who.role == Role::Admin };
-        let applied = edit::apply(&self.state.config, change, &context)
+        let applied = edit::apply(&self.state.config(), change, &context)
             .map_err(|detail| Refusal::new(ErrorCode::InvalidSpec, detail))?;
         if !commit || !applied.changed {
             return Ok((applied.text, applied.changed));
@@ -98,7 +98,7 @@ impl Core {
             }
         }
         tracing::info!(uid = who.caller.uid, change = change.describe(), "sacctmgr change applied");
-        self.install_config(Arc::new(applied.config));
+        self.install_config(Arc::new(applied.config), None);
         Ok((applied.text, true))
     }
 
@@ -107,19 +107,19 @@ impl Core {
         if let Some(Undo { config, edits }) = self.acct_undo.remove(&token) {
             tracing::warn!("a sacctmgr change was not stored; the configuration is back as it was");
             self.acct_edits = edits;
-            self.install_config(config);
+            self.install_config(config, None);
         }
     }
 
-    /// Makes `new` the configuration in force: the state, indexes and the handlers' copy.
-    pub(super) fn install_config(&mut self, new: Arc<Config>) {
+    /// Makes `new` the configuration in force (with `nodes` as the node table when it changes):
+    /// the state, its indexes and the handlers' copy.
+    pub(super) fn install_config(&mut self, new: Arc<Config>, nodes: Option<Vec<crate::model::state::Node>>) {
         for user in &new.users {
             for account in &user.accounts {
                 self.state.usage.touch(account, &user.name);
             }
         }
-        self.state.config = new.clone();
-        self.state.reindex();
+        self.state.install(new.clone(), nodes);
         self.shared_config.set(new, Arc::new(self.acct_edits.clone()));
         self.schedule_needed = true;
     }

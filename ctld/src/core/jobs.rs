@@ -58,8 +58,7 @@ impl Core {
                 let _ = reply.send(Response::Error { code, detail });
             }
             Ok(mut job) => {
-                let job_id = self.state.next_job_id;
-                self.state.next_job_id += 1;
+                let job_id = self.state.take_job_id();
                 job.info.job_id = job_id;
                 self.state.usage.touch(&job.info.account, &job.info.user);
                 crate::policy::array::init(&mut job);
@@ -119,7 +118,7 @@ impl Core {
     }
 
     pub(super) fn cancel(&mut self, caller: Caller, request: &CancelRequest) -> Response {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let targets: Vec<JobId> = if request.job_ids.is_empty() {
             self.state
                 .jobs
@@ -157,7 +156,7 @@ impl Core {
     /// `scancel 12_3`: cancels (or signals) array tasks; a task still pending in its base record
     /// is split off first, so that it ends as a record of its own, as in Slurm.
     pub(super) fn cancel_tasks(&mut self, caller: Caller, request: &CancelRequest, tasks: &[(JobId, u32)]) -> Response {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let now = now();
         let mut results = Vec::with_capacity(tasks.len());
         for &(array_job_id, task) in tasks {
@@ -225,7 +224,7 @@ impl Core {
     /// `scontrol hold|release|update N_T` of a task still pending in its base record: the task
     /// becomes a record of its own (the base record's id when it was the last pending task).
     pub(super) fn split_array_task(&mut self, caller: Caller, array_job_id: JobId, task: u32) -> Response {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let error = |code: ErrorCode| Response::Error { code, detail: format!("array task {array_job_id}_{task}") };
         match self.state.jobs.get(&array_job_id).filter(|j| j.committed) {
             Some(base) if base.info.state() == JobState::Pending && base.info.array_tasks_pending.contains(&task) => {
@@ -254,7 +253,7 @@ impl Core {
     /// to its batch host's supervisor); a user may lower a time limit, not raise it, and may not
     /// set a negative nice.
     pub(super) fn update_jobs(&mut self, caller: Caller, job_ids: &[JobId], update: &JobUpdate) -> Response {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let mut results = Vec::with_capacity(job_ids.len());
         // Checked once for all the jobs: the bounds a submission gets, and what the new
         // dependency waits on (for cycles). The audit keeps the start of the request.
@@ -305,7 +304,7 @@ impl Core {
         update: &JobUpdate,
         reached: &HashMap<JobId, JobId>,
     ) -> Result<(), ErrorCode> {
-        let config = self.state.config.clone();
+        let config = self.state.config().clone();
         let job = self.state.jobs.get(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         who.check(Operation::Job { owner: job.info.uid })?;
         crate::policy::dependency::check_cycle(&self.state, job_id, reached).map_err(|refusal| refusal.code)?;
@@ -402,7 +401,7 @@ impl Core {
 
     /// `scontrol hold|uhold|release`: one result per job id, in order.
     pub(super) fn hold(&mut self, caller: Caller, job_ids: &[JobId], hold: Option<bool>) -> Response {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let mut results = Vec::with_capacity(job_ids.len());
         for &job_id in job_ids {
             let result = self.hold_one(who, job_id, hold);
@@ -418,7 +417,7 @@ impl Core {
     }
 
     fn hold_one(&mut self, who: Who, job_id: JobId, hold: Option<bool>) -> Result<(), ErrorCode> {
-        let config = self.state.config.clone();
+        let config = self.state.config().clone();
         let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         who.check(Operation::Job { owner: job.info.uid })?;
         if job.info.state() != JobState::Pending {
@@ -477,7 +476,7 @@ impl Core {
         now: UnixTime,
     ) -> Result<(), ErrorCode> {
         let caller = who.caller;
-        let kill_wait = self.state.config.kill_wait;
+        let kill_wait = self.state.config().kill_wait;
         let job = self.state.jobs.get_mut(&job_id).filter(|j| j.committed).ok_or(ErrorCode::InvalidJobId)?;
         who.check(Operation::Job { owner: job.info.uid })?;
         let state = job.info.state();

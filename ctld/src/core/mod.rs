@@ -167,7 +167,7 @@ impl Core {
         ctld_socket: String,
         publisher: crate::model::snapshot::Publisher,
     ) -> Core {
-        let shared_config = shared_config::SharedConfig::new(state.config.clone());
+        let shared_config = shared_config::SharedConfig::new(state.config().clone());
         let mut core = Core {
             state,
             db,
@@ -351,7 +351,8 @@ impl Core {
                 return;
             }
             Request::QueryNodes => {
-                let nodes = self.state.nodes.iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
+                let nodes =
+                    self.state.nodes().iter().map(|n| n.info(self.state.partitions_of(&n.config.name))).collect();
                 Response::Nodes { now: now(), nodes }
             }
             Request::QueryPartitions => Response::Partitions { partitions: self.partitions() },
@@ -369,12 +370,12 @@ impl Core {
                 let now = now();
                 match validate::validate(&self.state, caller, *spec, now) {
                     Err(refusal) => refusal.into(),
-                    Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id, now),
+                    Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id(), now),
                 }
             }
             Request::QueryNodeFeatures => {
                 let nodes =
-                    self.state.nodes.iter().map(|n| (n.config.name.clone(), n.config.features.clone())).collect();
+                    self.state.nodes().iter().map(|n| (n.config.name.clone(), n.config.features.clone())).collect();
                 Response::NodeFeatures { nodes }
             }
             // Served off the core by the serve layer (snapshots, the database's readers, the
@@ -405,9 +406,9 @@ impl Core {
     fn tick(&mut self) {
         self.flush_unhurried();
         let now = now();
-        let timeout = i64::from(self.state.config.node_timeout);
+        let timeout = i64::from(self.state.config().node_timeout);
         let mut failed_nodes = Vec::new();
-        for node in &mut self.state.nodes {
+        for node in self.state.nodes_mut().iter_mut() {
             let silent = node.responding && now - node.last_heartbeat > timeout;
             let never_back = !node.responding && now - self.started_at > timeout;
             if silent {
@@ -454,7 +455,7 @@ impl Core {
         self.advance_gpu_seconds(now);
         if now - self.usage_purged_at >= crate::store::accounting::HOUR {
             self.usage_purged_at = now;
-            let a = &self.state.config.accounting;
+            let a = &self.state.config().accounting;
             self.store(DbOp::PurgeUsage { now, hours_days: a.retention_hours_days, jobs_days: a.retention_jobs_days });
         }
         // Preemption warnings whose lead time is over are due whether or not a pass runs.

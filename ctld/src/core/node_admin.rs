@@ -43,7 +43,7 @@ impl Core {
                 detail.push_str(&format!(" {key}={value}"));
             }
         }
-        let result = self.update_node_checked(Who::of(&self.state.config, caller), update);
+        let result = self.update_node_checked(Who::of(&self.state.config(), caller), update);
         self.audit_request(caller, action, None, result.as_ref().map(|_| ()).map_err(|refusal| refusal.code), detail);
         match result {
             Ok(()) => Response::Done,
@@ -61,7 +61,7 @@ impl Core {
         if names.is_empty() {
             return Err(Refusal::new(ErrorCode::InvalidNodeName, "no node named"));
         }
-        if let Some(unknown) = names.iter().find(|n| !self.state.node_index.contains_key(*n)) {
+        if let Some(unknown) = names.iter().find(|n| !self.state.node_index().contains_key(*n)) {
             return Err(Refusal::new(ErrorCode::InvalidNodeName, format!("node {unknown} is not configured")));
         }
         let reason = update.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
@@ -149,7 +149,7 @@ impl Core {
 
     /// A node set `DOWN` runs nothing: its jobs are killed and end `NODE_FAIL`, as in Slurm.
     fn end_jobs_on_down_node(&mut self, name: &str, now: UnixTime) {
-        let kill_wait = self.state.config.kill_wait;
+        let kill_wait = self.state.config().kill_wait;
         let jobs: Vec<(JobId, u32, Option<String>)> = self
             .state
             .jobs
@@ -167,7 +167,7 @@ impl Core {
 
     /// Queues a node's flags for storage (a node back in service deletes its row).
     pub(crate) fn save_node_state(&mut self, name: &str) {
-        let Some(node) = self.state.node_index.get(name).map(|&i| &self.state.nodes[i]) else { return };
+        let Some(node) = self.state.node_index().get(name).map(|&i| &self.state.nodes()[i]) else { return };
         let (uid, time) = node.reason_set.unwrap_or((0, now()));
         let incident = node.incident.clone();
         self.store(DbOp::SaveNodeState(StoredNodeState {
@@ -236,15 +236,16 @@ impl Core {
     /// failing there and nowhere else; beyond the window's cap of automatic drains, an alert.
     pub(crate) fn job_failed_on_node(&mut self, name: &str, job_id: JobId, uid: u32, how: String, counts: bool) {
         let time = now();
-        let config = self.state.config.incidents.clone();
+        let config = self.state.config().incidents.clone();
         let window_start = crate::policy::incident::window_start(&config, time);
         let drains = self.state.auto_drains.since(window_start);
         if counts {
             self.state.failing_users.push(uid, name, time, config.auto_drain_window_secs);
         }
-        let failing_users = &self.state.failing_users;
-        let Some(&index) = self.state.node_index.get(name) else { return };
-        let node = &mut self.state.nodes[index];
+        let Some(&index) = self.state.node_index().get(name) else { return };
+        // Read beside the node it judges (put back below).
+        let failing_users = std::mem::take(&mut self.state.failing_users);
+        let node = &mut self.state.nodes_mut()[index];
         let keep = config.auto_drain_failures.max(1) as usize;
         if counts {
             node.recent_failures.push(Failure { time, job_id, uid }, config.auto_drain_window_secs, keep);
@@ -261,6 +262,7 @@ impl Core {
             // What opened an incident or an alert is not counted again.
             node.recent_failures.clear();
         }
+        self.state.failing_users = failing_users;
         self.record_node_event(NodeEvent {
             time,
             node: name.to_owned(),
@@ -315,7 +317,7 @@ impl Core {
     pub(crate) fn node_reasons(&self) -> Response {
         let reasons = self
             .state
-            .nodes
+            .nodes()
             .iter()
             .filter_map(|n| {
                 let reason = n.down_reason.clone().or_else(|| n.drain_reason.clone())?;

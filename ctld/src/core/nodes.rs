@@ -14,14 +14,14 @@ use std::collections::HashMap;
 impl Core {
     pub(super) fn partitions(&self) -> Vec<PartitionInfo> {
         self.state
-            .config
+            .config()
             .partitions
             .iter()
             .map(|p| {
                 let nodes: Vec<_> = p
                     .nodes
                     .iter()
-                    .filter_map(|n| self.state.node_index.get(n).map(|&i| &self.state.nodes[i]))
+                    .filter_map(|n| self.state.node_index().get(n).map(|&i| &self.state.nodes()[i]))
                     .collect();
                 PartitionInfo {
                     name: p.name.clone(),
@@ -93,7 +93,7 @@ impl Core {
     pub(super) fn lost_jobs(&mut self) {
         let reports: HashMap<String, (UnixTime, std::collections::HashSet<JobRun>)> = self
             .state
-            .nodes
+            .nodes_mut()
             .iter_mut()
             .filter_map(|n| {
                 n.held_report.take().map(|(at, held)| (n.config.name.clone(), (at, held.into_iter().collect())))

@@ -57,7 +57,7 @@ impl Core {
             }
         }
         snap.auto_drains_withheld = self.state.auto_drains.withheld;
-        for node in &self.state.nodes {
+        for node in self.state.nodes() {
             snap.nodes.push((
                 node.config.name.clone(),
                 node.state().long_name().to_owned(),

@@ -22,8 +22,8 @@ use std::sync::Arc;
 impl Core {
     /// Re-reads, validates and applies the config file; audits the request with its outcome.
     pub(crate) fn reconfigure(&mut self, caller: Caller) -> Response {
-        let path = self.state.config.path.clone();
-        let result = self.reconfigure_checked(Who::of(&self.state.config, caller));
+        let path = self.state.config().path.clone();
+        let result = self.reconfigure_checked(Who::of(&self.state.config(), caller));
         let outcome = result.as_ref().map(|_| ()).map_err(|refusal| refusal.code);
         let detail = match &result {
             Ok(changes) if changes.is_empty() => format!("file={}", path.display()),
@@ -43,7 +43,7 @@ impl Core {
     /// Applies the reloaded config; `Ok` says what changed in the job templates, for the audit.
     fn reconfigure_checked(&mut self, who: Who) -> Result<String, Refusal> {
         who.check(Operation::Reconfigure).map_err(|code| Refusal::new(code, "admin role required"))?;
-        let old = self.state.config.clone();
+        let old = self.state.config().clone();
         let file = old.reload().map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e.to_string()))?;
         fixed_settings_unchanged(&old, &file).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
         // sacctmgr's changes stay over the file's accounts, users and QOS.
@@ -51,9 +51,8 @@ impl Core {
             .map_err(|e| Refusal::new(ErrorCode::InvalidConfig, format!("{}: {e}", file.source.display())))?;
         let held = held_by_sacctmgr(&file, &self.acct_edits);
         let nodes = self.carry_nodes(&new).map_err(|e| Refusal::new(ErrorCode::InvalidConfig, e))?;
-        self.state.nodes = nodes;
         let file_changed = old.source_text != new.source_text;
-        self.install_config(Arc::new(new));
+        self.install_config(Arc::new(new), Some(nodes));
         self.refilter_jobs();
         if file_changed {
             // Configless nodes fetch the file again (`drover_shared::configless`).
@@ -62,7 +61,7 @@ impl Core {
             }
         }
         tracing::info!(path = %old.path.display(), held, "config reloaded");
-        let mut changes = crate::policy::template::changes(&old.templates, &self.state.config.templates);
+        let mut changes = crate::policy::template::changes(&old.templates, &self.state.config().templates);
         if !held.is_empty() {
             changes.push_str(&format!("{}{held}", if changes.is_empty() { "" } else { " " }));
         }
@@ -93,7 +92,7 @@ impl Core {
     /// when their noded registers). Removing or shrinking a node that holds jobs is refused.
     fn carry_nodes(&mut self, new: &Config) -> Result<Vec<Node>, String> {
         let mut old: HashMap<String, Node> =
-            std::mem::take(&mut self.state.nodes).into_iter().map(|n| (n.config.name.clone(), n)).collect();
+            self.state.take_nodes().into_iter().map(|n| (n.config.name.clone(), n)).collect();
         let busy = |n: &Node| n.cpus_alloc > 0 || n.mem_alloc_mb > 0 || !n.gpus_alloc.is_empty();
         let refusal = new.nodes.iter().find_map(|c| {
             let n = old.get(c.name.as_str())?;
@@ -107,8 +106,9 @@ impl Core {
         });
         if let Some(refusal) = refusal {
             // Put the table back untouched, in its order.
-            let order: Vec<String> = self.state.config.nodes.iter().map(|c| c.name.clone()).collect();
-            self.state.nodes = order.iter().filter_map(|name| old.remove(name)).collect();
+            let order: Vec<String> = self.state.config().nodes.iter().map(|c| c.name.clone()).collect();
+            let config = self.state.config().clone();
+            self.state.install(config, Some(order.iter().filter_map(|name| old.remove(name)).collect()));
             return Err(refusal);
         }
         Ok(new

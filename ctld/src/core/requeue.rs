@@ -64,7 +64,7 @@ impl Core {
         hold: bool,
         reply: oneshot::Sender<Response>,
     ) {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let action = if hold { "requeuehold" } else { "requeue" };
         let mut results = Vec::with_capacity(job_ids.len());
         let mut accepted = Vec::new();
@@ -103,7 +103,7 @@ impl Core {
             let _ = reply.send(Response::Error { code: ErrorCode::StorageUnavailable, detail: error.to_owned() });
             return;
         }
-        let kill_wait = self.state.config.kill_wait;
+        let kill_wait = self.state.config().kill_wait;
         for JobRun { job_id, run } in accepted {
             let still =
                 self.state.jobs.get(&job_id).filter(|j| j.info.state() == JobState::Running && j.info.restarts == run);
@@ -232,7 +232,7 @@ impl Core {
                 })
             })
             .collect();
-        let kill_wait = self.state.config.kill_wait;
+        let kill_wait = self.state.config().kill_wait;
         let Some(link) = self.links.get(node).cloned() else { return };
         for run in superseded {
             tracing::info!(job_id = run.job_id, run = run.run, node, "cancelling a run ctld gave up on");

@@ -61,7 +61,7 @@ impl Core {
     /// `--deadline`: a pending job that can no longer end by its deadline (now plus its time
     /// limit, the shortest over its partitions, is past it) ends `DEADLINE`, as in Slurm.
     pub(super) fn expire_deadlines(&mut self, now: UnixTime) {
-        let config = self.state.config.clone();
+        let config = self.state.config().clone();
         self.state.jobs.refile(now);
         let expired: Vec<JobId> = self
             .state
@@ -134,7 +134,7 @@ impl Core {
             user: job.info.user.clone(),
             uid: job.info.uid,
             gid: job.info.gid,
-            cluster_name: self.state.config.cluster_name.clone(),
+            cluster_name: self.state.config().cluster_name.clone(),
             partition: job.info.partition.clone(),
             account: job.info.account.clone(),
             qos: job.info.qos.clone(),
@@ -145,7 +145,7 @@ impl Core {
             cpus_on_node: share.cpus,
             mem_per_node_mb: share.mem_mb,
             gpus: share.gpus.clone(),
-            kill_wait: self.state.config.kill_wait,
+            kill_wait: self.state.config().kill_wait,
             ctld_socket: self.ctld_socket.clone(),
             array: crate::policy::array::launch_info(job),
             restart_count: job.info.restarts,

@@ -126,7 +126,7 @@ impl Core {
         spec: Box<StepSpec>,
         reply: oneshot::Sender<Response>,
     ) {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             let _ = reply.send(refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found")));
             return;
@@ -156,7 +156,7 @@ impl Core {
         }
         let shares: Vec<(String, u32)> = alloc.nodes.iter().map(|n| (n.node.clone(), n.cpus)).collect();
         let job_tasks = job.info.num_tasks;
-        let max_per_node = self.state.config.max_tasks_per_node;
+        let max_per_node = self.state.config().max_tasks_per_node;
         // Everything is checked on counts first: nothing proportional to the request's numbers
         // is allocated before the tasks are known to fit.
         let (ntasks, cpus_per_task, counts) = match step_counts(&spec, job_tasks, &shares, max_per_node) {
@@ -321,7 +321,7 @@ impl Core {
         state: JobState,
         exit_status: WaitStatus,
     ) -> Response {
-        let who = Who::of(&self.state.config, caller);
+        let who = Who::of(&self.state.config(), caller);
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
         };
@@ -347,8 +347,8 @@ impl Core {
 
     /// `scancel [--signal=S] N.S`.
     pub(crate) fn cancel_step(&mut self, caller: Caller, job_id: JobId, step_id: u32, signal: Option<i32>) -> Response {
-        let who = Who::of(&self.state.config, caller);
-        let kill_wait = self.state.config.kill_wait;
+        let who = Who::of(&self.state.config(), caller);
+        let kill_wait = self.state.config().kill_wait;
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             return refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found"));
         };
@@ -392,7 +392,7 @@ impl Core {
     /// `scancel --signal` without `-b`: the signal reaches every running step's tasks too (the
     /// job's supervisor only reaches the batch script and its descendants).
     pub(crate) fn signal_steps(&mut self, job_id: JobId, signal: i32) {
-        let kill_wait = self.state.config.kill_wait;
+        let kill_wait = self.state.config().kill_wait;
         let Some(job) = self.state.jobs.get(&job_id) else { return };
         let running: Vec<(u32, Vec<String>)> = job
             .info
@@ -411,7 +411,7 @@ impl Core {
 
     /// The job ended: steps still running end `CANCELLED` and their tasks are killed everywhere.
     pub(crate) fn end_steps(&mut self, job_id: JobId, end_time: UnixTime) {
-        let kill_wait = self.state.config.kill_wait;
+        let kill_wait = self.state.config().kill_wait;
         let Some(job) = self.state.jobs.get_mut(&job_id) else { return };
         let mut running = Vec::new();
         for step in

@@ -302,7 +302,7 @@ fn a_sacctmgr_change_is_answered_after_its_commit_and_undone_when_it_fails() {
         }),
         commit: true,
     };
-    let has = |bench: &Bench, name: &str| bench.core.state.config.accounts.iter().any(|a| a.name == name);
+    let has = |bench: &Bench, name: &str| bench.core.state.config().accounts.iter().any(|a| a.name == name);
     let mut bench = Bench::new();
     let mut answer = bench.request(add("proj1"));
     assert!(has(&bench, "proj1"));

@@ -12,7 +12,7 @@ impl Core {
     /// `save` forces a save (a job just ended: its last seconds are charged and stored with its
     /// end, so a restart never forgets a finished job's usage).
     pub(super) fn charge_usage(&mut self, now: UnixTime, save: bool) {
-        let config = self.state.config.clone();
+        let config = self.state.config().clone();
         let charges: Vec<(String, String, f64)> = self
             .state
             .jobs
@@ -50,7 +50,7 @@ impl Core {
                     continue;
                 };
                 let Some(policy) =
-                    self.state.config.accounting.idle_gpu.iter().find(|p| p.partition == job.info.partition)
+                    self.state.config().accounting.idle_gpu.iter().find(|p| p.partition == job.info.partition)
                 else {
                     continue;
                 };
@@ -60,7 +60,7 @@ impl Core {
                 }
             }
         }
-        let kill_wait = self.state.config.kill_wait;
+        let kill_wait = self.state.config().kill_wait;
         for (job_id, step, threshold) in steps {
             let (action, idle) = match step {
                 IdleStep::Nothing => continue,

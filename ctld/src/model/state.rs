@@ -606,22 +606,25 @@ fn untally(untallied: &mut Vec<JobId>, all: &mut bool, job_id: JobId) {
 /// runs at least every tick, so only a burst of changes gets there).
 const UNTALLIED_MAX: usize = 100_000;
 
-/// The whole in-memory state.
+/// The whole in-memory state. What must hold together is private and changes only through its
+/// methods: the config in force with the node table and its indexes by name and partition
+/// ([`State::install`]), the next job id ([`State::take_job_id`]), when ended jobs are dropped
+/// ([`State::end_job`], [`State::purge`]) and the running jobs' tallies ([`State::tally`]).
 #[derive(Debug)]
 pub(crate) struct State {
-    pub(crate) config: Arc<Config>,
+    config: Arc<Config>,
     pub(crate) jobs: Jobs,
     /// The jobs' resident specs, shared between jobs submitted with the same options.
     pub(crate) specs: crate::model::resident::SpecPool,
-    pub(crate) nodes: Vec<Node>,
+    nodes: Vec<Node>,
     /// Node name → its index in `nodes` ([`State::reindex`] keeps it).
-    pub(crate) node_index: NodeIndex,
+    node_index: NodeIndex,
     /// Partition name → its nodes' indexes in `nodes`, in the partition's order
     /// ([`State::reindex`] keeps it).
-    pub(crate) partition_nodes: HashMap<String, Vec<usize>>,
-    pub(crate) next_job_id: JobId,
+    partition_nodes: HashMap<String, Vec<usize>>,
+    next_job_id: JobId,
     /// When each ended job may be dropped from memory.
-    pub(crate) expiry: BTreeMap<UnixTime, Vec<JobId>>,
+    expiry: BTreeMap<UnixTime, Vec<JobId>>,
     /// Decayed usage per user association, for fair share.
     pub(crate) usage: crate::model::usage::Usage,
     /// Running jobs being preempted → the job they make room for.
@@ -757,8 +760,68 @@ impl State {
         state
     }
 
+    /// The config in force.
+    pub(crate) fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The config in force, to change in a test (settings that move no node or partition;
+    /// others go through [`State::install`]).
+    #[cfg(test)]
+    pub(crate) fn config_mut(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// The node table, in the config's order.
+    pub(crate) fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The node table to change in place (its order and names stay).
+    pub(crate) fn nodes_mut(&mut self) -> &mut [Node] {
+        &mut self.nodes
+    }
+
+    /// Node name → its index in [`State::nodes`].
+    pub(crate) fn node_index(&self) -> &NodeIndex {
+        &self.node_index
+    }
+
+    /// A partition's nodes (indexes in [`State::nodes`]), in the partition's order.
+    pub(crate) fn partition_nodes(&self, partition: &str) -> Option<&[usize]> {
+        self.partition_nodes.get(partition).map(Vec::as_slice)
+    }
+
+    /// The id the next job gets.
+    pub(crate) fn next_job_id(&self) -> JobId {
+        self.next_job_id
+    }
+
+    /// Takes the next job id.
+    pub(crate) fn take_job_id(&mut self) -> JobId {
+        let job_id = self.next_job_id;
+        self.next_job_id += 1;
+        job_id
+    }
+
+    /// The node table, taken out to be carried into a new config: give it back with
+    /// [`State::install`] (the indexes are stale until then).
+    pub(crate) fn take_nodes(&mut self) -> Vec<Node> {
+        std::mem::take(&mut self.nodes)
+    }
+
+    /// Makes `config` the config in force, with `nodes` as the node table when given (in the
+    /// config's order), and indexes them again.
+    pub(crate) fn install(&mut self, config: Arc<Config>, nodes: Option<Vec<Node>>) {
+        self.config = config;
+        if let Some(nodes) = nodes {
+            self.nodes = nodes;
+        }
+        self.reindex();
+    }
+
     /// Indexes the node table by name and by partition: after the nodes or the config change.
-    pub(crate) fn reindex(&mut self) {
+    fn reindex(&mut self) {
         self.node_index = self.nodes.iter().enumerate().map(|(i, n)| (n.config.name.clone(), i)).collect();
         self.partition_nodes = self
             .config

@@ -196,7 +196,7 @@ impl Tally {
     }
 
     fn start_over(&mut self, state: &State) {
-        let config = &state.config;
+        let config = &state.config();
         *self = Tally {
             config: Some(Arc::clone(config)),
             quotas: QuotaUse { used: vec![Tres::new(); config.quotas.len()], borrowed: HashSet::new() },
@@ -213,7 +213,7 @@ impl Tally {
     /// Brings the tallies up to date with the jobs in `changed` (or starts over under a new
     /// config).
     pub(crate) fn sync(&mut self, state: &State, changed: impl IntoIterator<Item = JobId>) {
-        if !self.config.as_ref().is_some_and(|c| Arc::ptr_eq(c, &state.config)) {
+        if !self.config.as_ref().is_some_and(|c| Arc::ptr_eq(c, &state.config())) {
             self.start_over(state);
             return;
         }
@@ -223,14 +223,14 @@ impl Tally {
                 self.insert(state, job);
             }
         }
-        let config = Arc::clone(&state.config);
+        let config = Arc::clone(&state.config());
         for q in std::mem::take(&mut self.dirty) {
             self.classify(&config, q);
         }
     }
 
     fn insert(&mut self, state: &State, job: &Job) {
-        let config = &state.config;
+        let config = &state.config();
         let partition = job.info.partition.as_str();
         let entry = Entry {
             qos: job.info.qos.clone(),

@@ -25,7 +25,7 @@ pub(crate) fn of_job(state: &State, job: &Job) -> Tres {
             *tres.entry("cpu".into()).or_default() += u64::from(share.cpus);
             *tres.entry("mem".into()).or_default() += share.mem_mb;
             *tres.entry("node".into()).or_default() += 1;
-            let node = state.node_index.get(&share.node).map(|&i| &state.nodes[i]);
+            let node = state.node_index().get(&share.node).map(|&i| &state.nodes()[i]);
             for index in &share.gpus {
                 *tres.entry("gres/gpu".into()).or_default() += 1;
                 let gpu_type = node
@@ -65,7 +65,7 @@ pub(crate) fn of_request(request: &PerNodeRequest) -> Tres {
 /// The job record's billing TRES (`sacct`, `scontrol show job`) is this value, rounded.
 pub(crate) fn job_billing(state: &State, job: &Job) -> f64 {
     let partition = job.info.partition.split(',').next().unwrap_or_default();
-    let weights = state.config.partitions.iter().find(|p| p.name == partition).map(|p| &p.tres_billing_weights);
+    let weights = state.config().partitions.iter().find(|p| p.name == partition).map(|p| &p.tres_billing_weights);
     billing(weights.unwrap_or(&TresWeights::default()), &of_job(state, job))
 }
 

@@ -62,8 +62,7 @@ pub(crate) fn claim(state: &mut State, job_id: JobId, task: Option<u32>) -> Opti
         job.info.array_task_id = Some(index);
         return Some((job_id, false));
     }
-    let new_id = state.next_job_id;
-    state.next_job_id += 1;
+    let new_id = state.take_job_id();
     let job = &state.jobs[&job_id];
     let mut info = job.info.clone();
     info.job_id = new_id;

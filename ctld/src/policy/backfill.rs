@@ -192,7 +192,7 @@ impl Timeline {
                 _ => UNLIMITED,
             };
             let end = job.info.start_time.unwrap_or(now).saturating_add(limit).max(now);
-            timeline.add(end, alloc, &state.node_index);
+            timeline.add(end, alloc, &state.node_index());
         }
         timeline
     }
@@ -405,11 +405,11 @@ pub(crate) fn plan(
 ) -> Option<Reservation> {
     let job_id = job.info.job_id;
     let since = held.map_or(now, |h| h.since);
-    let partition_of = |name: &str| state.config.partitions.iter().find(|p| p.name == name);
+    let partition_of = |name: &str| state.config().partitions.iter().find(|p| p.name == name);
     let mut best: Option<Reservation> = held.and_then(|old| {
         let partition = partition_of(&old.partition).filter(|p| job.candidates.contains(&p.name))?;
         let eligible = eligible_nodes(state, job, partition);
-        let on = old.nodes().map(|n| state.node_index.get(n).copied().filter(|i| eligible.contains(i)));
+        let on = old.nodes().map(|n| state.node_index().get(n).copied().filter(|i| eligible.contains(i)));
         let on: Vec<usize> = on.collect::<Option<_>>()?;
         let start = old.start.max(now);
         let limit = time_limit_secs(job, partition);

@@ -85,13 +85,13 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
     let context = Context::new(state);
     let request = PerNodeRequest::from_spec(&job.spec);
     let asked = tres::of_request(&request);
-    if let Err(limit) = Running::new(state).check(&state.config, job, &asked) {
+    if let Err(limit) = Running::new(state).check(&state.config(), job, &asked) {
         lines.push(format!("{}: {}", limit.reason, limit.detail));
     }
-    let views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
+    let views: Vec<NodeView> = state.nodes().iter().map(NodeView::from).collect();
     let quotas = Quotas::new(state);
     for name in &job.candidates {
-        let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+        let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
         let f = context.factors(state, job, partition, now);
         let value = priority::priority(&context.config, &f, job.info.nice);
         let ahead: Vec<JobId> = state
@@ -128,7 +128,7 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
             Ok(true) => {
                 lines.push(format!("partition {name}: would borrow (beyond its team's guarantee; preemptible)"))
             }
-            Ok(false) if quota::quota_of(&state.config, &job.info.account, name).is_some() => {
+            Ok(false) if quota::quota_of(&state.config(), &job.info.account, name).is_some() => {
                 lines.push(format!("partition {name}: inside its team's guarantee; may reclaim borrowed GPUs"));
             }
             Ok(false) => {}
@@ -170,7 +170,7 @@ pub(crate) fn explain(state: &State, job_id: JobId, now: UnixTime) -> Response {
                     "runs on borrowed capacity in partition {}: it may be preempted",
                     job.info.partition
                 ));
-            } else if quota::quota_of(&state.config, &job.info.account, &job.info.partition).is_some() {
+            } else if quota::quota_of(&state.config(), &job.info.account, &job.info.partition).is_some() {
                 lines.push(format!(
                     "runs inside its team's guarantee in partition {}: never preempted",
                     job.info.partition

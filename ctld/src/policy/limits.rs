@@ -183,7 +183,7 @@ impl Hit<'_> {
 /// (pending plus running jobs charged to each one's subtree; 0 blocks it, as ColdFront does to an
 /// expired project), and the user's association's `MaxTRES` (per job) and `MaxSubmitJobs`.
 pub(crate) fn check_association_submit(state: &State, user: &str, account: &str, asked: &Tres) -> Result<(), String> {
-    let config = &state.config;
+    let config = &state.config();
     let assoc = config.users.iter().find(|u| u.name == user).and_then(|u| u.limits_in(account));
     if let Some(limits) = assoc {
         if let Some((name, _, want, limit)) = over(&limits.max_tres_per_job, &Tres::new(), asked) {

@@ -119,7 +119,7 @@ impl Bench {
     /// `quotas`, each of the eight teams has a guaranteed quota in the pool.
     pub fn new(nodes: usize, quotas: bool) -> Bench {
         let mut state = State::new(Arc::new(config(nodes.max(2), quotas)), 1);
-        for (i, node) in state.nodes.iter_mut().enumerate() {
+        for (i, node) in state.nodes_mut().iter_mut().enumerate() {
             node.connection = Some(i as u64);
             node.responding = true;
             node.registered_once = true;
@@ -178,8 +178,7 @@ impl Bench {
     }
 
     fn insert(&mut self, spec: JobSpec, team: usize) {
-        let job_id: JobId = self.state.next_job_id;
-        self.state.next_job_id += 1;
+        let job_id: JobId = self.state.take_job_id();
         let info = JobInfo {
             job_id,
             name: "bench".into(),

@@ -45,7 +45,7 @@ pub(crate) fn warning(value: &str) -> Option<(i32, bool, u32)> {
 fn release(views: &mut [NodeView], state: &State, job_id: JobId) {
     let Some(alloc) = state.jobs.get(&job_id).and_then(|j| j.alloc.as_ref()) else { return };
     for share in &alloc.nodes {
-        if let Some(&i) = state.node_index.get(&share.node) {
+        if let Some(&i) = state.node_index().get(&share.node) {
             views[i].release(share);
         }
     }
@@ -99,10 +99,10 @@ pub(crate) struct Manner {
 /// How `victim` is preempted; `None` when it is no longer known.
 pub(crate) fn manner(state: &State, victim: JobId) -> Option<Manner> {
     let job = state.jobs.get(&victim)?;
-    let qos = state.config.qos.iter().find(|q| q.name == job.info.qos);
+    let qos = state.config().qos.iter().find(|q| q.name == job.info.qos);
     Some(Manner {
         requeue: qos.is_none_or(|q| q.preempt_requeue) && job.info.requeue,
-        grace: qos.and_then(|q| q.grace_time).unwrap_or(state.config.kill_wait),
+        grace: qos.and_then(|q| q.grace_time).unwrap_or(state.config().kill_wait),
         warning: job.spec.signal.as_deref().and_then(warning),
     })
 }
@@ -171,7 +171,7 @@ impl Planner {
         main_holds: &HashMap<JobId, Taken>,
         quotas: &Quotas,
     ) -> Planner {
-        let config = &state.config;
+        let config = &state.config();
         let mut view = views.to_vec();
         for taken in main_holds.values() {
             give_back(&mut view, taken);
@@ -206,13 +206,13 @@ impl Planner {
         }
         let mut holds: Vec<(&JobId, &Hold)> = state.reclaim_holds.iter().collect();
         holds.sort_unstable_by_key(|(j, _)| **j);
-        let held = holds.into_iter().map(|(j, h)| (*j, take_free(&mut view, &state.node_index, &h.alloc))).collect();
+        let held = holds.into_iter().map(|(j, h)| (*j, take_free(&mut view, &state.node_index(), &h.alloc))).collect();
         Planner { view, held, spare, freeing, pools: HashMap::new() }
     }
 
     /// A job started in the pass: it takes its allocation here too.
     pub(crate) fn started(&mut self, state: &State, alloc: &Allocation) {
-        take_free(&mut self.view, &state.node_index, alloc);
+        take_free(&mut self.view, &state.node_index(), alloc);
     }
 
     /// Plans a reclaim for `job_id`, a job of the team of quota `own` asking `asked` (inside
@@ -249,11 +249,11 @@ impl Planner {
         ordered.extend(rest);
         let none = HashSet::new();
         if let Some(alloc) = place(&self.view, ordered.iter().copied(), &none, partition, request) {
-            self.held.insert(job_id, take_free(&mut self.view, &state.node_index, &alloc));
+            self.held.insert(job_id, take_free(&mut self.view, &state.node_index(), &alloc));
             return Some((Vec::new(), alloc));
         }
         // Owed: its guarantee minus what its team runs minus what is being freed for it.
-        let guarantee = &state.config.quotas[own].guarantee;
+        let guarantee = &state.config().quotas[own].guarantee;
         let owed = guarantee
             .iter()
             .all(|(name, g)| get(quotas.held(own), name) + get(&self.freeing[own], name) + get(asked, name) <= *g);
@@ -297,7 +297,7 @@ impl Planner {
             for &k in &victims {
                 let alloc = state.jobs[&candidates[k].job_id].alloc.as_ref();
                 for share in alloc.into_iter().flat_map(|a| &a.nodes) {
-                    if let Some(&i) = state.node_index.get(&share.node) {
+                    if let Some(&i) = state.node_index().get(&share.node) {
                         self.view[i].take(share);
                     }
                 }
@@ -311,14 +311,14 @@ impl Planner {
             }
             tres::add(&mut self.freeing[own], &victim.tres);
         }
-        self.held.insert(job_id, take_free(&mut self.view, &state.node_index, &alloc));
+        self.held.insert(job_id, take_free(&mut self.view, &state.node_index(), &alloc));
         Some((victims.into_iter().map(|k| candidates[k].job_id).collect(), alloc))
     }
 
     /// The jobs that may be preempted for team `own` in `partition`: borrowed jobs of other
     /// teams on the pool's nodes, not already being preempted, that ran at least the exempt time.
     fn pool(state: &State, quotas: &Quotas, own: usize, partition: &PartitionConfig, now: UnixTime) -> Pool {
-        let config = &state.config;
+        let config = &state.config();
         // A QOS's own `preempt_exempt_time` wins over the controller's (Slurm's QOS
         // `PreemptExemptTime` over its global one).
         let exempt = |job: &crate::model::state::Job| {
@@ -358,7 +358,7 @@ impl Planner {
         for (k, candidate) in candidates.iter().enumerate() {
             let alloc = state.jobs[&candidate.job_id].alloc.as_ref();
             for share in alloc.into_iter().flat_map(|a| &a.nodes) {
-                if let Some(&i) = state.node_index.get(&share.node) {
+                if let Some(&i) = state.node_index().get(&share.node) {
                     on_node.entry(i).or_default().push((k, share.gpus.len() as u64));
                 }
             }

@@ -38,12 +38,12 @@ pub(crate) struct Context {
 
 /// Builds the association tree over the stored usage and computes the fair-share factors.
 pub(crate) fn shares(state: &State) -> (Tree, Vec<fairshare::Shares>) {
-    let users: HashMap<&str, &UserConfig> = state.config.users.iter().map(|u| (u.name.as_str(), u)).collect();
+    let users: HashMap<&str, &UserConfig> = state.config().users.iter().map(|u| (u.name.as_str(), u)).collect();
     let shares = |account: &str, user: &str| {
         users.get(user).and_then(|u| u.limits_in(account)).and_then(|l| l.shares).unwrap_or(1)
     };
-    let tree = Tree::build(&state.config.accounts, &state.usage.by_assoc, shares);
-    let shares = match state.config.priority.fairshare {
+    let tree = Tree::build(&state.config().accounts, &state.usage.by_assoc, shares);
+    let shares = match state.config().priority.fairshare {
         FairShareAlgorithm::FairTree => fairshare::fair_tree(&tree),
         FairShareAlgorithm::Classic => fairshare::classic(&tree),
     };
@@ -54,8 +54,8 @@ pub(crate) fn shares(state: &State) -> (Tree, Vec<fairshare::Shares>) {
 fn partition_total(state: &State, partition: &PartitionConfig) -> Tres {
     let mut total = Tres::new();
     let mut gpu_types: HashMap<&str, u64> = HashMap::new();
-    for i in state.partition_nodes.get(&partition.name).into_iter().flatten() {
-        let node = &state.nodes[*i];
+    for i in state.partition_nodes(&partition.name).into_iter().flatten() {
+        let node = &state.nodes()[*i];
         *total.entry("cpu".into()).or_default() += u64::from(node.cpus);
         *total.entry("mem".into()).or_default() += node.real_memory_mb;
         *total.entry("node".into()).or_default() += 1;
@@ -79,7 +79,7 @@ impl Context {
             .zip(&shares)
             .filter_map(|(a, s)| Some(((a.account.clone(), a.user.clone()?), s.fairshare.unwrap_or(0.0))))
             .collect();
-        let config = &state.config;
+        let config = &state.config();
         // Only TRES factors read the partitions' totals.
         let mut partition_tres = HashMap::new();
         if !config.priority.weight_tres.0.is_empty() {
@@ -91,8 +91,8 @@ impl Context {
         Context {
             config: config.priority.clone(),
             fairshare,
-            n_nodes: state.nodes.len() as f64,
-            n_cpus: state.nodes.iter().map(|n| f64::from(n.cpus)).sum(),
+            n_nodes: state.nodes().len() as f64,
+            n_cpus: state.nodes().iter().map(|n| f64::from(n.cpus)).sum(),
             max_partition_factor: f64::from(config.partitions.iter().map(|p| p.priority_job_factor).max().unwrap_or(0)),
             max_qos_priority: f64::from(config.qos.iter().map(|q| q.priority).max().unwrap_or(0)),
             partition_tres,
@@ -118,7 +118,7 @@ impl Context {
             (nodes / n + cpus / c) / 2.0
         }
         .clamp(0.0, 1.0);
-        let qos_priority = state.config.qos.iter().find(|q| q.name == job.info.qos).map_or(0, |q| q.priority);
+        let qos_priority = state.config().qos.iter().find(|q| q.name == job.info.qos).map_or(0, |q| q.priority);
         let ratio = |v: f64, max: f64| if max > 0.0 { v / max } else { 0.0 };
         let totals = self.partition_tres.get(&partition.name);
         let tres = self

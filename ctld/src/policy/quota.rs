@@ -55,17 +55,17 @@ impl PoolFree {
     pub(crate) fn new(state: &State, views: &[NodeView]) -> PoolFree {
         let mut pools = PoolFree { member_of: vec![Vec::new(); views.len()], ..PoolFree::default() };
         // Only a lending limit reads what is free in a pool.
-        if state.config.quotas.iter().all(|q| q.lend.is_none()) {
+        if state.config().quotas.iter().all(|q| q.lend.is_none()) {
             return pools;
         }
-        for partition in &state.config.partitions {
-            if !state.config.quotas.iter().any(|q| q.partition == partition.name) {
+        for partition in &state.config().partitions {
+            if !state.config().quotas.iter().any(|q| q.partition == partition.name) {
                 continue;
             }
             let pool = pools.pools.len();
             pools.pools.push((partition.name.clone(), Tres::new()));
             for name in &partition.nodes {
-                if let Some(&i) = state.node_index.get(name) {
+                if let Some(&i) = state.node_index().get(name) {
                     pools.member_of[i].push(pool);
                 }
             }
@@ -158,7 +158,7 @@ impl Quotas {
         partition: &PartitionConfig,
         asked: &Tres,
     ) -> Result<bool, Blocked> {
-        let config = &state.config;
+        let config = &state.config();
         let own = quota_of(config, &job.info.account, &partition.name);
         if let Some(q) = own {
             let quota = &config.quotas[q];

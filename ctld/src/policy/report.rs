@@ -40,7 +40,7 @@ fn tres_text(tres: &tres::Tres) -> String {
 /// The `sshare` rows, in tree order.
 pub(crate) fn shares(state: &State, now: UnixTime) -> Response {
     let (tree, shares) = priority::shares(state);
-    let fair_tree = state.config.priority.fairshare == FairShareAlgorithm::FairTree;
+    let fair_tree = state.config().priority.fairshare == FairShareAlgorithm::FairTree;
     let run = run_mins(state, now);
     let mut rows = Vec::new();
     for i in tree.preorder() {
@@ -81,7 +81,7 @@ fn is_within(state: &State, account: &str, ancestor: &str) -> bool {
         if name == ancestor {
             return true;
         }
-        current = state.config.accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
+        current = state.config().accounts.iter().find(|a| a.name == name).and_then(|a| a.parent.clone());
     }
     false
 }
@@ -105,7 +105,7 @@ pub(crate) fn priorities(state: &State, now: UnixTime) -> Response {
             continue;
         }
         for name in &job.candidates {
-            let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+            let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
             let f = context.factors(state, job, partition, now);
             let tres = f
                 .tres

@@ -56,7 +56,7 @@ pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, 
         let best = job
             .candidates
             .iter()
-            .filter_map(|name| state.config.partitions.iter().find(|p| &p.name == name))
+            .filter_map(|name| state.config().partitions.iter().find(|p| &p.name == name))
             .map(|p| priority::priority(&context.config, &context.factors(state, job, p, now), job.info.nice))
             .max()
             .unwrap_or(1);
@@ -115,14 +115,14 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
     let tier = |job: &Job| {
         job.candidates
             .iter()
-            .filter_map(|n| state.config.partitions.iter().find(|p| &p.name == n))
+            .filter_map(|n| state.config().partitions.iter().find(|p| &p.name == n))
             .map(|p| p.priority_tier)
             .max()
     };
     let quotas = Quotas::of(quota_use);
     let preemptor = |job: &Job, asked: &tres::Tres| {
-        !state.config.quotas.is_empty()
-            && job.candidates.iter().any(|name| quotas.may_reclaim(&state.config, job, name, asked))
+        !state.config().quotas.is_empty()
+            && job.candidates.iter().any(|name| quotas.may_reclaim(&state.config(), job, name, asked))
     };
     let mut requests: Vec<Option<(PerNodeRequest, tres::Tres)>> = Vec::new();
     let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = state
@@ -220,7 +220,7 @@ impl Pass {
     /// holds taken; and the reservations of the last pass, multi-node ones kept ahead of their
     /// job's turn.
     fn begin(state: &mut State, quotas: Quotas, running: Running, considered: usize, now: UnixTime) -> Pass {
-        let mut views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
+        let mut views: Vec<NodeView> = state.nodes().iter().map(NodeView::from).collect();
         let still_running: Vec<JobId> =
             state.preempting.keys().copied().filter(|j| state.jobs.get(j).is_some_and(|j| j.alloc.is_some())).collect();
         state.preempting.retain(|victim, _| still_running.contains(victim));
@@ -232,7 +232,7 @@ impl Pass {
         let holds: HashMap<JobId, Taken> = state
             .reclaim_holds
             .iter()
-            .map(|(job_id, hold)| (*job_id, take_free(&mut views, &state.node_index, &hold.alloc)))
+            .map(|(job_id, hold)| (*job_id, take_free(&mut views, &state.node_index(), &hold.alloc)))
             .collect();
         let team_holds = TeamHolds::take(state, &quotas, &mut views, now);
         let (held, reservations) = kept_reservations(state, &views);
@@ -251,7 +251,7 @@ impl Pass {
             reservations,
             timeline: None,
             started_ends: Vec::new(),
-            max_tests: state.config.priority.backfill_max_job_test as usize,
+            max_tests: state.config().priority.backfill_max_job_test as usize,
             tested: 0,
             blocked: HashSet::new(),
             shortcuts: state.pass_shortcuts,
@@ -270,7 +270,7 @@ impl Pass {
         self.retake_team_holds(state);
         let held_before = self.held.remove(&job_id);
         if held_before.is_some() {
-            self.reservations.remove(job_id, &state.node_index);
+            self.reservations.remove(job_id, &state.node_index());
         }
         if let Err(reason) = self.eligible(state, job_id) {
             set_reason(state, job_id, reason);
@@ -281,7 +281,7 @@ impl Pass {
         self.reservations.ignore_kept(request.n_nodes > 1);
         // Its own hold is room for it, which jobs of its shape did not have earlier in the pass.
         let unheld = self.lift_hold(job_id);
-        if let Err(reason) = self.running.check_reason(&state.config, &state.jobs[&job_id], asked) {
+        if let Err(reason) = self.running.check_reason(&state.config(), &state.jobs[&job_id], asked) {
             // A job held back by a limit does not hold back the jobs behind it (as in Slurm).
             set_reason(state, job_id, &reason);
             return;
@@ -375,7 +375,7 @@ impl Pass {
         let now = self.now;
         let mut tried = Tried::default();
         for name in &job.candidates {
-            let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+            let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
             if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
                 tried.node_limited = true;
                 continue;
@@ -433,25 +433,25 @@ impl Pass {
     fn start(&mut self, state: &mut State, start: Start, borrows: bool, asked: &tres::Tres) {
         let job_id = start.job_id;
         let job = &state.jobs[&job_id];
-        let partition = state.config.partitions.iter().find(|p| p.name == start.partition);
+        let partition = state.config().partitions.iter().find(|p| p.name == start.partition);
         let limit = partition.map_or(backfill::UNLIMITED, |p| backfill::time_limit_secs(job, p));
         for share in &start.alloc.nodes {
-            if let Some(&i) = state.node_index.get(&share.node) {
+            if let Some(&i) = state.node_index().get(&share.node) {
                 self.views[i].take(share);
                 self.refile(i);
             }
         }
         let end = self.now.saturating_add(limit);
         match self.timeline.as_mut() {
-            Some(timeline) => timeline.add(end, &start.alloc, &state.node_index),
+            Some(timeline) => timeline.add(end, &start.alloc, &state.node_index()),
             None => self.started_ends.push((end, start.alloc.clone())),
         }
         if let Some(planner) = self.planner.as_mut() {
             planner.started(state, &start.alloc);
         }
         state.reclaim_holds.remove(&job_id);
-        self.running.add(&state.config, job, asked);
-        self.quotas.add(&state.config, job, &start.partition, asked, borrows);
+        self.running.add(&state.config(), job, asked);
+        self.quotas.add(&state.config(), job, &start.partition, asked, borrows);
         state.hold(&start.alloc);
         self.decisions.starts.push(start);
     }
@@ -479,10 +479,10 @@ impl Pass {
         } else if let Some(old) = held_before.filter(|r| {
             self.max_tests > 0
                 && r.start > self.now
-                && r.nodes().all(|n| state.node_index.get(n).is_some_and(|&i| self.views[i].usable()))
+                && r.nodes().all(|n| state.node_index().get(n).is_some_and(|&i| self.views[i].usable()))
         }) {
             self.stats.carried += 1;
-            self.reservations.push(old, &state.node_index);
+            self.reservations.push(old, &state.node_index());
         }
         let candidates = state.jobs[&job_id].candidates.clone();
         self.blocked.extend(candidates);
@@ -497,7 +497,7 @@ impl Pass {
             let mut timeline = Timeline::new(state, now);
             timeline.gated = shortcuts;
             for (end, alloc) in started_ends.drain(..) {
-                timeline.add(end, &alloc, &state.node_index);
+                timeline.add(end, &alloc, &state.node_index());
             }
             timeline
         });
@@ -513,7 +513,7 @@ impl Pass {
             now,
         );
         if let Some(reservation) = planned {
-            self.reservations.push(reservation, &state.node_index);
+            self.reservations.push(reservation, &state.node_index());
         }
     }
 
@@ -528,11 +528,11 @@ impl Pass {
         let now = self.now;
         let job = &state.jobs[&job_id];
         for name in &job.candidates {
-            let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
-            if !self.quotas.may_reclaim(&state.config, job, name, asked) {
+            let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
+            if !self.quotas.may_reclaim(&state.config(), job, name, asked) {
                 continue;
             }
-            let Some(own) = quota_of(&state.config, &job.info.account, name) else { continue };
+            let Some(own) = quota_of(&state.config(), &job.info.account, name) else { continue };
             let limit = backfill::time_limit_secs(job, partition);
             // Built at the pass's first reclaim: a pass without one pays nothing for it.
             let (views, holds, quotas) = (&self.views, &self.holds, &self.quotas);
@@ -547,7 +547,7 @@ impl Pass {
             let earlier = state.reclaim_holds.get(&job_id).map_or(now, |h| h.until);
             let grace = victims.iter().map(|v| preempt::grace_secs(state, *v)).max();
             let until = grace.map_or(earlier, |g| earlier.max(now + g + preempt::HOLD_MARGIN));
-            let until = until.max(now + i64::from(state.config.kill_wait) + preempt::HOLD_MARGIN);
+            let until = until.max(now + i64::from(state.config().kill_wait) + preempt::HOLD_MARGIN);
             // What the victims free beyond this job stays its team's while the team is owed it.
             if !victims.is_empty() {
                 let account = state.jobs[&job_id].info.account.clone();
@@ -555,7 +555,7 @@ impl Pass {
                 let holding: u64 = state
                     .team_holds
                     .iter()
-                    .filter(|h| h.partition == *name && quota_of(&state.config, &h.account, name) == team)
+                    .filter(|h| h.partition == *name && quota_of(&state.config(), &h.account, name) == team)
                     .flat_map(|h| &h.alloc.nodes)
                     .map(|n| n.gpus.len() as u64)
                     .sum();
@@ -578,7 +578,7 @@ impl Pass {
             let end = now.saturating_add(limit);
             let reservation =
                 Reservation { job_id, partition: name.clone(), start: now, end, alloc: alloc.clone(), since: now };
-            self.reservations.push(reservation, &state.node_index);
+            self.reservations.push(reservation, &state.node_index());
             state.reclaim_holds.insert(job_id, crate::model::state::Hold { alloc, until });
             return true;
         }
@@ -589,7 +589,7 @@ impl Pass {
     /// pass.
     fn hold_reclaimed(&mut self, state: &State, job_id: JobId) {
         let Some(hold) = state.reclaim_holds.get(&job_id) else { return };
-        let taken = take_free(&mut self.views, &state.node_index, &hold.alloc);
+        let taken = take_free(&mut self.views, &state.node_index(), &hold.alloc);
         for (i, _) in &taken {
             self.refile(*i);
         }
@@ -619,8 +619,8 @@ fn kept_reservations(state: &mut State, views: &[NodeView]) -> (HashMap<JobId, R
     held_ids.sort_unstable();
     for job_id in held_ids {
         let kept = held[&job_id].clone();
-        if kept.nodes().all(|n| state.node_index.get(n).is_some_and(|&i| views[i].usable())) {
-            reservations.push_kept(kept, &state.node_index);
+        if kept.nodes().all(|n| state.node_index().get(n).is_some_and(|&i| views[i].usable())) {
+            reservations.push_kept(kept, &state.node_index());
         }
     }
     (held, reservations)

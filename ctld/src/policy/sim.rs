@@ -133,7 +133,7 @@ struct Tracked {
 /// The job a recorded one becomes under `state`'s config, or why that config refuses it (no
 /// such account, user association, partition or QOS, over a time limit, or it could never fit).
 fn admit(state: &State, rec: &Recorded) -> Option<Job> {
-    let config = &state.config;
+    let config = &state.config();
     let info = &rec.info;
     let account = &info.account;
     if !config.accounts.iter().any(|a| &a.name == account) {
@@ -254,12 +254,12 @@ pub(crate) fn replay(
     let began = Instant::now();
     let mut state = State::new(config.clone(), 1);
     state.planning_jobs = bounds.backfill_jobs;
-    for (i, node) in state.nodes.iter_mut().enumerate() {
+    for (i, node) in state.nodes_mut().iter_mut().enumerate() {
         node.connection = Some(i as u64);
         node.responding = true;
         node.registered_once = true;
     }
-    let total_gpus: u64 = state.nodes.iter().map(|n| n.gpus.len() as u64).sum();
+    let total_gpus: u64 = state.nodes().iter().map(|n| n.gpus.len() as u64).sum();
     // Teams: the config's accounts in its order, then accounts it lacks.
     let mut team_index: HashMap<String, usize> = HashMap::new();
     let mut teams: Vec<Team> = Vec::new();

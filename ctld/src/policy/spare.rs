@@ -43,7 +43,7 @@ pub(crate) fn spare_of(state: &State, victims: &[JobId], alloc: &Allocation, cap
 /// The GPUs a team may still be given before it reaches its guarantee: its guarantee of GPUs
 /// minus what it holds minus what its job asked.
 pub(crate) fn owed_gpus(state: &State, quotas: &Quotas, account: &str, partition: &str, asked: &Tres) -> u64 {
-    owed(&state.config, quotas, account, partition).saturating_sub(asked.get("gres/gpu").copied().unwrap_or(0))
+    owed(&state.config(), quotas, account, partition).saturating_sub(asked.get("gres/gpu").copied().unwrap_or(0))
 }
 
 /// The team's guarantee of GPUs in `partition` minus what it holds there.
@@ -64,9 +64,9 @@ impl TeamHolds {
     /// Drops the holds past their deadline or of teams no longer owed a GPU, and takes what the
     /// others hold that is free on `views`.
     pub(crate) fn take(state: &mut State, quotas: &Quotas, views: &mut [NodeView], now: UnixTime) -> TeamHolds {
-        let config = std::sync::Arc::clone(&state.config);
+        let config = std::sync::Arc::clone(&state.config());
         state.team_holds.retain(|hold| hold.until >= now && owed(&config, quotas, &hold.account, &hold.partition) > 0);
-        let taken = state.team_holds.iter().map(|h| take_free(views, &state.node_index, &h.alloc)).collect();
+        let taken = state.team_holds.iter().map(|h| take_free(views, &state.node_index(), &h.alloc)).collect();
         TeamHolds { taken, lent: Vec::new() }
     }
 
@@ -84,11 +84,11 @@ impl TeamHolds {
         let mut changed = Vec::new();
         // Holds made later in the pass (by its reclaims) are not taken until the next pass.
         for (k, hold) in state.team_holds.iter().enumerate().take(self.taken.len()) {
-            let team = quota_of(&state.config, &hold.account, &hold.partition);
+            let team = quota_of(&state.config(), &hold.account, &hold.partition);
             if team.is_some()
-                && quota_of(&state.config, &job.info.account, &hold.partition) == team
+                && quota_of(&state.config(), &job.info.account, &hold.partition) == team
                 && job.candidates.contains(&hold.partition)
-                && quotas.may_reclaim(&state.config, job, &hold.partition, asked)
+                && quotas.may_reclaim(&state.config(), job, &hold.partition, asked)
             {
                 give_back(views, &self.taken[k]);
                 changed.extend(self.taken[k].iter().map(|(i, _)| *i));
@@ -104,7 +104,7 @@ impl TeamHolds {
     pub(crate) fn retake(&mut self, state: &State, views: &mut [NodeView]) -> Vec<usize> {
         let mut changed = Vec::new();
         for k in std::mem::take(&mut self.lent) {
-            self.taken[k] = take_free(views, &state.node_index, &state.team_holds[k].alloc);
+            self.taken[k] = take_free(views, &state.node_index(), &state.team_holds[k].alloc);
             changed.extend(self.taken[k].iter().map(|(i, _)| *i));
         }
         changed

@@ -20,7 +20,7 @@ pub(crate) struct Tree {
 impl Tree {
     /// The configured tree, or `None` without one.
     pub(crate) fn of(state: &State) -> Option<Tree> {
-        let topology = &state.config.topology;
+        let topology = &state.config().topology;
         if topology.switches.is_empty() {
             return None;
         }
@@ -28,9 +28,9 @@ impl Tree {
             .switches
             .iter()
             .map(|switch| {
-                let mut under = vec![false; state.nodes.len()];
+                let mut under = vec![false; state.nodes().len()];
                 for node in &switch.nodes {
-                    if let Some(&i) = state.node_index.get(node) {
+                    if let Some(&i) = state.node_index().get(node) {
                         under[i] = true;
                     }
                 }

@@ -209,7 +209,7 @@ fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobS
 
 /// Validates a submission and builds the job record it becomes (without a job id yet).
 pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Refusal> {
-    let config = &state.config;
+    let config = &state.config();
     if spec.no_allocate && !crate::policy::authz::may_skip_allocation(caller) {
         let detail = format!("--no-allocate is for root and the SlurmUser, not uid {}", caller.uid);
         return Err(Refusal::new(ErrorCode::AccessDenied, detail));
@@ -311,7 +311,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     if let Some(text) = &spec.constraint {
         let constraint = drover_shared::grammar::constraint::parse_constraint(text)
             .map_err(|e| Refusal::new(ErrorCode::InvalidFeature, e.to_string()))?;
-        let known = |feature: &str| state.nodes.iter().any(|n| n.config.features.iter().any(|f| f == feature));
+        let known = |feature: &str| state.nodes().iter().any(|n| n.config.features.iter().any(|f| f == feature));
         if let Some(unknown) = constraint.features().into_iter().find(|f| !known(f)) {
             return Err(Refusal::new(ErrorCode::InvalidFeature, format!("no node has feature `{unknown}`")));
         }
@@ -431,7 +431,7 @@ pub(crate) fn node_filter(
         return Ok(None);
     }
     let resolve = |list: &str| -> Result<NodeSet, Refusal> {
-        let names = drover_shared::hostlist::expand_at_most(list, state.nodes.len()).map_err(|error| {
+        let names = drover_shared::hostlist::expand_at_most(list, state.nodes().len()).map_err(|error| {
             let detail = match error {
                 drover_shared::hostlist::HostlistError::MoreThan { limit, .. } => {
                     format!("the node list names more than the cluster's {limit} nodes")
@@ -447,7 +447,7 @@ pub(crate) fn node_filter(
         };
         let mut indexes = Vec::with_capacity(names.len());
         for name in &names {
-            match state.node_index.get(name) {
+            match state.node_index().get(name) {
                 Some(&i) => indexes.push(u32::try_from(i).unwrap_or(u32::MAX)),
                 None if unknown == UnknownNodes::Skip => {}
                 None => {
@@ -466,7 +466,7 @@ pub(crate) fn node_filter(
             let constraint = drover_shared::grammar::constraint::parse_constraint(text).ok();
             let mut verdicts: std::collections::HashMap<&[String], bool> = std::collections::HashMap::new();
             let mut matching = Vec::new();
-            for (i, node) in state.nodes.iter().enumerate() {
+            for (i, node) in state.nodes().iter().enumerate() {
                 let features = node.config.features.as_slice();
                 // A constraint that no longer parses (checked at submit) restricts nothing.
                 let matches = *verdicts

@@ -15,12 +15,12 @@ use std::collections::HashSet;
 /// The planned start of `job` (already validated) over its candidate partitions: the earliest.
 pub(crate) fn estimate(state: &State, job: &Job, job_id: drover_shared::job::JobId, now: UnixTime) -> Response {
     let earliest_begin = job.spec.begin_time.unwrap_or(now).max(now);
-    let views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
+    let views: Vec<NodeView> = state.nodes().iter().map(NodeView::from).collect();
     let request = PerNodeRequest::from_spec(&job.spec);
     let mut timeline = Timeline::new(state, now);
     let mut best: Option<(UnixTime, Vec<String>, u32, String)> = None;
     for name in &job.candidates {
-        let Some(partition) = state.config.partitions.iter().find(|p| &p.name == name) else { continue };
+        let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
         if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
             continue;
         }

@@ -46,8 +46,8 @@ impl FreeIndex {
             positions: vec![Vec::new(); views.len()],
             filed: vec![Filed::default(); views.len()],
         };
-        for partition in &state.config.partitions {
-            let order: Vec<usize> = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect();
+        for partition in &state.config().partitions {
+            let order: Vec<usize> = partition.nodes.iter().filter_map(|n| state.node_index().get(n).copied()).collect();
             for (position, &i) in order.iter().enumerate() {
                 index.positions[i].push((partition.name.clone(), position));
             }

@@ -137,11 +137,11 @@ impl PerNodeRequest {
 /// restricted by `-w` and to the nodes whose features satisfy `--constraint`.
 pub(crate) fn eligible_nodes(state: &State, job: &Job, partition: &PartitionConfig) -> Vec<usize> {
     let listed;
-    let all = match state.partition_nodes.get(&partition.name) {
-        Some(all) => all.as_slice(),
+    let all = match state.partition_nodes(&partition.name) {
+        Some(all) => all,
         // A partition of another config than the state's (none is passed today).
         None => {
-            listed = partition.nodes.iter().filter_map(|n| state.node_index.get(n).copied()).collect::<Vec<_>>();
+            listed = partition.nodes.iter().filter_map(|n| state.node_index().get(n).copied()).collect::<Vec<_>>();
             listed.as_slice()
         }
     };
@@ -176,7 +176,7 @@ pub(crate) fn could_ever_fit(state: &State, job: &Job, partition: &PartitionConf
         .into_iter()
         .enumerate()
         .filter(|(k, i)| {
-            request.fits_config(&NodeView::empty(&state.nodes[*i]), (*k).min(request.tasks.len() - 1), partition)
+            request.fits_config(&NodeView::empty(&state.nodes()[*i]), (*k).min(request.tasks.len() - 1), partition)
         })
         .take(wanted)
         .count();

@@ -57,7 +57,7 @@ fn cluster(extra: &str) -> State {
 fn cluster_of(text: &str) -> State {
     let config = Config::parse(Path::new("/etc/drover/cluster.toml"), text).unwrap();
     let mut state = State::new(Arc::new(config), 1);
-    for (i, node) in state.nodes.iter_mut().enumerate() {
+    for (i, node) in state.nodes_mut().iter_mut().enumerate() {
         node.connection = Some(i as u64);
         node.responding = true;
         node.registered_once = true;
@@ -83,10 +83,9 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
             other => panic!("unknown test arg {other}"),
         }
     }
-    let job_id = state.next_job_id;
-    state.next_job_id += 1;
+    let job_id = state.take_job_id();
     let account =
-        state.config.users.iter().find(|u| u.name == user).map_or("shared".into(), |u| u.default_account.clone());
+        state.config().users.iter().find(|u| u.name == user).map_or("shared".into(), |u| u.default_account.clone());
     state.usage.touch(&account, user);
     let info = JobInfo {
         job_id,
@@ -217,7 +216,7 @@ fn account_limits_cover_the_subtree() {
 fn submit_limits_refuse() {
     let mut state =
         cluster("[[qos]]\nname = \"gpu\"\nmax_submit_jobs_per_user = 1\nmax_tres_per_job = \"gres/gpu=2\"\n");
-    let qos = state.config.qos.iter().find(|q| q.name == "gpu").unwrap().clone();
+    let qos = state.config().qos.iter().find(|q| q.name == "gpu").unwrap().clone();
     let one_gpu: tres::Tres = [("gres/gpu".to_owned(), 1)].into();
     let three_gpus: tres::Tres = [("gres/gpu".to_owned(), 3)].into();
     assert!(limits::check_submit(&state, &qos, "alice", &three_gpus).unwrap_err().contains("MaxTRESPerJob"));
@@ -234,7 +233,7 @@ fn association_limits_and_grp_submit_jobs() {
     let extra = "[[accounts]]\nname = \"team\"\ngrp_submit_jobs = 3\n[[accounts]]\nname = \"sub\"\nparent = \"team\"\n\
         [[users]]\nname = \"carol\"\ndefault_account = \"sub\"\n[[users]]\nname = \"dave\"\ndefault_account = \"sub\"\n";
     let mut state = cluster(extra);
-    let mut config = (*state.config).clone();
+    let mut config = Config::clone(state.config());
     let carol = config.users.iter_mut().find(|u| u.name == "carol").unwrap();
     let limits = drover_shared::config::AssocLimits {
         max_jobs: Some(1),
@@ -243,8 +242,7 @@ fn association_limits_and_grp_submit_jobs() {
         ..Default::default()
     };
     carol.limits.insert("sub".into(), limits);
-    state.config = Arc::new(config);
-    state.reindex();
+    state.install(Arc::new(config), None);
     let one_gpu: tres::Tres = [("gres/gpu".to_owned(), 1)].into();
     let two_gpus: tres::Tres = [("gres/gpu".to_owned(), 2)].into();
     let check =
@@ -466,10 +464,10 @@ fn test_only_estimates_now_or_when_running_jobs_end() {
 #[test]
 fn constraints_restrict_eligible_nodes() {
     let mut state = cluster("");
-    state.nodes[0].config.features = vec!["ib".into(), "a100".into()];
-    state.nodes[1].config.features = vec!["eth".into()];
+    state.nodes_mut()[0].config.features = vec!["ib".into(), "a100".into()];
+    state.nodes_mut()[1].config.features = vec!["eth".into()];
     let job = submit(&mut state, "alice", "");
-    let partition = state.config.partitions[0].clone();
+    let partition = state.config().partitions[0].clone();
     let eligible = |state: &mut State, constraint: &str| {
         Arc::make_mut(&mut state.jobs.get_mut(&job).unwrap().spec).constraint = Some(constraint.into());
         // Resolved as a submission resolves it.
@@ -817,7 +815,7 @@ fn a_victim_in_its_grace_time_counts_as_freed() {
 #[test]
 fn exempt_time_protects_young_runs() {
     let mut state = teams(&quota("audio", 16));
-    Arc::make_mut(&mut state.config).preempt_exempt_time = 300;
+    state.config_mut().preempt_exempt_time = 300;
     let old = submit(&mut state, "bob", "g=8 t=600");
     pass(&mut state, NOW - 1000);
     let older = submit(&mut state, "bob", "g=8 t=600");
@@ -951,7 +949,7 @@ fn pool_free_counts_follow_the_nodes() {
     let mut state = teams(&format!("{lending}{}", quota("nlp", 8)));
     let job = submit(&mut state, "alice", "g=3 c=5");
     assert_eq!(pass(&mut state, NOW), vec![job]);
-    let mut views: Vec<NodeView> = state.nodes.iter().map(NodeView::from).collect();
+    let mut views: Vec<NodeView> = state.nodes().iter().map(NodeView::from).collect();
     let mut counts = quota::PoolFree::new(&state, &views);
     let fresh = |views: &[NodeView]| quota::PoolFree::new(&state, views).of("main").cloned();
     assert_eq!(counts.of("main").cloned(), fresh(&views));
@@ -1188,7 +1186,7 @@ fn dependency_blocked_jobs_stay_out_of_the_pass_until_their_job_changes() {
 #[test]
 fn a_qos_exempt_time_wins_over_the_controllers() {
     let mut state = teams(&quota("audio", 16));
-    let config = Arc::make_mut(&mut state.config);
+    let config = state.config_mut();
     config.preempt_exempt_time = 300;
     let mut long = config.qos[0].clone();
     (long.name, long.preempt_exempt_time) = ("long".into(), Some(3000));

@@ -81,7 +81,7 @@ struct Sim {
 impl Sim {
     fn new(extra: &str, step: i64) -> Sim {
         let mut state = State::new(Arc::new(config(extra)), 1);
-        for (i, node) in state.nodes.iter_mut().enumerate() {
+        for (i, node) in state.nodes_mut().iter_mut().enumerate() {
             node.connection = Some(i as u64);
             node.responding = true;
             node.registered_once = true;
@@ -99,8 +99,7 @@ impl Sim {
     }
 
     fn submit(&mut self, user: &str, account: &str, gpus: u32, runtime: i64) -> JobId {
-        let job_id = self.state.next_job_id;
-        self.state.next_job_id += 1;
+        let job_id = self.state.take_job_id();
         let minutes = u32::try_from((runtime + 59) / 60).unwrap();
         let (info, mut spec) = gpu_job(job_id, user, account, gpus, minutes, self.now);
         spec.script = "#!/bin/sh\n".into();
@@ -146,7 +145,7 @@ impl Sim {
             .values()
             .filter(|j| j.alloc.is_some())
             .map(|j| {
-                let weights = &self.state.config.partitions[0].tres_billing_weights;
+                let weights = &self.state.config().partitions[0].tres_billing_weights;
                 (
                     j.info.account.clone(),
                     j.info.user.clone(),
@@ -154,7 +153,7 @@ impl Sim {
                 )
             })
             .collect();
-        let half_life = self.state.config.priority.decay_half_life;
+        let half_life = self.state.config().priority.decay_half_life;
         self.state.usage.advance(now, half_life, charges.iter().map(|(a, u, b)| (a.as_str(), u.as_str(), *b)));
         for job in self.state.jobs.values().filter(|j| j.alloc.is_some()) {
             #[allow(clippy::cast_precision_loss)]

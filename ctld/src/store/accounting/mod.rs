@@ -103,7 +103,7 @@ pub(crate) fn snapshot(state: &State, job: &Job, borrowed: bool) -> Option<RunSn
     let alloc = job.alloc.as_ref()?;
     let mut gpus_by_type = BTreeMap::new();
     for share in &alloc.nodes {
-        let node = state.node_index.get(&share.node).map(|&i| &state.nodes[i]);
+        let node = state.node_index().get(&share.node).map(|&i| &state.nodes()[i]);
         for index in &share.gpus {
             let t = node
                 .and_then(|n| n.gpus.iter().find(|g| g.index == *index))

@@ -13,7 +13,7 @@ use super::*;
 #[test]
 fn an_owner_waiting_keeps_other_reservations_and_idle_gpus_in_use() {
     let mut state = teams(&quota("audio", 16));
-    Arc::make_mut(&mut state.config).preempt_exempt_time = 10_000;
+    state.config_mut().preempt_exempt_time = 10_000;
     let fill: Vec<JobId> =
         ["g=8 t=60", "g=8 t=60", "g=8 t=120", "g=4 t=120"].iter().map(|args| submit(&mut state, "bob", args)).collect();
     assert_eq!(pass(&mut state, NOW), fill);
