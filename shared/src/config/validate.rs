@@ -454,7 +454,7 @@ impl Validator<'_> {
     ) -> Result<(), ConfigError> {
         for (i, account) in raw.iter().enumerate() {
             let (list, default) = self.association_qos(
-                &qos,
+                qos,
                 account.qos.as_deref(),
                 account.default_qos.as_ref(),
                 &format!("accounts[{i}]"),
@@ -589,7 +589,7 @@ impl Validator<'_> {
             }
             let role = if u.admin { Role::Admin } else { role };
             let (qos_list, default_qos) =
-                self.association_qos(&qos, u.qos.as_deref(), u.default_qos.as_ref(), &format!("users[{i}]"))?;
+                self.association_qos(qos, u.qos.as_deref(), u.default_qos.as_ref(), &format!("users[{i}]"))?;
             users.push(UserConfig {
                 name,
                 default_account,
