@@ -1,10 +1,11 @@
 //! The one place the CLI asks the C library about the local time zone (`TZ`, `/etc/localtime`):
 //! [`localtime`] reads an instant as a wall-clock time with its offset, [`mktime`] turns a
 //! wall-clock reading back into an instant. The query renderers ([`crate::query::format::Tz`]) and
-//! sbatch's `--begin`/`--deadline` calendar both go through these two wrappers.
+//! the `--begin`/`--deadline` calendar of sbatch, srun and salloc ([`LocalCalendar`]) both go
+//! through these two wrappers.
 
 use drover_shared::UnixTime;
-use drover_shared::grammar::date::CivilTime;
+use drover_shared::grammar::date::{Calendar, CivilTime};
 
 /// An instant as the local time zone reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,4 +61,25 @@ pub(crate) fn mktime(civil: CivilTime) -> Option<(UnixTime, CivilTime)> {
     let time = unsafe { libc::mktime(&mut tm) };
     // time_t is 64 bits on every target Drover builds for.
     if time == -1 { None } else { Some((time, civil_of(&tm))) }
+}
+
+/// The local time zone as the C library knows it (`TZ`, `/etc/localtime`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LocalCalendar;
+
+impl Calendar for LocalCalendar {
+    fn civil(&self, time: UnixTime) -> CivilTime {
+        match localtime(time) {
+            Some(reading) => reading.civil,
+            None => drover_shared::grammar::date::Utc.civil(time),
+        }
+    }
+
+    fn instant(&self, civil: CivilTime) -> Option<UnixTime> {
+        let (time, normalised) = mktime(civil)?;
+        // mktime normalises impossible readings (a time skipped by a daylight-saving change) to
+        // another one; such a reading has no instant.
+        let minutes = |c: &CivilTime| (c.year, c.month, c.day, c.hour, c.minute);
+        (minutes(&normalised) == minutes(&civil)).then_some(time)
+    }
 }

@@ -6,10 +6,12 @@
 mod admin;
 mod client;
 mod localtime;
+mod options;
 mod query;
 mod report;
 mod salloc;
 mod sbatch;
+mod spank;
 mod srun;
 
 use std::ffi::OsString;

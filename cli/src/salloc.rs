@@ -8,8 +8,8 @@
 //! --signal=USR1`), so the job ends `COMPLETED` with exit code 0 (Slurm's interactive jobs end
 //! the same way; Drover's sacct also shows the holder as the `.batch` step).
 
-use crate::sbatch::defs::Command;
-use crate::sbatch::spank::Plugins;
+use crate::options::defs::Command;
+use crate::spank::Plugins;
 use crate::srun::options::{self, Parsed, StepOptions};
 use anyhow::{Context, bail};
 use drover_shared::job::{JobInfo, JobSpec, JobState};

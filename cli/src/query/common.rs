@@ -67,7 +67,7 @@ fn usage_or_version<P: Parser>(command: &str, args: &[OsString]) -> Option<Strin
             return Some(usage_text(command, &clap_command));
         }
         if arg == "--version" || (arg == "-V" && !own_v) {
-            return Some(format!("{}\n", crate::sbatch::help::VERSION));
+            return Some(format!("{}\n", crate::options::help::VERSION));
         }
     }
     None

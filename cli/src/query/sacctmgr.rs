@@ -60,7 +60,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if command == Some("version") || args.iter().any(|a| matches!(a.as_str(), "-V" | "--version")) {
-        println!("{}", crate::sbatch::help::VERSION);
+        println!("{}", crate::options::help::VERSION);
         return Ok(0);
     }
     let words: Vec<String> = args.iter().filter(|a| !a.starts_with('-') || a.len() == 1).cloned().collect();

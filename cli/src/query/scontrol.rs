@@ -422,7 +422,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         return ping(options.details);
     }
     if names(command, "version", 4) {
-        println!("{}", crate::sbatch::help::VERSION);
+        println!("{}", crate::options::help::VERSION);
         return Ok(0);
     }
     let lower = command.to_ascii_lowercase();

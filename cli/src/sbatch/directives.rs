@@ -1,5 +1,6 @@
 //! The batch script as sbatch reads it: the checks every script must pass, and the `#SBATCH`
-//! directives of its header.
+//! directives of its header (from which SPANK plugins' options are taken first,
+//! [`take_plugin_options`]).
 //!
 //! The header is every line up to the first one holding a non-blank character other than `#`, so
 //! blank lines and comments (the `#!` line included) are skipped and the first command ends it. A
@@ -13,6 +14,7 @@
 //! The tokenizer is written with `nom`; every character of every word keeps its column, so errors can
 //! point at the exact place in the script.
 
+use crate::spank::Plugins;
 use nom::branch::alt;
 use nom::bytes::complete::{tag, take_while};
 use nom::character::complete::{anychar, char, satisfy};
@@ -312,4 +314,27 @@ pub(crate) fn parse_header(script: &[u8]) -> Result<Header, DirectiveError> {
         }
     }
     Ok(header)
+}
+
+/// Takes the plugin options out of the script's `#SBATCH` lines (`file` names the script in
+/// messages), before the option table reads them.
+pub(crate) fn take_plugin_options(plugins: &Plugins, header: &mut Header, file: &str) -> Result<(), String> {
+    if !plugins.loaded() {
+        return Ok(());
+    }
+    for directive in &mut header.directives {
+        let words: Vec<&str> = directive.words.iter().map(|word| word.text.as_str()).collect();
+        let kept = plugins.take_script_options(&words).map_err(|message| {
+            let column = directive.words.first().map_or(1, |word| word.start);
+            format!("{file}:{}:{column}: {message}", directive.line)
+        })?;
+        let mut idx = 0;
+        directive.words.retain(|_| {
+            let keep = kept.contains(&idx);
+            idx += 1;
+            keep
+        });
+    }
+    header.directives.retain(|directive| !directive.words.is_empty());
+    Ok(())
 }

@@ -4,8 +4,9 @@
 //! Everything here is a pure function of the options, the script and a [`SubmitContext`] that
 //! describes the submitting process, so it is tested without a daemon, a terminal or a clock.
 
-use super::environment::{ExportSpec, Submitter, job_environment, sbatch_variables};
-use super::lowargs::LowArgs;
+use super::environment::{Submitter, job_environment, sbatch_variables};
+use crate::options::export::ExportSpec;
+use crate::options::lowargs::LowArgs;
 use drover_shared::job::JobSpec;
 use std::path::{Component, Path, PathBuf};
 

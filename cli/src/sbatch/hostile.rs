@@ -6,9 +6,9 @@
 //! arguments. Case counts are small by default; `PROPTEST_CASES=50000 cargo test -p drover-cli
 //! hostile` is the long run.
 
-use super::defs::{Command, OPTIONS, OptionDef, table};
 use super::directives::{check_script, parse_header};
 use super::tests::run_prepare;
+use crate::options::defs::{Command, OPTIONS, OptionDef, table};
 use crate::srun::options::{Parsed, parse};
 use proptest::prelude::*;
 use std::ffi::OsString;

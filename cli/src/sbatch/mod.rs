@@ -1,39 +1,36 @@
 //! `sbatch`: submit a batch script.
 //!
 //! The flow follows ripgrep's split between "low" and "high" arguments. Every option is defined once
-//! in [`defs`], whose table also serves srun's and salloc's command lines
-//! ([`crate::srun::options`]); the command line, the `SBATCH_*` environment and the script's
-//! `#SBATCH` directives ([`directives`]) are each read through those definitions into their own
-//! [`lowargs::LowArgs`] ([`layers`]); the layers are merged by precedence (command line over environment over
+//! in [`crate::options`], whose table also serves srun's and salloc's command lines
+//! ([`crate::srun::options`]); the command line ([`crate::options::layers`]), the `SBATCH_*`
+//! environment and the script's `#SBATCH` directives ([`directives`]) are each read through those
+//! definitions into their own [`LowArgs`](crate::options::lowargs::LowArgs) ([`layers`]); the layers are merged by precedence (command line over environment over
 //! directives) and checked once into a `JobSpec` ([`hiargs`]), which is sent to ctld. Nothing is
 //! sent — no connection is even opened — unless every layer and the merged whole are valid.
 //!
 //! Messages and exit codes follow Slurm's sbatch: `sbatch: error: …` on stderr and exit 1 (or
 //! `SLURM_EXIT_ERROR`) for anything the user can fix, `Submitted batch job N` on success.
 
-pub(crate) mod defs;
 mod directives;
 mod environment;
-mod getopt;
-pub(crate) mod help;
 mod hiargs;
 #[cfg(test)]
 mod hostile;
-pub(crate) mod layers;
-pub(crate) mod lowargs;
-pub(crate) mod spank;
-pub(crate) mod system;
+mod layers;
+mod system;
 #[cfg(test)]
 mod tests;
 
-use defs::Ctx;
+use crate::options::defs::{self, Ctx};
+use crate::options::help;
+use crate::options::layers::{Layer, Origin, UsageError};
+use crate::options::lowargs::Action;
+use crate::spank;
 use drover_shared::UnixTime;
 use drover_shared::grammar::date::Calendar;
 use drover_shared::job::JobSpec;
 use drover_shared::proto::client::{ErrorCode, Request, Response};
 use hiargs::{Script, ScriptSource, SubmitContext};
-use layers::{Layer, Origin, UsageError};
-use lowargs::Action;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;
@@ -143,7 +140,7 @@ fn report(layers: &[&Layer], script_name: &str) -> String {
 /// whole and build the job.
 pub(crate) fn prepare(args: &[String], world: &World<'_>) -> Result<Prepared, Failure> {
     let ctx = Ctx { now: world.now, calendar: world.calendar };
-    let command_line = layers::command_line(args, &ctx, defs::Command::Sbatch)
+    let command_line = crate::options::layers::command_line(args, &ctx, defs::Command::Sbatch)
         .map_err(|UsageError(message)| Failure::Usage(message))?;
     match command_line.layer.args.action {
         Some(Action::Help) => return Ok(Prepared::Answer(help::help(defs::Command::Sbatch))),
@@ -252,14 +249,14 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     };
     let world = World {
         now: drover_shared::now(),
-        calendar: &system::LocalCalendar,
+        calendar: &crate::localtime::LocalCalendar,
         cwd: cwd.clone(),
         hostname: system::hostname(),
         environment: environment.clone(),
         umask: system::umask(),
         prio_process: system::priority(),
         read_script: &read_script,
-        plugin_directives: &|header, name| plugins.take_directive_options(header, name),
+        plugin_directives: &|header, name| directives::take_plugin_options(&plugins, header, name),
     };
     match prepare(&args, &world) {
         Ok(Prepared::Answer(text)) => {

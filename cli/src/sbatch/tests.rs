@@ -2,11 +2,13 @@
 //! tokenizer, each layer read through the option table, and the whole path from arguments,
 //! environment and script to the `JobSpec` — all without a daemon, a terminal or a real clock.
 
-use super::defs::{Command, Ctx, OPTIONS, table};
 use super::directives::{check_script, parse_header};
-use super::environment::{ExportSpec, job_environment};
+use super::environment::job_environment;
 use super::hiargs::absolute;
-use super::{Failure, Prepared, World, help, layers, prepare};
+use super::{Failure, Prepared, World, layers, prepare};
+use crate::options::defs::{Command, Ctx, OPTIONS, table};
+use crate::options::export::ExportSpec;
+use crate::options::help;
 use drover_shared::UnixTime;
 use drover_shared::grammar::date::Utc;
 use drover_shared::job::JobSpec;
@@ -64,8 +66,8 @@ fn check_directives(script: &str, expect: Expect) {
 
 /// The command-line layer.
 fn check_cli(args: &[&str], expect: Expect) {
-    let shown = match layers::command_line(&strings(args), &ctx(), Command::Sbatch) {
-        Err(layers::UsageError(message)) => format!("usage error: {message}"),
+    let shown = match crate::options::layers::command_line(&strings(args), &ctx(), Command::Sbatch) {
+        Err(crate::options::layers::UsageError(message)) => format!("usage error: {message}"),
         Ok(command_line) => {
             let mut out = command_line.layer.args.render();
             out.push_str(&format!("operands: {:?}\n", command_line.operands));

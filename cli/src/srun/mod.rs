@@ -9,7 +9,7 @@
 //! it proves the step token ctld gave srun and the nodes, within five seconds, or it is dropped;
 //! each of the step's nodes is served once.
 //!
-//! SPANK plugins run in srun's local context ([`crate::sbatch::spank`]): their options are taken
+//! SPANK plugins run in srun's local context ([`crate::spank`]): their options are taken
 //! out of the command line before it is read, `init_post_opt` runs before the step is asked
 //! for, `local_user_init` once it exists, `exit` at the end.
 //!
@@ -28,8 +28,8 @@ pub(crate) mod options;
 mod output;
 
 use crate::client::{OUTAGE_PATIENCE, Resend, call_patiently};
-use crate::sbatch::defs::Command;
-use crate::sbatch::spank::Plugins;
+use crate::options::defs::Command;
+use crate::spank::Plugins;
 use anyhow::{Context, bail};
 use drover_shared::job::{JobState, StepLayout, WaitStatus};
 use drover_shared::proto::client::{ErrorCode, Request, Response};

@@ -1,5 +1,5 @@
 //! srun's and salloc's command line, read through their rows of the one option table
-//! ([`crate::sbatch::defs`]) by the same getopt_long scanner sbatch uses: Slurm's spellings (`-n4`,
+//! ([`crate::options::defs`]) by the same getopt_long scanner sbatch uses: Slurm's spellings (`-n4`,
 //! `-n 4`, `--ntasks=4`, `--ntasks 4`, unique prefixes such as `--ntask=4`, clustered flags such as
 //! `-lv`), options up to the first word that is not one, then the command. srun and salloc read
 //! the same options; salloc ignores the step's ones.
@@ -12,11 +12,11 @@
 //! `-K/--kill-on-bad-exit`, `-Q/--quiet`, `--signal`. `-h/--help`, `--usage` and `-V/--version`
 //! answer by themselves.
 
-use crate::sbatch::defs::{Command, Ctx};
-use crate::sbatch::help;
-use crate::sbatch::layers::{self, UsageError};
-use crate::sbatch::lowargs::Action;
-use crate::sbatch::system::LocalCalendar;
+use crate::localtime::LocalCalendar;
+use crate::options::defs::{Command, Ctx};
+use crate::options::help;
+use crate::options::layers::{self, UsageError};
+use crate::options::lowargs::Action;
 use anyhow::{anyhow, bail};
 use drover_shared::job::{JobSpec, StepSpec};
 use std::ffi::OsString;

@@ -427,7 +427,7 @@ fn hostlist(value: &str) -> Result<String, OptionError> {
 
 /// `--export`: `ALL`, `NONE`, or `[ALL,]VAR[=value][,…]`.
 fn export(value: &str) -> Result<String, OptionError> {
-    super::environment::ExportSpec::parse(value)?;
+    super::export::ExportSpec::parse(value)?;
     Ok(value.to_owned())
 }
 

@@ -14,8 +14,7 @@
 //! side, [`Plugins::job_env`]). srun then runs `local_user_init` once its step exists
 //! ([`Plugins::local_user_init`]); every command ends with `exit` ([`Plugins::exit`]).
 
-use super::defs::{ArgKind, Command, table};
-use super::directives::Header;
+use crate::options::defs::{ArgKind, Command, table};
 use drover_spank_compat::{Context, HasArg, Hook, JobInfo, LogLevel, PluginOption, Stack};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -94,28 +93,19 @@ impl Plugins {
         Ok(kept.into_iter().map(|idx| args[idx].clone()).collect())
     }
 
-    /// sbatch: takes the plugin options out of the script's `#SBATCH` lines (`file` names the
-    /// script in messages), before the option table reads them.
-    pub(crate) fn take_directive_options(&self, header: &mut Header, file: &str) -> Result<(), String> {
-        if self.stack.is_none() {
-            return Ok(());
-        }
-        for directive in &mut header.directives {
-            let words: Vec<&str> = directive.words.iter().map(|word| word.text.as_str()).collect();
-            let (kept, given) = self.split(&words, false).map_err(|message| {
-                let column = directive.words.first().map_or(1, |word| word.start);
-                format!("{file}:{}:{column}: {message}", directive.line)
-            })?;
-            self.script.borrow_mut().extend(given);
-            let mut idx = 0;
-            directive.words.retain(|_| {
-                let keep = kept.contains(&idx);
-                idx += 1;
-                keep
-            });
-        }
-        header.directives.retain(|directive| !directive.words.is_empty());
-        Ok(())
+    /// Whether a plugin stack is loaded (without one, no word is a plugin option).
+    pub(crate) fn loaded(&self) -> bool {
+        self.stack.is_some()
+    }
+
+    /// sbatch: takes the plugin options out of the words of one `#SBATCH` line (they are handed
+    /// to their plugins by [`Plugins::apply`], before the command line's) and returns the indices
+    /// of the words to keep. sbatch's `crate::sbatch::directives::take_plugin_options` walks the
+    /// script's lines.
+    pub(crate) fn take_script_options(&self, words: &[&str]) -> Result<Vec<usize>, String> {
+        let (kept, given) = self.split(words, false)?;
+        self.script.borrow_mut().extend(given);
+        Ok(kept)
     }
 
     /// The indices of the words that are not plugin options (with their values), and the plugin
