@@ -44,7 +44,7 @@ const USAGE: &str = "Usage: scontrol [<OPTION>] [<COMMAND>]
                               hold, release or requeue jobs
      update JobId=<ids> <Key=Value>...
                               change jobs
-     update NodeName=<hostlist> State=DRAIN|DOWN|RESUME|UNDRAIN [Reason=<text>]
+     update NodeName=<hostlist> State=DRAIN|DOWN|RESUME|IDLE|UNDRAIN [Reason=<text>]
                               change nodes (operators, admins)
      reconfigure              re-read the controller's config file (admins)
      version                  print the Slurm release Drover answers to";

@@ -32,9 +32,11 @@ pub(crate) fn parse_node_update(words: &[String]) -> Result<NodeUpdate, Refused>
                 state = Some(match value.to_ascii_uppercase().as_str() {
                     "DRAIN" => NodeStateChange::Drain,
                     "DOWN" => NodeStateChange::Down,
-                    "RESUME" => NodeStateChange::Resume,
+                    // IDLE brings a DOWN or drained node back as RESUME does (Slurm's own
+                    // tests set it in their cleanup).
+                    "RESUME" | "IDLE" => NodeStateChange::Resume,
                     "UNDRAIN" => NodeStateChange::Undrain,
-                    "IDLE" | "FAIL" | "FUTURE" | "POWER_DOWN" | "POWER_UP" | "NORESP" | "CANCEL_REBOOT" => {
+                    "FAIL" | "FUTURE" | "POWER_DOWN" | "POWER_UP" | "NORESP" | "CANCEL_REBOOT" => {
                         return Err(Refused(format!("scontrol: error: State={value} is not supported yet")));
                     }
                     _ => return Err(Refused(format!("Invalid input: {word}\nRequest aborted"))),
@@ -116,6 +118,9 @@ mod tests {
         );
         let resume = parse_node_update(&words("nodename=n1 state=RESUME")).unwrap();
         assert_eq!(resume.state, NodeStateChange::Resume);
+        // Slurm's tests return nodes to service with State=IDLE.
+        let idle = parse_node_update(&words("nodename=n1 state=idle")).unwrap();
+        assert_eq!(idle.state, NodeStateChange::Resume);
         assert_eq!(parse_node_update(&words("NodeName=n1 State=DOWN")), Err(Refused(REASON_REQUIRED.into())));
         assert_eq!(parse_node_update(&words("NodeName=n1 State=DRAIN Reason=")), Err(Refused(REASON_REQUIRED.into())));
         assert_eq!(

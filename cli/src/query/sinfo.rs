@@ -490,10 +490,15 @@ pub(crate) fn render(
 }
 
 /// Whether `node` is in one of the `-t` states (compact or long names, `drain` for any drained
-/// node, `resp`/`no_resp`).
+/// node, `resp`/`no_resp`/`no_respond`, `all` for every node). The states Slurm 22.05 accepts
+/// that no Drover node is ever in (cloud, future, power saving, reboot, reservations) match
+/// none.
 fn node_in_states(node: &NodeInfo, states: &[String]) -> bool {
     states.iter().any(|wanted| {
         let wanted = wanted.to_ascii_lowercase();
+        if wanted == "all" {
+            return true;
+        }
         let compact = state_compact(node);
         let long = state_long(node);
         compact.trim_end_matches('*') == wanted
@@ -502,11 +507,29 @@ fn node_in_states(node: &NodeInfo, states: &[String]) -> bool {
             || node.state.long_name().eq_ignore_ascii_case(&wanted)
             || (wanted == "drain" && node.drain)
             || (wanted == "resp" && !node.not_responding)
-            || (wanted == "no_resp" && node.not_responding)
+            || ((wanted == "no_resp" || wanted == "no_respond") && node.not_responding)
     })
 }
 
-const NODE_STATE_NAMES: [&str; 17] = [
+/// The state names `-t` accepts: Slurm 22.05's list, with Drover's short `resp`/`no_resp`.
+const NODE_STATE_NAMES: [&str; 34] = [
+    "all",
+    "cloud",
+    "fail",
+    "future",
+    "futr",
+    "no_respond",
+    "npc",
+    "perfctrs",
+    "planned",
+    "power_down",
+    "powering_down",
+    "powered_down",
+    "powering_up",
+    "reboot_issued",
+    "reboot_requested",
+    "resv",
+    "reserved",
     "idle",
     "alloc",
     "allocated",
@@ -714,6 +737,24 @@ mod tests {
             PSU                  root      2025-11-30T00:00:00 n3
         "#]]
         .assert_eq(&render(&[all_nodes(&kept)], &kept, 0, &opts));
+    }
+
+    /// `sinfo -t all` (Slurm's own tests use it) lists every node; the other state names Slurm
+    /// 22.05 accepts are accepted, and those no Drover node is in match none.
+    #[test]
+    fn every_state_name_of_slurm_is_accepted_and_all_means_every_node() {
+        for name in ["all", "ALL", "no_respond", "future", "power_down", "reboot_requested", "resv", "idle", "mix"] {
+            assert!(NODE_STATE_NAMES.contains(&name.to_ascii_lowercase().as_str()), "{name} refused");
+        }
+        let mut nodes = scenario::nodes();
+        nodes[0].state = NodeState::Down;
+        nodes[1].not_responding = true;
+        let all = ["all".to_owned()];
+        assert!(nodes.iter().all(|n| node_in_states(n, &all)));
+        let responding = ["no_respond".to_owned()];
+        assert_eq!(nodes.iter().filter(|n| node_in_states(n, &responding)).count(), 1);
+        let future = ["future".to_owned()];
+        assert!(!nodes.iter().any(|n| node_in_states(n, &future)));
     }
 
     #[test]
