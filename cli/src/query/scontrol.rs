@@ -174,10 +174,13 @@ pub(crate) fn render_job(job: &JobInfo, now: UnixTime, tz: Tz, options: ShowOpti
     if let Some(comment) = job.comment.as_deref().filter(|c| !c.is_empty()) {
         lines.push(format!("Comment={comment}"));
     }
+    let stdout = stdio_path(job, &job.stdout);
+    let stderr = if job.stderr.is_empty() { stdout.clone() } else { stdio_path(job, &job.stderr) };
+    let stdin = if job.stdin.is_empty() { "/dev/null".to_owned() } else { stdio_path(job, &job.stdin) };
     lines.extend([
-        format!("StdErr={}", job.stderr),
-        format!("StdIn={}", job.stdin),
-        format!("StdOut={}", job.stdout),
+        format!("StdErr={stderr}"),
+        format!("StdIn={stdin}"),
+        format!("StdOut={stdout}"),
         "Power=".to_owned(),
     ]);
     if !job.tres_per_node.is_empty() {
@@ -778,6 +781,30 @@ fn ping(details: bool) -> anyhow::Result<i32> {
     }
 }
 
+/// The file a job's output (or input) pattern names, as the batch script's node opens it and as
+/// Slurm's `scontrol show job` prints it: the default `slurm-%j.out` (`slurm-%A_%a.out` for an
+/// array task) when none was given, relative to the job's working directory, its `%` tokens
+/// expanded (`%N` is the batch host, left as written while the job pends).
+fn stdio_path(job: &JobInfo, pattern: &str) -> String {
+    use drover_shared::grammar::pattern::{PatternContext, expand_pattern};
+    let array = job.array_job_id.zip(job.array_task_id);
+    let default = if array.is_some() { "slurm-%A_%a.out" } else { "slurm-%j.out" };
+    let pattern = if pattern.is_empty() { default } else { pattern };
+    let context = PatternContext {
+        job_id: job.job_id,
+        array,
+        node_name: job.nodes.first().map_or("%N", String::as_str),
+        user: &job.user,
+        job_name: &job.name,
+    };
+    let expanded = expand_pattern(pattern, &context);
+    if expanded.starts_with('/') || job.work_dir.is_empty() {
+        expanded
+    } else {
+        format!("{}/{expanded}", job.work_dir.trim_end_matches('/'))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::scenario::{self, sample_stdout};
@@ -992,6 +1019,34 @@ mod tests {
         let shown = render_job(&job, scenario::NOW, UTC, ShowOptions { oneliner: false, details: true });
         assert!(shown.contains("   DerivedExitCode=0:0\n   RunTime=00:00:08 TimeLimit=Partition_Limit"), "{shown}");
         assert!(shown.contains("\n   Comment=rule_a\n   StdErr="), "{shown}");
+    }
+
+    /// `StdOut=`/`StdErr=` show the file the job writes, as Slurm prints them: the default
+    /// `slurm-%j.out` in the working directory, patterns expanded (tools look for logs there).
+    #[test]
+    fn output_paths_are_shown_expanded() {
+        let mut job = queued(26);
+        job.work_dir = "/home/alice/run".into();
+        job.name = "train".into();
+        job.user = "alice".into();
+        job.stdout = String::new();
+        job.stderr = String::new();
+        job.stdin = "/dev/null".into();
+        let shown = render_job(&job, scenario::NOW, UTC, ShowOptions { oneliner: false, details: false });
+        assert!(shown.contains("StdErr=/home/alice/run/slurm-26.out\n"), "{shown}");
+        assert!(shown.contains("StdIn=/dev/null\n"), "{shown}");
+        assert!(shown.contains("StdOut=/home/alice/run/slurm-26.out\n"), "{shown}");
+        job.stdout = "logs/%x-%j.out".into();
+        job.stderr = "/scratch/%u/%x.%N.err".into();
+        job.nodes = vec!["n3".into()];
+        let shown = render_job(&job, scenario::NOW, UTC, ShowOptions { oneliner: false, details: false });
+        assert!(shown.contains("StdOut=/home/alice/run/logs/train-26.out\n"), "{shown}");
+        assert!(shown.contains("StdErr=/scratch/alice/train.n3.err\n"), "{shown}");
+        job.array_job_id = Some(20);
+        job.array_task_id = Some(3);
+        job.stdout = String::new();
+        let shown = render_job(&job, scenario::NOW, UTC, ShowOptions { oneliner: false, details: false });
+        assert!(shown.contains("StdOut=/home/alice/run/slurm-20_3.out\n"), "{shown}");
     }
 
     #[test]
