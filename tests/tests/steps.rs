@@ -181,6 +181,15 @@ fn salloc_and_srun_outside_an_allocation() {
     assert!(stderr.contains(&format!("srun: jobid {job_id}: nodes(2):`n[1-2]', cpu counts: 1(x2)\n")), "{stderr}");
     let shown = cluster.ok("scontrol", &["show", "job", &job_id.to_string()]);
     assert!(shown.contains("JobName=true\n") || shown.contains("JobName=true "), "{shown}");
+
+    // Back-to-back sruns on an idle cluster start at once: none says it is queued (2–4 of 8 did,
+    // announced before the pass that started them).
+    for round in 0..8 {
+        let out = cluster.run(Some("alice"), &dir, "srun", &["-t", "1", "true"], None);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "round {round}: {stderr}");
+        assert!(!stderr.contains("queued and waiting"), "round {round} on an idle cluster: {stderr}");
+    }
 }
 
 /// Steps run in `job_<id>/step_<n>` below the job's cgroups on every node, obey the job's memory
