@@ -101,6 +101,13 @@ fn cancelling_one_step_leaves_the_job_running() {
         assert!(Instant::now() < deadline, "step never listed by squeue -s\n{}", cluster.logs());
         std::thread::sleep(Duration::from_millis(200));
     }
+    // `scontrol show step` lists the running step (and the batch step) in Slurm's layout.
+    let shown = cluster.ok("scontrol", &["show", "step", &step]);
+    assert!(shown.starts_with(&format!("StepId={step} ")), "{shown}");
+    assert!(shown.contains("State=RUNNING") && shown.contains("NodeList=n[1-2]"), "{shown}");
+    assert!(shown.contains("Nodes=2 CPUs=2 Tasks=2 Name=sleep"), "{shown}");
+    let all = cluster.ok("scontrol", &["show", "steps", &job_id.to_string()]);
+    assert!(all.contains(&format!("StepId={job_id}.batch ")) && all.contains(&format!("StepId={step} ")), "{all}");
     // `scancel --signal` (without -b) reaches the step's tasks on both nodes; srun survives it.
     cluster.ok("scancel", &["--signal=USR1", &job_id.to_string()]);
     let out_path = cluster.workdir(Some("alice")).join(format!("out-{job_id}.txt"));

@@ -36,7 +36,7 @@ const USAGE: &str = "Usage: scontrol [<OPTION>] [<COMMAND>]
 
     Valid <COMMAND> values are:
      show <ENTITY> [<ID>]     display the state of the identified entity, by default all
-                              records; <ENTITY> may be job, node, partition, config,
+                              records; <ENTITY> may be job, step, node, partition, config,
                               hostnames (one host name per line of <ID>, default
                               $SLURM_JOB_NODELIST) or hostlist (compress host names)
      ping                     report the state of the controller
@@ -448,6 +448,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     let name = words.get(2).map(String::as_str);
     if names(entity, "jobs", 3) {
         show_jobs(name, options)
+    } else if names(entity, "steps", 4) {
+        show_steps(name, options)
     } else if names(entity, "nodes", 4) {
         show_nodes(name, options)
     } else if names(entity, "partitions", 4) {
@@ -647,6 +649,77 @@ fn show_jobs(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
     }
     for job in jobs {
         print!("{}", render_job(job, now, Tz::Local, options));
+    }
+    Ok(0)
+}
+
+/// One `scontrol show step` record: a running step of `job` (the batch step included).
+pub(crate) fn render_step(job: &JobInfo, step: &drover_shared::job::StepInfo, tz: Tz, options: ShowOptions) -> String {
+    let ts = |time: Option<UnixTime>| format::timestamp_or(time, tz, "Unknown");
+    let nodes = hostlist::compress(&step.nodes);
+    let lines = [
+        format!(
+            "StepId={}.{} UserId={} StartTime={} TimeLimit={}",
+            job.job_id,
+            step.step_id,
+            job.uid,
+            ts(step.start_time),
+            job_time_limit(job.time_limit)
+        ),
+        format!("State={} Partition={} NodeList={nodes}", step.state.long_name(), job.partition),
+        format!(
+            "Nodes={} CPUs={} Tasks={} Name={} Network=(null)",
+            step.nodes.len(),
+            step.num_cpus,
+            step.num_tasks,
+            step.name
+        ),
+        format!("TRES=cpu={},node={}", step.num_cpus, step.nodes.len()),
+        "ResvPorts=(null)".to_owned(),
+        "CPUFreqReq=Default Dist=Block".to_owned(),
+    ];
+    let mut out = printable_lines(&lines).join(separator(options));
+    out.push('\n');
+    if !options.oneliner {
+        out.push('\n');
+    }
+    out
+}
+
+/// `scontrol show step(s) [JOB[.STEP]]`: the running steps, of one job or step or of all jobs
+/// the caller may see.
+fn show_steps(name: Option<&str>, options: ShowOptions) -> anyhow::Result<i32> {
+    let (job_text, step_text) = match name {
+        Some(text) => match text.split_once('.') {
+            Some((job, step)) => (Some(job), Some(step)),
+            None => (Some(text), None),
+        },
+        None => (None, None),
+    };
+    let job_id = match job_text.map(str::parse::<JobId>) {
+        None => None,
+        Some(Ok(id)) if id > 0 => Some(id),
+        Some(_) => return Ok(common::load_jobs_failed("Invalid job id specified")),
+    };
+    let query = JobQuery { job_ids: job_id.into_iter().collect(), ..JobQuery::default() };
+    let jobs = match common::jobs_answer(crate::client::call(&Request::QueryJobs(query))) {
+        Ok(Response::Jobs { jobs, .. }) => jobs,
+        Ok(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        Err(code) => return Ok(code),
+    };
+    let mut shown = 0;
+    for job in jobs.iter().filter(|j| job_id.is_none_or(|id| j.job_id == id)) {
+        let running = job.steps.iter().filter(|s| s.state == drover_shared::job::JobState::Running);
+        for step in running.filter(|s| step_text.is_none_or(|t| s.step_id.to_string() == t)) {
+            print!("{}", render_step(job, step, Tz::Local, options));
+            shown += 1;
+        }
+    }
+    if shown == 0 {
+        match name {
+            None => println!("No job steps in the system"),
+            Some(name) => println!("Job step {name} not found"),
+        }
     }
     Ok(0)
 }
@@ -1019,6 +1092,36 @@ mod tests {
         let shown = render_job(&job, scenario::NOW, UTC, ShowOptions { oneliner: false, details: true });
         assert!(shown.contains("   DerivedExitCode=0:0\n   RunTime=00:00:08 TimeLimit=Partition_Limit"), "{shown}");
         assert!(shown.contains("\n   Comment=rule_a\n   StdErr="), "{shown}");
+    }
+
+    /// `scontrol show step` prints a running step in Slurm's layout.
+    #[test]
+    fn a_running_step_in_slurms_layout() {
+        let mut job = queued(26);
+        job.uid = 1000;
+        job.partition = "main".into();
+        job.time_limit = Some(TimeLimit::Minutes(5));
+        let step = drover_shared::job::StepInfo {
+            step_id: drover_shared::job::StepId::Numbered(0),
+            name: "hostname".into(),
+            state: drover_shared::job::JobState::Running,
+            exit_status: Default::default(),
+            start_time: Some(0),
+            end_time: None,
+            num_cpus: 2,
+            num_tasks: 2,
+            nodes: vec!["n1".into(), "n2".into()],
+        };
+        expect![[r#"
+            StepId=26.0 UserId=1000 StartTime=1970-01-01T00:00:00 TimeLimit=00:05:00
+               State=RUNNING Partition=main NodeList=n[1-2]
+               Nodes=2 CPUs=2 Tasks=2 Name=hostname Network=(null)
+               TRES=cpu=2,node=2
+               ResvPorts=(null)
+               CPUFreqReq=Default Dist=Block
+
+        "#]]
+        .assert_eq(&render_step(&job, &step, UTC, ShowOptions::default()));
     }
 
     /// `StdOut=`/`StdErr=` show the file the job writes, as Slurm prints them: the default
