@@ -1,6 +1,6 @@
 //! `drover`, the one command-line binary. Invoked through a link named `sbatch`, `srun`,
-//! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo`, `scontrol`, `sshare`, `sprio`, `sreport` or
-//! `sacctmgr` it behaves as that Slurm command; invoked as `drover` it takes the applet as its
+//! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo`, `scontrol`, `sshare`, `sprio`, `sreport`,
+//! `sacctmgr` or `sdiag` it behaves as that Slurm command; invoked as `drover` it takes the applet as its
 //! first argument (`drover sbatch …`) or runs an admin verb (`up`, `down`, `status`, `keygen`).
 
 mod admin;
@@ -31,6 +31,7 @@ fn applet(name: &str) -> Option<Applet> {
         "sshare" => query::sshare::run,
         "sacctmgr" => query::sacctmgr::run,
         "sprio" => query::sprio::run,
+        "sdiag" => query::sdiag::run,
         "why" => query::why::run,
         "audit" => query::audit::run,
         "node" => query::node::run,

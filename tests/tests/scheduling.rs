@@ -76,6 +76,17 @@ fn backfill_starts_a_short_job_without_delaying_the_big_one() {
     wait_squeue(&cluster, short, "RUNNING None");
     wait_squeue(&cluster, long, "PENDING Priority");
     assert_eq!(state_reason(&cluster, big), "PENDING Resources");
+    // sdiag counts what happened in Slurm's layout: the short job started ahead of the big one
+    // is a backfilled job.
+    let sdiag = cluster.ok("sdiag", &[]);
+    let value = |key: &str| -> u64 {
+        let line = sdiag.lines().find(|l| l.split(':').next() == Some(key)).unwrap_or_else(|| panic!("{key}: {sdiag}"));
+        line.split_once(':').unwrap().1.trim().parse().unwrap_or_else(|_| panic!("{line}"))
+    };
+    assert_eq!(value("Jobs submitted"), 4, "{sdiag}");
+    assert_eq!((value("Jobs started"), value("Jobs running"), value("Jobs pending")), (2, 2, 2), "{sdiag}");
+    assert!(value("\tTotal backfilled jobs (since last slurm start)") >= 1, "{sdiag}");
+    assert!(value("\tTotal cycles") >= 1 && value("Server thread count") == 1, "{sdiag}");
     let sprio = cluster.ok("sprio", &["-l"]);
     assert!(sprio.lines().any(|l| l.trim_start().starts_with(&big.to_string())), "{sprio}");
     assert!(sprio.starts_with("          JOBID PARTITION     USER   PRIORITY"), "{sprio}");

@@ -12,7 +12,7 @@ pub(crate) const USAGE: &str = "\
 usage: drover <command> [options]
 
 Slurm commands (also available through links of these names):
-  sbatch srun salloc squeue sacct scancel sinfo scontrol sshare sprio sreport sacctmgr
+  sbatch srun salloc squeue sacct scancel sinfo scontrol sshare sprio sreport sacctmgr sdiag
 
 Drover's own:
   why JOBID                             every reason the job waits, with the numbers

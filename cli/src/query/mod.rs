@@ -17,6 +17,7 @@ pub(crate) mod scancel;
 mod scenario;
 pub(crate) mod scontrol;
 mod scontrol_admin;
+pub(crate) mod sdiag;
 pub(crate) mod simulate;
 pub(crate) mod sinfo;
 pub(crate) mod sprio;

@@ -59,6 +59,7 @@ impl Core {
             }
             Ok(mut job) => {
                 let job_id = self.state.take_job_id();
+                self.state.counts.submitted += 1;
                 job.info.job_id = job_id;
                 self.state.usage.touch(&job.info.account, &job.info.user);
                 crate::policy::array::init(&mut job);

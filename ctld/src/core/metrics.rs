@@ -84,6 +84,12 @@ impl Registry {
         }
     }
 
+    /// Client requests by kind: (kind, answered, total microseconds), for `sdiag`.
+    pub(crate) fn rpc_totals(&self) -> Vec<(String, u64, u64)> {
+        let Ok(inner) = self.inner.lock() else { return Vec::new() };
+        inner.rpc.iter().map(|(kind, h)| ((*kind).to_owned(), h.count, (h.sum * 1e6) as u64)).collect()
+    }
+
     /// One HTTP request to `path` answered with `status`.
     pub(crate) fn http(&self, path: &'static str, status: u16) {
         if let Ok(mut inner) = self.inner.lock() {
@@ -273,6 +279,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
     use drover_shared::proto::client::Request as R;
     match request {
         R::Submit(_) | R::SubmitOnce { .. } => "submit",
+        R::Diag => "diag",
         R::QueryJobs(_) | R::QueryJobFields { .. } | R::QueryJobLines { .. } => "query_jobs",
         R::QueryAccounting(_) => "query_accounting",
         R::Cancel(_) => "cancel",

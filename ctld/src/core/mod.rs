@@ -37,6 +37,7 @@ mod waiting;
 
 pub(crate) mod node_admin;
 pub(crate) mod node_link;
+mod pass_cycles;
 
 pub(crate) mod metrics;
 pub(crate) mod reconfigure;
@@ -115,6 +116,8 @@ pub(crate) struct Core {
     /// sent again after a broken connection is answered with its job (see `jobs.rs`).
     submit_keys: HashMap<(u32, Vec<u8>), (JobId, UnixTime)>,
     schedule_needed: bool,
+    /// The scheduling passes' statistics since ctld started (`sdiag`).
+    cycles: pass_cycles::PassCycles,
     ctld_socket: String,
     started_at: UnixTime,
     /// Running jobs being killed to be requeued: when their run's end comes, they pend again
@@ -175,6 +178,7 @@ impl Core {
             waiting_submits: HashMap::new(),
             submit_keys: HashMap::new(),
             schedule_needed: true,
+            cycles: Default::default(),
             ctld_socket,
             started_at: now(),
             requeue_waiting: HashMap::new(),
@@ -242,6 +246,7 @@ impl Core {
                 let cost = last_pass.elapsed();
                 interval = (cost * 2).min(MAX_PASS_INTERVAL);
                 self.metrics.scheduler_pass(cost);
+                self.cycles.record(now(), cost, &self.state.last_pass);
                 self.metrics.scheduler_backfill(self.state.last_pass.backfill);
                 self.publish();
             }
@@ -373,6 +378,7 @@ impl Core {
                     Ok(job) => crate::policy::will_run::estimate(&self.state, &job, self.state.next_job_id(), now),
                 }
             }
+            Request::Diag => Response::Diag(Box::new(self.diag())),
             Request::QueryNodeFeatures => {
                 let nodes =
                     self.state.nodes().iter().map(|n| (n.config.name.clone(), n.config.features.clone())).collect();

@@ -3,6 +3,7 @@
 
 use super::Core;
 use drover_shared::job::JobState;
+use drover_shared::now;
 use drover_shared::proto::client::Response;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -30,6 +31,35 @@ impl Core {
     pub(crate) fn with_metrics(mut self, registry: Arc<crate::core::metrics::Registry>) -> Core {
         self.metrics = registry;
         self
+    }
+
+    /// What `sdiag` shows: the job counts, the jobs pending and running, the passes and the
+    /// requests answered.
+    pub(super) fn diag(&self) -> drover_shared::proto::diag::DiagReport {
+        let counts = self.state.counts;
+        let (mut pending, mut running) = (0, 0);
+        for job in self.state.jobs.values() {
+            match job.info.state() {
+                JobState::Pending => pending += 1,
+                JobState::Running => running += 1,
+                _ => {}
+            }
+        }
+        drover_shared::proto::diag::DiagReport {
+            since: self.started_at,
+            now: now(),
+            jobs_submitted: counts.submitted,
+            jobs_started: counts.started,
+            jobs_completed: counts.completed,
+            jobs_canceled: counts.canceled,
+            jobs_failed: counts.failed,
+            jobs_pending: pending,
+            jobs_running: running,
+            main: self.cycles.main,
+            backfill: self.cycles.backfill,
+            backfilled_jobs: self.cycles.backfilled,
+            requests: self.metrics.rpc_totals(),
+        }
     }
 
     pub(super) fn metrics_snapshot(&self) -> crate::core::metrics::Snapshot {

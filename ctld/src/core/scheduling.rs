@@ -22,10 +22,12 @@ impl Core {
         // passes follow while tasks are split off, so the tasks that fit start together.
         let mut split = false;
         let mut backfill = std::time::Duration::ZERO;
+        let mut backfilled = 0;
         let mut preemptions = Vec::new();
         for _ in 0..crate::policy::array::MAX_ARRAY_SIZE {
             let more = self.schedule_pass(now, &mut preemptions);
             backfill += self.state.last_pass.backfill;
+            backfilled += self.state.last_pass.backfilled;
             if !more {
                 break;
             }
@@ -38,6 +40,7 @@ impl Core {
         }
         // What `/metrics` reports: the backfill part of all rounds.
         self.state.last_pass.backfill = backfill;
+        self.state.last_pass.backfilled = backfilled;
         self.preempt(preemptions);
     }
 

@@ -647,6 +647,8 @@ pub(crate) struct State {
     pub(crate) reservations: HashMap<JobId, Reservation>,
     /// What the last scheduling pass cost (for `/metrics` and the pass benchmark).
     pub(crate) last_pass: PassStats,
+    /// Jobs submitted, started and ended since ctld started (`sdiag`).
+    pub(crate) counts: JobCounts,
     /// Whether a pass may skip work it can prove useless (the shape cache, the free-node index,
     /// gated backfill planning). Off only in the test that proves both ways decide the same.
     pub(crate) pass_shortcuts: bool,
@@ -715,6 +717,18 @@ impl Reservation {
     }
 }
 
+/// Jobs submitted, started and ended since ctld started, as `sdiag` counts them: an end is
+/// `completed` (COMPLETED), `canceled` (CANCELLED, PREEMPTED, DEADLINE) or `failed` (any other
+/// end state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct JobCounts {
+    pub(crate) submitted: u64,
+    pub(crate) started: u64,
+    pub(crate) completed: u64,
+    pub(crate) canceled: u64,
+    pub(crate) failed: u64,
+}
+
 /// The cost of one scheduling pass.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PassStats {
@@ -726,6 +740,8 @@ pub(crate) struct PassStats {
     pub(crate) considered: usize,
     /// Reservations carried over unchecked because the pass's planning time was spent.
     pub(crate) carried: usize,
+    /// Jobs started ahead of a higher-priority job that waits in the same partition.
+    pub(crate) backfilled: usize,
 }
 
 impl State {
@@ -749,6 +765,7 @@ impl State {
             reservations: HashMap::new(),
             last_pass: PassStats::default(),
             pass_shortcuts: true,
+            counts: JobCounts::default(),
             dependencies: Default::default(),
             planning_time: PLANNING_TIME,
             planning_jobs: usize::MAX,
@@ -904,6 +921,7 @@ impl State {
         job.alloc = Some(alloc);
         job.launched_at = Some(now);
         job.started = false;
+        self.counts.started += 1;
         let billing = crate::model::tres::job_billing(self, &self.jobs[&job_id]);
         if let Some(job) = self.jobs.get_mut(&job_id) {
             job.info.billing = Some(crate::model::tres::billing_count(billing));
@@ -948,6 +966,11 @@ impl State {
     pub(crate) fn end_job(&mut self, job_id: JobId, state: JobState, reason: &str, now: UnixTime) {
         let min_job_age = i64::from(self.config.min_job_age);
         if let Some(job) = self.jobs.get_mut(&job_id) {
+            match state {
+                JobState::Completed => self.counts.completed += 1,
+                JobState::Cancelled | JobState::Preempted | JobState::Deadline => self.counts.canceled += 1,
+                _ => self.counts.failed += 1,
+            }
             job.info.state = Some(state);
             job.info.reason = reason.to_owned();
             job.info.end_time = Some(now);

@@ -453,6 +453,9 @@ impl Pass {
         self.running.add(&state.config(), job, asked);
         self.quotas.add(&state.config(), job, &start.partition, asked, borrows);
         state.hold(&start.alloc);
+        if self.blocked.contains(&start.partition) {
+            self.stats.backfilled += 1;
+        }
         self.decisions.starts.push(start);
     }
 

@@ -121,6 +121,8 @@ pub enum Request {
     /// shows before it asks to commit). Answered with [`Response::AcctChanged`] after the
     /// change is committed, or an error whose detail is sacctmgr's message.
     SacctmgrChange { change: Box<crate::sacctmgr::edit::Change>, commit: bool },
+    /// `sdiag`: ctld's statistics, answered with [`Response::Diag`].
+    Diag,
 }
 
 /// The length of [`Request::SubmitOnce`]'s key.
@@ -428,6 +430,8 @@ pub enum Response {
         text: String,
         changed: bool,
     },
+    /// Answer to [`Request::Diag`].
+    Diag(Box<super::diag::DiagReport>),
 }
 
 /// One replica of a replicated controller as the leader sees it.

@@ -9,6 +9,7 @@
 //! decode (`ctld/src/store/db.rs`, `decode_stored`).
 
 pub mod client;
+pub mod diag;
 pub mod frame;
 pub mod handshake;
 pub mod node;
