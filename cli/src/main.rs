@@ -41,6 +41,11 @@ fn applet(name: &str) -> Option<Applet> {
         "sreport" => report::sreport,
         "srun" => srun::run,
         "salloc" => salloc::run,
+        "sattach" => |args| Ok(query::unsupported::run("sattach", &args)),
+        "sbcast" => |args| Ok(query::unsupported::run("sbcast", &args)),
+        "sgather" => |args| Ok(query::unsupported::run("sgather", &args)),
+        "strigger" => |args| Ok(query::unsupported::run("strigger", &args)),
+        "sstat" => |args| Ok(query::unsupported::run("sstat", &args)),
         _ => return None,
     })
 }
@@ -179,7 +184,7 @@ mod tests {
             .filter(|name| super::applet(name).is_some())
             .collect();
         assert!(names.len() >= 18, "read only {names:?} from the dispatch");
-        let words: Vec<&str> = crate::admin::USAGE.split(|c: char| c.is_whitespace() || c == '|').collect();
+        let words: Vec<&str> = crate::admin::USAGE.split(|c: char| c.is_whitespace() || "|()".contains(c)).collect();
         for name in names {
             assert!(words.contains(&name), "`drover --help` does not name `{name}`");
         }

@@ -34,9 +34,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub(crate) const APPLETS: [&str; 13] = [
+pub(crate) const APPLETS: [&str; 18] = [
     "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport",
-    "sacctmgr", "sdiag",
+    "sacctmgr", "sdiag", "sattach", "sbcast", "sgather", "strigger", "sstat",
 ];
 
 struct Layout {

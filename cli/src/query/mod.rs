@@ -24,4 +24,5 @@ pub(crate) mod sprio;
 pub(crate) mod squeue;
 pub(crate) mod sshare;
 pub(crate) mod templates;
+pub(crate) mod unsupported;
 pub(crate) mod why;
