@@ -504,6 +504,46 @@ pub const PROPAGATED_RLIMITS: [(&str, nix::sys::resource::Resource); 10] = {
     ]
 };
 
+/// The prefix of the job environment variables that carry sbatch's soft limits to the batch
+/// script, as Slurm's do (`SLURM_RLIMIT_NOFILE=1024`; unlimited is `u64::MAX`).
+pub const RLIMIT_ENV_PREFIX: &str = "SLURM_RLIMIT_";
+
+/// The limits of `current` that `--propagate[=…]` (`spec`) propagates: all of them without the
+/// option, with `ALL` or an empty value; none with `NONE`; else the comma-separated names
+/// (Slurm's, with or without `RLIMIT_`, any case). An unknown name is refused.
+pub fn propagated_rlimits(spec: Option<&str>, current: &[(String, u64)]) -> Result<Vec<(String, u64)>, String> {
+    let spec = spec.map(str::trim).unwrap_or("ALL");
+    if spec.is_empty() || spec.eq_ignore_ascii_case("ALL") {
+        return Ok(current.to_vec());
+    }
+    if spec.eq_ignore_ascii_case("NONE") {
+        return Ok(Vec::new());
+    }
+    let mut wanted = Vec::new();
+    for item in spec.split(',') {
+        let name = item.trim().to_ascii_uppercase();
+        let name = name.strip_prefix("RLIMIT_").unwrap_or(&name);
+        if !PROPAGATED_RLIMITS.iter().any(|(n, _)| *n == name) {
+            return Err(format!("Invalid --propagate specification: {item}"));
+        }
+        wanted.extend(current.iter().filter(|(n, _)| n == name).cloned());
+    }
+    Ok(wanted)
+}
+
+/// The limits a job environment carries under [`RLIMIT_ENV_PREFIX`] (unknown names and values
+/// that are not numbers are skipped).
+pub fn rlimits_from_environment(environment: &[(String, String)]) -> Vec<(String, u64)> {
+    environment
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = name.strip_prefix(RLIMIT_ENV_PREFIX)?;
+            PROPAGATED_RLIMITS.iter().find(|(n, _)| *n == name)?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
 /// This process's soft limits of [`PROPAGATED_RLIMITS`] (`u64::MAX`: unlimited).
 pub fn current_rlimits() -> Vec<(String, u64)> {
     PROPAGATED_RLIMITS

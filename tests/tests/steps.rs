@@ -336,3 +336,38 @@ fn stdin_and_pty() {
     assert!(out.contains("on-a-tty") && out.contains("typed-42"), "{out}");
     assert!(out.contains("rc=3"), "{out}");
 }
+
+/// PropagateResourceLimits for batch jobs: the submitting shell's soft limits (here
+/// `ulimit -Sn 77`) reach the batch script, as they reach srun's tasks; `--propagate=NONE`
+/// keeps the node's own.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn sbatch_propagates_the_submitters_resource_limits() {
+    require_users();
+    let cluster = Cluster::start();
+    let dir = cluster.workdir(None);
+    let submit = |extra: &str, out: &str| -> u32 {
+        let line = format!(
+            "ulimit -Sn 77 && exec {} --parsable {extra} -o {out} --wrap 'echo soft=$(ulimit -Sn) var=$SLURM_RLIMIT_NOFILE'",
+            cluster.home().join("bin").join("sbatch").display()
+        );
+        let output = std::process::Command::new("sh")
+            .args(["-c", &line])
+            .current_dir(&dir)
+            .env("DROVER_HOME", cluster.home())
+            .env("DROVER_CONF", cluster.home().join("cluster.toml"))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout).trim().parse().unwrap()
+    };
+    let all = submit("", "all.out");
+    let none = submit("--propagate=NONE", "none.out");
+    for job in [all, none] {
+        assert_eq!(cluster.wait_state(job, "COMPLETED", LONG), "0:0");
+    }
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    assert_eq!(read("all.out"), "soft=77 var=77\n");
+    let none = read("none.out");
+    assert!(none.starts_with("soft=") && !none.starts_with("soft=77 ") && none.ends_with("var=\n"), "{none}");
+}

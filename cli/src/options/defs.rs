@@ -1062,7 +1062,9 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("power", Apply::Ignored(ArgKind::Required)).env("SBATCH_POWER"),
     OptionDef::new("priority", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("profile", Apply::Ignored(ArgKind::Required)).env("SBATCH_PROFILE"),
-    OptionDef::new("propagate", Apply::Ignored(ArgKind::Optional)),
+    OptionDef::new("propagate", Apply::OptionalValue(|low, v, _| set(&mut low.propagate, text(v.unwrap_or("")))))
+        .value("rlimit[,rlimit...]")
+        .help("resource limits passed to the job: ALL (the default), NONE or a list (NOFILE, CORE, ...)"),
     OptionDef::new("reboot", Apply::Ignored(ArgKind::None)),
     OptionDef::new("sockets-per-node", Apply::Ignored(ArgKind::Required)),
     OptionDef::new("spread-job", Apply::Ignored(ArgKind::None)).env("SBATCH_SPREAD_JOB"),

@@ -96,6 +96,8 @@ low_args! {
     chdir: String,
     /// `--export` as given (its grammar already checked).
     export: String,
+    /// `--propagate[=rlimit[,…]]` as given (empty: all).
+    propagate: String,
     /// `--wrap` command.
     wrap: String,
     /// `--parsable`.

@@ -49,6 +49,8 @@ pub(crate) struct Submitter<'a> {
     pub(crate) umask: u32,
     /// sbatch's own scheduling priority (nice value).
     pub(crate) prio_process: i32,
+    /// The soft resource limits `--propagate` passes to the job.
+    pub(crate) rlimits: &'a [(String, u64)],
 }
 
 /// `[type:]count[,…]`, the way `--gpus` options are written.
@@ -108,5 +110,9 @@ pub(crate) fn sbatch_variables(low: &LowArgs, submitter: &Submitter<'_>) -> Vec<
     vars.push(("SLURM_SUBMIT_DIR", submitter.submit_dir.to_owned()));
     vars.push(("SLURM_SUBMIT_HOST", submitter.submit_host.to_owned()));
     vars.push(("SLURM_UMASK", format!("{:04o}", submitter.umask)));
-    vars.into_iter().map(|(name, value)| (name.to_owned(), value)).collect()
+    let mut vars: Vec<(String, String)> = vars.into_iter().map(|(name, value)| (name.to_owned(), value)).collect();
+    for (name, value) in submitter.rlimits {
+        vars.push((format!("{}{name}", drover_shared::job::RLIMIT_ENV_PREFIX), value.to_string()));
+    }
+    vars
 }

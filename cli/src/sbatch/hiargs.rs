@@ -46,6 +46,8 @@ pub(crate) struct SubmitContext {
     pub(crate) umask: u32,
     /// sbatch's scheduling priority (nice value).
     pub(crate) prio_process: i32,
+    /// sbatch's soft resource limits (`drover_shared::job::current_rlimits`).
+    pub(crate) rlimits: Vec<(String, u64)>,
     /// The whole command line, starting with `sbatch`.
     pub(crate) argv: Vec<String>,
 }
@@ -108,6 +110,9 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         return Err("incompatible --begin and --deadline: the deadline is before the begin time".into());
     }
     let export = low.export.as_deref().map(ExportSpec::parse).transpose().map_err(|e| e.to_string())?;
+    // PropagateResourceLimits=ALL, as Slurm's default: the limits travel in the job's
+    // environment and the node sets them on the batch script, capped at its own hard limits.
+    let rlimits = drover_shared::job::propagated_rlimits(low.propagate.as_deref(), &ctx.rlimits)?;
 
     let (name, name_is_exported, command) = match (&low.job_name, &script.source) {
         (Some(name), ScriptSource::File { path, .. }) => (name.clone(), true, Some(path.clone())),
@@ -133,6 +138,7 @@ pub(crate) fn build(low: LowArgs, script: Script, ctx: &SubmitContext) -> Result
         submit_host: &ctx.hostname,
         umask,
         prio_process,
+        rlimits: &rlimits,
     };
     let environment = job_environment(export.as_ref(), &ctx.environment, &sbatch_variables(&low, &submitter));
 

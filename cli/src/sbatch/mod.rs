@@ -88,6 +88,8 @@ pub(crate) struct World<'a> {
     pub(crate) environment: Vec<(String, String)>,
     pub(crate) umask: u32,
     pub(crate) prio_process: i32,
+    /// sbatch's soft resource limits.
+    pub(crate) rlimits: Vec<(String, u64)>,
     pub(crate) read_script: ReadScript<'a>,
     /// Takes the plugins' options out of the script's directives ([`spank::Plugins`]), with the
     /// script's name for messages.
@@ -193,6 +195,7 @@ pub(crate) fn prepare(args: &[String], world: &World<'_>) -> Result<Prepared, Fa
         environment: world.environment.clone(),
         umask: world.umask,
         prio_process: world.prio_process,
+        rlimits: world.rlimits.clone(),
         argv: std::iter::once("sbatch").chain(args.iter().map(String::as_str)).map(str::to_owned).collect(),
     };
     let hi = hiargs::build(low, script, &submit_ctx).map_err(Failure::Error)?;
@@ -255,6 +258,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         environment: environment.clone(),
         umask: system::umask(),
         prio_process: system::priority(),
+        rlimits: drover_shared::job::current_rlimits(),
         read_script: &read_script,
         plugin_directives: &|header, name| directives::take_plugin_options(&plugins, header, name),
     };

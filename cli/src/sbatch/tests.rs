@@ -132,6 +132,7 @@ pub(super) fn run_prepare(args: &[&str], env: &[(&str, &str)], script: &str) -> 
         environment,
         umask: 0o022,
         prio_process: 0,
+        rlimits: vec![("NOFILE".to_owned(), 77), ("CORE".to_owned(), 0)],
         read_script: &read,
         plugin_directives: &|_, _| Ok(()),
     };
@@ -697,6 +698,8 @@ fn precedence_of_shared_slots() {
               SLURM_CONF=/etc/slurm/slurm.conf
               SLURM_JOB_NAME=fromscript
               SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
               SLURM_SUBMIT_DIR=/home/alice/work
               SLURM_SUBMIT_HOST=login1
               SLURM_UMASK=0022
@@ -714,35 +717,37 @@ fn defaults_for_a_script_file() {
         &[],
         "#!/bin/bash\necho hi\n",
         expect![[r#"
-        JobSpec {
-            name: "job.sh",
-            work_dir: "/home/alice/work",
-            submit_dir: "/home/alice/work",
-            submit_host: "login1",
-            script_args: [
-                "arg 1",
-                "-x",
-            ],
-            command: Some(
-                "/home/alice/work/job.sh",
-            ),
-            umask: 18,
-            submit_line: "sbatch ./job.sh arg 1 -x",
-        }
-        script:
-          | #!/bin/bash
-          | echo hi
-        environment:
-          HOME=/home/alice
-          LANG=C.UTF-8
-          PATH=/usr/bin:/bin
-          SLURM_CONF=/etc/slurm/slurm.conf
-          SLURM_JOB_NAME=job.sh
-          SLURM_PRIO_PROCESS=0
-          SLURM_SUBMIT_DIR=/home/alice/work
-          SLURM_SUBMIT_HOST=login1
-          SLURM_UMASK=0022
-    "#]],
+            JobSpec {
+                name: "job.sh",
+                work_dir: "/home/alice/work",
+                submit_dir: "/home/alice/work",
+                submit_host: "login1",
+                script_args: [
+                    "arg 1",
+                    "-x",
+                ],
+                command: Some(
+                    "/home/alice/work/job.sh",
+                ),
+                umask: 18,
+                submit_line: "sbatch ./job.sh arg 1 -x",
+            }
+            script:
+              | #!/bin/bash
+              | echo hi
+            environment:
+              HOME=/home/alice
+              LANG=C.UTF-8
+              PATH=/usr/bin:/bin
+              SLURM_CONF=/etc/slurm/slurm.conf
+              SLURM_JOB_NAME=job.sh
+              SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
+              SLURM_SUBMIT_DIR=/home/alice/work
+              SLURM_SUBMIT_HOST=login1
+              SLURM_UMASK=0022
+        "#]],
     );
 }
 
@@ -753,44 +758,46 @@ fn stdin_script_is_named_sbatch_and_exports_no_name() {
         &[],
         "#!/bin/sh\n#SBATCH -o run.log\nhostname\n",
         expect![[r#"
-        JobSpec {
-            name: "sbatch",
-            ntasks: Some(
-                4,
-            ),
-            cpus_per_task: Some(
-                2,
-            ),
-            ntasks_per_node: Some(
-                2,
-            ),
-            stdout: Some(
-                "/home/alice/work/run.log",
-            ),
-            work_dir: "/home/alice/work",
-            submit_dir: "/home/alice/work",
-            submit_host: "login1",
-            umask: 18,
-            submit_line: "sbatch -n 4 -c 2 --ntasks-per-node=2",
-        }
-        script:
-          | #!/bin/sh
-          | #SBATCH -o run.log
-          | hostname
-        environment:
-          HOME=/home/alice
-          LANG=C.UTF-8
-          PATH=/usr/bin:/bin
-          SLURM_CONF=/etc/slurm/slurm.conf
-          SLURM_CPUS_PER_TASK=2
-          SLURM_NPROCS=4
-          SLURM_NTASKS=4
-          SLURM_NTASKS_PER_NODE=2
-          SLURM_PRIO_PROCESS=0
-          SLURM_SUBMIT_DIR=/home/alice/work
-          SLURM_SUBMIT_HOST=login1
-          SLURM_UMASK=0022
-    "#]],
+            JobSpec {
+                name: "sbatch",
+                ntasks: Some(
+                    4,
+                ),
+                cpus_per_task: Some(
+                    2,
+                ),
+                ntasks_per_node: Some(
+                    2,
+                ),
+                stdout: Some(
+                    "/home/alice/work/run.log",
+                ),
+                work_dir: "/home/alice/work",
+                submit_dir: "/home/alice/work",
+                submit_host: "login1",
+                umask: 18,
+                submit_line: "sbatch -n 4 -c 2 --ntasks-per-node=2",
+            }
+            script:
+              | #!/bin/sh
+              | #SBATCH -o run.log
+              | hostname
+            environment:
+              HOME=/home/alice
+              LANG=C.UTF-8
+              PATH=/usr/bin:/bin
+              SLURM_CONF=/etc/slurm/slurm.conf
+              SLURM_CPUS_PER_TASK=2
+              SLURM_NPROCS=4
+              SLURM_NTASKS=4
+              SLURM_NTASKS_PER_NODE=2
+              SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
+              SLURM_SUBMIT_DIR=/home/alice/work
+              SLURM_SUBMIT_HOST=login1
+              SLURM_UMASK=0022
+        "#]],
     );
     check_submit(
         &[],
@@ -805,27 +812,29 @@ fn stdin_script_is_named_sbatch_and_exports_no_name() {
         &[],
         "#!/bin/sh\n",
         expect![[r#"
-        JobSpec {
-            name: "named",
-            work_dir: "/home/alice/work",
-            submit_dir: "/home/alice/work",
-            submit_host: "login1",
-            umask: 18,
-            submit_line: "sbatch -J named",
-        }
-        script:
-          | #!/bin/sh
-        environment:
-          HOME=/home/alice
-          LANG=C.UTF-8
-          PATH=/usr/bin:/bin
-          SLURM_CONF=/etc/slurm/slurm.conf
-          SLURM_JOB_NAME=named
-          SLURM_PRIO_PROCESS=0
-          SLURM_SUBMIT_DIR=/home/alice/work
-          SLURM_SUBMIT_HOST=login1
-          SLURM_UMASK=0022
-    "#]],
+            JobSpec {
+                name: "named",
+                work_dir: "/home/alice/work",
+                submit_dir: "/home/alice/work",
+                submit_host: "login1",
+                umask: 18,
+                submit_line: "sbatch -J named",
+            }
+            script:
+              | #!/bin/sh
+            environment:
+              HOME=/home/alice
+              LANG=C.UTF-8
+              PATH=/usr/bin:/bin
+              SLURM_CONF=/etc/slurm/slurm.conf
+              SLURM_JOB_NAME=named
+              SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
+              SLURM_SUBMIT_DIR=/home/alice/work
+              SLURM_SUBMIT_HOST=login1
+              SLURM_UMASK=0022
+        "#]],
     );
 }
 
@@ -836,31 +845,33 @@ fn wrap() {
         &[],
         "unused",
         expect![[r#"
-        parsable=true quiet=false verbose=0
-        JobSpec {
-            name: "wrap",
-            work_dir: "/home/alice/work",
-            submit_dir: "/home/alice/work",
-            submit_host: "login1",
-            umask: 18,
-            submit_line: "sbatch --parsable --wrap srun hostname",
-        }
-        script:
-          | #!/bin/sh
-          | # This script was created by sbatch --wrap.
-          |
-          | srun hostname
-        environment:
-          HOME=/home/alice
-          LANG=C.UTF-8
-          PATH=/usr/bin:/bin
-          SLURM_CONF=/etc/slurm/slurm.conf
-          SLURM_JOB_NAME=wrap
-          SLURM_PRIO_PROCESS=0
-          SLURM_SUBMIT_DIR=/home/alice/work
-          SLURM_SUBMIT_HOST=login1
-          SLURM_UMASK=0022
-    "#]],
+            parsable=true quiet=false verbose=0
+            JobSpec {
+                name: "wrap",
+                work_dir: "/home/alice/work",
+                submit_dir: "/home/alice/work",
+                submit_host: "login1",
+                umask: 18,
+                submit_line: "sbatch --parsable --wrap srun hostname",
+            }
+            script:
+              | #!/bin/sh
+              | # This script was created by sbatch --wrap.
+              |
+              | srun hostname
+            environment:
+              HOME=/home/alice
+              LANG=C.UTF-8
+              PATH=/usr/bin:/bin
+              SLURM_CONF=/etc/slurm/slurm.conf
+              SLURM_JOB_NAME=wrap
+              SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
+              SLURM_SUBMIT_DIR=/home/alice/work
+              SLURM_SUBMIT_HOST=login1
+              SLURM_UMASK=0022
+        "#]],
     );
     check_submit(
         &["--wrap=true", "job.sh"],
@@ -909,6 +920,8 @@ fn work_dir_and_output_paths() {
               SLURM_CONF=/etc/slurm/slurm.conf
               SLURM_JOB_NAME=job.sh
               SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
               SLURM_SUBMIT_DIR=/home/alice/work
               SLURM_SUBMIT_HOST=login1
               SLURM_UMASK=0022
@@ -1004,6 +1017,8 @@ fn gpus_and_export() {
               SLURM_NTASKS=4
               SLURM_OPEN_MODE=t
               SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
               SLURM_SUBMIT_DIR=/home/alice/work
               SLURM_SUBMIT_HOST=login1
               SLURM_UMASK=0077
@@ -1106,35 +1121,37 @@ fn whole_job_errors() {
         &[],
         "#!/bin/sh\n#SLURM -N 2\n",
         expect![[r#"
-        note: job.sh:2: change #SLURM to #SBATCH in your script and check that the options are valid for sbatch
-        JobSpec {
-            name: "job.sh",
-            nodes_min: Some(
-                2,
-            ),
-            work_dir: "/home/alice/work",
-            submit_dir: "/home/alice/work",
-            submit_host: "login1",
-            command: Some(
-                "/home/alice/work/job.sh",
-            ),
-            umask: 18,
-            submit_line: "sbatch job.sh",
-        }
-        script:
-          | #!/bin/sh
-          | #SLURM -N 2
-        environment:
-          HOME=/home/alice
-          LANG=C.UTF-8
-          PATH=/usr/bin:/bin
-          SLURM_CONF=/etc/slurm/slurm.conf
-          SLURM_JOB_NAME=job.sh
-          SLURM_PRIO_PROCESS=0
-          SLURM_SUBMIT_DIR=/home/alice/work
-          SLURM_SUBMIT_HOST=login1
-          SLURM_UMASK=0022
-    "#]],
+            note: job.sh:2: change #SLURM to #SBATCH in your script and check that the options are valid for sbatch
+            JobSpec {
+                name: "job.sh",
+                nodes_min: Some(
+                    2,
+                ),
+                work_dir: "/home/alice/work",
+                submit_dir: "/home/alice/work",
+                submit_host: "login1",
+                command: Some(
+                    "/home/alice/work/job.sh",
+                ),
+                umask: 18,
+                submit_line: "sbatch job.sh",
+            }
+            script:
+              | #!/bin/sh
+              | #SLURM -N 2
+            environment:
+              HOME=/home/alice
+              LANG=C.UTF-8
+              PATH=/usr/bin:/bin
+              SLURM_CONF=/etc/slurm/slurm.conf
+              SLURM_JOB_NAME=job.sh
+              SLURM_PRIO_PROCESS=0
+              SLURM_RLIMIT_CORE=0
+              SLURM_RLIMIT_NOFILE=77
+              SLURM_SUBMIT_DIR=/home/alice/work
+              SLURM_SUBMIT_HOST=login1
+              SLURM_UMASK=0022
+        "#]],
     );
 }
 
@@ -1409,4 +1426,33 @@ fn slurm_hints_are_accepted_and_ignored_with_a_warning() {
         panic!("--cpus-per-gpu must be refused");
     };
     assert!(message.contains("--cpus-per-gpu is not supported yet"), "{message}");
+}
+
+/// The submitter's soft limits travel to the batch script as `SLURM_RLIMIT_*` (Slurm's
+/// PropagateResourceLimits, ALL by default); `--propagate` picks some, none or all, and refuses
+/// a name it does not know.
+#[test]
+fn resource_limits_propagate_as_slurm_rlimit_variables() {
+    let rlimit_vars = |args: &[&str]| -> Result<Vec<String>, String> {
+        match run_prepare(args, &[], "#!/bin/sh\n") {
+            Ok(Prepared::Submit { hi, .. }) => Ok(hi
+                .job_spec
+                .environment
+                .iter()
+                .filter(|(name, _)| name.starts_with("SLURM_RLIMIT_"))
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect()),
+            Err(Failure::Error(message) | Failure::Usage(message)) => Err(message),
+            Ok(Prepared::Answer(text)) => Err(text),
+        }
+    };
+    let all = ["SLURM_RLIMIT_CORE=0", "SLURM_RLIMIT_NOFILE=77"];
+    assert_eq!(rlimit_vars(&["job.sh"]).unwrap(), all);
+    assert_eq!(rlimit_vars(&["--propagate", "job.sh"]).unwrap(), all);
+    assert_eq!(rlimit_vars(&["--propagate=NONE", "job.sh"]).unwrap(), Vec::<String>::new());
+    assert_eq!(rlimit_vars(&["--propagate=rlimit_nofile", "job.sh"]).unwrap(), ["SLURM_RLIMIT_NOFILE=77"]);
+    // `--export=NONE` keeps them: they are SLURM_ variables.
+    assert_eq!(rlimit_vars(&["--export=NONE", "job.sh"]).unwrap(), all);
+    let refused = rlimit_vars(&["--propagate=NOFILE,BOGUS", "job.sh"]).unwrap_err();
+    assert!(refused.contains("Invalid --propagate specification: BOGUS"), "{refused}");
 }

@@ -620,7 +620,9 @@ pub(crate) fn run_step(
     spec.srun_address = address;
     spec.argv = options.command.clone();
     spec.environment = options.environment();
-    spec.rlimits = drover_shared::job::current_rlimits();
+    spec.rlimits =
+        drover_shared::job::propagated_rlimits(options.propagate.as_deref(), &drover_shared::job::current_rlimits())
+            .map_err(|message| anyhow::anyhow!(message))?;
     spec.work_dir = match &options.chdir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("reading the working directory")?.to_string_lossy().into_owned(),

@@ -30,6 +30,8 @@ pub(crate) struct StepOptions {
     pub(crate) job_id: Option<u32>,
     pub(crate) chdir: Option<String>,
     pub(crate) export: Option<String>,
+    /// `--propagate`: the resource limits the tasks get (all by default).
+    pub(crate) propagate: Option<String>,
     pub(crate) verbose: bool,
     /// How many `-v`: srun prints its options' dump from one on, as Slurm's does.
     pub(crate) verbosity: u8,
@@ -112,6 +114,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     }
     options.chdir = low.chdir;
     options.export = low.export;
+    options.propagate = low.propagate;
     options.job_id = low.job_id;
     spec.partitions = low.partitions.unwrap_or_default();
     spec.time_limit = low.time_limit;

@@ -257,6 +257,12 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
     if let Err(message) = crate::spank::task_init_privileged(0) {
         return message;
     }
+    // PropagateResourceLimits: sbatch's soft limits (`SLURM_RLIMIT_*`), each capped at this
+    // node's hard limit, so a user's limit never raises what the node allows.
+    let wanted = drover_shared::job::rlimits_from_environment(&command.launch.spec.environment);
+    for (resource, soft, hard) in crate::sys::exec::capped_rlimits(&wanted) {
+        let _ = nix::sys::resource::setrlimit(resource, soft, hard);
+    }
     if let Some(identity) = &command.identity {
         if let Err(errno) = nix::unistd::setgroups(&identity.groups) {
             return sys("could not set the supplementary groups", errno);
