@@ -189,6 +189,16 @@ fn salloc_and_srun_outside_an_allocation() {
     let shown = cluster.ok("scontrol", &["show", "job", &job_id.to_string()]);
     assert!(shown.contains("JobName=true\n") || shown.contains("JobName=true "), "{shown}");
 
+    // `--multi-prog`: each task runs its line of the file, with its id and offset.
+    std::fs::write(dir.join("mpmd.conf"), "# two programs\n0 echo first %t\n1-3 /bin/echo task:%t:offset:%o\n")
+        .unwrap();
+    let out =
+        cluster.run(Some("alice"), &dir, "srun", &["-n", "4", "-l", "-t", "5", "--multi-prog", "mpmd.conf"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    lines.sort();
+    assert_eq!(lines, ["0: first 0", "1: task:1:offset:0", "2: task:2:offset:1", "3: task:3:offset:2"]);
+
     // Back-to-back sruns on an idle cluster start at once: none says it is queued (2–4 of 8 did,
     // announced before the pass that started them).
     for round in 0..8 {

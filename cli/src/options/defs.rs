@@ -884,6 +884,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("jobid", Apply::Value(|low, v, _| set(&mut low.job_id, job_id(v))))
         .value("id")
         .srun_only("run the step in this job (default: SLURM_JOB_ID)"),
+    OptionDef::new("multi-prog", Apply::Flag(|low| low.multi_prog = Some(true)))
+        .srun_only("run a program per task, from the configuration file given as the command"),
     OptionDef::new("label", Apply::Flag(|low| low.label = Some(true)))
         .short('l')
         .srun_only("prefix each output line with its task id"),

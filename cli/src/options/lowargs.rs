@@ -158,6 +158,8 @@ low_args! {
     action: Action,
     /// srun's `-l/--label`.
     label: bool,
+    /// srun's `--multi-prog`.
+    multi_prog: bool,
     /// srun's `--overlap`.
     overlap: bool,
     /// srun's `-O/--overcommit`.

@@ -24,6 +24,7 @@
 //! socket (a compute node: the socket in a job's `DROVER_SOCKET` is on ctld's host) srun, like
 //! every command, reaches ctld through the local noded's token socket.
 
+mod multi_prog;
 pub(crate) mod options;
 mod output;
 
@@ -618,7 +619,11 @@ pub(crate) fn run_step(
     let (listener, address) = open_io_port()?;
     let mut spec = options.step.clone();
     spec.srun_address = address;
-    spec.argv = options.command.clone();
+    spec.argv = if options.multi_prog {
+        multi_prog::argv(&options.command).map_err(|message| anyhow::anyhow!(message))?
+    } else {
+        options.command.clone()
+    };
     spec.environment = options.environment();
     spec.rlimits =
         drover_shared::job::propagated_rlimits(options.propagate.as_deref(), &drover_shared::job::current_rlimits())

@@ -27,6 +27,8 @@ pub(crate) struct StepOptions {
     pub(crate) step: StepSpec,
     pub(crate) command: Vec<String>,
     pub(crate) label: bool,
+    /// `--multi-prog`: the command is a configuration file of programs per task.
+    pub(crate) multi_prog: bool,
     pub(crate) job_id: Option<u32>,
     pub(crate) chdir: Option<String>,
     pub(crate) export: Option<String>,
@@ -93,6 +95,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     let mut options = StepOptions { command: command_line.operands, ..StepOptions::default() };
     let (step, spec) = (&mut options.step, &mut options.allocation);
     options.label = low.label.unwrap_or(false);
+    options.multi_prog = low.multi_prog.unwrap_or(false);
     step.overlap = low.overlap.unwrap_or(false);
     step.overcommit = low.overcommit.unwrap_or(false);
     options.verbose = low.verbose.is_some_and(|n| n > 0);
