@@ -445,6 +445,7 @@ mod tests {
                   --export=names          environment variables passed to the tasks: ALL, NONE or a list
               -i, --input=in              the tasks' stdin: all, none, a task id, or a file srun reads
                   --jobid=id              run the step in this job (default: SLURM_JOB_ID)
+                  --multi-prog            run a program per task, from the configuration file given as the command
               -l, --label                 prefix each output line with its task id
               -o, --output=out            file pattern the tasks' stdout goes to
               -Z, --no-allocate           run on the -w nodes without a job allocation (root and SlurmUser only)
