@@ -77,6 +77,7 @@ fn allocate_and_run(options: &mut StepOptions, inherited: &[(String, String)]) -
             .env("SLURM_JOB_PARTITION", &info.partition)
             .env("SLURM_JOB_ACCOUNT", &info.account)
             .env("DROVER_SOCKET", &socket)
+            .envs(options.container.iter().map(|bundle| ("SLURM_CONTAINER", bundle)))
             .envs(inherited.iter().map(|(name, value)| (name, value)))
             .status()
             .with_context(|| format!("running {}", options.command[0]))?;

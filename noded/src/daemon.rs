@@ -59,6 +59,8 @@ pub struct NodeSettings {
     /// Why this host cannot stand by its declaration (too few CPUs, too little memory), if so:
     /// the node asks to be drained at each registration (`crate::hardware`).
     pub shortfall: Option<String>,
+    /// The OCI runtime for `--container` jobs (`[oci]`); read at start, like the prolog.
+    pub oci: Option<drover_shared::config::oci::OciConfig>,
 }
 
 impl NodeSettings {
@@ -363,7 +365,8 @@ async fn handle(
         }
         CtldMessage::LaunchStep(request) => {
             let (job_id, step_id) = (request.job.job_id, request.step_id);
-            match crate::step::launch(&settings.exe, &settings.state_dir, &settings.isolation, &settings.gpus, &request)
+            let oci = settings.oci.as_ref();
+            match crate::step::launch(&settings.exe, &settings.state_dir, &settings.isolation, &settings.gpus, oci, &request)
             {
                 Ok(pid) => tracing::info!(job_id, step_id, pid, "step runner started"),
                 Err(e) => {
@@ -462,6 +465,24 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
         isolation::write(&dir, plan).with_context(|| format!("writing {}", path.display()))?;
     }
     settings.scripts.write(&dir).with_context(|| format!("writing {}", dir.join(prolog::SCRIPTS_FILE).display()))?;
+    if let Some(bundle) = crate::container::requested(&request.spec.environment)
+        && request.spec.script != drover_shared::job::ALLOCATION_HOLDER.as_bytes()
+    {
+        let owner = crate::container::Owner {
+            job_id: request.job_id,
+            step: "batch".to_owned(),
+            node: &settings.name,
+            user: &request.user,
+            uid: request.uid,
+            gid: request.gid,
+        };
+        let devices = settings.isolation.device_files(&request.gpus);
+        let script = Some(supervisor::script_path(&dir));
+        let plan = crate::container::plan(settings.oci.as_ref(), bundle, &dir, devices, owner, script)
+            .map_err(anyhow::Error::msg)?;
+        crate::container::write(&dir, &Ok(plan))
+            .with_context(|| format!("writing {}", dir.join(crate::container::PLAN_FILE).display()))?;
+    }
     // The launch request last (synced): a directory with one holds everything its supervisor
     // reads, so a supervisor started for it after a crash of noded finds its isolation.
     supervisor::write_launch(&dir, request)?;

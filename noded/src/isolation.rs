@@ -88,6 +88,11 @@ impl NodeIsolation {
         }
     }
 
+    /// The device files of the GPUs a job was given (by index), which its container binds in.
+    pub fn device_files(&self, gpus: &[u32]) -> Vec<PathBuf> {
+        gpus.iter().filter_map(|&index| self.gpu_files.get(index as usize)).flatten().cloned().collect()
+    }
+
     /// The isolation of the job in `launch`; `None` when this node has no cgroups to give.
     /// `busy_cpus` are the cpusets of the jobs running here: the job gets the least used of the
     /// host's CPUs, as many as it was allocated.

@@ -10,6 +10,7 @@
 pub mod bpf;
 pub mod cgroup;
 pub mod configless;
+pub mod container;
 pub mod daemon;
 pub mod gpu_usage;
 pub mod hardware;

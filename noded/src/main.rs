@@ -72,6 +72,14 @@ enum Command {
         #[arg(long)]
         step_dir: PathBuf,
     },
+    /// Run one task in its OCI container (started for `--container` jobs, not by hand).
+    #[command(hide = true)]
+    Container {
+        #[arg(long)]
+        plan: String,
+        #[arg(last = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -81,6 +89,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(Command::Step { step_dir }) = args.command {
         std::process::exit(drover_noded::step::main(&step_dir));
+    }
+    if let Some(Command::Container { plan, argv }) = args.command {
+        std::process::exit(drover_noded::container::run::main(&plan, argv));
     }
     let args = args.daemon;
     if args.print_hardware {
@@ -187,6 +198,7 @@ fn main() -> anyhow::Result<()> {
             timeout_seconds: node.prolog_epilog_timeout,
         },
         shortfall,
+        oci: config.oci.clone(),
         health_check: node
             .health_check_program
             .clone()

@@ -91,6 +91,8 @@ pub mod raw {
         /// Switches (or NVLink blocks) for topology-aware placement.
         #[serde(default)]
         pub topology: super::topology::RawTopology,
+        /// The OCI runtime for `--container` jobs (Slurm's `oci.conf`).
+        pub oci: Option<super::oci::RawOci>,
     }
 
     /// A cluster home's file: the admin's file it includes and the home's own settings.
@@ -648,6 +650,8 @@ pub struct Config {
     pub templates: Vec<templates::TemplateConfig>,
     /// `[[topology.switches]]`: the switch tree multi-node jobs are placed under.
     pub topology: topology::Topology,
+    /// `[oci]`: the runtime `--container` jobs run in; `None`: containers are refused.
+    pub oci: Option<oci::OciConfig>,
 }
 
 impl Config {
@@ -880,6 +884,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 }
 
 pub mod incidents;
+pub mod oci;
 pub mod sched;
 pub mod templates;
 #[cfg(test)]

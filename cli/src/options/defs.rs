@@ -405,6 +405,19 @@ fn text(value: &str) -> Result<String, OptionError> {
     Ok(value.to_owned())
 }
 
+/// `--container`: a bundle directory, made absolute against the current directory.
+fn bundle_path(value: &str) -> Result<String, OptionError> {
+    const EXPECTED: &str = "the path of an OCI bundle directory";
+    if value.is_empty() || value.len() > 4096 {
+        return Err(invalid("container bundle", value, EXPECTED));
+    }
+    if value.starts_with('/') {
+        return Ok(value.to_owned());
+    }
+    let here = std::env::current_dir().map_err(|_| invalid("container bundle", value, EXPECTED))?;
+    Ok(here.join(value).to_string_lossy().into_owned())
+}
+
 /// `-o/-e/-i`: `none` means `/dev/null`; anything else is a pattern kept as given.
 fn io_pattern(value: &str) -> Result<String, OptionError> {
     Ok(if value.eq_ignore_ascii_case("none") { "/dev/null".to_owned() } else { value.to_owned() })
@@ -1028,7 +1041,6 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("bb", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("bbf", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("cluster-constraint", Apply::NotYet(ArgKind::Required)),
-    OptionDef::new("container", Apply::NotYet(ArgKind::Required)).env("SBATCH_CONTAINER"),
     OptionDef::new("contiguous", Apply::Ignored(ArgKind::None)),
     OptionDef::new("core-spec", Apply::NotYet(ArgKind::Required)).short('S').env("SBATCH_CORE_SPEC"),
     OptionDef::new("cores-per-socket", Apply::Ignored(ArgKind::Required)),
@@ -1064,6 +1076,13 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("power", Apply::Ignored(ArgKind::Required)).env("SBATCH_POWER"),
     OptionDef::new("priority", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("profile", Apply::Ignored(ArgKind::Required)).env("SBATCH_PROFILE"),
+    OptionDef::new("container", Apply::Value(|low, v, _| set(&mut low.container, bundle_path(v))))
+        .value("path")
+        .env("SBATCH_CONTAINER")
+        .help("run the job in the OCI container bundle at this path")
+        .commands(Commands::ALL)
+        .help_for(Command::Srun, "run the tasks in the OCI container bundle at this path")
+        .help_for(Command::Salloc, "the OCI container bundle srun runs steps in (SLURM_CONTAINER)"),
     OptionDef::new("propagate", Apply::OptionalValue(|low, v, _| set(&mut low.propagate, text(v.unwrap_or("")))))
         .value("rlimit[,rlimit...]")
         .help("resource limits passed to the job: ALL (the default), NONE or a list (NOFILE, CORE, ...)"),

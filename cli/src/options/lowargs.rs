@@ -98,6 +98,8 @@ low_args! {
     export: String,
     /// `--propagate[=rlimit[,…]]` as given (empty: all).
     propagate: String,
+    /// `--container`: the OCI bundle, made absolute.
+    container: String,
     /// `--wrap` command.
     wrap: String,
     /// `--parsable`.

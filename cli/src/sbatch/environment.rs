@@ -103,6 +103,9 @@ pub(crate) fn sbatch_variables(low: &LowArgs, submitter: &Submitter<'_>) -> Vec<
     if let Some(export) = &low.export {
         vars.push(("SLURM_EXPORT_ENV", export.clone()));
     }
+    if let Some(bundle) = &low.container {
+        vars.push(("SLURM_CONTAINER", bundle.clone()));
+    }
     if low.get_user_env.is_some() {
         vars.push(("SLURM_GET_USER_ENV", "1".to_owned()));
     }

@@ -34,6 +34,8 @@ pub(crate) struct StepOptions {
     pub(crate) export: Option<String>,
     /// `--propagate`: the resource limits the tasks get (all by default).
     pub(crate) propagate: Option<String>,
+    /// `--container`: the OCI bundle the tasks run in (`SLURM_CONTAINER` in their environment).
+    pub(crate) container: Option<String>,
     pub(crate) verbose: bool,
     /// How many `-v`: srun prints its options' dump from one on, as Slurm's does.
     pub(crate) verbosity: u8,
@@ -118,6 +120,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.chdir = low.chdir;
     options.export = low.export;
     options.propagate = low.propagate;
+    options.container = low.container;
     options.job_id = low.job_id;
     spec.partitions = low.partitions.unwrap_or_default();
     spec.time_limit = low.time_limit;
@@ -190,13 +193,15 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
 /// The input variables srun and salloc read (Slurm's names), as the options they stand for.
 /// Only variables no job sets for its own steps (for the counts, see
 /// [`OUTSIDE_INPUT_VARIABLES`]).
-const INPUT_VARIABLES: [(Command, &str, &str); 10] = [
+const INPUT_VARIABLES: [(Command, &str, &str); 12] = [
     (Command::Srun, "SLURM_ACCOUNT", "account"),
     (Command::Srun, "SLURM_PARTITION", "partition"),
     (Command::Srun, "SLURM_QOS", "qos"),
     (Command::Srun, "SLURM_TIMELIMIT", "time"),
     (Command::Srun, "SLURM_STDOUTMODE", "output"),
     (Command::Srun, "SLURM_STDERRMODE", "error"),
+    (Command::Srun, "SLURM_CONTAINER", "container"),
+    (Command::Salloc, "SALLOC_CONTAINER", "container"),
     (Command::Salloc, "SALLOC_ACCOUNT", "account"),
     (Command::Salloc, "SALLOC_PARTITION", "partition"),
     (Command::Salloc, "SALLOC_QOS", "qos"),
@@ -252,7 +257,8 @@ impl StepOptions {
         }
         let mut env: Vec<(String, String)> =
             current.into_iter().filter(|(n, _)| all || n.starts_with("SLURM_") || names.contains(n)).collect();
-        for (name, value) in set.into_iter().chain(self.plugin_env.iter().cloned()) {
+        let container = self.container.iter().map(|bundle| ("SLURM_CONTAINER".to_owned(), bundle.clone()));
+        for (name, value) in set.into_iter().chain(self.plugin_env.iter().cloned()).chain(container) {
             env.retain(|(n, _)| *n != name);
             env.push((name, value));
         }
@@ -459,6 +465,7 @@ mod tests {
                   --task-prolog=program   run this before each task (its export, unset and print lines shape the task)
                   --task-epilog=program   run this after each task
                   --quit-on-interrupt     kill the step at the first SIGINT (default: print its status; a second one within a second aborts)
+                  --container=path        run the tasks in the OCI container bundle at this path
 
             Node and memory constraints:
                   --mem=MB                memory per node (MB, or a K, M, G or T suffix)

@@ -110,6 +110,7 @@ pub fn launch(
     state_dir: &Path,
     node_isolation: &NodeIsolation,
     gpus: &[GpuDevice],
+    oci: Option<&drover_shared::config::oci::OciConfig>,
     request: &StepLaunch,
 ) -> Result<u32, StepError> {
     let job_id = request.job.job_id;
@@ -145,6 +146,22 @@ pub fn launch(
     };
     if let Some(plan) = &plan {
         isolation::write(&dir, plan).map_err(write_error(&dir.join(isolation::ISOLATION_FILE)))?;
+    }
+    // A container step: its plan, or why it cannot run (the runner tells srun).
+    if let Some(bundle) = crate::container::requested(&request.environment) {
+        let job = &request.job;
+        let node = request.layout.nodes.get(request.node_index as usize).map_or("", String::as_str);
+        let owner = crate::container::Owner {
+            job_id,
+            step: request.step_id.to_string(),
+            node,
+            user: &job.user,
+            uid: job.uid,
+            gid: job.gid,
+        };
+        let devices = node_isolation.device_files(&job.gpus);
+        let plan = crate::container::plan(oci, bundle, &dir, devices, owner, None);
+        crate::container::write(&dir, &plan).map_err(write_error(&dir.join(crate::container::PLAN_FILE)))?;
     }
     let mut command = std::process::Command::new(exe);
     command

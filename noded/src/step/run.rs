@@ -317,12 +317,27 @@ fn spawn_task(
     identity: Option<&Identity>,
     terminal: Option<&OwnedFd>,
     plugins: Option<TaskPlugins>,
+    container: Option<&Result<crate::container::ContainerPlan, String>>,
 ) -> std::io::Result<Child> {
-    let program = launch.argv.first().cloned().unwrap_or_default();
-    let mut command = Command::new(&program);
+    let mut command = match container {
+        None => {
+            let program = launch.argv.first().cloned().unwrap_or_default();
+            let mut command = Command::new(&program);
+            command.args(launch.argv.iter().skip(1));
+            command
+        }
+        Some(Err(reason)) => return Err(std::io::Error::other(reason.clone())),
+        Some(Ok(plan)) => {
+            // `drover-noded container --plan … -- ARGV`, which runs ARGV in the container.
+            let exe = std::env::current_exe()?;
+            let line = crate::container::command_line(&exe, plan, &launch.argv);
+            let mut command = Command::new(&exe);
+            command.args(line.iter().skip(1));
+            command
+        }
+    };
     // The environment is installed in the child with its pid (`SLURM_TASK_PID`): the command's
     // own is left alone, so that `execvp` passes on the one installed.
-    command.args(launch.argv.iter().skip(1));
     let environment = crate::sys::exec::TaskEnvironment::new(&env)?;
     match terminal {
         Some(slave) => {
@@ -519,6 +534,8 @@ fn run_tasks(
         let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     }
     let identity = identity(launch)?;
+    let container = crate::container::read(dir)
+        .unwrap_or_else(|error| Some(Err(format!("unreadable container plan: {}", describe(&error)))));
     // SPANK's remote side (the plugins' lines reach srun on the first task's stderr), inside the
     // step's cgroups so that whatever plugins start is the job's.
     if let Some(&first) = tasks.first() {
@@ -570,7 +587,8 @@ fn run_tasks(
         } else {
             None
         };
-        children.push((task, local, spawn_task(launch, env, identity.as_ref(), slave, plugins)));
+        let child = spawn_task(launch, env, identity.as_ref(), slave, plugins, container.as_ref());
+        children.push((task, local, child));
     }
     let master = terminal.map(|(master, slave)| {
         drop(slave);

@@ -49,6 +49,9 @@ pub(super) struct JobCommand<'a> {
     hostname: String,
     /// Set when the job's device cgroup hides its other GPUs.
     cuda_visible_devices: Option<String>,
+    /// `--container`: the helper (`drover-noded container`) and its command line, which runs the
+    /// script in the container instead.
+    container: Option<(CString, Vec<CString>)>,
 }
 
 struct Identity {
@@ -113,6 +116,22 @@ pub(super) fn prepare<'a>(
     for arg in &spec.script_args {
         argv.push(c_string(arg.as_bytes())?);
     }
+    let container = match crate::container::read(job_dir) {
+        Ok(None) => None,
+        Ok(Some(Err(reason))) => return Err(SupervisorError::Refused(reason)),
+        Ok(Some(Ok(plan))) => {
+            let exe = std::env::current_exe()
+                .map_err(|source| SupervisorError::Read { path: PathBuf::from("/proc/self/exe"), source })?;
+            let mut words = vec![script_path.to_string_lossy().into_owned()];
+            words.extend(spec.script_args.iter().cloned());
+            let line = crate::container::command_line(&exe, &plan, &words);
+            let line = line.iter().map(|word| c_string(word.as_bytes())).collect::<Result<Vec<_>, _>>()?;
+            Some((c_string(exe.as_os_str().as_bytes())?, line))
+        }
+        Err(source) => {
+            return Err(SupervisorError::Read { path: job_dir.join(crate::container::PLAN_FILE), source });
+        }
+    };
     Ok(JobCommand {
         launch,
         script,
@@ -126,6 +145,7 @@ pub(super) fn prepare<'a>(
         identity,
         hostname,
         cuda_visible_devices,
+        container,
     })
 }
 
@@ -303,6 +323,10 @@ fn become_job(command: &JobCommand<'_>, mut go: File) -> String {
         .collect();
     // Nothing the supervisor holds (or noded left it) reaches the job: only its stdio.
     sys::descriptors::close_on_exec_above_stdio();
+    if let Some((helper, line)) = &command.container {
+        let Err(errno) = nix::unistd::execve(helper, line, &env);
+        return sys("could not start the container", errno);
+    }
     let Err(errno) = nix::unistd::execve(&command.script, &command.argv, &env);
     sys("could not execute the batch script", errno)
 }

@@ -62,6 +62,11 @@ pub use detach::spawn;
 pub use jobfiles::{read_end, read_started, read_usage, supervisor_alive, write_launch};
 pub use launcher::Launcher;
 
+/// Where the supervisor writes the batch script in a job directory.
+pub fn script_path(job_dir: &Path) -> std::path::PathBuf {
+    job_dir.join(jobfiles::SCRIPT)
+}
+
 /// A command noded sends to a running supervisor over `control.sock`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SupervisorCommand {

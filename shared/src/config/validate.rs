@@ -263,6 +263,11 @@ impl Validator<'_> {
                 .incidents
                 .validate()
                 .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
+            oci: file
+                .oci
+                .map(super::oci::RawOci::validate)
+                .transpose()
+                .map_err(|(key, message)| self.error(&file.cluster_name, key, message))?,
         })
     }
 
