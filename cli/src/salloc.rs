@@ -189,7 +189,11 @@ fn allocate(socket: &Path, request: &JobSpec, who: Allocator, immediate: Option<
     spec.work_dir = cwd.clone();
     spec.submit_dir = cwd;
     spec.submit_host = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
-    spec.environment = std::env::vars().collect();
+    // The process's environment, and what the options put there (`--container`'s
+    // `SLURM_CONTAINER`, which ctld checks against the cluster's runtime at submit).
+    let asked = std::mem::take(&mut spec.environment);
+    spec.environment = std::env::vars().filter(|(name, _)| !asked.iter().any(|(n, _)| n == name)).collect();
+    spec.environment.extend(asked);
     spec.script = HOLDER.as_bytes().to_vec();
     spec.stdout = Some("/dev/null".into());
     // An interactive allocation is never requeued (its holder is a person at a terminal), as in

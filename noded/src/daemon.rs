@@ -366,8 +366,14 @@ async fn handle(
         CtldMessage::LaunchStep(request) => {
             let (job_id, step_id) = (request.job.job_id, request.step_id);
             let oci = settings.oci.as_ref();
-            match crate::step::launch(&settings.exe, &settings.state_dir, &settings.isolation, &settings.gpus, oci, &request)
-            {
+            match crate::step::launch(
+                &settings.exe,
+                &settings.state_dir,
+                &settings.isolation,
+                &settings.gpus,
+                oci,
+                &request,
+            ) {
                 Ok(pid) => tracing::info!(job_id, step_id, pid, "step runner started"),
                 Err(e) => {
                     tracing::error!(job_id, step_id, error = %format!("{:#}", anyhow::Error::new(e)), "step launch failed")

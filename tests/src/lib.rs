@@ -555,3 +555,28 @@ pub fn leads(socket: &Path) -> bool {
     write_message(&mut stream, &hello).is_ok()
         && matches!(read_message::<_, HelloReply>(&mut stream, MAX_HANDSHAKE_FRAME), Ok(HelloReply::Accept { .. }))
 }
+
+/// Four fake GPU device nodes (`c 195:0-3`) in a scratch directory, and [`CONFIG`] with its
+/// nodes declaring them. No driver is loaded: an allowed open fails with ENXIO, a denied one
+/// with EPERM. Needs root (mknod).
+pub fn fake_gpus() -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new().prefix("drover-fake-dev-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for minor in 0..4 {
+        let path = dir.path().join(format!("nvidia{minor}"));
+        let dev = nix::sys::stat::makedev(195, minor);
+        nix::sys::stat::mknod(
+            &path,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            dev,
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let gpus = format!("gpus = {{ tesla = 4 }}\ngpu_files = {{ tesla = \"{}/nvidia[0-3]\" }}", dir.path().display());
+    let config = CONFIG.replace("gpus = { tesla = 2 }", &gpus);
+    assert_ne!(config, CONFIG, "the harness config changed its GPU line");
+    (dir, config)
+}

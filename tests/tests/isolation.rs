@@ -8,7 +8,7 @@
 //! each job, and a failing prolog or health check drains the node with its reason (sinfo's
 //! `%E`). Needs root: ignored by a plain `cargo test`, run by `.ci/run`.
 
-use drover_e2e::{CONFIG, Cluster, text};
+use drover_e2e::{CONFIG, Cluster, fake_gpus, text};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,28 +17,6 @@ const LONG: Duration = Duration::from_secs(60);
 
 fn root() {
     drover_e2e::require_root("the isolation tests make cgroups and device nodes");
-}
-
-/// Four fake GPU nodes in a scratch directory, and the test config declaring them.
-fn fake_gpus() -> (tempfile::TempDir, String) {
-    let dir = tempfile::Builder::new().prefix("drover-fake-dev-").tempdir_in("/tmp").unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    for minor in 0..4 {
-        let path = dir.path().join(format!("nvidia{minor}"));
-        let dev = nix::sys::stat::makedev(195, minor);
-        nix::sys::stat::mknod(
-            &path,
-            nix::sys::stat::SFlag::S_IFCHR,
-            nix::sys::stat::Mode::from_bits_truncate(0o666),
-            dev,
-        )
-        .unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    }
-    let gpus = format!("gpus = {{ tesla = 4 }}\ngpu_files = {{ tesla = \"{}/nvidia[0-3]\" }}", dir.path().display());
-    let config = CONFIG.replace("gpus = { tesla = 2 }", &gpus);
-    assert_ne!(config, CONFIG, "the harness config changed its GPU line");
-    (dir, config)
 }
 
 fn wait_file(path: &Path, cluster: &Cluster) -> String {

@@ -120,6 +120,9 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.chdir = low.chdir;
     options.export = low.export;
     options.propagate = low.propagate;
+    if let Some(bundle) = &low.container {
+        spec.environment.push(("SLURM_CONTAINER".to_owned(), bundle.clone()));
+    }
     options.container = low.container;
     options.job_id = low.job_id;
     spec.partitions = low.partitions.unwrap_or_default();

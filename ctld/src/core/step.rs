@@ -127,6 +127,10 @@ impl Core {
         reply: oneshot::Sender<Response>,
     ) {
         let who = Who::of(&self.state.config(), caller);
+        if let Err(refusal) = crate::policy::validate::check_container(&self.state.config(), &spec.environment) {
+            let _ = reply.send(refusal.into());
+            return;
+        }
         let Some(job) = self.state.jobs.get_mut(&job_id) else {
             let _ = reply.send(refuse(ErrorCode::InvalidJobId, format!("job {job_id} not found")));
             return;

@@ -207,6 +207,18 @@ fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobS
     Ok(spec)
 }
 
+/// `--container` (Slurm's `SLURM_CONTAINER` in the job's or step's environment) needs the
+/// cluster's `[oci]` runtime: without one it is refused at submit, before anything runs.
+pub(crate) fn check_container(config: &Config, environment: &[(String, String)]) -> Result<(), Refusal> {
+    let asked =
+        environment.iter().rev().find(|(name, _)| name == "SLURM_CONTAINER").is_some_and(|(_, v)| !v.is_empty());
+    if asked && config.oci.is_none() {
+        let detail = "--container: this cluster has no OCI runtime configured ([oci] in cluster.toml)";
+        return Err(Refusal::new(ErrorCode::InvalidSpec, detail.to_owned()));
+    }
+    Ok(())
+}
+
 /// Validates a submission and builds the job record it becomes (without a job id yet).
 pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTime) -> Result<Job, Refusal> {
     let config = &state.config();
@@ -216,6 +228,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
     }
     check_sizes(&spec)?;
     check_launch_size(config, &spec)?;
+    check_container(config, &spec.environment)?;
     // The per-node shape is built node by node: never for more nodes than the cluster has.
     if let Some(nodes) = spec.nodes_min.filter(|n| usize::try_from(*n).map_or(true, |n| n > config.nodes.len())) {
         let detail = format!("{nodes} nodes asked, the cluster has {}", config.nodes.len());

@@ -1,8 +1,8 @@
 //! The task's bundle: the user's `config.json` rewritten for one task. The process becomes the
 //! task (its command line, environment, no terminal); the root file system is made absolute, so
 //! it is the user's own; a user namespace without mappings maps the user to root inside, as a
-//! rootless runtime needs; the cgroup path and resource limits are removed, so the runtime leaves
-//! the task in the job's cgroups and the job's limits are the ones that hold; the task's spool
+//! rootless runtime needs; the cgroup path, resource limits and cgroup mounts are removed, so the
+//! runtime leaves the task in the job's cgroups and the job's limits are the ones that hold; the task's spool
 //! directory (with the batch script) and the job's GPU device files are bound in.
 
 use serde_json::{Map, Value, json};
@@ -33,7 +33,8 @@ pub fn rewrite(mut config: Value, task: &TaskInputs<'_>) -> Result<Value, String
     let absolute = task.bundle.join(path);
     root.insert("path".into(), Value::String(absolute.to_string_lossy().into_owned()));
 
-    let process = top.entry("process").or_insert_with(|| json!({})).as_object_mut().ok_or("\"process\" is not an object")?;
+    let process =
+        top.entry("process").or_insert_with(|| json!({})).as_object_mut().ok_or("\"process\" is not an object")?;
     process.insert("args".into(), json!(task.args));
     process.insert("terminal".into(), Value::Bool(false));
     process.insert("env".into(), json!(merged_environment(process.get("env"), task.env)));
@@ -55,6 +56,9 @@ pub fn rewrite(mut config: Value, task: &TaskInputs<'_>) -> Result<Value, String
     }
 
     let mounts = top.entry("mounts").or_insert_with(|| json!([])).as_array_mut().ok_or("\"mounts\" is not a list")?;
+    // A cgroup file system inside would be the job's cgroups, which a rootless runtime cannot
+    // mount (they are root's); the container sees none.
+    mounts.retain(|m| !matches!(m.get("type").and_then(Value::as_str), Some("cgroup" | "cgroup2")));
     let mut bind = |destination: &str, source: &Path, mode: &str| {
         if !mounts.iter().any(|m| m.get("destination").and_then(Value::as_str) == Some(destination)) {
             mounts.push(json!({
@@ -116,7 +120,10 @@ mod tests {
         let config = json!({
             "process": { "terminal": true, "args": ["sh"], "env": ["PATH=/bin", "TERM=xterm"] },
             "root": { "path": "rootfs", "readonly": true },
-            "mounts": [{ "destination": "/dev/nvidia1", "type": "bind", "source": "/dev/nvidia1" }],
+            "mounts": [
+                { "destination": "/dev/nvidia1", "type": "bind", "source": "/dev/nvidia1" },
+                { "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup" }
+            ],
             "linux": {
                 "namespaces": [{ "type": "pid" }, { "type": "user" }, { "type": "mount" }],
                 "cgroupsPath": "/elsewhere",

@@ -86,8 +86,9 @@ pub fn plan(
     if bundle.len() > MAX_BUNDLE_PATH || !bundle.starts_with('/') || bundle.contains('\0') {
         return Err(format!("--container: the bundle must be an absolute path, at most {MAX_BUNDLE_PATH} bytes"));
     }
-    let spool = prepare_spool(dir, owner.uid, owner.gid)
-        .map_err(|e| format!("could not prepare the container's spool directory: {}", drover_shared::text::io_reason(&e)))?;
+    let spool = prepare_spool(dir, owner.uid, owner.gid).map_err(|e| {
+        format!("could not prepare the container's spool directory: {}", drover_shared::text::io_reason(&e))
+    })?;
     Ok(ContainerPlan {
         oci: oci.clone(),
         bundle: PathBuf::from(bundle),

@@ -160,6 +160,11 @@ pub fn launch(
             gid: job.gid,
         };
         let devices = node_isolation.device_files(&job.gpus);
+        // The user reaches the step's spool directory through `steps/` (traversable, not listable).
+        if let Some(steps) = dir.parent() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(steps, std::fs::Permissions::from_mode(0o711)).map_err(write_error(steps))?;
+        }
         let plan = crate::container::plan(oci, bundle, &dir, devices, owner, None);
         crate::container::write(&dir, &plan).map_err(write_error(&dir.join(crate::container::PLAN_FILE)))?;
     }

@@ -152,7 +152,9 @@ fn check_pattern(pattern: &str) -> Result<(), String> {
         }
         match chars.next() {
             Some(token) if token == '%' || PATTERN_TOKENS.contains(token) => {}
-            Some(token) => return Err(format!("unknown token %{token} (known: %% %@ %b %e %j %m %n %p %r %s %t %u %U)")),
+            Some(token) => {
+                return Err(format!("unknown token %{token} (known: %% %@ %b %e %j %m %n %p %r %s %t %u %U)"));
+            }
             None => return Err("ends with a lone %".into()),
         }
     }
@@ -209,7 +211,10 @@ mod tests {
         let half = RawOci { create: Some("c %b".into()), start: Some("s".into()), ..RawOci::default() };
         assert_eq!(refused(half).0, "oci.create");
         let unknown = RawOci { run: Some("crun run %q".into()), ..RawOci::default() };
-        assert_eq!(refused(unknown), ("oci.run".into(), "unknown token %q (known: %% %@ %b %e %j %m %n %p %r %s %t %u %U)".into()));
+        assert_eq!(
+            refused(unknown),
+            ("oci.run".into(), "unknown token %q (known: %% %@ %b %e %j %m %n %p %r %s %t %u %U)".into())
+        );
         let long = RawOci { run: Some("x".repeat(MAX_PATTERN + 1)), ..RawOci::default() };
         assert!(refused(long).1.contains("longer"));
         let relative = RawOci { mount_spool_dir: Some("run".into()), ..raw(Some("crun")) };
