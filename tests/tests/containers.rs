@@ -6,7 +6,8 @@
 //! - a batch job in the container sees its root file system, runs as root of its user namespace,
 //!   opens only its own GPU (ENXIO; EPERM on the three others: the job's device filter holds
 //!   inside the container), writes its output file and ends with its exit code in `sacct`;
-//! - a container job over its memory ends `OUT_OF_MEMORY`; `scancel` ends a running one;
+//! - a container job over its memory ends `OUT_OF_MEMORY`; `scancel` ends a running one, and its
+//!   time limit another;
 //! - `srun --container` runs each task in the container, outside an allocation, as a step of a
 //!   batch job (host script, container steps) and inside `salloc` (`SLURM_CONTAINER`);
 //! - a node without `[oci]` refuses a container job with the reason.
@@ -74,7 +75,11 @@ fn container_jobs_run_with(runtime: &str) {
     drover_e2e::require_root("the container tests make device nodes and run jobs as alice");
     runtime_installed(runtime);
     let (dev, config) = fake_gpus();
-    let cluster = Cluster::start_with(&format!("{config}\n[oci]\nruntime = \"{runtime}\"\n"));
+    // A minute of time limit lasts 6 s.
+    let cluster = Cluster::start_with_env(
+        &format!("{config}\n[oci]\nruntime = \"{runtime}\"\n"),
+        &[("DROVER_TIME_SCALE", "0.1")],
+    );
     let bundle = make_bundle(&cluster, runtime, dev.path());
     let bundle_arg = format!("--container={}", bundle.display());
     let workdir = cluster.workdir(Some(USER));
@@ -120,6 +125,10 @@ fn container_jobs_run_with(runtime: &str) {
     let cancel = cluster.run(Some(USER), &workdir, "scancel", &[&long.to_string()], None);
     assert!(cancel.status.success(), "{}", text(&cancel.stderr));
     cluster.wait_state(long, "CANCELLED", LONG);
+
+    // The time limit ends a container job.
+    let late = cluster.submit(Some(USER), "late.sh", "#!/bin/sh\n#SBATCH -t 1\nsleep 300\n", &[&bundle_arg]);
+    cluster.wait_state(late, "TIMEOUT", LONG);
 
     // srun: each task in the container, outside an allocation.
     let srun = cluster.run(

@@ -127,7 +127,7 @@ impl Core {
         reply: oneshot::Sender<Response>,
     ) {
         let who = Who::of(&self.state.config(), caller);
-        if let Err(refusal) = crate::policy::validate::check_container(&self.state.config(), &spec.environment) {
+        if let Err(refusal) = crate::policy::validate::check_container(self.state.config(), &spec.environment) {
             let _ = reply.send(refusal.into());
             return;
         }

@@ -125,16 +125,20 @@ fn run(plan_json: &str, mut argv: Vec<String>) -> Result<i32, String> {
             let kill = plan.oci.kill.clone().map(|pattern| shell(&pattern));
             forward_signals(kill);
             let code = status(shell(start));
-            while code == 0 {
-                let output = shell(query).stdin(Stdio::null()).stderr(Stdio::null()).output();
-                let stopped = match output {
-                    Ok(output) if output.status.success() => container_status(&output.stdout) == Some("stopped".into()),
-                    _ => true,
-                };
-                if stopped {
-                    break;
+            if code == 0 {
+                loop {
+                    let output = shell(query).stdin(Stdio::null()).stderr(Stdio::null()).output();
+                    let stopped = match output {
+                        Ok(output) if output.status.success() => {
+                            container_status(&output.stdout).is_none_or(|status| status == "stopped")
+                        }
+                        _ => true,
+                    };
+                    if stopped {
+                        break;
+                    }
+                    std::thread::sleep(QUERY_EVERY);
                 }
-                std::thread::sleep(QUERY_EVERY);
             }
             if let Some(delete) = &plan.oci.delete {
                 let _ = shell(delete).stdin(Stdio::null()).status();
