@@ -43,6 +43,7 @@ fn make_bundle(cluster: &Cluster, runtime: &str, dev: &Path) -> PathBuf {
     let spec = Command::new("setpriv")
         .args([&format!("--reuid={USER}"), &format!("--regid={USER}"), "--init-groups", runtime, "spec", "--rootless"])
         .current_dir(&bundle)
+        .env_remove("XDG_RUNTIME_DIR")
         .output()
         .unwrap();
     assert!(spec.status.success(), "{runtime} spec --rootless: {}", text(&spec.stderr));
