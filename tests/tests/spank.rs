@@ -326,3 +326,55 @@ fn the_surface_pyxis_uses_answers_in_every_context() {
     });
     assert_eq!(exits, ["slurmd_exit ctx=4 euid=0", "slurmd_exit ctx=4 euid=0"]);
 }
+
+/// Waits until sinfo's reason column lists `reason`.
+fn wait_reason(cluster: &Cluster, reason: &str) {
+    cluster.wait_for(&format!("the drain reason `{reason}`"), Duration::from_secs(30), || {
+        cluster.ok("sinfo", &["-h", "-o", "%N %E"]).contains(reason).then_some(())
+    });
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn failing_job_script_hooks_drain_the_node_and_a_failing_slurmd_init_stops_noded() {
+    require_users();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(plugins.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let so = compile(plugins.path(), "surface");
+    let plugstack = plugins.path().join("plugstack.conf");
+    let stack_failing =
+        |hook: &str| std::fs::write(&plugstack, format!("required {} fail={hook}\n", so.display())).unwrap();
+    stack_failing("job_epilog");
+    let cluster = Cluster::start_with(&format!("plugstack = \"{}\"\n{CONFIG}", plugstack.display()));
+    let user = Some("alice");
+    let dir = cluster.workdir(user);
+
+    // job_epilog fails: the job has completed, its node drains (Slurm's rule for a required plugin).
+    let job = cluster.submit(user, "epi.sh", "#!/bin/sh\n#SBATCH -w n1\ntrue\n", &[]);
+    assert_eq!(cluster.wait_state(job, "COMPLETED", Duration::from_secs(30)), "0:0");
+    wait_reason(&cluster, "Epilog error: SPANK plugin surface: slurm_spank_job_epilog failed (returned -1)");
+
+    // job_prolog fails: the job fails before it runs, and its node drains.
+    stack_failing("job_prolog");
+    let job = cluster.submit(user, "pro.sh", "#!/bin/sh\n#SBATCH -w n2\ntouch prolog-ran\n", &[]);
+    cluster.wait_state(job, "FAILED", Duration::from_secs(30));
+    assert!(!dir.join("prolog-ran").exists());
+    wait_reason(&cluster, "Prolog error: SPANK plugin surface: slurm_spank_job_prolog failed (returned -1)");
+
+    // slurmd init fails: noded does not start, and says why.
+    stack_failing("slurmd_init");
+    cluster.restart_node_with("n1", &["env"]);
+    let pid = cluster.pid("noded-n1");
+    cluster.wait_for("noded-n1 to give up", Duration::from_secs(20), || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z")).then_some(())
+    });
+    let log = std::fs::read_to_string(cluster.home().join("log").join("noded-n1.log")).unwrap();
+    assert!(log.contains("spank: error: surface: slurmd init fails on purpose"), "{log}");
+    assert!(
+        log.contains(
+            "SPANK plugins in the slurmd context: SPANK plugin surface: slurm_spank_init failed (returned -1)"
+        ),
+        "{log}"
+    );
+}

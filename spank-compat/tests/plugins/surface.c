@@ -20,6 +20,8 @@
  *   spank_option_getopt of the job's --surface-image, the effective uid; the epilog also
  *   fixes up the process environment with setenv(3)/unsetenv(3) as pyxis does.
  * - exit (every context but slurmd), slurmd_exit (slurmd).
+ * The argument `fail=slurmd_init`, `fail=job_prolog` or `fail=job_epilog` makes that hook fail
+ * with an error line.
  */
 #include <slurm/spank.h>
 #include <stdint.h>
@@ -66,6 +68,10 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	if (ctx == S_CTX_REMOTE) {
 		record(ac, av, "init ctx=%d register=%d euid=%d", (int) ctx, reg, (int) geteuid());
 		return 0;
+	}
+	if (ctx == S_CTX_SLURMD && has_arg(ac, av, "fail=slurmd_init")) {
+		slurm_error("surface: slurmd init fails on purpose");
+		return -1;
 	}
 	char buf[64];
 	int get = spank_getenv(sp, "PATH", buf, sizeof(buf));
@@ -166,6 +172,12 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 
 static int job_script(spank_t sp, int ac, char **av, const char *hook)
 {
+	char fail[32];
+	snprintf(fail, sizeof(fail), "fail=%s", hook);
+	if (has_arg(ac, av, fail)) {
+		slurm_error("surface: %s fails on purpose", hook);
+		return -1;
+	}
 	uid_t uid = 0;
 	gid_t gid = 0;
 	uint32_t job = 0;
