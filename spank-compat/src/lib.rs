@@ -31,9 +31,10 @@
 //! SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS on an alternate stack). A plugin that faults
 //! makes the call return [`SpankError::Crashed`] naming the plugin, hook and signal, and the stack
 //! refuses every later call ([`SpankError::Poisoned`]): the host reports the failure and stops
-//! using plugins. Plugins only ever run in the per-job supervisor and the per-step runner
-//! (processes apart from noded) and in the client commands, never inside noded, so the worst a
-//! plugin can do is end its job or step.
+//! using plugins. Plugins only ever run in the per-job supervisor, the per-step runner and
+//! noded's slurmd and job_script helpers (processes apart from noded) and in the client
+//! commands, never inside noded, so the worst a plugin can do is end its job or step (or, in
+//! the slurmd context's `init`, stop noded from starting, as it stops slurmd).
 
 mod abi;
 mod conf;
