@@ -1,6 +1,8 @@
 //! drover-noded entry point. `drover-noded --name N` runs the node daemon; the hidden
 //! `drover-noded supervise --job-dir D --noded-socket S` is the per-job supervisor the daemon
-//! starts for each job (the same binary, so a node has one executable to install).
+//! starts for each job (the same binary, so a node has one executable to install); the hidden
+//! `step`, `spank-slurmd` and `spank-job-script` subcommands are the step runner and the SPANK
+//! helpers (`drover_noded::spank`).
 
 #![deny(unsafe_code)]
 
@@ -80,6 +82,12 @@ enum Command {
         #[arg(last = true)]
         argv: Vec<String>,
     },
+    /// Host the SPANK plugins' slurmd context while the daemon runs (started by the daemon).
+    #[command(hide = true)]
+    SpankSlurmd,
+    /// Run the SPANK plugins' job_prolog or job_epilog (started by a job's supervisor).
+    #[command(hide = true)]
+    SpankJobScript { hook: String },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -92,6 +100,12 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(Command::Container { plan, argv }) = args.command {
         std::process::exit(drover_noded::container::run::main(&plan, argv));
+    }
+    if let Some(Command::SpankSlurmd) = args.command {
+        std::process::exit(drover_noded::spank::slurmd_main());
+    }
+    if let Some(Command::SpankJobScript { hook }) = args.command {
+        std::process::exit(drover_noded::spank::job_script_main(&hook));
     }
     let args = args.daemon;
     if args.print_hardware {
@@ -167,6 +181,14 @@ fn main() -> anyhow::Result<()> {
     if launcher.is_none() {
         tracing::warn!("no supervisor launcher (noded already runs threads): each job executes drover-noded supervise");
     }
+    let exe = std::env::current_exe().context("locating the drover-noded binary")?;
+    // The SPANK slurmd context: `init` now (a failure stops noded, as it stops slurmd),
+    // `slurmd_exit` when `slurmd_plugins` is dropped on the way out. After the launcher's fork,
+    // which must not hold the helper's pipe.
+    let slurmd_plugins = drover_noded::spank::SlurmdPlugins::start(&exe)?;
+    if let Some(plugins) = &slurmd_plugins {
+        tracing::info!(pid = plugins.pid(), "SPANK plugins initialized in the slurmd context");
+    }
     // A node whose real CPUs or memory fall short of its declaration is drained at registration
     // (with Slurm's reason), unless the config's declaration wins (`config_overrides`).
     let hardware = drover_noded::hardware::this_host();
@@ -189,7 +211,7 @@ fn main() -> anyhow::Result<()> {
         real_memory_mb: node.real_memory_mb,
         gpus: gpus.into_iter().map(|gpu| gpu.device).collect(),
         heartbeat: Duration::from_secs(args.heartbeat.max(1)),
-        exe: std::env::current_exe().context("locating the drover-noded binary")?,
+        exe,
         launcher,
         isolation,
         scripts: drover_noded::prolog::JobScripts {
@@ -216,6 +238,7 @@ fn main() -> anyhow::Result<()> {
         daemon::run(settings, shutdown).await
     })?;
     isolation.tear_down();
+    drop(slurmd_plugins);
     Ok(())
 }
 

@@ -20,15 +20,21 @@
 //! the options that travelled in the job environment, `init_post_opt`), [`Stack::user_init`]
 //! (effective uid dropped to the user), fork; in the task [`Stack::task_init_privileged`] as root,
 //! become the user, [`Stack::task_init`], exec with [`Stack::env`]; in the supervisor
-//! [`Stack::task_post_fork`], [`Stack::task_exit`] when reaped, [`Stack::exit`].
+//! [`Stack::task_post_fork`], [`Stack::task_exit`] when reaped, [`Stack::exit`]. Slurmd (the
+//! node daemon, or a process standing for it): `init` when it starts ([`Stack::call`] with
+//! [`Hook::Init`]), `slurmd_exit` when it stops. Job script (a process of its own, as root, around
+//! each job): [`Stack::set_job`] with the job's id, uid and gid, then `job_prolog` before the job
+//! or `job_epilog` after it. Those two contexts keep only the plugins that define one of their
+//! hooks.
 //!
 //! Crash isolation: every plugin callback runs under a guard (sigsetjmp and handlers for
 //! SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS on an alternate stack). A plugin that faults
 //! makes the call return [`SpankError::Crashed`] naming the plugin, hook and signal, and the stack
 //! refuses every later call ([`SpankError::Poisoned`]): the host reports the failure and stops
-//! using plugins. Plugins only ever run in the per-job supervisor and the per-step runner
-//! (processes apart from noded) and in the client commands, never inside noded, so the worst a
-//! plugin can do is end its job or step.
+//! using plugins. Plugins only ever run in the per-job supervisor, the per-step runner and
+//! noded's slurmd and job_script helpers (processes apart from noded) and in the client
+//! commands, never inside noded, so the worst a plugin can do is end its job or step (or, in
+//! the slurmd context's `init`, stop noded from starting, as it stops slurmd).
 
 mod abi;
 mod conf;

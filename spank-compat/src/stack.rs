@@ -272,6 +272,18 @@ impl Stack {
         }
     }
 
+    /// Replaces the step environment plugins see and change (remote context), and the start
+    /// [`Stack::apply_env_changes`] compares with: in a forked task, its own environment, so that
+    /// `task_init` sees (`S_JOB_ENV`, `spank_getenv`) and changes exactly what the task gets.
+    pub fn set_env(&self, env: Vec<(String, String)>) {
+        if let Some(session) = session::lock().as_mut() {
+            if let Some(job) = session.job.as_mut() {
+                job.env.clone_from(&env);
+            }
+            session.env = env;
+        }
+    }
+
     /// The step environment as plugins left it (remote context): what the tasks get.
     pub fn env(&self) -> Vec<(String, String)> {
         session::lock().as_ref().map_or_else(Vec::new, |session| session.env.clone())

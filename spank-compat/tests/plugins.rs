@@ -138,11 +138,11 @@ fn is_root() -> bool {
 
 #[test]
 fn our_header_compiles_every_test_plugin() {
-    for name in ["order", "items", "opts", "crash", "missing"] {
+    for name in ["order", "items", "opts", "crash", "missing", "surface", "e2e"] {
         compile(name, Header::Ours);
     }
     if real_header_present() {
-        for name in ["order", "items", "opts", "crash", "missing"] {
+        for name in ["order", "items", "opts", "crash", "missing", "surface", "e2e"] {
             compile(name, Header::Preferred);
         }
     }
@@ -234,6 +234,128 @@ fn slurmd_and_job_script_contexts_keep_only_the_plugins_they_call() {
     drop(stack);
     let stack = Stack::load(&conf, Context::Slurmd, &[]).unwrap();
     assert_eq!(stack.plugin_names(), ["order", "opt-plugin"], "both have slurm_spank_init");
+}
+
+/// pyxis's calls in pyxis's callbacks (`surface.c`), in each of the five contexts, with the
+/// answers Slurm gives; the same plugin runs on a real cluster in tests/tests/spank.rs.
+#[test]
+fn the_surface_pyxis_uses_answers_in_every_context() {
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let scratch = Scratch::new();
+    let out = scratch.record("surface.txt");
+    let so = compile("surface", Header::Preferred);
+    let conf = scratch.conf(&format!("required {} out={}\n", so.display(), out.display()));
+    let euid = if is_root() { 0 } else { i32::try_from(unsafe_geteuid()).unwrap() };
+    let not_remote = Espank::NotRemote as i32;
+
+    // slurmd: init, then slurmd_exit; no option is registered there (ESPANK_BAD_ARG is not asked).
+    let stack = Stack::load(&conf, Context::Slurmd, &[]).unwrap();
+    stack.call(Hook::Init).unwrap();
+    stack.call(Hook::SlurmdExit).unwrap();
+    drop(stack);
+    // allocator and local: options, then init_post_opt sees the value; the environment calls
+    // are the remote context's only.
+    for context in [Context::Allocator, Context::Local] {
+        let stack = Stack::load(&conf, context, &[]).unwrap();
+        stack.call(Hook::Init).unwrap();
+        assert_eq!(stack.options().iter().map(|o| o.name.as_str()).collect::<Vec<_>>(), ["surface-image"]);
+        stack.set_option("surface-image", Some("busybox")).unwrap();
+        stack.call(Hook::InitPostOpt).unwrap();
+        stack.exit().unwrap();
+    }
+    let got = lines(&out);
+    assert_eq!(
+        got,
+        [
+            format!("init ctx=4 register=-1 getenv={not_remote} setenv={not_remote} unsetenv={not_remote} euid={euid}"),
+            format!("slurmd_exit ctx=4 euid={euid}"),
+            format!("init ctx=3 register=0 getenv={not_remote} setenv={not_remote} unsetenv={not_remote} euid={euid}"),
+            "init_post_opt ctx=3 image=busybox".to_owned(),
+            "exit ctx=3".to_owned(),
+            format!("init ctx=1 register=0 getenv={not_remote} setenv={not_remote} unsetenv={not_remote} euid={euid}"),
+            "init_post_opt ctx=1 image=busybox".to_owned(),
+            "exit ctx=1".to_owned(),
+        ]
+    );
+
+    // remote: the option travels; items; the task sees and changes its own environment.
+    std::fs::write(&out, "").unwrap();
+    let stack = Stack::load(&conf, Context::Remote, &[]).unwrap();
+    let env =
+        |pairs: &[(&str, &str)]| pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect::<Vec<_>>();
+    stack.set_job(remote_job(env(&[
+        ("PWD", "/home/u"),
+        ("SURFACE_MARK", "m1"),
+        ("LANG", "C.UTF-8"),
+        ("_SLURM_SPANK_OPTION_surface_surface_image", "img"),
+    ])));
+    stack.remote_init().unwrap();
+    stack.user_init().unwrap();
+    let status = in_child(|| {
+        if stack.task_init_privileged(0).is_err() {
+            return 2;
+        }
+        // What noded does in the task: its own environment, then task_init, then exec with it.
+        let mut task_env = env(&[
+            ("SURFACE_MARK", "m1"),
+            ("LANG", "C.UTF-8"),
+            ("LC_ALL", "C"),
+            ("SLURM_PROCID", "10"),
+            ("SURFACE_KEEP", "user"),
+        ]);
+        stack.apply_env_changes(&mut task_env);
+        stack.set_env(task_env);
+        if stack.task_init(0).is_err() {
+            return 3;
+        }
+        let after = stack.env();
+        let has =
+            |name: &str, value: Option<&str>| after.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()) == value;
+        let right = has("LANG", None)
+            && has("LC_ALL", None)
+            && has("SLURM_PROCID", Some("10"))
+            && has("SURFACE_FROM_PLUGIN", Some("container"))
+            && has("SURFACE_KEEP", Some("user"));
+        if right { 0 } else { 4 }
+    });
+    assert_eq!(status, 0, "the task's environment after task_init");
+    stack.task_post_fork(0, 4242).unwrap();
+    stack.task_exit(0, 4242, 256).unwrap();
+    stack.exit().unwrap();
+    drop(stack);
+    let user = if is_root() { 65534 } else { euid };
+    let got = lines(&out);
+    let exists = Espank::EnvExists as i32;
+    assert_eq!(
+        got,
+        [
+            format!("init ctx=2 register=0 euid={euid}"),
+            "init_post_opt ctx=2 job=42 step=4294967291 uid=65534 gid=65534 gids=65534,100 local=2 total=4 pwd_rc=0 \
+             pwd=/home/u mark=m1 image=img(remote)"
+                .to_owned(),
+            format!("user_init job=42 step=batch:4294967291 argc=2 argv=/jobs/42/script|arg1 mark=m1 euid={user}"),
+            format!("task_init job=42 rank=10 procid=10 unset=0 set=0 keep={exists} euid={euid}"),
+            "task_exit job=42 status=256 local=2".to_owned(),
+            "exit ctx=2".to_owned(),
+        ]
+    );
+
+    // job_script: the job's ids; no option given, no environment.
+    std::fs::write(&out, "").unwrap();
+    let stack = Stack::load(&conf, Context::JobScript, &[]).unwrap();
+    stack.set_job(JobInfo { uid: 1001, gid: 1002, job_id: 77, ..JobInfo::default() });
+    stack.call(Hook::JobProlog).unwrap();
+    drop(stack);
+    let error = Espank::Error as i32;
+    assert_eq!(
+        lines(&out),
+        [format!("job_prolog ctx=5 job=77 uid=1001 gid=1002 image=- getopt={error} getenv={not_remote} euid={euid}")]
+    );
+}
+
+fn unsafe_geteuid() -> u32 {
+    // SAFETY: plain getter.
+    unsafe { libc::geteuid() }
 }
 
 #[test]

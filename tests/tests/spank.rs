@@ -11,6 +11,13 @@
 //! the command line, the environment and `#SBATCH` lines, a failing `task_init` fails the step
 //! with the plugin's message on its stderr (and in the node's log) and never runs the command,
 //! and `slurm_info` lines stay out of the output.
+//!
+//! The surface pyxis needs (`surface.c`, pyxis's calls in pyxis's callbacks, answers recorded to a
+//! file) in all five contexts, as a plain user: the slurmd context's `init` when each noded starts
+//! and `slurmd_exit` when it stops, sbatch's and srun's options, the remote items (uid, gid,
+//! supplementary gids, job and step ids, argv, environment, local and total task counts),
+//! `spank_getenv/setenv/unsetenv` (remote only), `slurm_spank_log` on the user's side, and
+//! `job_prolog`/`job_epilog` as root around each job with the job's ids and options.
 
 use drover_e2e::{CONFIG, Cluster, require_users, text};
 use std::path::{Path, PathBuf};
@@ -30,15 +37,20 @@ fn cluster_with_plugin() -> (Cluster, tempfile::TempDir) {
 }
 
 fn compile_plugin(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spank-compat/tests/plugins/e2e.c");
-    let out = dir.join("e2e.so");
+    compile(dir, "e2e")
+}
+
+/// Compiles `spank-compat/tests/plugins/<name>.c` into `dir/<name>.so`.
+fn compile(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../spank-compat/tests/plugins/{name}.c"));
+    let out = dir.join(format!("{name}.so"));
     let mut gcc = Command::new("gcc");
     gcc.args(["-shared", "-fPIC", "-Wall", "-Werror"]);
     if !Path::new("/usr/include/slurm/spank.h").exists() {
         gcc.arg("-I").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../spank-compat/include"));
     }
     let output = gcc.arg("-o").arg(&out).arg(&src).output().expect("gcc runs");
-    assert!(output.status.success(), "gcc e2e.c failed:\n{}", text(&output.stderr));
+    assert!(output.status.success(), "gcc {name}.c failed:\n{}", text(&output.stderr));
     out
 }
 
@@ -176,4 +188,193 @@ fn every_launch_path_runs_the_remote_hooks_and_a_failing_task_init_fails_the_ste
     let logs = cluster.logs();
     assert!(logs.contains("spank: e2e: informational line from task_init"), "{logs}");
     assert!(logs.contains("spank: error: e2e: task_init refuses this task"), "{logs}");
+}
+
+/// A surface line's `key=value` words.
+fn words(line: &str) -> std::collections::BTreeMap<&str, &str> {
+    line.split(' ').filter_map(|word| word.split_once('=')).collect()
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn the_surface_pyxis_uses_answers_in_every_context() {
+    require_users();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(plugins.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let so = compile(plugins.path(), "surface");
+    // Every context appends here: root (slurmd, job_script, remote) and alice (sbatch, srun, tasks).
+    let record = plugins.path().join("surface.txt");
+    std::fs::write(&record, "").unwrap();
+    std::fs::set_permissions(&record, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let plugstack = plugins.path().join("plugstack.conf");
+    std::fs::write(&plugstack, format!("required {} out={}\n", so.display(), record.display())).unwrap();
+    let cluster = Cluster::start_with(&format!("plugstack = \"{}\"\n{CONFIG}", plugstack.display()));
+    let lines = || std::fs::read_to_string(&record).unwrap().lines().map(str::to_owned).collect::<Vec<_>>();
+    let not_remote = "3006";
+
+    // slurmd: init in each node's helper, as root, before the node took jobs.
+    let slurmd: Vec<String> = lines().into_iter().filter(|line| line.contains("ctx=4")).collect();
+    let expected =
+        format!("init ctx=4 register=-1 getenv={not_remote} setenv={not_remote} unsetenv={not_remote} euid=0");
+    assert_eq!(slurmd, [expected.clone(), expected], "{}", cluster.logs());
+
+    let user = Some("alice");
+    let alice = nix::unistd::User::from_name("alice").unwrap().unwrap();
+    let (uid, gid) = (alice.uid.as_raw(), alice.gid.as_raw());
+    let id_groups = Command::new("id").args(["-G", "alice"]).output().unwrap();
+    let mut groups: Vec<u32> = text(&id_groups.stdout).split_whitespace().map(|g| g.parse().unwrap()).collect();
+    groups.sort_unstable();
+    assert!(groups.len() >= 2, "alice needs a supplementary group: {groups:?}");
+    let dir = cluster.workdir(user);
+    let srun = cluster.home().join("bin").join("srun");
+    let script = format!(
+        "#!/bin/sh\n#SBATCH --surface-image=busybox\n#SBATCH -N1 -n3\n\
+         echo \"batch lc=${{LC_ALL-unset}} from=$SURFACE_FROM_PLUGIN keep=$SURFACE_KEEP\"\n\
+         LC_ALL=C SURFACE_FROM_PLUGIN=none {srun} -n3 --surface-image=step sh -c 'echo \"rank=$SLURM_PROCID lc=${{LC_ALL-unset}} from=$SURFACE_FROM_PLUGIN\"' | sort\n",
+        srun = srun.display()
+    );
+    std::fs::write(dir.join("surface.sh"), &script).unwrap();
+    let args =
+        ["--parsable", "--export=ALL,SURFACE_MARK=m1,LC_ALL=C,SURFACE_KEEP=user", "-o", "surface.out", "surface.sh"];
+    // As a shell submits it: PWD is the directory sbatch runs in.
+    let submitted = cluster.command(user, &dir, "sbatch", &args).env("PWD", &dir).output().unwrap();
+    assert!(submitted.status.success(), "{}", text(&submitted.stderr));
+    let job: u32 = text(&submitted.stdout).trim().parse().unwrap();
+    assert_eq!(cluster.wait_state(job, "COMPLETED", Duration::from_secs(30)), "0:0");
+    let output = std::fs::read_to_string(dir.join("surface.out")).unwrap();
+    // unsetenv and setenv (with and without overwrite) reached the batch task and the step's;
+    // slurm_spank_log reached the user.
+    assert!(output.contains("batch lc=unset from=container keep=user\n"), "{output}");
+    for rank in 0..3 {
+        assert!(output.contains(&format!("rank={rank} lc=unset from=container\n")), "{output}");
+        assert!(output.contains(&format!("surface: task {rank} of job {job}\n")), "{output}");
+    }
+    assert!(output.contains(&format!("surface: task 0 of job {job}\n")), "{output}");
+
+    let all = lines();
+    let of_job: Vec<&String> = all.iter().filter(|line| line.contains(&format!("job={job} "))).collect();
+    let find = |prefix: &str, step: &str| -> Vec<&String> {
+        of_job.iter().copied().filter(|line| line.starts_with(prefix) && line.contains(step)).collect()
+    };
+    // sbatch (allocator) and srun (local) as alice: the option registered and given; the
+    // environment calls refused as outside the remote context.
+    let client_init =
+        format!("init ctx={{}} register=0 getenv={not_remote} setenv={not_remote} unsetenv={not_remote} euid={uid}");
+    for (ctx, image) in [("3", "busybox"), ("1", "step")] {
+        assert!(all.contains(&client_init.replace("{}", ctx)), "ctx {ctx}: {all:#?}");
+        assert!(all.contains(&format!("init_post_opt ctx={ctx} image={image}")), "{all:#?}");
+        assert!(all.contains(&format!("exit ctx={ctx}")), "{all:#?}");
+    }
+    // The batch step (remote): items, argv (the script), the environment, the travelled option.
+    let batch = find("init_post_opt ctx=2", "step=4294967291 ");
+    assert_eq!(batch.len(), 1, "{all:#?}");
+    let batch = words(batch[0]);
+    assert_eq!((batch["uid"], batch["gid"]), (uid.to_string().as_str(), gid.to_string().as_str()));
+    let mut got_groups: Vec<u32> = batch["gids"].split(',').map(|g| g.parse().unwrap()).collect();
+    got_groups.sort_unstable();
+    assert_eq!(got_groups, groups, "supplementary gids");
+    assert_eq!((batch["local"], batch["total"], batch["pwd_rc"]), ("1", "1", "0"));
+    assert_eq!((batch["pwd"], batch["mark"], batch["image"]), (dir.to_str().unwrap(), "m1", "busybox(remote)"));
+    let user_init = find("user_init", "step=batch:");
+    assert_eq!(user_init.len(), 1, "{all:#?}");
+    let user_init = words(user_init[0]);
+    assert_eq!((user_init["argc"], user_init["mark"], user_init["euid"]), ("1", "m1", uid.to_string().as_str()));
+    assert!(user_init["argv"].ends_with("/script"), "{user_init:?}");
+    // The step (remote): 3 tasks in all and here, its command as argv, each task's own rank.
+    let step = find("init_post_opt ctx=2", "step=0 ");
+    assert_eq!(step.len(), 1, "{all:#?}");
+    let step = words(step[0]);
+    assert_eq!((step["local"], step["total"], step["image"], step["mark"]), ("3", "3", "step(remote)", "m1"));
+    let step_user_init = find("user_init", "step=0 ");
+    assert_eq!(step_user_init.len(), 1, "{all:#?}");
+    assert!(step_user_init[0].contains(" argc=3 argv=sh|-c|echo "), "{all:#?}");
+    let keep_exists = "3003";
+    let mut task_inits: Vec<String> = find("task_init", "").into_iter().cloned().collect();
+    task_inits.sort();
+    let expected: Vec<String> = [0, 0, 1, 2]
+        .iter()
+        .map(|rank| {
+            format!("task_init job={job} rank={rank} procid={rank} unset=0 set=0 keep={keep_exists} euid={uid}")
+        })
+        .collect();
+    assert_eq!(task_inits, expected, "the batch task and the step's three");
+    assert_eq!(find("task_exit", "local=1").len(), 1, "{all:#?}");
+    assert_eq!(find("task_exit", "local=3").len(), 3, "{all:#?}");
+    assert!(find("task_exit", "").iter().all(|line| line.contains(" status=0 ")), "{all:#?}");
+    // job_script: root, around the job, with its ids and its sbatch option.
+    for hook in ["job_prolog", "job_epilog"] {
+        let expected =
+            format!("{hook} ctx=5 job={job} uid={uid} gid={gid} image=busybox getopt=0 getenv={not_remote} euid=0");
+        assert_eq!(find(hook, ""), [&expected], "{all:#?}");
+    }
+    let prolog_at = all.iter().position(|line| line.starts_with("job_prolog")).unwrap();
+    let epilog_at = all.iter().position(|line| line.starts_with("job_epilog")).unwrap();
+    let remote_at: Vec<usize> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, line)| line.contains("ctx=2") && line.contains(&format!("job={job} ")))
+        .map(|(at, _)| at)
+        .collect();
+    assert!(remote_at.iter().all(|at| prolog_at < *at && *at < epilog_at), "prolog, remote, epilog: {all:#?}");
+
+    // slurmd_exit when each noded stops.
+    let down = cluster.drover("down");
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    let exits = cluster.wait_for("slurmd_exit in both helpers", Duration::from_secs(20), || {
+        let exits: Vec<String> = lines().into_iter().filter(|line| line.starts_with("slurmd_exit")).collect();
+        (exits.len() == 2).then_some(exits)
+    });
+    assert_eq!(exits, ["slurmd_exit ctx=4 euid=0", "slurmd_exit ctx=4 euid=0"]);
+}
+
+/// Waits until sinfo's reason column lists `reason`.
+fn wait_reason(cluster: &Cluster, reason: &str) {
+    cluster.wait_for(&format!("the drain reason `{reason}`"), Duration::from_secs(30), || {
+        cluster.ok("sinfo", &["-h", "-o", "%N %E"]).contains(reason).then_some(())
+    });
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn failing_job_script_hooks_drain_the_node_and_a_failing_slurmd_init_stops_noded() {
+    require_users();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(plugins.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let so = compile(plugins.path(), "surface");
+    let plugstack = plugins.path().join("plugstack.conf");
+    let stack_failing =
+        |hook: &str| std::fs::write(&plugstack, format!("required {} fail={hook}\n", so.display())).unwrap();
+    stack_failing("job_epilog");
+    let cluster = Cluster::start_with(&format!("plugstack = \"{}\"\n{CONFIG}", plugstack.display()));
+    let user = Some("alice");
+    let dir = cluster.workdir(user);
+
+    // job_epilog fails: the job has completed, its node drains (Slurm's rule for a required plugin).
+    let job = cluster.submit(user, "epi.sh", "#!/bin/sh\n#SBATCH -w n1\ntrue\n", &[]);
+    assert_eq!(cluster.wait_state(job, "COMPLETED", Duration::from_secs(30)), "0:0");
+    wait_reason(&cluster, "Epilog error: SPANK plugin surface: slurm_spank_job_epilog failed (returned -1)");
+
+    // job_prolog fails: the job fails before it runs, and its node drains.
+    stack_failing("job_prolog");
+    let job = cluster.submit(user, "pro.sh", "#!/bin/sh\n#SBATCH -w n2\ntouch prolog-ran\n", &[]);
+    cluster.wait_state(job, "FAILED", Duration::from_secs(30));
+    assert!(!dir.join("prolog-ran").exists());
+    wait_reason(&cluster, "Prolog error: SPANK plugin surface: slurm_spank_job_prolog failed (returned -1)");
+
+    // slurmd init fails: noded does not start, and says why.
+    stack_failing("slurmd_init");
+    cluster.restart_node_with("n1", &["env"]);
+    let pid = cluster.pid("noded-n1");
+    cluster.wait_for("noded-n1 to give up", Duration::from_secs(20), || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z")).then_some(())
+    });
+    let log = std::fs::read_to_string(cluster.home().join("log").join("noded-n1.log")).unwrap();
+    assert!(log.contains("spank: error: surface: slurmd init fails on purpose"), "{log}");
+    assert!(
+        log.contains(
+            "SPANK plugins in the slurmd context: SPANK plugin surface: slurm_spank_init failed (returned -1)"
+        ),
+        "{log}"
+    );
 }

@@ -253,13 +253,18 @@ fn key_value(text: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Creates a cgroup directory; one that exists already is fine (a restarted supervisor).
+/// Creates a cgroup directory; one that exists already is fine (a restarted supervisor). A new
+/// one is mode 0755 whatever the creator's umask (the supervisor's is 077), as Slurm's are: the
+/// job's user may read the cgroups its processes are in (enroot's cgroups hook bind-mounts the
+/// step's parent, the job's directory, into a container; a 0700 directory makes that mount fail).
 pub(crate) fn create_dir(path: &Path) -> Result<(), CgroupError> {
     match std::fs::create_dir(path) {
         Err(source) if source.kind() != std::io::ErrorKind::AlreadyExists => {
             Err(CgroupError::Create { path: path.to_owned(), source })
         }
-        _ => Ok(()),
+        Err(_) => Ok(()),
+        Ok(()) => std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|source| CgroupError::Create { path: path.to_owned(), source }),
     }
 }
 
@@ -288,5 +293,31 @@ mod tests {
         let v1_oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
         assert_eq!(key_value(v1_oom_control, "oom_kill"), 3);
         assert_eq!(key_value("oom_kill_disable 0\n", "oom_kill"), 0);
+    }
+
+    /// The directory the child run of the test below creates its directories in.
+    const UMASK_CHILD: &str = "DROVER_TEST_UMASK_CHILD";
+
+    #[test]
+    fn cgroup_dirs_are_0755_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(dir) = std::env::var_os(UMASK_CHILD).map(PathBuf::from) {
+            // The child: alone in its process, so the umask touches no other test.
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+            std::fs::create_dir(dir.join("plain")).unwrap();
+            create_dir(&dir.join("cgroup")).unwrap();
+            create_dir(&dir.join("cgroup")).unwrap(); // an existing one is fine
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "cgroup::job::tests::cgroup_dirs_are_0755_whatever_the_umask", "--test-threads=1"])
+            .env(UMASK_CHILD, dir.path())
+            .output()
+            .unwrap();
+        assert!(child.status.success(), "{}", String::from_utf8_lossy(&child.stdout));
+        let mode = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode("plain"), 0o700, "the umask applied to a plain mkdir");
+        assert_eq!(mode("cgroup"), 0o755);
     }
 }

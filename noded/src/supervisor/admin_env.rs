@@ -5,9 +5,10 @@
 //! The programs get a fixed `PATH` and the job's `SLURM_*` values computed from the launch request
 //! (job id, name, user, uid, gid, partition, account, nodes, GPUs with global indices, array task,
 //! `SLURM_SCRIPT_CONTEXT`), as Slurm's slurmd gives them. The only names taken from the job's
-//! environment are the job-control variables plugins set (`SLURM_SPANK_<NAME>`), passed as
-//! `SPANK_<NAME>` — a prefix no loader or shell reads — and only when `<NAME>` is a plain
-//! identifier.
+//! environment are the job-control variables plugins set (`SLURM_SPANK_<NAME>`) and the plugin
+//! options given to the job (`_SLURM_SPANK_OPTION_<plugin>_<option>`), passed as `SPANK_<NAME>`
+//! and `SPANK__SLURM_SPANK_OPTION_…` — a prefix no loader or shell reads — and only when the name
+//! is a plain identifier.
 
 use crate::prolog::ADMIN_PATH;
 use drover_shared::hostlist;
@@ -51,7 +52,13 @@ pub(super) fn admin_script_environment(launch: &LaunchRequest, hostname: &str, c
         set("SLURM_RESTART_COUNT", launch.restart_count.to_string());
     }
     for (name, value) in &spec.environment {
-        if let Some(plugin_name) = name.strip_prefix("SLURM_SPANK_")
+        // Job-control variables (`SLURM_SPANK_<NAME>`) and the plugin options given to the job
+        // (`_SLURM_SPANK_OPTION_<plugin>_<option>`), which a job_script plugin reads with
+        // `spank_option_getopt`.
+        let plugin_name = name
+            .strip_prefix("SLURM_SPANK_")
+            .or_else(|| name.starts_with("_SLURM_SPANK_OPTION_").then_some(name.as_str()));
+        if let Some(plugin_name) = plugin_name
             && is_identifier(plugin_name)
         {
             set(&format!("SPANK_{plugin_name}"), value.clone());
@@ -136,7 +143,12 @@ mod tests {
 
     #[test]
     fn the_job_values_and_plugin_variables_are_there() {
-        let environment = vec![("SLURM_SPANK_SCRATCH".into(), "fast".into()), ("FOO".into(), "bar".into())];
+        let environment = vec![
+            ("SLURM_SPANK_SCRATCH".into(), "fast".into()),
+            ("FOO".into(), "bar".into()),
+            ("_SLURM_SPANK_OPTION_pyxis_container_image".into(), "/img.sqsh".into()),
+            ("_SLURM_SPANK_OPTION_bad-name".into(), "x".into()),
+        ];
         let env = admin_script_environment(&launch(environment), "node1", "epilog_slurmd");
         let rendered: String = env.iter().map(|(name, value)| format!("{name}={value}\n")).collect();
         assert_eq!(
@@ -145,7 +157,8 @@ mod tests {
              SLURM_JOBID=31\nSLURM_JOB_NAME=train\nSLURM_JOB_USER=alice\nSLURM_JOB_UID=1001\n\
              SLURM_JOB_GID=1002\nSLURM_JOB_PARTITION=gpu\nSLURM_JOB_ACCOUNT=vision\n\
              SLURM_JOB_NODELIST=gpu[01-02]\nSLURM_CLUSTER_NAME=drover\nSLURMD_NODENAME=gpu01\n\
-             SLURM_JOB_GPUS=1,3\nCUDA_VISIBLE_DEVICES=1,3\nSPANK_SCRATCH=fast\n"
+             SLURM_JOB_GPUS=1,3\nCUDA_VISIBLE_DEVICES=1,3\nSPANK_SCRATCH=fast\n\
+             SPANK__SLURM_SPANK_OPTION_pyxis_container_image=/img.sqsh\n"
         );
     }
 }

@@ -12,6 +12,7 @@ use super::{
 use crate::cgroup::JobCgroup;
 use crate::isolation;
 use crate::prolog::{self, JobScripts};
+use crate::spank::JobScript;
 use crate::sys;
 use drover_shared::UnixTime;
 use drover_shared::job::WaitStatus;
@@ -141,6 +142,15 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         }
     };
     let script_timeout = Duration::from_secs(u64::from(scripts.timeout_seconds.max(1)));
+    // SPANK's job_script context, just before the node's prolog; a failure is a prolog failure.
+    if let Err(message) =
+        crate::spank::job_script(JobScript::Prolog, &command.script_environment("prolog_slurmd"), script_timeout)
+    {
+        log(format_args!("job {}: SPANK job_prolog failed: {message}", launch.job_id));
+        prolog::write_drain(job_dir, &format!("Prolog error: {message}"));
+        remove_cgroup(cgroup.as_ref());
+        return launch_failed(SupervisorError::Refused(format!("the SPANK job prolog failed: {message}")));
+    }
     if let Some(program) = &scripts.prolog
         && let Err(message) = prolog::run(program, &command.script_environment("prolog_slurmd"), script_timeout)
     {
@@ -149,8 +159,8 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
         remove_cgroup(cgroup.as_ref());
         return launch_failed(SupervisorError::Refused(format!("the prolog failed: {message}")));
     }
-    let epilog =
-        scripts.epilog.clone().map(|program| (program, command.script_environment("epilog_slurmd"), script_timeout));
+    let epilog_env = command.script_environment("epilog_slurmd");
+    let epilog = scripts.epilog.clone().map(|program| (program, epilog_env.clone(), script_timeout));
     if let Err(error) = crate::spank::start(launch, &job_dir.join(jobfiles::SCRIPT)) {
         crate::spank::exit();
         remove_cgroup(cgroup.as_ref());
@@ -228,6 +238,8 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
     };
     let before = children_usage();
     let job_end = supervision.run(&events_rx);
+    // The remote context ends before the job_script context's epilog, as in Slurm.
+    crate::spank::exit();
     // Measured between the job's start and the end of its last process: a prolog before and
     // an epilog after are not the job's.
     if let (Some(before), Some(after)) = (before, children_usage()) {
@@ -246,11 +258,16 @@ fn supervise(job_dir: &Path, noded_socket: &Path, launch: &LaunchRequest) -> Job
     // and drains the node). It ends promptly once no child is left; where processes of the job
     // survive, the epilog runs after a bounded wait, as before.
     let reaper_deadline = Instant::now() + REAPER_WAIT;
-    while epilog.is_some()
+    while (epilog.is_some() || crate::spank::has_plugins())
         && !reaper_done.load(std::sync::atomic::Ordering::Acquire)
         && Instant::now() < reaper_deadline
     {
         std::thread::sleep(Duration::from_millis(5));
+    }
+    // SPANK's job_script context, just before the node's epilog; a failure drains the node.
+    if let Err(message) = crate::spank::job_script(JobScript::Epilog, &epilog_env, script_timeout) {
+        log(format_args!("job {}: SPANK job_epilog failed: {message}", launch.job_id));
+        prolog::write_drain(job_dir, &format!("Epilog error: {message}"));
     }
     if let Some((program, env, timeout)) = epilog
         && let Err(message) = prolog::run(&program, &env, timeout)
