@@ -45,6 +45,17 @@ pub fn sample_job(state_dir: &Path, job_id: JobId, run: u32) -> Vec<StepSample> 
             _ => (0, 1),
         };
         let mut sample = sample_step(&dirs);
+        sample.task_pids = match step_id {
+            StepId::Numbered(k) => step_task_pids(state_dir, job_id, k, tasks),
+            // The script: the one process of the step whose parent (the supervisor) is outside it.
+            _ => sample
+                .pids
+                .iter()
+                .copied()
+                .filter(|&pid| parent(pid).is_some_and(|p| !sample.pids.contains(&p)))
+                .take(1)
+                .collect(),
+        };
         sample.step_id = step_id;
         sample.first_task = first_task;
         sample.tasks = tasks;
@@ -80,6 +91,19 @@ fn step_tasks(state_dir: &Path, job_id: JobId, step_id: u32) -> Option<(u32, u32
     let launch = read_launch(&crate::step::step_dir(state_dir, job_id, step_id))?;
     let tasks = launch.layout.tasks.get(launch.node_index as usize)?;
     Some((tasks.first().copied().unwrap_or(0), u32::try_from(tasks.len()).unwrap_or(u32::MAX)))
+}
+
+/// The pids an srun step's runner wrote for its tasks here (`tasks`), in local task order.
+fn step_task_pids(state_dir: &Path, job_id: JobId, step_id: u32, tasks: u32) -> Vec<u32> {
+    let path = crate::step::step_dir(state_dir, job_id, step_id).join("tasks");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().filter_map(|line| line.trim().parse().ok()).take(tasks as usize).collect()
+}
+
+/// The parent of process `pid`, from `/proc/<pid>/stat`.
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Each step's directories, one per hierarchy the job has, by step (batch first, then by id).
@@ -217,6 +241,7 @@ mod tests {
         assert_eq!(process.major_faults, 7);
         assert_eq!(process.cpu_usec, (150 + 50 + 30 + 20) * 10_000);
         assert_eq!(parse_stat("no parenthesis"), None);
+        assert_eq!(parent(std::process::id()), Some(std::os::unix::process::parent_id()));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `sstat` end to end: alice's running job holds ~120 MB in its batch step and ~110 MB in an
 //! srun step, both burning CPU; `sstat` shows each step's MaxRSS, AveCPU and NTasks from the
 //! nodes' cgroups, picks the srun step for a bare job id and every step under `-a`, lists the
-//! pids under `-i`; under `PrivateData=jobs` bob cannot see the job, root can; a job that ended
-//! and one that never existed are Slurm's errors.
+//! pids under `-i` and through `scontrol listpids`; under `PrivateData=jobs` bob cannot see the
+//! job, root can; a job that ended and one that never existed are Slurm's errors.
 
 use drover_e2e::{CONFIG, Cluster, require_users, text};
 use std::time::Duration;
@@ -117,6 +117,30 @@ fn sstat_shows_what_running_steps_use() {
     assert_eq!(err, format!("sstat: error: couldn't get steps for job {job}\n"));
     let (_, out, err) = sstat(None, &["-a", "-j", &id, "-P", "-n", "-o", fields]);
     assert_eq!(rows(&out).len(), 2, "{out}{err}");
+
+    // `scontrol listpids`: the job's processes on n1, the batch script as task 0 of the batch
+    // step and the srun step's task 0; bob may not list them.
+    let listpids = |user: Option<&str>, args: &[&str]| {
+        let out = cluster.run(user, &dir, "scontrol", &[&["listpids"], args].concat(), None);
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, out, err) = listpids(Some("alice"), &[&id, "n1"]);
+    assert_eq!(code, Some(0), "{err}");
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("PID      JOBID    STEPID   LOCALID GLOBALID"), "{out}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == 5 && r[1] == id), "{out}");
+    assert!(rows.iter().any(|r| r[2] == "batch" && r[3..] == ["0", "0"]), "{out}");
+    assert!(rows.iter().any(|r| r[2] == "batch" && r[3..] == ["-", "-"]), "the perl under the script: {out}");
+    assert!(rows.iter().any(|r| r[2] == "0" && r[3..] == ["0", "0"]), "{out}");
+    let (_, out, _) = listpids(Some("alice"), &[&format!("{job}.0"), "n1"]);
+    assert!(out.lines().skip(1).all(|l| l.split_whitespace().nth(2) == Some("0")), "{out}");
+    let (_, every, _) = listpids(Some("alice"), &["*", "n1"]);
+    assert!(every.lines().count() > 3 && every.contains(&format!(" {job} ")), "{every}");
+    let (code, out, err) = listpids(Some("bob"), &[&id, "n1"]);
+    assert_eq!((code, err.as_str()), (Some(1), "scontrol: error: Invalid job id specified\n"), "{out}");
+    let (_, out, _) = listpids(Some("bob"), &["*", "n1"]);
+    assert_eq!(out, "PID      JOBID    STEPID   LOCALID GLOBALID\n", "bob has no job there");
 
     // Steps that do not run, jobs that ended or never were: Slurm's messages.
     let (_, out, err) = sstat(Some("alice"), &["-j", &format!("{job}.7"), "-n"]);

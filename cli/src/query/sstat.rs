@@ -632,6 +632,7 @@ mod tests {
                 write_bytes: 100,
                 processes: tasks,
                 pids: vec![100 + first_task],
+                task_pids: vec![100 + first_task],
             },
         }
     }

@@ -44,6 +44,9 @@ pub struct StepSample {
     pub processes: u32,
     /// Their ids, at most [`MAX_PIDS`], ascending.
     pub pids: Vec<u32>,
+    /// The process each of the step's tasks here started as, in local task order (the batch
+    /// step's script; an srun step's tasks as its runner forked them); at most `tasks`.
+    pub task_pids: Vec<u32>,
 }
 
 /// One node's answer for one step.
