@@ -55,7 +55,7 @@ struct Args {
     /// No header lines.
     #[arg(short = 'n', long = "noheader")]
     noheader: bool,
-    /// Sizes in bytes' largest exact unit (the default) — accepted for compatibility.
+    /// Sizes in KiB (and disk I/O in bytes), not converted to larger units.
     #[arg(long = "noconvert")]
     noconvert: bool,
     /// Fields to print, `name[%width]`, comma-separated.
@@ -225,6 +225,8 @@ enum Layout {
 /// A step's figures, summed over the nodes that answered.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Totals {
+    /// `--noconvert`: sizes as they were measured.
+    noconvert: bool,
     tasks: u32,
     nodes: Vec<String>,
     pids: Vec<u32>,
@@ -309,11 +311,13 @@ fn cpu_time(usec: u64) -> String {
     format::hms(i64::try_from(usec / 1_000_000).unwrap_or(i64::MAX))
 }
 
-fn metric_text(metric: Metric, value: u64) -> String {
+fn metric_text(metric: Metric, value: u64, noconvert: bool) -> String {
     match metric {
         Metric::Cpu => cpu_time(value),
+        Metric::Rss | Metric::VmSize if noconvert && value > 0 => format!("{value}K"),
         Metric::Rss | Metric::VmSize => size_kib(value),
         Metric::Pages => value.to_string(),
+        Metric::DiskRead | Metric::DiskWrite if noconvert => value.to_string(),
         Metric::DiskRead | Metric::DiskWrite => size_bytes(value),
     }
 }
@@ -345,14 +349,14 @@ fn tres(totals: &Totals, direction: Direction, stat: Stat) -> String {
                 let Some(e) = totals.extremes.get(&key(metric)) else { continue };
                 let min = e.min.clone().unwrap_or_default();
                 match stat {
-                    Stat::Ave => metric_text(metric, e.total / u64::from(totals.tasks.max(1))),
-                    Stat::Max => metric_text(metric, e.max.0),
+                    Stat::Ave => metric_text(metric, e.total / u64::from(totals.tasks.max(1)), totals.noconvert),
+                    Stat::Max => metric_text(metric, e.max.0, totals.noconvert),
                     Stat::MaxNode => e.max.1.clone(),
                     Stat::MaxTask => e.max.2.to_string(),
-                    Stat::Min => metric_text(metric, min.0),
+                    Stat::Min => metric_text(metric, min.0, totals.noconvert),
                     Stat::MinNode => min.1,
                     Stat::MinTask => min.2.to_string(),
-                    Stat::Tot => metric_text(metric, e.total),
+                    Stat::Tot => metric_text(metric, e.total, totals.noconvert),
                 }
             }
         };
@@ -370,11 +374,13 @@ fn value(field: Field, job_id: JobId, step: StepId, totals: &Totals) -> String {
         Field::Nodelist => hostlist::compress(&totals.nodes),
         Field::Pids => totals.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
         Field::NTasks => totals.tasks.to_string(),
-        Field::Max(metric) => metric_text(metric, extremes(metric).max.0),
+        Field::Max(metric) => metric_text(metric, extremes(metric).max.0, totals.noconvert),
         Field::MaxNode(metric) => extremes(metric).max.1,
         Field::MaxTask(metric) => extremes(metric).max.2.to_string(),
-        Field::Ave(metric) => metric_text(metric, extremes(metric).total / u64::from(totals.tasks.max(1))),
-        Field::Min(metric) => metric_text(metric, extremes(metric).min.unwrap_or_default().0),
+        Field::Ave(metric) => {
+            metric_text(metric, extremes(metric).total / u64::from(totals.tasks.max(1)), totals.noconvert)
+        }
+        Field::Min(metric) => metric_text(metric, extremes(metric).min.unwrap_or_default().0, totals.noconvert),
         Field::MinNode(metric) => extremes(metric).min.unwrap_or_default().1,
         Field::MinTask(metric) => extremes(metric).min.unwrap_or_default().2.to_string(),
         Field::Tres(direction, stat) => tres(totals, direction, stat),
@@ -419,14 +425,26 @@ fn header(columns: &[Column], layout: Layout) -> String {
     out
 }
 
+/// What the command line chose beside the fields and the layout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Choice {
+    /// `-a`.
+    all_steps: bool,
+    /// `-i`: a row per node.
+    per_node: bool,
+    /// `--noconvert`.
+    noconvert: bool,
+}
+
 /// The rows of one step: one, or one per node that answered under `-i`.
-fn step_rows(columns: &[Column], layout: Layout, job_id: JobId, step: &StepStat, per_node: bool) -> String {
+fn step_rows(columns: &[Column], layout: Layout, job_id: JobId, step: &StepStat, choice: Choice) -> String {
     let mut out = String::new();
     let mut row = |totals: &Totals| {
+        let totals = &Totals { noconvert: choice.noconvert, ..totals.clone() };
         let values: Vec<String> = columns.iter().map(|c| value(c.field, job_id, step.step_id, totals)).collect();
         push_line(&mut out, columns, layout, &values, true);
     };
-    if per_node {
+    if choice.per_node {
         for node in &step.samples {
             let one = StepStat { samples: vec![node.clone()], ..step.clone() };
             row(&totals(&one));
@@ -495,9 +513,8 @@ fn render_item(
     answer: &Result<StatReport, ErrorCode>,
     columns: &[Column],
     layout: Layout,
-    options: (bool, bool),
+    choice: Choice,
 ) -> (String, String) {
-    let (all_steps, per_node) = options;
     let job_id = item.job_id;
     let report = match answer {
         Ok(report) => report,
@@ -512,7 +529,7 @@ fn render_item(
         }
         Err(_) => return (String::new(), format!("sstat: error: couldn't get steps for job {job_id}\n")),
     };
-    let steps = selected(report, item.step, all_steps);
+    let steps = selected(report, item.step, choice.all_steps);
     if steps.is_empty() {
         let error = match item.step {
             None => format!("sstat: error: No steps running for job {job_id}\n"),
@@ -529,7 +546,7 @@ fn render_item(
             ));
             continue;
         }
-        out.push_str(&step_rows(columns, layout, job_id, step, per_node));
+        out.push_str(&step_rows(columns, layout, job_id, step, choice));
     }
     (out, errors)
 }
@@ -547,7 +564,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         Ok(args) => args,
         Err(code) => return Ok(code),
     };
-    let _ = (args.noconvert, args.verbose);
+    let _ = args.verbose;
+    let choice = Choice { all_steps: args.all_steps, per_node: args.pid_format, noconvert: args.noconvert };
     if args.help_format {
         print_field_names();
         return Ok(0);
@@ -605,7 +623,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
                 slot.insert(answer)
             }
         };
-        let (out, errors) = render_item(item, answer, &columns, layout, (args.all_steps, args.pid_format));
+        let (out, errors) = render_item(item, answer, &columns, layout, choice);
         print!("{out}");
         eprint!("{errors}");
     }
@@ -656,9 +674,9 @@ mod tests {
         StatReport { job_id: 12, steps: vec![batch, step] }
     }
 
-    fn render(item: Item, options: (bool, bool), format: &str, layout: Layout) -> (String, String) {
+    fn render(item: Item, choice: Choice, format: &str, layout: Layout) -> (String, String) {
         let columns = parse_fields(&[format.to_owned()]).unwrap();
-        render_item(item, &Ok(report()), &columns, layout, options)
+        render_item(item, &Ok(report()), &columns, layout, choice)
     }
 
     #[test]
@@ -680,20 +698,29 @@ mod tests {
     fn the_steps_a_job_id_selects() {
         let format = "JobID,MaxRSS,MaxRSSNode,MaxRSSTask,AveRSS,MinCPU,MinCPUTask,AveCPU,NTasks";
         let parsable = Layout::Parsable { trailing: false };
-        let (out, errors) = render(Item { job_id: 12, step: None }, (false, false), format, parsable);
+        let (out, errors) = render(Item { job_id: 12, step: None }, Choice::default(), format, parsable);
         // Per task: n1's 4096K over its 2 tasks, n2's 4636K on task 2, (4096K + 4636K) / 3 on
         // average; CPU 5 s a task on n1, 2 s on n2, 12 s / 3 on average.
         assert_eq!(out, "12.0|4636K|n2|2|2910K|00:00:02|2|00:00:04|3\n");
         assert_eq!(errors, "");
-        let (out, _) = render(Item { job_id: 12, step: None }, (true, false), "JobID,MaxRSS,AveCPU", parsable);
+        let (out, _) = render(
+            Item { job_id: 12, step: None },
+            Choice { all_steps: true, ..Choice::default() },
+            "JobID,MaxRSS,AveCPU",
+            parsable,
+        );
         assert_eq!(out, "12.batch|100M|00:01:05\n12.0|4636K|00:00:04\n");
-        let (out, _) = render(Item { job_id: 12, step: Some(StepId::Batch) }, (false, false), "JobID,NTasks", parsable);
+        let (out, _) =
+            render(Item { job_id: 12, step: Some(StepId::Batch) }, Choice::default(), "JobID,NTasks", parsable);
         assert_eq!(out, "12.batch|1\n");
+        let noconvert = Choice { noconvert: true, ..Choice::default() };
+        let (out, _) = render(Item { job_id: 12, step: Some(StepId::Batch) }, noconvert, "MaxRSS,AveVMSize", parsable);
+        assert_eq!(out, "102400K|0\n", "--noconvert keeps KiB; nothing is 0");
         let mut only_batch = report();
         only_batch.steps.truncate(1);
         let columns = parse_fields(&["JobID".to_owned()]).unwrap();
         let (out, _) =
-            render_item(Item { job_id: 12, step: None }, &Ok(only_batch), &columns, parsable, (false, false));
+            render_item(Item { job_id: 12, step: None }, &Ok(only_batch), &columns, parsable, Choice::default());
         assert_eq!(out, "12.batch\n");
     }
 
@@ -702,15 +729,15 @@ mod tests {
         let columns = parse_fields(&["JobID".to_owned()]).unwrap();
         let fixed = Layout::Fixed;
         let item = Item { job_id: 7, step: None };
-        let (_, errors) = render_item(item, &Err(ErrorCode::InvalidJobId), &columns, fixed, (false, false));
+        let (_, errors) = render_item(item, &Err(ErrorCode::InvalidJobId), &columns, fixed, Choice::default());
         assert_eq!(errors, "sstat: error: couldn't get steps for job 7\n");
         let none = StatReport { job_id: 7, steps: Vec::new() };
-        let (_, errors) = render_item(item, &Ok(none.clone()), &columns, fixed, (false, false));
+        let (_, errors) = render_item(item, &Ok(none.clone()), &columns, fixed, Choice::default());
         assert_eq!(errors, "sstat: error: No steps running for job 7\n");
         let step = Item { job_id: 7, step: Some(StepId::Numbered(3)) };
-        let (_, errors) = render_item(step, &Ok(none), &columns, fixed, (false, false));
+        let (_, errors) = render_item(step, &Ok(none), &columns, fixed, Choice::default());
         assert_eq!(errors, "sstat: error: StepId=7.3 not found running.\n");
-        let (_, errors) = render_item(item, &Err(ErrorCode::AccessDenied), &columns, fixed, (false, false));
+        let (_, errors) = render_item(item, &Err(ErrorCode::AccessDenied), &columns, fixed, Choice::default());
         assert_eq!(errors, "sstat: error: problem getting step_layout for JobId=7: Access/permission denied\n");
     }
 
@@ -723,7 +750,7 @@ mod tests {
             &Ok(report()),
             &columns,
             Layout::Fixed,
-            (false, false),
+            Choice::default(),
         );
         out.push_str(&rows);
         expect_test::expect![[r#"
@@ -733,7 +760,12 @@ mod tests {
         "#]]
         .assert_eq(&out);
         let item = Item { job_id: 12, step: Some(StepId::Numbered(0)) };
-        let (out, _) = render(item, (false, true), PID_FIELDS, Layout::Parsable { trailing: true });
+        let (out, _) = render(
+            item,
+            Choice { per_node: true, ..Choice::default() },
+            PID_FIELDS,
+            Layout::Parsable { trailing: true },
+        );
         assert_eq!(out, "12.0|n1|100|\n12.0|n2|102|\n");
         assert_eq!(parse_fields(&["maxrss".into()]).unwrap()[0].name, "MaxRSS", "an exact name wins");
         assert_eq!(parse_fields(&["tresusageinmaxn".into()]).unwrap()[0].name, "TRESUsageInMaxNode");
