@@ -753,12 +753,15 @@ mod tests {
             Choice::default(),
         );
         out.push_str(&rows);
+        // Each cell is followed by a space, as Slurm prints them: the last one's padding too.
+        assert!(out.lines().all(|line| line.ends_with(' ')), "{out:?}");
+        let trimmed: String = out.lines().map(|line| format!("{}\n", line.trim_end())).collect();
         expect_test::expect![[r#"
-            JobID            MaxRSS                           TRESUsageInMax TRESUsageOutTot                
-            ------------ ---------- ---------------------------------------- ------------------------------ 
-            12.0              4636K cpu=00:00:05,energy=0,fs/disk=2K,mem=46+ energy=0,fs/disk=200           
+            JobID            MaxRSS                           TRESUsageInMax TRESUsageOutTot
+            ------------ ---------- ---------------------------------------- ------------------------------
+            12.0              4636K cpu=00:00:05,energy=0,fs/disk=2K,mem=46+ energy=0,fs/disk=200
         "#]]
-        .assert_eq(&out);
+        .assert_eq(&trimmed);
         let item = Item { job_id: 12, step: Some(StepId::Numbered(0)) };
         let (out, _) = render(
             item,
