@@ -1,5 +1,5 @@
-//! `sstat` end to end: alice's running job holds ~120 MB in its batch step and ~110 MB in an
-//! srun step, both burning CPU; `sstat` shows each step's MaxRSS, AveCPU and NTasks from the
+//! `sstat` end to end: alice's running two-node job holds ~120 MB in its batch step and ~110 MB
+//! in each task of a two-node srun step, all burning CPU; `sstat` shows each step's MaxRSS, AveCPU and NTasks from the
 //! nodes' cgroups, picks the srun step for a bare job id and every step under `-a`, lists the
 //! pids under `-i` and through `scontrol listpids`; under `PrivateData=jobs` bob cannot see the
 //! job, root can; a job that ended and one that never existed are Slurm's errors.
@@ -48,11 +48,11 @@ fn sstat_shows_what_running_steps_use() {
     require_users();
     let config = CONFIG.replace("min_job_age = 600\n", "min_job_age = 600\nprivate_data = [\"jobs\"]\n");
     let cluster = Cluster::start_with(&config);
-    let script = "#!/bin/bash\n#SBATCH -t 5\n#SBATCH -c 2\n#SBATCH --mem=1G\n#SBATCH -o out-%j.txt\n\
+    let script = "#!/bin/bash\n#SBATCH -t 5\n#SBATCH -N 2\n#SBATCH -n 2\n#SBATCH --mem=1G\n#SBATCH -o out-%j.txt\n\
         /usr/bin/perl -e '$| = 1; $x = \"a\" x (120 << 20); print \"batch-ready\\n\"; 1 while 1' &\n\
-        $DROVER_HOME/bin/srun -n1 /usr/bin/perl -e '$| = 1; $x = \"a\" x (110 << 20); print \"step-ready\\n\"; 1 while 1' &\n\
+        $DROVER_HOME/bin/srun -N2 -n2 /usr/bin/perl -e '$| = 1; $x = \"a\" x (110 << 20); print \"step-ready\\n\"; 1 while 1' &\n\
         wait\n";
-    let job = cluster.submit(Some("alice"), "hog.sh", script, &["-w", "n1"]);
+    let job = cluster.submit(Some("alice"), "hog.sh", script, &[]);
     let dir = cluster.workdir(Some("alice"));
     let sstat = |user: Option<&str>, args: &[&str]| {
         let out = cluster.run(user, &dir, "sstat", args, None);
@@ -74,8 +74,14 @@ fn sstat_shows_what_running_steps_use() {
     assert_eq!(all[0].3, 1, "one batch task: {all:?}");
     assert!(all[0].1 >= 120 << 10 && all[0].1 < 600 << 10, "the batch step's ~120 MB: {all:?}");
     assert_eq!(all[1].0, format!("{job}.0"), "{all:?}");
-    assert_eq!(all[1].3, 1, "{all:?}");
-    assert!(all[1].1 >= 110 << 10 && all[1].1 < 600 << 10, "the srun step's ~110 MB: {all:?}");
+    assert_eq!(all[1].3, 2, "a task on each node: {all:?}");
+    assert!(all[1].1 >= 110 << 10 && all[1].1 < 600 << 10, "each srun task's ~110 MB: {all:?}");
+    // Both nodes answered for the step: its node list, and one `-i` row each.
+    let (_, out, _) = sstat(Some("alice"), &["-j", &format!("{job}.0"), "-P", "-n", "-o", "JobID,Nodelist,NTasks"]);
+    assert_eq!(out, format!("{job}.0|n[1-2]|2\n"));
+    let (_, out, _) = sstat(Some("alice"), &["-i", "-j", &format!("{job}.0"), "-P", "-n"]);
+    let nodes: Vec<&str> = out.lines().filter_map(|l| l.split('|').nth(1)).collect();
+    assert_eq!(nodes, ["n1", "n2"], "{out}");
 
     // A bare job id: the srun step only (Slurm skips the batch step when there is one); the
     // header names the fields.
@@ -133,8 +139,10 @@ fn sstat_shows_what_running_steps_use() {
     assert!(rows.iter().any(|r| r[2] == "batch" && r[3..] == ["0", "0"]), "{out}");
     assert!(rows.iter().any(|r| r[2] == "batch" && r[3..] == ["-", "-"]), "the perl under the script: {out}");
     assert!(rows.iter().any(|r| r[2] == "0" && r[3..] == ["0", "0"]), "{out}");
-    let (_, out, _) = listpids(Some("alice"), &[&format!("{job}.0"), "n1"]);
-    assert!(out.lines().skip(1).all(|l| l.split_whitespace().nth(2) == Some("0")), "{out}");
+    let (_, out, _) = listpids(Some("alice"), &[&format!("{job}.0"), "n2"]);
+    let rows: Vec<Vec<&str>> = out.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    assert!(rows.iter().all(|r| r[2] == "0"), "{out}");
+    assert!(rows.iter().any(|r| r[3..] == ["0", "1"]), "n2 runs task 1 as its local task 0: {out}");
     let (_, every, _) = listpids(Some("alice"), &["*", "n1"]);
     assert!(every.lines().count() > 3 && every.contains(&format!(" {job} ")), "{every}");
     let (code, out, err) = listpids(Some("bob"), &[&id, "n1"]);
