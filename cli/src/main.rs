@@ -1,6 +1,6 @@
 //! `drover`, the one command-line binary. Invoked through a link named `sbatch`, `srun`,
 //! `salloc`, `squeue`, `sacct`, `scancel`, `sinfo`, `scontrol`, `sshare`, `sprio`, `sreport`,
-//! `sacctmgr` or `sdiag` it behaves as that Slurm command; invoked as `drover` it takes the applet as its
+//! `sacctmgr`, `sdiag` or `sstat` it behaves as that Slurm command; invoked as `drover` it takes the applet as its
 //! first argument (`drover sbatch …`) or runs an admin verb (`up`, `down`, `status`, `keygen`).
 
 mod admin;
@@ -32,6 +32,7 @@ fn applet(name: &str) -> Option<Applet> {
         "sacctmgr" => query::sacctmgr::run,
         "sprio" => query::sprio::run,
         "sdiag" => query::sdiag::run,
+        "sstat" => query::sstat::run,
         "why" => query::why::run,
         "audit" => query::audit::run,
         "node" => query::node::run,
@@ -45,7 +46,6 @@ fn applet(name: &str) -> Option<Applet> {
         "sbcast" => |args| Ok(query::unsupported::run("sbcast", &args)),
         "sgather" => |args| Ok(query::unsupported::run("sgather", &args)),
         "strigger" => |args| Ok(query::unsupported::run("strigger", &args)),
-        "sstat" => |args| Ok(query::unsupported::run("sstat", &args)),
         _ => return None,
     })
 }

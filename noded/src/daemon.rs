@@ -392,6 +392,13 @@ async fn handle(
                 command(settings, run, SupervisorCommand::SetTimeLimit { seconds }, reported, messages).await?;
             }
         }
+        CtldMessage::StatJob { query, job_id, run } => {
+            // Reading a few /proc files per process: off the runtime, answered at once.
+            let dir = settings.state_dir.clone();
+            let read = tokio::task::spawn_blocking(move || crate::stat::sample_job(&dir, job_id, run));
+            let samples = read.await.unwrap_or_default();
+            messages.send(&NodeMessage::JobStats { query, job_id, samples }).await?;
+        }
         CtldMessage::JobEndAck { job_id, run } => {
             let run = JobRun { job_id, run };
             reported.remove(&run);

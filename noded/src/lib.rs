@@ -19,6 +19,7 @@ mod jobs;
 pub mod nvml;
 pub mod prolog;
 pub mod spank;
+pub mod stat;
 pub mod step;
 pub mod supervisor;
 #[allow(unsafe_code)]

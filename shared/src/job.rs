@@ -274,9 +274,10 @@ impl std::fmt::Display for WaitStatus {
 }
 
 /// Which step of a job a step row describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum StepId {
     /// The batch script (`N.batch`).
+    #[default]
     Batch,
     /// The extern step (`N.extern`).
     Extern,

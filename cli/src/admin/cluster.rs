@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) const APPLETS: [&str; 18] = [
     "sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol", "sshare", "sprio", "srun", "salloc", "sreport",
-    "sacctmgr", "sdiag", "sattach", "sbcast", "sgather", "strigger", "sstat",
+    "sacctmgr", "sdiag", "sstat", "sattach", "sbcast", "sgather", "strigger",
 ];
 
 struct Layout {

@@ -12,8 +12,8 @@ pub(crate) const USAGE: &str = "\
 usage: drover <command> [options]
 
 Slurm commands (also available through links of these names):
-  sbatch srun salloc squeue sacct scancel sinfo scontrol sshare sprio sreport sacctmgr sdiag
-  sattach sbcast sgather strigger sstat (not supported, each says why)
+  sbatch srun salloc squeue sacct scancel sinfo scontrol sshare sprio sreport sacctmgr sdiag sstat
+  sattach sbcast sgather strigger (not supported, each says why)
 
 Drover's own:
   why JOBID                             every reason the job waits, with the numbers

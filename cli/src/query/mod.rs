@@ -1,4 +1,4 @@
-//! The read-and-act commands: squeue, sacct, scancel, sinfo, scontrol, sshare, sprio, and a
+//! The read-and-act commands: squeue, sacct, sstat, scancel, sinfo, scontrol, sshare, sprio, and a
 //! read-only sacctmgr (from the config file).
 //!
 //! Each command file parses its arguments, makes one or two round trips to ctld and prints
@@ -9,6 +9,7 @@ pub(crate) mod audit;
 mod columns;
 mod common;
 pub(crate) mod format;
+mod listpids;
 pub(crate) mod node;
 pub(crate) mod sacct;
 pub(crate) mod sacctmgr;
@@ -23,6 +24,7 @@ pub(crate) mod sinfo;
 pub(crate) mod sprio;
 pub(crate) mod squeue;
 pub(crate) mod sshare;
+pub(crate) mod sstat;
 pub(crate) mod templates;
 pub(crate) mod unsupported;
 pub(crate) mod why;

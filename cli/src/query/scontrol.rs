@@ -46,6 +46,8 @@ const USAGE: &str = "Usage: scontrol [<OPTION>] [<COMMAND>]
                               change jobs
      update NodeName=<hostlist> State=DRAIN|DOWN|RESUME|IDLE|UNDRAIN [Reason=<text>]
                               change nodes (operators, admins)
+     listpids [<job_id>[.<step_id>]] [<NodeName>]
+                              the processes of running jobs on this node (or NodeName)
      reconfigure              re-read the controller's config file (admins)
      version                  print the Slurm release Drover answers to";
 
@@ -440,6 +442,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
     if names(command, "reconfigure", 7) {
         return super::scontrol_admin::reconfigure();
+    }
+    if names(command, "listpids", 5) {
+        return super::listpids::run(&words[1..]);
     }
     if !names(command, "show", 3) {
         anyhow::bail!("{command} is not supported yet");

@@ -1,5 +1,5 @@
 //! Slurm commands Drover answers with why it does not run them, instead of a shell's "command
-//! not found": `sattach`, `sbcast`, `sgather`, `strigger` and `sstat` (docs/compat.md says what to
+//! not found": `sattach`, `sbcast`, `sgather` and `strigger` (docs/compat.md says what to
 //! use instead). `--help`, `--usage` and `-V` still answer as for any command.
 
 use std::ffi::OsString;
@@ -22,10 +22,6 @@ fn reason(command: &str) -> &'static str {
         "strigger" => {
             "event triggers are not supported; node drains, downs and job failures are alerts on \
              the /metrics endpoint (docs/admin/metrics.md) and entries of `drover node history`"
-        }
-        "sstat" => {
-            "the usage of running steps is not supported yet; `sacct -j JOB --format=JobID,MaxRSS,TotalCPU` \
-             shows it for each step once it ends"
         }
         _ => "not supported",
     }
@@ -50,7 +46,7 @@ mod tests {
 
     #[test]
     fn each_command_says_why_and_fails() {
-        for command in ["sattach", "sbcast", "sgather", "strigger", "sstat"] {
+        for command in ["sattach", "sbcast", "sgather", "strigger"] {
             assert_ne!(reason(command), "not supported", "{command}");
             assert_eq!(run(command, &[OsString::from("12")]), 1);
             assert_eq!(run(command, &[OsString::from("-V")]), 0);

@@ -280,6 +280,7 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
     match request {
         R::Submit(_) | R::SubmitOnce { .. } => "submit",
         R::Diag => "diag",
+        R::StatJob { .. } => "stat_job",
         R::QueryJobs(_) | R::QueryJobFields { .. } | R::QueryJobLines { .. } => "query_jobs",
         R::QueryAccounting(_) => "query_accounting",
         R::Cancel(_) => "cancel",

@@ -9,7 +9,8 @@
 //! `nodes.rs` (node links, registration, node messages), `scheduling.rs` (passes, launches,
 //! preemptions), `usage.rs` (fair-share and GPU usage, run records), `commits.rs` (what goes to
 //! the writer and what its reports release), `publishing.rs` (job snapshots, metrics),
-//! `step.rs` (job steps), `node_admin.rs` (drain/down/resume), `reconfigure.rs` and
+//! `step.rs` (job steps), `stat.rs` (`sstat`: questions to the job's nodes, gathered in
+//! `stat_gather.rs`), `node_admin.rs` (drain/down/resume), `reconfigure.rs` and
 //! `requeue.rs`. The core may use policy, store and model, never serve. `tests.rs` drives a core
 //! in process (a captured writer channel, a fake node link) to check its commit invariants.
 
@@ -31,6 +32,8 @@ mod jobs;
 mod nodes;
 mod publishing;
 mod scheduling;
+mod stat;
+mod stat_gather;
 mod step;
 mod usage;
 mod waiting;
@@ -118,6 +121,8 @@ pub(crate) struct Core {
     schedule_needed: bool,
     /// The scheduling passes' statistics since ctld started (`sdiag`).
     cycles: pass_cycles::PassCycles,
+    /// `sstat` questions waiting for their nodes' answers.
+    stat_queries: stat_gather::StatQueries,
     ctld_socket: String,
     started_at: UnixTime,
     /// Running jobs being killed to be requeued: when their run's end comes, they pend again
@@ -179,6 +184,7 @@ impl Core {
             submit_keys: HashMap::new(),
             schedule_needed: true,
             cycles: Default::default(),
+            stat_queries: Default::default(),
             ctld_socket,
             started_at: now(),
             requeue_waiting: HashMap::new(),
@@ -331,6 +337,7 @@ impl Core {
             Request::Requeue { job_ids } => return self.requeue_jobs(caller, &job_ids, false, reply),
             Request::RequeueHold { job_ids } => return self.requeue_jobs(caller, &job_ids, true, reply),
             Request::CreateStep { job_id, spec } => return self.create_step(caller, job_id, spec, reply),
+            Request::StatJob { job_id } => return self.stat_job(caller, job_id, reply),
             Request::Cancel(request) => {
                 let response = self.cancel(caller, &request);
                 return self.answer_after_commit(reply, response);
@@ -411,6 +418,7 @@ impl Core {
 
     fn tick(&mut self) {
         self.flush_unhurried();
+        self.expire_stats();
         let now = now();
         let timeout = i64::from(self.state.config().node_timeout);
         let mut failed_nodes = Vec::new();

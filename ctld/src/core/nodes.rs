@@ -172,6 +172,7 @@ impl Core {
                 }
             }
             NodeMessage::Drain { reason } => self.node_drains_itself(node, reason),
+            NodeMessage::JobStats { query, job_id, samples } => self.job_stats(node, query, job_id, samples),
             // Answered before registration (`serve::nodes`); a registered node does not send it.
             NodeMessage::FetchConfig { .. } => tracing::debug!(node, "config request on a node link ignored"),
         }

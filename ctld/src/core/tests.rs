@@ -419,3 +419,50 @@ async fn a_shutdown_answers_what_was_asked_before_it() {
     writer.join().unwrap();
     assert_eq!(answer.try_recv(), Ok(Response::Submitted { job_id: 1 }));
 }
+
+/// `sstat`: the job's owner (here root) gets the job's running steps with what their node
+/// answered, once it answered; a plain user gets `AccessDenied` for another user's job, and
+/// under `PrivateData=jobs` the job does not exist for them; a job ctld does not hold is
+/// `InvalidJobId`.
+#[test]
+fn a_stat_question_goes_to_the_jobs_node_and_is_answered_with_its_samples() {
+    use drover_shared::job::StepId;
+    use drover_shared::proto::stat::StepSample;
+    let mut bench = Bench::new();
+    bench.register_node();
+    let job_id = bench.submitted();
+    bench.core.schedule();
+    bench.commit();
+    assert!(matches!(bench.sent_to_node().as_slice(), [CtldMessage::Launch(_)]));
+
+    let mut answer = bench.request(Request::StatJob { job_id });
+    let sent = bench.sent_to_node();
+    let [CtldMessage::StatJob { query, job_id: asked, run: 0 }] = sent.as_slice() else { panic!("sent {sent:?}") };
+    assert_eq!(*asked, job_id);
+    assert!(matches!(answer.try_recv(), Err(TryRecvError::Empty)), "answered before the node");
+    let sample = StepSample { step_id: StepId::Batch, tasks: 1, rss_kib: 4096, ..StepSample::default() };
+    let samples = vec![sample.clone(), StepSample { step_id: StepId::Numbered(9), ..StepSample::default() }];
+    let message = drover_shared::proto::node::NodeMessage::JobStats { query: *query, job_id, samples };
+    bench.event(Event::NodeMessage { node: "n1".into(), connection_id: 1, message });
+    let Ok(Response::StepStats(report)) = answer.try_recv() else { panic!("no report") };
+    assert_eq!(report.job_id, job_id);
+    let [batch] = report.steps.as_slice() else { panic!("{report:?}") };
+    assert_eq!((batch.step_id, batch.nodes.as_slice()), (StepId::Batch, ["n1".to_owned()].as_slice()));
+    assert_eq!(batch.samples.len(), 1, "the step ctld does not run is dropped: {report:?}");
+    assert_eq!(batch.samples[0].sample, sample);
+
+    let stranger = Caller { uid: 4242, gid: 4242, origin: crate::model::identity::Origin::Local };
+    let ask = |bench: &mut Bench, job_id| {
+        let (reply, mut answer) = oneshot::channel();
+        bench.event(Event::Client { caller: stranger, request: Request::StatJob { job_id }, reply });
+        match answer.try_recv() {
+            Ok(Response::Error { code, .. }) => code,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(ask(&mut bench, job_id), ErrorCode::AccessDenied);
+    assert_eq!(ask(&mut bench, job_id + 100), ErrorCode::InvalidJobId);
+    bench.core.state.config_mut().private_data.jobs = true;
+    assert_eq!(ask(&mut bench, job_id), ErrorCode::InvalidJobId);
+    assert!(bench.sent_to_node().is_empty(), "nothing asked of the node for refused questions");
+}

@@ -123,6 +123,11 @@ pub enum Request {
     SacctmgrChange { change: Box<crate::sacctmgr::edit::Change>, commit: bool },
     /// `sdiag`: ctld's statistics, answered with [`Response::Diag`].
     Diag,
+    /// `sstat`, `scontrol listpids`: what the running steps of a job use now, read on its nodes
+    /// (`super::stat`). Answered with [`Response::StepStats`]; a job the caller may not see (or
+    /// that is not in ctld's memory) is `InvalidJobId`, another user's job that is visible is
+    /// `AccessDenied` (only operators and admins read other users' steps).
+    StatJob { job_id: JobId },
 }
 
 /// The length of [`Request::SubmitOnce`]'s key.
@@ -432,6 +437,8 @@ pub enum Response {
     },
     /// Answer to [`Request::Diag`].
     Diag(Box<super::diag::DiagReport>),
+    /// Answer to [`Request::StatJob`].
+    StepStats(Box<super::stat::StatReport>),
 }
 
 /// One replica of a replicated controller as the leader sees it.

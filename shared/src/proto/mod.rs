@@ -16,6 +16,7 @@ pub mod node;
 pub mod records;
 pub mod seal;
 pub mod simulate;
+pub mod stat;
 pub mod stepio;
 pub mod usage;
 

@@ -41,6 +41,9 @@ pub enum NodeMessage {
     /// the admin's config file (`crate::configless`); `have` is the digest of its copy, if it
     /// has one. ctld answers [`CtldMessage::Config`] and closes the connection.
     FetchConfig { have: Option<String> },
+    /// The answer to [`CtldMessage::StatJob`]: one sample per step of the job run this node
+    /// holds (at most [`super::stat::MAX_STEPS_PER_NODE`]; none when it holds none).
+    JobStats { query: u64, job_id: JobId, samples: Vec<super::stat::StepSample> },
 }
 
 /// CPU time and peak memory of a job's batch script and everything it started, measured by its
@@ -123,6 +126,9 @@ pub enum CtldMessage {
     Config { digest: String, text: Option<String> },
     /// A reconfigure changed the config file; a configless node fetches it again.
     Reconfigured,
+    /// `sstat`: read what the steps of this run of the job use on this node now; answered with
+    /// [`NodeMessage::JobStats`] carrying the same `query`.
+    StatJob { query: u64, job_id: JobId, run: u32 },
 }
 
 /// This node's share of one srun step, resolved by ctld.

@@ -93,6 +93,30 @@ fn compat_golden_bytes() {
     };
     assert_eq!(hex(&Request::SacctmgrChange { change: Box::new(change), commit: true }), "250201010175000001");
     assert_eq!(hex(&Response::AcctChanged { text: "x".into(), changed: false }), "1c017800");
+    // sstat (appended after Diag, in both conversations).
+    use super::stat::{StatReport, StepSample, StepStat};
+    use crate::job::StepId;
+    assert_eq!(hex(&Request::StatJob { job_id: 5 }), "2705");
+    assert_eq!(hex(&CtldMessage::StatJob { query: 1, job_id: 5, run: 0 }), "0a010500");
+    let sample = StepSample {
+        step_id: StepId::Numbered(2),
+        first_task: 1,
+        tasks: 2,
+        cpu_usec: 3,
+        rss_kib: 4,
+        vmsize_kib: 5,
+        pages: 6,
+        read_bytes: 7,
+        write_bytes: 8,
+        processes: 9,
+        pids: vec![10],
+        task_pids: vec![10],
+    };
+    let stats = NodeMessage::JobStats { query: 1, job_id: 5, samples: vec![sample] };
+    assert_eq!(hex(&stats), "090105010202010203040506070809010a010a");
+    let step = StepStat { step_id: StepId::Batch, num_tasks: 1, nodes: vec!["n1".into()], samples: Vec::new() };
+    let report = StatReport { job_id: 5, steps: vec![step] };
+    assert_eq!(hex(&Response::StepStats(Box::new(report))), "1e0501000101026e3100");
 }
 
 #[test]
