@@ -199,6 +199,24 @@ fn salloc_and_srun_outside_an_allocation() {
     lines.sort();
     assert_eq!(lines, ["0: first 0", "1: task:1:offset:0", "2: task:2:offset:1", "3: task:3:offset:2"]);
 
+    // `-m`: cyclic deals the tasks to the nodes in turn, plane=2 in blocks of two, block (the
+    // default) keeps them together; arbitrary is refused with the reason.
+    for (how, expected) in [
+        ("cyclic", ["0: n1", "1: n2", "2: n1", "3: n2", "4: n1"]),
+        ("plane=2", ["0: n1", "1: n1", "2: n2", "3: n2", "4: n1"]),
+        ("block", ["0: n1", "1: n1", "2: n1", "3: n2", "4: n2"]),
+    ] {
+        let args = ["-N", "2", "-n", "5", "-l", "-t", "5", "-m", how, "sh", "-c", "echo $SLURMD_NODENAME"];
+        let out = cluster.run(Some("alice"), &dir, "srun", &args, None);
+        assert!(out.status.success(), "-m {how}: {}", text(&out.stderr));
+        let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+        lines.sort();
+        assert_eq!(lines, expected, "-m {how}");
+    }
+    let out =
+        cluster.run(Some("alice"), &dir, "srun", &["-N", "2", "-n", "2", "-t", "5", "-m", "arbitrary", "true"], None);
+    assert!(!out.status.success() && text(&out.stderr).contains("arbitrary distributions"), "{}", text(&out.stderr));
+
     // Back-to-back sruns on an idle cluster start at once: none says it is queued (2–4 of 8 did,
     // announced before the pass that started them).
     for round in 0..8 {

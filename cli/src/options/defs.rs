@@ -405,6 +405,27 @@ fn text(value: &str) -> Result<String, OptionError> {
     Ok(value.to_owned())
 }
 
+/// `-m/--distribution`: `block`, `cyclic`, `plane=N` or `arbitrary` over the nodes, then
+/// optional socket and core levels (`:block|cyclic|fcyclic|*`) and `,Pack`/`,NoPack`, as Slurm
+/// accepts them. ctld lays out only block, cyclic and plane and refuses arbitrary.
+fn distribution(value: &str) -> Result<String, OptionError> {
+    const EXPECTED: &str = "block, cyclic, plane=N or arbitrary[:block|cyclic|fcyclic[:…]][,Pack|NoPack]";
+    let bad = || invalid("distribution", value, EXPECTED);
+    let (levels, pack) = value.split_once(',').unwrap_or((value, ""));
+    if !matches!(pack, "" | "Pack" | "NoPack") || value.len() > 64 {
+        return Err(bad());
+    }
+    let mut parts = levels.split(':');
+    let first = parts.next().unwrap_or("");
+    let node_level = matches!(first, "block" | "cyclic" | "arbitrary" | "*")
+        || first.strip_prefix("plane=").is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0));
+    let inner_levels = parts.all(|level| matches!(level, "block" | "cyclic" | "fcyclic" | "*"));
+    if !node_level || !inner_levels || levels.split(':').count() > 3 {
+        return Err(bad());
+    }
+    Ok(value.to_owned())
+}
+
 /// `--container`: a bundle directory, made absolute against the current directory.
 fn bundle_path(value: &str) -> Result<String, OptionError> {
     const EXPECTED: &str = "the path of an OCI bundle directory";
@@ -1048,6 +1069,12 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("cpus-per-gpu", Apply::NotYet(ArgKind::Required)).env("SBATCH_CPUS_PER_GPU"),
     OptionDef::new("delay-boot", Apply::Ignored(ArgKind::Required)).env("SBATCH_DELAY_BOOT"),
     OptionDef::new("distribution", Apply::Ignored(ArgKind::Required)).short('m').env("SBATCH_DISTRIBUTION"),
+    OptionDef::new("distribution", Apply::Value(|low, v, _| set(&mut low.distribution, distribution(v))))
+        .short('m')
+        .value("type")
+        .help("how tasks are laid out over the nodes: block, cyclic or plane=N")
+        .commands(Commands::STEP)
+        .help_for(Command::Salloc, SALLOC_UNUSED),
     OptionDef::new("export-file", Apply::NotYet(ArgKind::Required)),
     OptionDef::new("extra-node-info", Apply::Ignored(ArgKind::Required)).short('B'),
     OptionDef::new("gid", Apply::NotYet(ArgKind::Required)),

@@ -100,6 +100,8 @@ low_args! {
     propagate: String,
     /// `--container`: the OCI bundle, made absolute.
     container: String,
+    /// srun's `-m/--distribution`, its grammar checked.
+    distribution: String,
     /// `--wrap` command.
     wrap: String,
     /// `--parsable`.

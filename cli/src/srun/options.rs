@@ -36,6 +36,9 @@ pub(crate) struct StepOptions {
     pub(crate) propagate: Option<String>,
     /// `--container`: the OCI bundle the tasks run in (`SLURM_CONTAINER` in their environment).
     pub(crate) container: Option<String>,
+    /// `-m/--distribution` (`SLURM_DISTRIBUTION` in the tasks' environment, which ctld lays the
+    /// step out by).
+    pub(crate) distribution: Option<String>,
     pub(crate) verbose: bool,
     /// How many `-v`: srun prints its options' dump from one on, as Slurm's does.
     pub(crate) verbosity: u8,
@@ -124,6 +127,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
         spec.environment.push(("SLURM_CONTAINER".to_owned(), bundle.clone()));
     }
     options.container = low.container;
+    options.distribution = low.distribution;
     options.job_id = low.job_id;
     spec.partitions = low.partitions.unwrap_or_default();
     spec.time_limit = low.time_limit;
@@ -196,7 +200,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
 /// The input variables srun and salloc read (Slurm's names), as the options they stand for.
 /// Only variables no job sets for its own steps (for the counts, see
 /// [`OUTSIDE_INPUT_VARIABLES`]).
-const INPUT_VARIABLES: [(Command, &str, &str); 12] = [
+const INPUT_VARIABLES: [(Command, &str, &str); 13] = [
     (Command::Srun, "SLURM_ACCOUNT", "account"),
     (Command::Srun, "SLURM_PARTITION", "partition"),
     (Command::Srun, "SLURM_QOS", "qos"),
@@ -204,6 +208,7 @@ const INPUT_VARIABLES: [(Command, &str, &str); 12] = [
     (Command::Srun, "SLURM_STDOUTMODE", "output"),
     (Command::Srun, "SLURM_STDERRMODE", "error"),
     (Command::Srun, "SLURM_CONTAINER", "container"),
+    (Command::Srun, "SLURM_DISTRIBUTION", "distribution"),
     (Command::Salloc, "SALLOC_CONTAINER", "container"),
     (Command::Salloc, "SALLOC_ACCOUNT", "account"),
     (Command::Salloc, "SALLOC_PARTITION", "partition"),
@@ -261,7 +266,9 @@ impl StepOptions {
         let mut env: Vec<(String, String)> =
             current.into_iter().filter(|(n, _)| all || n.starts_with("SLURM_") || names.contains(n)).collect();
         let container = self.container.iter().map(|bundle| ("SLURM_CONTAINER".to_owned(), bundle.clone()));
-        for (name, value) in set.into_iter().chain(self.plugin_env.iter().cloned()).chain(container) {
+        let distribution = self.distribution.iter().map(|d| ("SLURM_DISTRIBUTION".to_owned(), d.clone()));
+        let options = container.chain(distribution);
+        for (name, value) in set.into_iter().chain(self.plugin_env.iter().cloned()).chain(options) {
             env.retain(|(n, _)| *n != name);
             env.push((name, value));
         }
@@ -277,6 +284,27 @@ mod tests {
 
     fn words(text: &str) -> Vec<OsString> {
         text.split_whitespace().map(Into::into).collect()
+    }
+
+    /// `-m` takes Slurm's grammar (node level, then socket and core levels, then Pack) and
+    /// reaches the tasks' environment, which ctld lays the step out by; anything else is refused.
+    #[test]
+    fn distribution_is_checked_and_carried_in_the_environment() {
+        let run = |text: &str| match parse(Command::Srun, &words(text)) {
+            Ok(Parsed::Run(options)) => Ok(*options),
+            Ok(Parsed::Answer(_)) => panic!("an answer for {text}"),
+            Err(error) => Err(error.to_string()),
+        };
+        for good in ["-m cyclic", "-m plane=4", "--distribution=block:cyclic:fcyclic,Pack", "-m *:block"] {
+            let options = run(&format!("{good} true")).unwrap_or_else(|e| panic!("{good}: {e}"));
+            let value = good.split_once(['=', ' ']).unwrap().1;
+            assert_eq!(options.distribution.as_deref(), Some(value));
+            assert!(options.environment().contains(&("SLURM_DISTRIBUTION".to_owned(), value.to_owned())));
+        }
+        for bad in ["-m diagonal", "-m plane=0", "-m cyclic:round", "-m block,Tight", "-m a:b:c:d"] {
+            let error = run(&format!("{bad} true")).unwrap_err();
+            assert!(error.contains("distribution"), "{bad}: {error}");
+        }
     }
 
     /// srun's and salloc's input variables become options ahead of the command line, which
@@ -468,6 +496,7 @@ mod tests {
                   --task-prolog=program   run this before each task (its export, unset and print lines shape the task)
                   --task-epilog=program   run this after each task
                   --quit-on-interrupt     kill the step at the first SIGINT (default: print its status; a second one within a second aborts)
+              -m, --distribution=type     how tasks are laid out over the nodes: block, cyclic or plane=N
                   --container=path        run the tasks in the OCI container bundle at this path
 
             Node and memory constraints:

@@ -1,5 +1,5 @@
 //! Job steps (`srun` inside an allocation): ctld checks that the caller owns the running job,
-//! lays the step's tasks out over the job's nodes (block distribution), records the step row
+//! lays the step's tasks out over the job's nodes (block, cyclic or plane distribution, srun's `-m`), records the step row
 //! `N.k` and answers srun only once that row is committed; then it sends each node its share
 //! ([`CtldMessage::LaunchStep`]). srun reports the step's end ([`Request::StepDone`]); a step
 //! still running when its job ends is recorded `CANCELLED` and its tasks on every node are
@@ -54,15 +54,80 @@ fn block_counts(ntasks: u32, nodes: u32, per_node: Option<u32>) -> Vec<u32> {
 
 /// Task ids on each node for the per-node `counts` ([`block_counts`]), numbered in node order.
 pub(crate) fn block_layout(counts: &[u32]) -> Vec<Vec<u32>> {
-    let mut next = 0;
-    counts
-        .iter()
-        .map(|&count| {
-            let ids = (next..next + count).collect();
-            next += count;
-            ids
+    spread_layout(counts, u32::MAX)
+}
+
+/// srun's `-m/--distribution` of tasks over the step's nodes (its first level; the socket and
+/// core levels after `:` and `,Pack` are binding hints Drover does not act on). srun carries it
+/// to ctld, as Slurm passes it to the tasks, in the step's `SLURM_DISTRIBUTION`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Distribution {
+    /// Consecutive tasks on a node (the default, also `*`).
+    Block,
+    /// Task `i` on the `i mod nodes`-th node with room.
+    Cyclic,
+    /// Blocks of this many consecutive tasks, dealt to the nodes in turn.
+    Plane(u32),
+}
+
+/// The distribution a step's environment asks for; refused when it is not one Drover lays out.
+pub(crate) fn distribution(environment: &[(String, String)]) -> Result<Distribution, Refusal> {
+    let Some((_, value)) = environment.iter().rev().find(|(name, _)| name == "SLURM_DISTRIBUTION") else {
+        return Ok(Distribution::Block);
+    };
+    let first = value.split([':', ',']).next().unwrap_or("");
+    let refused = |why: &str| Refusal::new(ErrorCode::InvalidSpec, format!("--distribution={value}: {why}"));
+    match first {
+        "" | "*" | "block" => Ok(Distribution::Block),
+        "cyclic" => Ok(Distribution::Cyclic),
+        "arbitrary" => Err(refused("arbitrary distributions (a task per listed host) are not supported")),
+        plane => match plane.strip_prefix("plane=").map(str::parse::<u32>) {
+            Some(Ok(size)) if size > 0 => Ok(Distribution::Plane(size)),
+            _ => Err(refused("expected block, cyclic or plane=N")),
+        },
+    }
+}
+
+/// How many tasks each node runs under `plane=size`: blocks of `size` dealt to the nodes in turn.
+fn plane_counts(ntasks: u32, nodes: u32, size: u32) -> Vec<u32> {
+    let nodes = nodes.max(1);
+    let blocks = ntasks.div_ceil(size);
+    (0..nodes)
+        .map(|node| {
+            // Blocks node, node + nodes, …; the last block may be short.
+            let mine = blocks / nodes + u32::from(node < blocks % nodes);
+            let last_block = blocks - 1;
+            let holds_last = last_block % nodes == node;
+            let short = if holds_last && mine > 0 { size * blocks - ntasks } else { 0 };
+            (mine * size).saturating_sub(short)
         })
         .collect()
+}
+
+/// Task ids on each node: chunks of `chunk` consecutive ids dealt to the nodes in turn, each
+/// node taking no more than its count (`u32::MAX`: block; 1: cyclic; N: plane=N). Work is
+/// proportional to the task count, which [`step_counts`] bounded.
+fn spread_layout(counts: &[u32], chunk: u32) -> Vec<Vec<u32>> {
+    let total: u32 = counts.iter().sum();
+    let mut layout: Vec<Vec<u32>> = counts.iter().map(|_| Vec::new()).collect();
+    let (mut next, mut node) = (0u32, 0usize);
+    while next < total && !counts.is_empty() {
+        let held = u32::try_from(layout[node].len()).unwrap_or(u32::MAX);
+        let take = counts[node].saturating_sub(held).min(chunk).min(total - next);
+        layout[node].extend(next..next + take);
+        next += take;
+        node = (node + 1) % counts.len();
+    }
+    layout
+}
+
+/// The step's task ids on each node under `distribution`.
+pub(crate) fn step_layout(counts: &[u32], distribution: Distribution) -> Vec<Vec<u32>> {
+    match distribution {
+        Distribution::Block => block_layout(counts),
+        Distribution::Cyclic => spread_layout(counts, 1),
+        Distribution::Plane(size) => spread_layout(counts, size),
+    }
 }
 
 /// A step's task count, CPUs per task and tasks per node, checked against the job's allocation
@@ -76,6 +141,7 @@ pub(crate) fn step_counts(
     job_tasks: u32,
     shares: &[(String, u32)],
     max_per_node: u32,
+    distribution: Distribution,
 ) -> Result<(u32, u32, Vec<u32>), Refusal> {
     let job_nodes = u32::try_from(shares.len()).unwrap_or(u32::MAX);
     let cpus_per_task = spec.cpus_per_task.unwrap_or(1).max(1);
@@ -96,7 +162,10 @@ pub(crate) fn step_counts(
         return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, detail));
     }
     // One count per node of the step (at most the job's nodes), whatever `ntasks` is.
-    let counts = block_counts(ntasks, nodes, spec.ntasks_per_node);
+    let counts = match (distribution, spec.ntasks_per_node) {
+        (Distribution::Plane(size), None) => plane_counts(ntasks, nodes, size),
+        _ => block_counts(ntasks, nodes, spec.ntasks_per_node),
+    };
     if counts.iter().map(|c| u64::from(*c)).sum::<u64>() != u64::from(ntasks) {
         return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, "--ntasks-per-node leaves tasks without a node"));
     }
@@ -163,7 +232,14 @@ impl Core {
         let max_per_node = self.state.config().max_tasks_per_node;
         // Everything is checked on counts first: nothing proportional to the request's numbers
         // is allocated before the tasks are known to fit.
-        let (ntasks, cpus_per_task, counts) = match step_counts(&spec, job_tasks, &shares, max_per_node) {
+        let distribution = match distribution(&spec.environment) {
+            Ok(distribution) => distribution,
+            Err(refusal) => {
+                let _ = reply.send(refusal.into());
+                return;
+            }
+        };
+        let (ntasks, cpus_per_task, counts) = match step_counts(&spec, job_tasks, &shares, max_per_node, distribution) {
             Ok(fit) => fit,
             Err(Refusal { code, detail }) => {
                 let _ = reply.send(refuse(code, detail.clone()));
@@ -194,7 +270,7 @@ impl Core {
             let _ = reply.send(refuse(ErrorCode::StepsBusy, detail));
             return;
         }
-        let tasks = block_layout(&counts);
+        let tasks = step_layout(&counts, distribution);
         let Some(job) = self.state.jobs.get(&job_id) else { return };
         let step_id = job
             .info
@@ -436,9 +512,30 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::{block_counts, block_layout, step_counts};
+    use super::{Distribution, block_counts, block_layout, distribution, plane_counts, step_counts, step_layout};
     use drover_shared::job::StepSpec;
     use drover_shared::proto::client::ErrorCode;
+
+    #[test]
+    fn cyclic_and_plane_deal_tasks_to_the_nodes_in_turn() {
+        let env = |v: &str| vec![("SLURM_DISTRIBUTION".to_owned(), v.to_owned())];
+        assert_eq!(distribution(&[]).unwrap(), Distribution::Block);
+        assert_eq!(distribution(&env("cyclic:block,Pack")).unwrap(), Distribution::Cyclic);
+        assert_eq!(distribution(&env("plane=2")).unwrap(), Distribution::Plane(2));
+        assert!(distribution(&env("arbitrary")).unwrap_err().detail.contains("not supported"));
+        assert!(distribution(&env("plane=0")).is_err() && distribution(&env("diagonal")).is_err());
+        let counts = block_counts(5, 2, None);
+        assert_eq!(step_layout(&counts, Distribution::Cyclic), [vec![0, 2, 4], vec![1, 3]]);
+        assert_eq!(step_layout(&counts, Distribution::Block), [vec![0, 1, 2], vec![3, 4]]);
+        // plane=2, five tasks on two nodes: blocks {0,1} {2,3} {4}, dealt in turn.
+        let plane = plane_counts(5, 2, 2);
+        assert_eq!(plane, [3, 2]);
+        assert_eq!(step_layout(&plane, Distribution::Plane(2)), [vec![0, 1, 4], vec![2, 3]]);
+        assert_eq!(plane_counts(8, 3, 2), [4, 2, 2]);
+        assert_eq!(plane_counts(7, 3, 2), [3, 2, 2]);
+        // Uneven counts from --ntasks-per-node: cyclic skips a node that is full.
+        assert_eq!(step_layout(&[3, 1], Distribution::Cyclic), [vec![0, 2, 3], vec![1]]);
+    }
 
     #[test]
     fn block_distribution() {
@@ -453,7 +550,9 @@ mod tests {
     fn steps_are_checked_against_the_allocation_before_layout() {
         let shares = [("n1".to_owned(), 1), ("n2".to_owned(), 4)];
         let spec = |ntasks, overcommit| StepSpec { ntasks: Some(ntasks), overcommit, ..StepSpec::default() };
-        let code = |spec: &StepSpec| step_counts(spec, 2, &shares, 512).map(|(n, _, c)| (n, c)).map_err(|e| e.code);
+        let code = |spec: &StepSpec| {
+            step_counts(spec, 2, &shares, 512, Distribution::Block).map(|(n, _, c)| (n, c)).map_err(|e| e.code)
+        };
         assert_eq!(code(&spec(2, false)), Ok((2, vec![1, 1])));
         assert_eq!(code(&spec(4, false)), Err(ErrorCode::TooManyCpus));
         assert_eq!(code(&spec(4, true)), Ok((4, vec![2, 2])));
