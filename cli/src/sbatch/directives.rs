@@ -281,7 +281,11 @@ fn tokenize(line: &str, line_no: usize) -> Result<Option<(Magic, Vec<Word>)>, Di
         if word.text.starts_with(':') || ["hetjob", "packjob"].iter().any(|w| word.text.eq_ignore_ascii_case(w)) {
             return Err(at(
                 raw.left_before,
-                format!("heterogeneous job separator `{}` found: heterogeneous jobs are not supported yet", word.text),
+                format!(
+                    "heterogeneous job separator `{}` found: Drover runs no heterogeneous jobs; submit each \
+                     component as a job of its own (--dependency orders them) or use srun --multi-prog",
+                    word.text
+                ),
             ));
         }
         words.push(word);

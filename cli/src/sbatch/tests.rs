@@ -320,11 +320,15 @@ fn directive_token_errors() {
     );
     check_header(
         "#!/bin/sh\n#SBATCH -N 1\n#SBATCH hetjob\n#SBATCH -N 2\n",
-        expect!["error: 3:9: heterogeneous job separator `hetjob` found: heterogeneous jobs are not supported yet"],
+        expect![
+            "error: 3:9: heterogeneous job separator `hetjob` found: Drover runs no heterogeneous jobs; submit each component as a job of its own (--dependency orders them) or use srun --multi-prog"
+        ],
     );
     check_header(
         "#!/bin/sh\n#SBATCH : -N 2\n",
-        expect!["error: 2:9: heterogeneous job separator `:` found: heterogeneous jobs are not supported yet"],
+        expect![
+            "error: 2:9: heterogeneous job separator `:` found: Drover runs no heterogeneous jobs; submit each component as a job of its own (--dependency orders them) or use srun --multi-prog"
+        ],
     );
     let mut bad = b"#!/bin/sh\n#SBATCH -J ab".to_vec();
     bad.extend([0xff, b'\n']);
