@@ -9,7 +9,7 @@
 #      Nothing of Slurm's is committed to this repository: it is GPL. Refuses any other version.
 #   2. Makes a Python venv in the cache with pytest (7.1, which still ships `py.io`, which the
 #      suite's conftest imports) and pexpect, from PyPI.
-#   3. Builds the workspace's binaries and starts a Drover cluster of four nodes with `drover up`
+#   3. Builds the workspace's binaries and starts a Drover cluster of four nodes (--nodes N: N) with `drover up`
 #      in a scratch directory under /tmp.
 #   4. Writes what local-config mode reads, for the suite only: a `slurm.conf` describing that
 #      cluster, a `testsuite.conf`, and a `sudo` (tests call `sudo -nu USER`; this one runs the
@@ -19,10 +19,11 @@
 #      and one line per failure or error.
 #
 # Usage: tests/slurm-suite/run.sh [--groups sbatch,squeue,...] [--min-pass N | --min-pass-file F]
-#                                 [--file-timeout SECONDS] [--budget SECONDS] [--results DIR] [FILE...]
+#                                 [--file-timeout SECONDS] [--budget SECONDS] [--results DIR] [--nodes N] [FILE...]
 #   --groups       run only tests/commands/<group>/ of these groups (default: every test file)
 #   --min-pass     exit 1 when fewer than N tests pass (CI's regression check)
 #   --budget       start no test file after this many seconds; the files left count as errors
+#   --nodes        the cluster's node count (default 4; 9 lets the tests that need 5, 6 or 9 run)
 #   FILE...        run only these test files (paths relative to testsuite/python)
 # Exit status: 0 when the suite ran (and met --min-pass); 1 on a regression; 2 when the suite
 # could not run at all (no source, no venv, no cluster): it never passes silently.
@@ -51,6 +52,7 @@ while [ $# -gt 0 ]; do
         --file-timeout) FILE_TIMEOUT=$2; shift 2 ;;
         --budget) BUDGET=$2; shift 2 ;;
         --results) RESULTS=$2; shift 2 ;;
+        --nodes) NODE_COUNT=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option $1 (see --help)" ;;
         *) FILES+=("$1"); shift ;;
@@ -126,7 +128,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-NODES="node[1-4]" NODE_CPUS=4 NODE_MEM=4000
+NODE_COUNT=${NODE_COUNT:-4}
+[[ "$NODE_COUNT" =~ ^[1-9][0-9]?$ ]] || die "--nodes takes 1 to 99"
+NODES="node[1-$NODE_COUNT]" NODE_CPUS=4 NODE_MEM=4000
 cat >"$WORK/cluster.toml" <<EOF
 # The cluster Slurm's suite runs against (written by tests/slurm-suite/run.sh).
 cluster_name = "suite"
@@ -150,13 +154,13 @@ max_time = "1-00:00:00"
 name = "suite"
 shares = 1
 EOF
-log "starting Drover (4 nodes) in $HOME_DIR"
+log "starting Drover ($NODE_COUNT nodes) in $HOME_DIR"
 env -u DROVER_CONF -u DROVER_SOCKET "$DROVER" up --home "$HOME_DIR" --config "$WORK/cluster.toml" >"$WORK/up.log" 2>&1 \
     || die "drover up failed: $(tail -n 5 "$WORK/up.log")"
 # shellcheck disable=SC1091
 source "$HOME_DIR/env"
 up=$(sinfo -h -N -o '%N %t' | grep -c ' idle$' || true)
-[ "$up" = 4 ] || die "expected 4 idle nodes after drover up, got: $(sinfo -N 2>&1)"
+[ "$up" = "$NODE_COUNT" ] || die "expected $NODE_COUNT idle nodes after drover up, got: $(sinfo -N 2>&1)"
 
 # ----------------------------------------------------------------------------- 4. local config
 ETC=$WORK/etc BIN=$WORK/bin

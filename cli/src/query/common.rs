@@ -56,6 +56,24 @@ fn unknown_option(error: &clap::Error) -> Option<String> {
     })
 }
 
+/// `--help` in the layout Slurm's sacct and sstat print (`CMD [<OPTION>]`, `Valid <OPTION> values
+/// are:`, each option as `-j, --jobs:` over its description), generated from the options `P`
+/// takes.
+pub(crate) fn option_list_help<P: clap::CommandFactory>(command: &str) -> String {
+    let mut out = format!("{command} [<OPTION>]\n    Valid <OPTION> values are:\n");
+    for arg in P::command().get_arguments().filter(|a| !a.is_hide_set() && !a.is_positional()) {
+        let name = match (arg.get_short(), arg.get_long()) {
+            (Some(c), Some(long)) => format!("-{c}, --{long}"),
+            (None, Some(long)) => format!("--{long}"),
+            (Some(c), None) => format!("-{c}"),
+            (None, None) => continue,
+        };
+        let about = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        out.push_str(&format!("     {name}:\n\t           {about}\n"));
+    }
+    out
+}
+
 /// The answer to `--usage` (every option in brackets, in Slurm's layout) or to `-V`/`--version`
 /// (`slurm 22.05.8`, the release Drover's commands answer to), when `args` asks for one before
 /// any `--`; `-V` only where the command gives it no other meaning.

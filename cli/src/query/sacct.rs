@@ -740,18 +740,7 @@ fn print_field_names() {
 /// `sacct --help` in Slurm's layout (`sacct [<OPTION>]`, `Valid <OPTION> values are:`, each
 /// option as `-A, --accounts:` over its description), generated from the options sacct takes.
 fn help_text() -> String {
-    use clap::CommandFactory;
-    let mut out = String::from("sacct [<OPTION>]\n    Valid <OPTION> values are:\n");
-    for arg in Args::command().get_arguments().filter(|a| !a.is_hide_set()) {
-        let name = match (arg.get_short(), arg.get_long()) {
-            (Some(c), Some(long)) => format!("-{c}, --{long}"),
-            (None, Some(long)) => format!("--{long}"),
-            (Some(c), None) => format!("-{c}"),
-            (None, None) => continue,
-        };
-        let about = arg.get_help().map(ToString::to_string).unwrap_or_default();
-        out.push_str(&format!("     {name}:\n\t           {about}\n"));
-    }
+    let mut out = common::option_list_help::<Args>("sacct");
     out.push_str(
         "\n     valid start/end time formats are...\n\t           HH:MM[:SS][AM|PM], MMDD[YY], MM/DD[/YY], \
          MM.DD[.YY], YYYY-MM-DD[THH:MM[:SS]], today, tomorrow, midnight, noon, fika, teatime, \

@@ -560,6 +560,16 @@ fn print_field_names() {
 
 /// Runs `sstat`.
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
+    let before_operands = || args.iter().take_while(|a| *a != "--");
+    if before_operands().any(|a| a == "--help" || a == "-h") {
+        print!("{}", common::option_list_help::<Args>("sstat"));
+        return Ok(0);
+    }
+    if before_operands().any(|a| a == "--usage") {
+        // Slurm's sstat answers `--usage` with its one line and the hint, not the option list.
+        print!("Usage: sstat [options] -j <job(.stepid)>\n\tUse --help for help\n");
+        return Ok(0);
+    }
     let args = match common::parse_args::<Args>("sstat", args) {
         Ok(args) => args,
         Err(code) => return Ok(code),
@@ -634,6 +644,15 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
     use drover_shared::proto::stat::{NodeSample, StepSample};
+
+    /// `--help` in Slurm's layout: what scripts and Slurm's own tests look for.
+    #[test]
+    fn help_lists_the_options_in_slurms_layout() {
+        let help = common::option_list_help::<Args>("sstat");
+        assert!(help.starts_with("sstat [<OPTION>]\n    Valid <OPTION> values are:\n"), "{help}");
+        assert!(help.contains("     -j, --jobs:\n"), "{help}");
+        assert!(!help.contains("JOB(.STEP)]..."), "operands are not options: {help}");
+    }
 
     fn sample(node: &str, first_task: u32, tasks: u32, cpu_secs: u64, rss_kib: u64) -> NodeSample {
         NodeSample {
