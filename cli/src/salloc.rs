@@ -51,6 +51,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 /// salloc once its command line is read: the allocation, and the command run in it with
 /// `inherited` (the plugins' variables) in its environment.
 fn allocate_and_run(options: &mut StepOptions, inherited: &[(String, String)]) -> anyhow::Result<i32> {
+    if options.test_only {
+        return test_only(&options.allocation, Allocator::Salloc);
+    }
     if options.command.is_empty() {
         options.command = vec![std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())];
     }
@@ -91,6 +94,26 @@ fn query(socket: &Path, job_id: u32, who: Allocator) -> anyhow::Result<Option<Jo
     match patiently(socket, &request, who)? {
         Response::Jobs { jobs, .. } => Ok(jobs.into_iter().find(|j| j.job_id == job_id)),
         Response::Error { code, detail } => bail!("{code} ({detail})"),
+        other => bail!("unexpected answer from ctld: {other:?}"),
+    }
+}
+
+/// `--test-only` of srun and salloc: when and where the allocation `request` would start, as
+/// Slurm's answer words it (`srun: Job N to start at … using K processors on nodes … in
+/// partition P`); nothing is submitted. Returns the exit code.
+pub(crate) fn test_only(request: &JobSpec, who: Allocator) -> anyhow::Result<i32> {
+    let spec = allocation_spec(request)?;
+    match crate::client::call(&Request::TestOnly(Box::new(spec)))? {
+        Response::WillRun { job_id, start, cpus, nodes, partition } => {
+            let tz = crate::query::format::Tz::Local;
+            eprintln!("{}", crate::sbatch::will_run_line(who.name(), job_id, start, cpus, &nodes, &partition, tz));
+            Ok(0)
+        }
+        Response::Error { code, .. } => {
+            // As Slurm, through its perror: no `srun: error:` prefix.
+            eprintln!("allocation failure: {}", code.message());
+            Ok(1)
+        }
         other => bail!("unexpected answer from ctld: {other:?}"),
     }
 }
@@ -181,6 +204,18 @@ fn waits(job: Option<&JobInfo>, since_submit: Duration) -> bool {
 /// submission, at most a second); a held request fails at once. One that was not granted is
 /// cancelled.
 fn allocate(socket: &Path, request: &JobSpec, who: Allocator, immediate: Option<u32>) -> anyhow::Result<u32> {
+    let spec = allocation_spec(request)?;
+    let job_id = match crate::client::submit(Some(socket), spec, who.name())? {
+        Response::Submitted { job_id } => job_id,
+        Response::Error { code, detail } => bail!("Job submit/allocate failed: {code} ({detail})"),
+        other => bail!("unexpected answer from ctld: {other:?}"),
+    };
+    wait_for_grant(socket, job_id, who, immediate)
+}
+
+/// The job an interactive allocation submits: `request` with the holder script, the current
+/// directory, host, environment and umask (also what `--test-only` asks about).
+pub(crate) fn allocation_spec(request: &JobSpec) -> anyhow::Result<JobSpec> {
     let mut spec = request.clone();
     let cwd = std::env::current_dir().context("reading the working directory")?.to_string_lossy().into_owned();
     if spec.name.is_empty() {
@@ -203,11 +238,11 @@ fn allocate(socket: &Path, request: &JobSpec, who: Allocator, immediate: Option<
     nix::sys::stat::umask(mask);
     spec.umask = mask.bits();
     spec.submit_line = std::env::args().collect::<Vec<_>>().join(" ");
-    let job_id = match crate::client::submit(Some(socket), spec, who.name())? {
-        Response::Submitted { job_id } => job_id,
-        Response::Error { code, detail } => bail!("Job submit/allocate failed: {code} ({detail})"),
-        other => bail!("unexpected answer from ctld: {other:?}"),
-    };
+    Ok(spec)
+}
+
+/// Waits until the submitted allocation runs (or gives up under `--immediate`).
+fn wait_for_grant(socket: &Path, job_id: u32, who: Allocator, immediate: Option<u32>) -> anyhow::Result<u32> {
     let mut announced = false;
     let submitted = std::time::Instant::now();
     loop {

@@ -480,6 +480,10 @@ pub struct StepSpec {
     /// all of them by default): `(name, value)` with Slurm's names (`CORE`, `NOFILE`, …) and
     /// `u64::MAX` for unlimited. The node caps each at its own hard limit.
     pub rlimits: Vec<(String, u64)>,
+    /// `-E/--preserve-env`: the tasks get srun's own `SLURM_NNODES`/`SLURM_JOB_NUM_NODES` and
+    /// `SLURM_NTASKS`/`SLURM_NPROCS` (the job's), not the step's.
+    #[serde(default)]
+    pub preserve_env: bool,
 }
 
 /// The batch step of an interactive allocation (`salloc`, `srun` outside a job): it only holds

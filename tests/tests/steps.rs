@@ -399,3 +399,37 @@ fn sbatch_propagates_the_submitters_resource_limits() {
     let none = read("none.out");
     assert!(none.starts_with("soft=") && !none.starts_with("soft=77 ") && none.ends_with("var=\n"), "{none}");
 }
+
+/// `srun -E` keeps the job's node and task counts in the tasks' environment (a plain step gets
+/// its own); `srun --test-only` and `salloc --test-only` answer when and where the allocation
+/// would start, in Slurm's words, and submit nothing.
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn preserve_env_keeps_the_jobs_counts_and_test_only_submits_nothing() {
+    require_users();
+    let cluster = Cluster::start();
+    let script = "#!/bin/sh\n#SBATCH -N 2\n#SBATCH -n 4\n#SBATCH -t 5\n#SBATCH -o env-%j.txt\n\
+        echo job=$SLURM_NNODES/$SLURM_NTASKS\n\
+        $DROVER_HOME/bin/srun -E -n1 -N1 sh -c 'echo E=$SLURM_NNODES/$SLURM_NTASKS'\n\
+        $DROVER_HOME/bin/srun --preserve-env -n1 -N1 sh -c 'echo long=$SLURM_NNODES/$SLURM_NTASKS'\n\
+        $DROVER_HOME/bin/srun -n1 -N1 sh -c 'echo plain=$SLURM_NNODES/$SLURM_NTASKS'\n";
+    let job_id = cluster.submit(Some("alice"), "env.sh", script, &[]);
+    assert_eq!(cluster.wait_state(job_id, "COMPLETED", LONG), "0:0");
+    let out = std::fs::read_to_string(cluster.workdir(Some("alice")).join(format!("env-{job_id}.txt"))).unwrap();
+    assert_eq!(out, "job=2/4\nE=2/4\nlong=2/4\nplain=1/1\n");
+
+    let dir = cluster.workdir(Some("alice"));
+    for (command, args) in
+        [("srun", vec!["--test-only", "-N", "2", "true"]), ("salloc", vec!["--test-only", "-N", "1"])]
+    {
+        let out = cluster.run(Some("alice"), &dir, command, &args, None);
+        let said = text(&out.stderr);
+        assert!(out.status.success(), "{command} --test-only: {said}");
+        let line =
+            said.lines().find(|l| l.starts_with(&format!("{command}: Job "))).unwrap_or_else(|| panic!("{said}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert!(words[2].parse::<u32>().is_ok() && words[3..6] == ["to", "start", "at"], "{line}");
+        assert!(words[6].starts_with("20") && line.contains(" processors on nodes n"), "{line}");
+    }
+    assert_eq!(cluster.ok("squeue", &["-h"]).trim(), "", "--test-only submitted a job");
+}

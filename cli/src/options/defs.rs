@@ -869,7 +869,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
         .help("time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
         .commands(Commands::ALL),
     OptionDef::new("test-only", Apply::Flag(|low| low.test_only = Some(true)))
-        .help("validate the job and print where and when it would start; submit nothing"),
+        .help("validate the job and print where and when it would start; submit nothing")
+        .commands(Commands::ALL),
     OptionDef::new("verbose", Apply::Flag(|low| low.verbose = Some(low.verbose.unwrap_or(0).saturating_add(1))))
         .short('v')
         .env("SBATCH_DEBUG")
@@ -1069,6 +1070,11 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("cpus-per-gpu", Apply::NotYet(ArgKind::Required)).env("SBATCH_CPUS_PER_GPU"),
     OptionDef::new("delay-boot", Apply::Ignored(ArgKind::Required)).env("SBATCH_DELAY_BOOT"),
     OptionDef::new("distribution", Apply::Ignored(ArgKind::Required)).short('m').env("SBATCH_DISTRIBUTION"),
+    OptionDef::new("preserve-env", Apply::Flag(|low| low.preserve_env = Some(true)))
+        .short('E')
+        .help("the tasks get srun's SLURM_NNODES and SLURM_NTASKS, not the step's")
+        .commands(Commands::STEP)
+        .help_for(Command::Salloc, SALLOC_UNUSED),
     OptionDef::new("distribution", Apply::Value(|low, v, _| set(&mut low.distribution, distribution(v))))
         .short('m')
         .value("type")

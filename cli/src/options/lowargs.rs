@@ -102,6 +102,8 @@ low_args! {
     container: String,
     /// srun's `-m/--distribution`, its grammar checked.
     distribution: String,
+    /// srun's `-E/--preserve-env`.
+    preserve_env: bool,
     /// `--wrap` command.
     wrap: String,
     /// `--parsable`.

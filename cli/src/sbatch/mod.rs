@@ -321,7 +321,8 @@ pub(crate) fn outcome(answer: anyhow::Result<Response>, hi: &hiargs::HiArgs) -> 
             Outcome { stdout, stderr: Vec::new(), ok: true }
         }
         Ok(Response::WillRun { job_id, start, cpus, nodes, partition }) => {
-            let line = will_run_line(job_id, start, cpus, &nodes, &partition, crate::query::format::Tz::Local);
+            let line =
+                will_run_line("sbatch", job_id, start, cpus, &nodes, &partition, crate::query::format::Tz::Local);
             Outcome { stdout: String::new(), stderr: vec![line], ok: true }
         }
         Ok(Response::Error { code, detail }) if hi.test_only => {
@@ -362,8 +363,9 @@ pub(crate) fn outcome(answer: anyhow::Result<Response>, hi: &hiargs::HiArgs) -> 
     }
 }
 
-/// `--test-only`'s answer, as Slurm's sbatch words it.
+/// `--test-only`'s answer, as Slurm's sbatch (srun, salloc: `command`) words it.
 pub(crate) fn will_run_line(
+    command: &str,
     job_id: drover_shared::job::JobId,
     start: drover_shared::UnixTime,
     cpus: u32,
@@ -372,7 +374,7 @@ pub(crate) fn will_run_line(
     tz: crate::query::format::Tz,
 ) -> String {
     format!(
-        "sbatch: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}",
+        "{command}: Job {job_id} to start at {} using {cpus} processors on nodes {} in partition {partition}",
         crate::query::format::timestamp(start, tz),
         drover_shared::hostlist::compress(nodes)
     )

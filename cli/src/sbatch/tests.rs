@@ -1360,7 +1360,15 @@ fn test_only_outcomes() {
     use drover_shared::proto::client::{ErrorCode, Response};
     let nodes = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
     expect!["sbatch: Job 41 to start at 2026-11-30T04:00:00 using 4 processors on nodes n[1-3] in partition main"]
-        .assert_eq(&super::will_run_line(41, 1_796_011_200, 4, &nodes, "main", crate::query::format::Tz::Fixed(0)));
+        .assert_eq(&super::will_run_line(
+            "sbatch",
+            41,
+            1_796_011_200,
+            4,
+            &nodes,
+            "main",
+            crate::query::format::Tz::Fixed(0),
+        ));
     let answer =
         Response::WillRun { job_id: 41, start: 0, cpus: 1, nodes: vec!["n1".into()], partition: "main".into() };
     let outcome = super::outcome(Ok(answer), &prepared(&["--test-only", "--wrap=true"]));

@@ -126,6 +126,13 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 
 /// srun once its command line is read: the step, in the given allocation or in a new one.
 fn run_with(options: &StepOptions, plugins: &Plugins) -> anyhow::Result<i32> {
+    if options.test_only {
+        let mut allocation = options.allocation.clone();
+        if allocation.name.is_empty() {
+            allocation.name = job_name_of(&options.command[0]);
+        }
+        return crate::salloc::test_only(&allocation, crate::salloc::Allocator::Srun);
+    }
     // `-Z` runs outside any allocation srun is in.
     let job_id = options.job_id.filter(|_| !options.no_allocate).or_else(|| {
         ["SLURM_JOB_ID", "SLURM_JOBID"]

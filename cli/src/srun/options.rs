@@ -53,6 +53,8 @@ pub(crate) struct StepOptions {
     pub(crate) immediate: Option<u32>,
     /// salloc's `--no-shell`: exit once granted, leaving the allocation to run.
     pub(crate) no_shell: bool,
+    /// `--test-only`: print when and where the allocation would start; run nothing.
+    pub(crate) test_only: bool,
     /// `-K`: end the step when a task exits with a non-zero code.
     pub(crate) kill_on_bad_exit: bool,
     /// `-W sec`: kill the tasks still running this long after the first one exited.
@@ -103,6 +105,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.multi_prog = low.multi_prog.unwrap_or(false);
     step.overlap = low.overlap.unwrap_or(false);
     step.overcommit = low.overcommit.unwrap_or(false);
+    step.preserve_env = low.preserve_env.unwrap_or(false);
     options.verbose = low.verbose.is_some_and(|n| n > 0);
     options.verbosity = low.verbose.unwrap_or(0);
     options.pty = low.pty.unwrap_or(false);
@@ -146,6 +149,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     spec.begin_time = low.begin;
     options.immediate = low.immediate;
     options.no_shell = low.no_shell.unwrap_or(false);
+    options.test_only = low.test_only.unwrap_or(false);
     options.kill_on_bad_exit = low.kill_on_bad_exit.unwrap_or(false);
     options.wait = low.step_wait.filter(|w| *w > 0);
     options.input = low.input;
@@ -476,6 +480,7 @@ mod tests {
               -p, --partition=partition   partition(s) the job may run in
               -q, --qos=qos               quality of service for the job
               -t, --time=minutes          time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S
+                  --test-only             validate the job and print where and when it would start; submit nothing
               -v, --verbose               say where the step was launched
                   --template=name         use this team job template's defaults and bounds (Drover; `drover templates` lists them)
               -e, --error=err             file pattern the tasks' stderr goes to
@@ -496,6 +501,7 @@ mod tests {
                   --task-prolog=program   run this before each task (its export, unset and print lines shape the task)
                   --task-epilog=program   run this after each task
                   --quit-on-interrupt     kill the step at the first SIGINT (default: print its status; a second one within a second aborts)
+              -E, --preserve-env          the tasks get srun's SLURM_NNODES and SLURM_NTASKS, not the step's
               -m, --distribution=type     how tasks are laid out over the nodes: block, cyclic or plane=N
                   --container=path        run the tasks in the OCI container bundle at this path
 

@@ -386,6 +386,7 @@ impl Core {
                 task_prolog: spec.task_prolog.clone(),
                 task_epilog: spec.task_epilog.clone(),
                 rlimits: spec.rlimits.clone(),
+                preserve_env: spec.preserve_env,
             };
             launches.push((share.node.clone(), launch));
         }

@@ -251,7 +251,16 @@ fn task_environment(launch: &StepLaunch, plan: Option<&JobIsolation>, task: u32,
     let layout = &launch.layout;
     let node = launch.node_index as usize;
     let mut env: Vec<(String, String)> = launch.environment.clone();
+    // `srun -E`: the counts srun itself had (the job's) stay.
+    let kept: &[&str] = if launch.preserve_env {
+        &["SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_NPROCS"]
+    } else {
+        &[]
+    };
     let mut set = |name: &str, value: String| {
+        if kept.contains(&name) && env.iter().any(|(n, _)| n == name) {
+            return;
+        }
         env.retain(|(n, _)| n != name);
         env.push((name.to_owned(), value));
     };

@@ -158,6 +158,9 @@ pub struct StepLaunch {
     pub task_epilog: Option<String>,
     /// srun's soft resource limits ([`crate::job::StepSpec::rlimits`]).
     pub rlimits: Vec<(String, u64)>,
+    /// srun's `-E` ([`crate::job::StepSpec::preserve_env`]).
+    #[serde(default)]
+    pub preserve_env: bool,
 }
 
 /// Everything a supervisor needs to run a batch script, resolved by ctld.
