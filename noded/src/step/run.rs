@@ -11,6 +11,14 @@
 //! tasks. A runner that dies so leaves its cgroups to noded, which removes them once it reaped
 //! the runner ([`clean_up_after`]).
 //!
+//! The node's tasks start together, as Slurm's: the runner forks every one first, each held at a
+//! gate pipe before it does anything the job can see, runs the plugins' `task_post_fork` for each,
+//! then opens the gate, and they all set themselves up (process group or session, limits, SPANK
+//! `task_init_privileged`, the job's user, SPANK `task_init`, environment) and exec at once
+//! ([`crate::sys::exec::fork_task`]); a plugin's `task_init` may rely on the node's other tasks
+//! existing (pyxis: the first task's starts the container the others join). Each task's report
+//! pipe (close-on-exec) tells the runner when it exec'd, or why its setup or exec failed.
+//!
 //! All tasks are forked before the first thread starts, so the forked children run in a
 //! single-threaded copy of the runner. Their output is relayed by one `poll` loop on the main
 //! thread (a thread per pipe would count against the job's pids limit); srun's input has one
