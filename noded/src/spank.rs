@@ -21,11 +21,12 @@
 //!
 //! Order in the remote context: [`start`] or [`start_step`] (`init`, the options that travelled
 //! in the job's or step's environment, `init_post_opt`, then `user_init` with the user's
-//! effective uid) before the tasks are forked; in each forked task [`task_init_privileged`] as
-//! root, then, as the user, [`task_init`], which shows plugins the task's own environment
-//! (`S_JOB_ENV`, `spank_getenv`) and hands back what their `spank_setenv`/`spank_unsetenv` made
-//! of it; in the supervisor or runner [`task_post_fork`] per task, [`task_exit`] when a
-//! task is reaped, [`exit`] at the end. A plugin that crashes (caught by the crate's guard) or a
+//! effective uid) before the tasks are forked; [`task_post_fork`] per task in the supervisor or
+//! runner once the tasks are forked (a step's runner forks all of the node's tasks, then lets
+//! them go on together); in each forked task [`task_init_privileged`] as root, then, as the
+//! user, [`task_init`], which shows plugins the task's own environment (`S_JOB_ENV`,
+//! `spank_getenv`) and hands back what their `spank_setenv`/`spank_unsetenv` made of it;
+//! [`task_exit`] when a task is reaped, [`exit`] at the end. A plugin that crashes (caught by the crate's guard) or a
 //! required plugin that fails fails the job or step with the reason; noded and other jobs are
 //! untouched.
 //!

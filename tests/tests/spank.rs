@@ -12,6 +12,10 @@
 //! with the plugin's message on its stderr (and in the node's log) and never runs the command,
 //! and `slurm_info` lines stay out of the output.
 //!
+//! A node's tasks are all forked before any runs `task_init` (`together.c`: each task's
+//! `task_init` waits until all of the node's tasks have reached theirs), as under pyxis, whose
+//! first task starts the container the node's other tasks join.
+//!
 //! The surface pyxis needs (`surface.c`, pyxis's calls in pyxis's callbacks, answers recorded to a
 //! file) in all five contexts, as a plain user: the slurmd context's `init` when each noded starts
 //! and `slurmd_exit` when it stops, sbatch's and srun's options, the remote items (uid, gid,
@@ -325,6 +329,40 @@ fn the_surface_pyxis_uses_answers_in_every_context() {
         (exits.len() == 2).then_some(exits)
     });
     assert_eq!(exits, ["slurmd_exit ctx=4 euid=0", "slurmd_exit ctx=4 euid=0"]);
+}
+
+#[test]
+#[ignore = "needs root and the test users; .ci/run runs them"]
+fn a_nodes_tasks_all_exist_before_any_runs_task_init() {
+    require_users();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(plugins.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let so = compile(plugins.path(), "together");
+    // Each task's task_init (as alice) leaves its mark here and waits for its node's others.
+    let marks = plugins.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    std::fs::set_permissions(&marks, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let plugstack = plugins.path().join("plugstack.conf");
+    std::fs::write(&plugstack, format!("required {} dir={}\n", so.display(), marks.display())).unwrap();
+    let cluster = Cluster::start_with(&format!("plugstack = \"{}\"\n{CONFIG}", plugstack.display()));
+    let user = Some("alice");
+    let dir = cluster.workdir(user);
+    // `true` ends at once: with tasks forked one after another, task 0's task_init would wait
+    // for task 1, which is forked only once task 0 exec'd, and fail after 10 seconds.
+    let started = std::time::Instant::now();
+    let out = cluster.run(user, &dir, "srun", &["-N1", "-n3", "true"], None);
+    let took = started.elapsed();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{}", cluster.logs());
+    assert!(!stderr.contains("together"), "{stderr}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let mut seen: Vec<String> =
+        std::fs::read_dir(&marks).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    seen.sort();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for (id, mark) in seen.iter().enumerate() {
+        assert!(mark.ends_with(&format!(".{id}")), "{seen:?}");
+    }
 }
 
 /// Waits until sinfo's reason column lists `reason`.

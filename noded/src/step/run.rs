@@ -11,6 +11,14 @@
 //! tasks. A runner that dies so leaves its cgroups to noded, which removes them once it reaped
 //! the runner ([`clean_up_after`]).
 //!
+//! The node's tasks start together, as Slurm's: the runner forks every one first, each held at a
+//! gate pipe before it does anything the job can see, runs the plugins' `task_post_fork` for each,
+//! then opens the gate, and they all set themselves up (process group or session, limits, SPANK
+//! `task_init_privileged`, the job's user, SPANK `task_init`, environment) and exec at once
+//! ([`crate::sys::exec::fork_task`]); a plugin's `task_init` may rely on the node's other tasks
+//! existing (pyxis: the first task's starts the container the others join). Each task's report
+//! pipe (close-on-exec) tells the runner when it exec'd, or why its setup or exec failed.
+//!
 //! All tasks are forked before the first thread starts, so the forked children run in a
 //! single-threaded copy of the runner. Their output is relayed by one `poll` loop on the main
 //! thread (a thread per pipe would count against the job's pids limit); srun's input has one
@@ -19,10 +27,10 @@
 use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS, task_scripts};
 use crate::cgroup::{Controller, JobCgroup};
 use crate::isolation::{self, JobIsolation};
-use crate::sys::exec::{TaskPlugins, TaskSetup};
+use crate::sys::exec::{HeldTask, TaskGate, TaskPlugins, TaskSetup, TaskStdio};
 use drover_shared::proto::node::StepLaunch;
 use drover_shared::proto::stepio;
-use nix::unistd::{Gid, Uid, User};
+use nix::unistd::{Gid, Pid, Uid, User};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::File;
@@ -30,7 +38,6 @@ use std::io::Read;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -318,44 +325,54 @@ fn task_environment(launch: &StepLaunch, plan: Option<&JobIsolation>, task: u32,
     env
 }
 
-/// Forks one task: own process group, the job's user, exec. It is forked in the step cgroups the
-/// runner lives in.
-fn spawn_task(
+/// A task forked and held at the gate, with the runner's ends of its stdin, stdout and stderr
+/// pipes (`None` for the task on the pseudo-terminal, whose master the runner holds).
+struct ForkedTask {
+    held: HeldTask,
+    pipes: Option<(File, File, File)>,
+}
+
+/// Forks one task, held at `gate` until all of the node's are forked; once the gate opens it
+/// takes its own process group (or session, on the pseudo-terminal), becomes the job's user and
+/// execs. It is forked in the step cgroups the runner lives in.
+fn fork_task(
     launch: &StepLaunch,
     env: Vec<(String, String)>,
     identity: Option<&Identity>,
     terminal: Option<&OwnedFd>,
     plugins: Option<TaskPlugins>,
     container: Option<&Result<crate::container::ContainerPlan, String>>,
-) -> std::io::Result<Child> {
-    let mut command = match container {
+    gate: &mut TaskGate,
+) -> std::io::Result<ForkedTask> {
+    let argv: Vec<String> = match container {
         None => {
             let program = launch.argv.first().cloned().unwrap_or_default();
-            let mut command = Command::new(&program);
-            command.args(launch.argv.iter().skip(1));
-            command
+            std::iter::once(program).chain(launch.argv.iter().skip(1).cloned()).collect()
         }
         Some(Err(reason)) => return Err(std::io::Error::other(reason.clone())),
-        Some(Ok(plan)) => {
-            // `drover-noded container --plan … -- ARGV`, which runs ARGV in the container.
-            let exe = std::env::current_exe()?;
-            let line = crate::container::command_line(&exe, plan, &launch.argv);
-            let mut command = Command::new(&exe);
-            command.args(line.iter().skip(1));
-            command
-        }
+        // `drover-noded container --plan … -- ARGV`, which runs ARGV in the container.
+        Some(Ok(plan)) => crate::container::command_line(&std::env::current_exe()?, plan, &launch.argv),
     };
-    // The environment is installed in the child with its pid (`SLURM_TASK_PID`): the command's
-    // own is left alone, so that `execvp` passes on the one installed.
+    let argv = argv
+        .into_iter()
+        .map(CString::new)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| std::io::Error::other("command line with NUL"))?;
+    // The environment is installed in the child with its pid (`SLURM_TASK_PID`), then `execvp`
+    // searches the task's `PATH`.
     let environment = crate::sys::exec::TaskEnvironment::new(&env)?;
-    match terminal {
+    let (stdio, pipes) = match terminal {
         Some(slave) => {
-            command.stdin(slave.try_clone()?).stdout(slave.try_clone()?).stderr(slave.try_clone()?);
+            (TaskStdio { stdin: slave.try_clone()?, stdout: slave.try_clone()?, stderr: slave.try_clone()? }, None)
         }
         None => {
-            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+            let (stdin, input) = pipe()?;
+            let (output, stdout) = pipe()?;
+            let (errors, stderr) = pipe()?;
+            (TaskStdio { stdin, stdout, stderr }, Some((File::from(input), File::from(output), File::from(errors))))
         }
-    }
+    };
     // The working directory is entered after the privilege drop, so a user cannot start a task
     // in a directory only root may reach.
     let work_dir =
@@ -369,8 +386,8 @@ fn spawn_task(
         environment,
         plugins,
     };
-    crate::sys::exec::prepare_task(&mut command, setup);
-    command.spawn()
+    let held = crate::sys::exec::fork_task(setup, stdio, &argv[0], &argv, gate)?;
+    Ok(ForkedTask { held, pipes })
 }
 
 type Sink = Arc<Mutex<TcpStream>>;
@@ -413,7 +430,7 @@ const REAP_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 /// ends it like end of file. A task whose output has ended and that exited while other tasks
 /// of this node still run is reaped and its exit sent at once (srun's `-K` and `-W` act on the
 /// first exits); the last ones are left to the caller, which spools the usage first.
-fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(u32, Child)>, tasks: &[u32]) {
+fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(u32, Pid)>, tasks: &[u32]) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
         reap_early(sink, &sources, running, tasks);
@@ -438,15 +455,14 @@ fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(
 
 /// Sends the exit of each task whose output has ended and that has exited, as long as another
 /// task of the step is left running here.
-fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Child)>, tasks: &[u32]) {
+fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Pid)>, tasks: &[u32]) {
     let mut index = 0;
     while index < running.len() && running.len() > 1 {
-        let (task, child) = &mut running[index];
-        let writing = sources.iter().any(|(_, t, _)| t == task);
-        if !writing && let Ok(Some(status)) = child.try_wait() {
-            let status = std::os::unix::process::ExitStatusExt::into_raw(status);
-            task_exited(tasks, *task, child.id(), status);
-            send(sink, stepio::EXIT, *task, &status.to_le_bytes());
+        let (task, pid) = running[index];
+        let writing = sources.iter().any(|(_, t, _)| *t == task);
+        if !writing && let Ok(Some(status)) = crate::sys::process::wait_pid(pid, false) {
+            task_exited(tasks, task, pid, status);
+            send(sink, stepio::EXIT, task, &status.to_le_bytes());
             running.swap_remove(index);
             continue;
         }
@@ -456,9 +472,9 @@ fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, 
 
 /// The plugins' `task_exit` for global task `task` (local id: its place in `tasks`), reaped with
 /// `status`.
-fn task_exited(tasks: &[u32], task: u32, pid: u32, status: i32) {
+fn task_exited(tasks: &[u32], task: u32, pid: Pid, status: i32) {
     let local = tasks.iter().position(|t| *t == task).unwrap_or(0);
-    crate::spank::task_exit(u32::try_from(local).unwrap_or(u32::MAX), i32::try_from(pid).unwrap_or(0), status);
+    crate::spank::task_exit(u32::try_from(local).unwrap_or(u32::MAX), pid.as_raw(), status);
 }
 
 /// An error as people read it: the system's description, without Rust's `(os error N)`.
@@ -564,7 +580,12 @@ fn run_tasks(
         }
         terminal = Some((File::from(pty.master), pty.slave));
     }
-    let mut children: Vec<(u32, u32, std::io::Result<Child>)> = Vec::new();
+    // Every task is forked first and held at the gate (nothing the job can see happens yet);
+    // once all exist the gate opens and they set themselves up and exec together, as Slurm's
+    // tasks do: a plugin's `task_init` in one task may rely on the node's other tasks existing
+    // (pyxis: the first task's starts the container the others join).
+    let mut gate = TaskGate::new().map_err(|e| StepError::Refused(format!("pipe: {}", describe(&e))))?;
+    let mut children: Vec<(u32, u32, std::io::Result<ForkedTask>)> = Vec::new();
     let script_user = task_scripts::ScriptUser {
         ids: identity.as_ref().map(|i| (i.uid.as_raw(), i.gid.as_raw())),
         work_dir: &launch.work_dir,
@@ -596,33 +617,40 @@ fn run_tasks(
         } else {
             None
         };
-        let child = spawn_task(launch, env, identity.as_ref(), slave, plugins, container.as_ref());
+        let child = fork_task(launch, env, identity.as_ref(), slave, plugins, container.as_ref(), &mut gate);
         children.push((task, local, child));
     }
     let master = terminal.map(|(master, slave)| {
         drop(slave);
         master
     });
+    // As in Slurm: the plugins' `task_post_fork` for each task forked, before any goes on.
+    for (_, local, child) in &children {
+        if let Ok(forked) = child {
+            crate::spank::task_post_fork(*local, forked.held.pid().as_raw());
+        }
+    }
+    gate.open();
     let inputs: Inputs = Arc::new(Mutex::new(HashMap::new()));
-    let pids: Vec<String> =
-        children.iter().filter_map(|(_, _, c)| c.as_ref().ok().map(|c| c.id().to_string())).collect();
-    let _ = std::fs::write(dir.join(TASKS), pids.join("\n") + "\n");
     let mut running = Vec::new();
     let mut sources: Vec<(u8, u32, File)> = Vec::new();
-    for (task, local, child) in children {
-        match child {
-            Ok(mut child) => {
-                crate::spank::task_post_fork(local, i32::try_from(child.id()).unwrap_or(0));
-                if let Some(out) = child.stdout.take() {
-                    sources.push((stepio::STDOUT, task, File::from(OwnedFd::from(out))));
-                }
-                if let Some(err) = child.stderr.take() {
-                    sources.push((stepio::STDERR, task, File::from(OwnedFd::from(err))));
-                }
-                if let Some(stdin) = child.stdin.take()
-                    && let Ok(mut map) = inputs.lock()
-                {
-                    map.insert(task, Box::new(stdin));
+    for (task, _, child) in children {
+        let started = child.map_err(|error| (error, None)).and_then(|forked| {
+            let ForkedTask { held, pipes } = forked;
+            let pid = held.pid();
+            match held.started() {
+                Ok(pid) => Ok((pid, pipes)),
+                Err((error, status)) => Err((error, Some((pid, status)))),
+            }
+        });
+        match started {
+            Ok((pid, pipes)) => {
+                if let Some((stdin, stdout, stderr)) = pipes {
+                    sources.push((stepio::STDOUT, task, stdout));
+                    sources.push((stepio::STDERR, task, stderr));
+                    if let Ok(mut map) = inputs.lock() {
+                        map.insert(task, Box::new(stdin));
+                    }
                 }
                 if let (0, Some(master)) = (task, &master)
                     && let (Ok(reader), Ok(writer), Ok(mut map)) =
@@ -631,9 +659,12 @@ fn run_tasks(
                     sources.push((stepio::STDOUT, task, reader));
                     map.insert(task, Box::new(writer));
                 }
-                running.push((task, child));
+                running.push((task, pid));
             }
-            Err(error) => {
+            Err((error, reaped)) => {
+                if let Some((pid, status)) = reaped {
+                    task_exited(tasks, task, pid, status);
+                }
                 // Among the reasons: the job's pids limit (`Resource temporarily unavailable`).
                 let program = launch.argv.first().cloned().unwrap_or_default();
                 let message = format!("slurmstepd: error: execve(): {program}: {}\n", describe(&error));
@@ -647,6 +678,8 @@ fn run_tasks(
             }
         }
     }
+    let pids: Vec<String> = running.iter().map(|(_, pid)| pid.to_string()).collect();
+    let _ = std::fs::write(dir.join(TASKS), pids.join("\n") + "\n");
     drop(master);
     if let Some(stream) = sink.lock().ok().and_then(|s| s.try_clone().ok()) {
         let inputs = inputs.clone();
@@ -655,9 +688,9 @@ fn run_tasks(
     }
     relay_all(sink, sources, &mut running, tasks);
     let mut statuses = Vec::with_capacity(running.len());
-    for (task, mut child) in running {
-        let status = child.wait().map(std::os::unix::process::ExitStatusExt::into_raw).unwrap_or(9);
-        task_exited(tasks, task, child.id(), status);
+    for (task, pid) in running {
+        let status = crate::sys::process::wait_pid(pid, true).ok().flatten().unwrap_or(9);
+        task_exited(tasks, task, pid, status);
         statuses.push((task, status));
     }
     if let Some(epilog) = &launch.task_epilog {

@@ -1,12 +1,16 @@
-//! What a child of noded, of the supervisor or of the step runner does between `fork` and `exec`:
-//! hooks on a [`Command`] (`pre_exec`), each a fixed sequence of system calls on data prepared
-//! before the fork. They run in a child of a process that may have many threads, so they make
-//! only async-signal-safe calls: no allocation, no lock. The one exception is a step task's
-//! SPANK hooks ([`TaskPlugins`]): plugins are C code that allocates, as in Slurm, which is sound
-//! only because the step runner forks its tasks before it starts its first thread.
+//! What a child of noded, of the supervisor or of the step runner does between `fork` and `exec`.
+//! Children of noded and of the supervisor get hooks on a [`Command`] (`pre_exec`), each a fixed
+//! sequence of system calls on data prepared before the fork: they run in a child of a process
+//! that may have many threads, so they make only async-signal-safe calls (no allocation, no lock).
+//! A step's tasks are forked by the step runner itself ([`fork_task`]) while it has a single
+//! thread, so each runs ordinary code, its SPANK hooks ([`TaskPlugins`], C code that allocates, as
+//! in Slurm) included. Every task of the node is forked first and waits at a [`TaskGate`]; once
+//! all exist, the gate opens and they set themselves up and exec together, each reporting a
+//! failed setup or exec on a close-on-exec pipe whose end of file means the exec happened.
 
 use nix::unistd::{Gid, Uid};
 use std::ffi::CString;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -180,81 +184,211 @@ pub(crate) fn capped_rlimits(wanted: &[(String, u64)]) -> Vec<(nix::sys::resourc
         .collect()
 }
 
-/// Has `command`'s child set itself up as `setup` says before the exec: session or process
-/// group, `oom_score_adj` back to 0, the job's user, working directory, umask, an empty signal
-/// mask with default actions for the signals the runner handles, and nothing inherited but its
-/// stdio.
-pub(crate) fn prepare_task(command: &mut Command, setup: TaskSetup) {
-    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits, mut environment, mut plugins } = setup;
-    // With SPANK plugins the closure also runs their task hooks, which allocate: sound because
-    // the runner forks its tasks before it starts any thread (see the module docs).
-    // SAFETY: the closure runs in the forked child of a runner that has not started any thread
-    // yet (tasks are all forked before the first thread), and only makes system calls on data
-    // prepared before the fork: setpgid (or setsid and TIOCSCTTY on the pseudo-terminal's
-    // slave, which is the child's stdin), open/write/close of its `oom_score_adj`, setrlimit, setgroups,
-    // setgid, setuid, chdir, umask, sigprocmask/signal resets, marking descriptors
-    // close-on-exec and installing the environment built before the fork.
-    unsafe {
-        command.pre_exec(move || {
-            if on_terminal {
-                // A session of its own with the pseudo-terminal (its stdin) as controlling terminal.
-                nix::unistd::setsid()?;
-                if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else {
-                nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
-            }
-            if let Ok(adjust) = nix::fcntl::open(
-                c"/proc/self/oom_score_adj",
-                nix::fcntl::OFlag::O_WRONLY,
-                nix::sys::stat::Mode::empty(),
-            ) {
-                let _ = nix::unistd::write(&adjust, b"0");
-            }
-            for (resource, soft, hard) in &rlimits {
-                let _ = nix::sys::resource::setrlimit(*resource, *soft, *hard);
-            }
-            if let Some(plugins) = &plugins {
-                if let Ok(log) = plugins.log.try_clone() {
-                    crate::spank::log_into_task(log);
-                }
-                if let Err(message) = crate::spank::task_init_privileged(plugins.local_id) {
-                    plugin_failed(message);
-                }
-            }
-            if let Some((uid, gid, groups)) = &identity {
-                nix::unistd::setgroups(groups)?;
-                nix::unistd::setgid(*gid)?;
-                nix::unistd::setuid(*uid)?;
-            }
-            nix::unistd::chdir(work_dir.as_c_str())?;
-            if umask != 0 {
-                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
-            }
-            nix::sys::signal::sigprocmask(
-                nix::sys::signal::SigmaskHow::SIG_SETMASK,
-                Some(&nix::sys::signal::SigSet::empty()),
-                None,
-            )?;
-            for sig in [
-                nix::sys::signal::Signal::SIGTERM,
-                nix::sys::signal::Signal::SIGINT,
-                nix::sys::signal::Signal::SIGHUP,
-                nix::sys::signal::Signal::SIGPIPE,
-            ] {
-                let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
-            }
-            if let Some(mut plugins) = plugins.take() {
-                if let Err(message) = crate::spank::task_init(plugins.local_id, &mut plugins.env) {
-                    plugin_failed(message);
-                }
-                environment = TaskEnvironment::new(&plugins.env)?;
-            }
-            // Only stdin, stdout and stderr reach the task (stdio is in place by now).
-            super::descriptors::close_on_exec_above_stdio();
-            environment.install();
-            Ok(())
-        });
+/// The gate a node's tasks wait at between their fork and their setup: a close-on-exec pipe whose
+/// reading end each forked task blocks on. [`TaskGate::open`] writes one byte for each task
+/// forked so far and closes the writing end, so that they all go on together (as Slurm's
+/// slurmstepd forks all of a node's tasks before any runs `task_init`); a task that finds the
+/// writing end closed without its byte (the runner went away) ends with exit code 1.
+#[derive(Debug)]
+pub(crate) struct TaskGate {
+    reader: OwnedFd,
+    writer: Option<OwnedFd>,
+    held: usize,
+}
+
+impl TaskGate {
+    pub(crate) fn new() -> std::io::Result<TaskGate> {
+        let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        Ok(TaskGate { reader, writer: Some(writer), held: 0 })
     }
+
+    /// Lets every task forked at this gate go on with its setup.
+    pub(crate) fn open(mut self) {
+        if let Some(writer) = self.writer.take() {
+            // A task that died already leaves its byte in the pipe, which goes with it.
+            let _ = std::fs::File::from(writer).write_all(&vec![1u8; self.held]);
+        }
+    }
+
+    /// In a forked task: lets go of the writing end (so that the gate's end of file depends on
+    /// the runner alone) and waits for the task's byte; `false` when the runner went away.
+    fn wait(&mut self) -> bool {
+        drop(self.writer.take());
+        let mut byte = [0u8; 1];
+        loop {
+            match nix::unistd::read(&self.reader, &mut byte) {
+                Ok(1) => return true,
+                Err(nix::errno::Errno::EINTR) => {}
+                _ => return false,
+            }
+        }
+    }
+}
+
+/// A task's stdin, stdout and stderr as the task gets them: pipes' ends or the pseudo-terminal's
+/// slave (three descriptors of it).
+#[derive(Debug)]
+pub(crate) struct TaskStdio {
+    pub(crate) stdin: OwnedFd,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
+}
+
+/// A task forked and held at its [`TaskGate`].
+#[derive(Debug)]
+pub(crate) struct HeldTask {
+    pid: nix::unistd::Pid,
+    /// End of file with nothing before it: the task exec'd its program (or a plugin ended it,
+    /// [`plugin_failed`]); four bytes: the `errno` of the step that failed.
+    report: std::fs::File,
+}
+
+impl HeldTask {
+    pub(crate) fn pid(&self) -> nix::unistd::Pid {
+        self.pid
+    }
+
+    /// Once the gate is open: waits until the task exec'd its program (`Ok`, its pid), or its
+    /// setup or exec failed (the error, the task then reaped: its wait status comes with it).
+    pub(crate) fn started(self) -> Result<nix::unistd::Pid, (std::io::Error, i32)> {
+        let mut bytes = Vec::new();
+        let _ = (&self.report).read_to_end(&mut bytes);
+        let Some(errno) = bytes.first_chunk::<4>().map(|b| i32::from_ne_bytes(*b)) else { return Ok(self.pid) };
+        let status = super::process::wait_pid(self.pid, true).ok().flatten().unwrap_or(1 << 8);
+        Err((std::io::Error::from_raw_os_error(errno), status))
+    }
+}
+
+/// Forks a task of a step, which waits at `gate` before anything the job can see happens, then
+/// sets itself up as `setup` says (session or process group, `oom_score_adj` back to 0, rlimits,
+/// the plugins' `task_init_privileged`, the job's user, working directory, umask, an empty
+/// signal mask with default actions for the signals the runner handles, the plugins'
+/// `task_init`, nothing inherited but `stdio`, the task's environment) and execs `program` with
+/// `argv`, searched as `execvp` does in the task's `PATH`. The fork needs a single-threaded
+/// runner ([`super::process::fork_single_threaded`]): the child then runs ordinary code,
+/// plugins that allocate included. An error is the fork's (`EAGAIN` at the job's pids limit).
+pub(crate) fn fork_task(
+    setup: TaskSetup,
+    stdio: TaskStdio,
+    program: &CString,
+    argv: &[CString],
+    gate: &mut TaskGate,
+) -> std::io::Result<HeldTask> {
+    let (report_reader, report_writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    match super::process::fork_single_threaded() {
+        Err(super::process::ForkError::Threads) => {
+            Err(std::io::Error::other("the step runner must fork its tasks before starting any thread"))
+        }
+        Err(super::process::ForkError::Fork(errno)) => Err(errno.into()),
+        Ok(super::process::Forked::Parent(pid)) => {
+            gate.held += 1;
+            Ok(HeldTask { pid, report: std::fs::File::from(report_reader) })
+        }
+        Ok(super::process::Forked::Child) => {
+            drop(report_reader);
+            // The child never returns into the runner's code: it execs or ends here.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                become_task(setup, stdio, program, argv, gate)
+            }));
+            let error = outcome.unwrap_or_else(|_| std::io::Error::other("the task's setup panicked"));
+            let errno = error.raw_os_error().unwrap_or(libc::EINVAL);
+            let _ = std::fs::File::from(report_writer).write_all(&errno.to_ne_bytes());
+            super::process::exit_now(127)
+        }
+    }
+}
+
+/// In the forked task: stdio, the gate, the setup, the exec; returns only with what failed.
+fn become_task(
+    setup: TaskSetup,
+    stdio: TaskStdio,
+    program: &CString,
+    argv: &[CString],
+    gate: &mut TaskGate,
+) -> std::io::Error {
+    let placed = nix::unistd::dup2_stdin(&stdio.stdin)
+        .and_then(|()| nix::unistd::dup2_stdout(&stdio.stdout))
+        .and_then(|()| nix::unistd::dup2_stderr(&stdio.stderr));
+    if let Err(errno) = placed {
+        return errno.into();
+    }
+    drop(stdio);
+    if !gate.wait() {
+        super::process::exit_now(1);
+    }
+    // The environment must live until the exec: `environ` points into it.
+    let _environment = match set_up(setup) {
+        Ok(environment) => environment,
+        Err(error) => return error,
+    };
+    match nix::unistd::execvp(program, argv) {
+        Err(errno) => errno.into(),
+        Ok(never) => match never {},
+    }
+}
+
+/// The task's setup (see [`fork_task`]), stdio already in place; returns the environment it
+/// installed, which must outlive the exec.
+fn set_up(setup: TaskSetup) -> std::io::Result<TaskEnvironment> {
+    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits, mut environment, mut plugins } = setup;
+    if on_terminal {
+        // A session of its own with the pseudo-terminal (its stdin) as controlling terminal.
+        nix::unistd::setsid()?;
+        // SAFETY: TIOCSCTTY takes an integer argument and touches no memory of ours; fd 0 is
+        // the pseudo-terminal's slave, placed there before this call.
+        if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    } else {
+        nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
+    }
+    // The runner shields itself from the OOM killer; the task must not inherit that.
+    if let Ok(adjust) =
+        nix::fcntl::open(c"/proc/self/oom_score_adj", nix::fcntl::OFlag::O_WRONLY, nix::sys::stat::Mode::empty())
+    {
+        let _ = nix::unistd::write(&adjust, b"0");
+    }
+    for (resource, soft, hard) in &rlimits {
+        let _ = nix::sys::resource::setrlimit(*resource, *soft, *hard);
+    }
+    if let Some(plugins) = &plugins {
+        if let Ok(log) = plugins.log.try_clone() {
+            crate::spank::log_into_task(log);
+        }
+        if let Err(message) = crate::spank::task_init_privileged(plugins.local_id) {
+            plugin_failed(message);
+        }
+    }
+    if let Some((uid, gid, groups)) = &identity {
+        nix::unistd::setgroups(groups)?;
+        nix::unistd::setgid(*gid)?;
+        nix::unistd::setuid(*uid)?;
+    }
+    nix::unistd::chdir(work_dir.as_c_str())?;
+    if umask != 0 {
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(umask));
+    }
+    nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    )?;
+    for sig in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGHUP,
+        nix::sys::signal::Signal::SIGPIPE,
+    ] {
+        super::process::set_default_action(sig);
+    }
+    if let Some(mut plugins) = plugins.take() {
+        if let Err(message) = crate::spank::task_init(plugins.local_id, &mut plugins.env) {
+            plugin_failed(message);
+        }
+        environment = TaskEnvironment::new(&plugins.env)?;
+    }
+    // Only stdin, stdout and stderr reach the task.
+    super::descriptors::close_on_exec_above_stdio();
+    environment.install();
+    Ok(environment)
 }

@@ -127,6 +127,23 @@ pub(crate) fn wait_any() -> nix::Result<(Pid, i32)> {
     if pid > 0 { Ok((Pid::from_raw(pid), raw_status)) } else { Err(nix::errno::Errno::last()) }
 }
 
+/// Reaps child `pid`: its raw wait status, or `None` when `block` is false and it still runs.
+/// Interrupted waits are retried.
+pub(crate) fn wait_pid(pid: Pid, block: bool) -> nix::Result<Option<i32>> {
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        let mut raw_status = 0;
+        // SAFETY: waitpid writes one int through a pointer to a local that outlives the call.
+        let rc = unsafe { libc::waitpid(pid.as_raw(), &mut raw_status, flags) };
+        match rc {
+            0 => return Ok(None),
+            rc if rc > 0 => return Ok(Some(raw_status)),
+            _ if nix::errno::Errno::last() == nix::errno::Errno::EINTR => {}
+            _ => return Err(nix::errno::Errno::last()),
+        }
+    }
+}
+
 /// Whether this process still has a child (running, or ended and not reaped yet), asked without
 /// reaping or waiting.
 pub(crate) fn has_children() -> bool {
