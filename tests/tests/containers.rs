@@ -6,8 +6,8 @@
 //! - a batch job in the container sees its root file system, runs as root of its user namespace,
 //!   opens only its own GPU (ENXIO; EPERM on the three others: the job's device filter holds
 //!   inside the container), writes its output file and ends with its exit code in `sacct`;
-//! - a container job over its memory ends `OUT_OF_MEMORY`; `scancel` ends a running one, and its
-//!   time limit another;
+//! - a container job over its memory ends `OUT_OF_MEMORY`, one forking past its pids limit gets
+//!   `can't fork`; `scancel` ends a running one, and its time limit another;
 //! - `srun --container` runs each task in the container, outside an allocation, as a step of a
 //!   batch job (host script, container steps) and inside `salloc` (`SLURM_CONTAINER`);
 //! - a node without `[oci]` refuses a container job with the reason.
@@ -76,6 +76,10 @@ fn container_jobs_run_with(runtime: &str) {
     drover_e2e::require_root("the container tests make device nodes and run jobs as alice");
     runtime_installed(runtime);
     let (dev, config) = fake_gpus();
+    // A pids limit a container job can reach (the runtime and the shell need a few).
+    let limited = config.replace("cpus = 4\n", "cpus = 4\njob_pids_max = 48\n");
+    assert_ne!(limited, config, "the harness config changed its cpus line");
+    let config = limited;
     // A minute of time limit lasts 6 s.
     let cluster = Cluster::start_with_env(
         &format!("{config}\n[oci]\nruntime = \"{runtime}\"\n"),
@@ -114,6 +118,22 @@ fn container_jobs_run_with(runtime: &str) {
         &[&bundle_arg],
     );
     assert_eq!(cluster.wait_state(oom, "OUT_OF_MEMORY", LONG), "0:125", "{}", cluster.logs());
+
+    // The job's pids limit holds inside the container: forks past it fail.
+    let forks = cluster.submit(
+        Some(USER),
+        "forks.sh",
+        "#!/bin/sh\n#SBATCH -t 5\ni=0; while [ $i -lt 80 ]; do sleep 60 & i=$((i+1)); done\necho forked\nkill $(jobs -p) 2>/dev/null\n",
+        &[&bundle_arg],
+    );
+    cluster.wait_for("the fork job's end", LONG, || {
+        cluster.sacct_state(forks).filter(|(s, _)| s != "RUNNING" && s != "PENDING")
+    });
+    let out = std::fs::read_to_string(workdir.join(format!("slurm-{forks}.out"))).unwrap_or_default();
+    assert!(
+        out.contains("can't fork") || out.contains("Resource temporarily unavailable"),
+        "80 forks under pids.max 48:\n{out}"
+    );
 
     // scancel ends a running container job.
     let long =
