@@ -25,7 +25,6 @@ v2)
     checks="
 noded-isolation|drover-noded|isolation|
 e2e-every-limit|drover-e2e|isolation|an_unprivileged_users_jobs_get_every_limit
-e2e-containers|drover-e2e|containers|container_jobs_run_with_crun container_jobs_run_with_runc
 "
     ;;
 v1)
