@@ -80,7 +80,7 @@ fn allocate_and_run(options: &mut StepOptions, inherited: &[(String, String)]) -
             .env("SLURM_JOB_PARTITION", &info.partition)
             .env("SLURM_JOB_ACCOUNT", &info.account)
             .env("DROVER_SOCKET", &socket)
-            .envs(options.container.iter().map(|bundle| ("SLURM_CONTAINER", bundle)))
+            .envs(options.container.iter().map(|bundle| (drover_shared::job::CONTAINER_ENV, bundle)))
             .envs(inherited.iter().map(|(name, value)| (name, value)))
             .status()
             .with_context(|| format!("running {}", options.command[0]))?;

@@ -478,7 +478,7 @@ fn launch(settings: &NodeSettings, request: &LaunchRequest) -> anyhow::Result<()
         isolation::write(&dir, plan).with_context(|| format!("writing {}", path.display()))?;
     }
     settings.scripts.write(&dir).with_context(|| format!("writing {}", dir.join(prolog::SCRIPTS_FILE).display()))?;
-    if let Some(bundle) = crate::container::requested(&request.spec.environment)
+    if let Some(bundle) = drover_shared::job::container_bundle(&request.spec.environment)
         && request.spec.script != drover_shared::job::ALLOCATION_HOLDER.as_bytes()
     {
         let owner = crate::container::Owner {

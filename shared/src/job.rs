@@ -537,6 +537,16 @@ pub fn propagated_rlimits(spec: Option<&str>, current: &[(String, u64)]) -> Resu
 }
 
 /// The limits a job environment carries under [`RLIMIT_ENV_PREFIX`] (unknown names and values
+
+/// The variable that carries `--container`'s OCI bundle in a job's or step's environment, as
+/// Slurm names it: sbatch, srun and salloc set it; ctld checks it at submit; noded runs the
+/// tasks in that bundle.
+pub const CONTAINER_ENV: &str = "SLURM_CONTAINER";
+
+/// The bundle `environment` asks the tasks to run in: its last `SLURM_CONTAINER`, if not empty.
+pub fn container_bundle(environment: &[(String, String)]) -> Option<&str> {
+    environment.iter().rev().find(|(name, _)| name == CONTAINER_ENV).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+}
 /// that are not numbers are skipped).
 pub fn rlimits_from_environment(environment: &[(String, String)]) -> Vec<(String, u64)> {
     environment
@@ -598,7 +608,15 @@ impl StepLayout {
 
 #[cfg(test)]
 mod tests {
-    use super::JobState;
+    use super::{CONTAINER_ENV, JobState, container_bundle};
+
+    #[test]
+    fn only_a_non_empty_slurm_container_asks_for_one() {
+        let env = |v: &str| vec![("A".to_owned(), "1".to_owned()), (CONTAINER_ENV.to_owned(), v.to_owned())];
+        assert_eq!(container_bundle(&env("/b")), Some("/b"));
+        assert_eq!(container_bundle(&env("")), None);
+        assert_eq!(container_bundle(&[]), None);
+    }
 
     /// Golden: the stored code of every state. A change here changes what every stored job row
     /// means; add new states with new codes instead.

@@ -104,7 +104,7 @@ pub(crate) fn sbatch_variables(low: &LowArgs, submitter: &Submitter<'_>) -> Vec<
         vars.push(("SLURM_EXPORT_ENV", export.clone()));
     }
     if let Some(bundle) = &low.container {
-        vars.push(("SLURM_CONTAINER", bundle.clone()));
+        vars.push((drover_shared::job::CONTAINER_ENV, bundle.clone()));
     }
     if low.get_user_env.is_some() {
         vars.push(("SLURM_GET_USER_ENV", "1".to_owned()));

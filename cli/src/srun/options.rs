@@ -127,7 +127,7 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.export = low.export;
     options.propagate = low.propagate;
     if let Some(bundle) = &low.container {
-        spec.environment.push(("SLURM_CONTAINER".to_owned(), bundle.clone()));
+        spec.environment.push((drover_shared::job::CONTAINER_ENV.to_owned(), bundle.clone()));
     }
     options.container = low.container;
     options.distribution = low.distribution;
@@ -269,7 +269,8 @@ impl StepOptions {
         }
         let mut env: Vec<(String, String)> =
             current.into_iter().filter(|(n, _)| all || n.starts_with("SLURM_") || names.contains(n)).collect();
-        let container = self.container.iter().map(|bundle| ("SLURM_CONTAINER".to_owned(), bundle.clone()));
+        let container =
+            self.container.iter().map(|bundle| (drover_shared::job::CONTAINER_ENV.to_owned(), bundle.clone()));
         let distribution = self.distribution.iter().map(|d| ("SLURM_DISTRIBUTION".to_owned(), d.clone()));
         let options = container.chain(distribution);
         for (name, value) in set.into_iter().chain(self.plugin_env.iter().cloned()).chain(options) {

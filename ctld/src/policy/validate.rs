@@ -210,9 +210,7 @@ fn spread_tasks(config: &Config, partitions: &[&PartitionConfig], mut spec: JobS
 /// `--container` (Slurm's `SLURM_CONTAINER` in the job's or step's environment) needs the
 /// cluster's `[oci]` runtime: without one it is refused at submit, before anything runs.
 pub(crate) fn check_container(config: &Config, environment: &[(String, String)]) -> Result<(), Refusal> {
-    let asked =
-        environment.iter().rev().find(|(name, _)| name == "SLURM_CONTAINER").is_some_and(|(_, v)| !v.is_empty());
-    if asked && config.oci.is_none() {
+    if drover_shared::job::container_bundle(environment).is_some() && config.oci.is_none() {
         let detail = "--container: this cluster has no OCI runtime configured ([oci] in cluster.toml)";
         return Err(Refusal::new(ErrorCode::InvalidSpec, detail.to_owned()));
     }

@@ -18,9 +18,6 @@ use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// The variable that asks for a container, as Slurm names it.
-pub const CONTAINER_ENV: &str = "SLURM_CONTAINER";
-
 /// The plan's file in a job or step directory.
 pub const PLAN_FILE: &str = "container";
 
@@ -50,11 +47,6 @@ pub struct ContainerPlan {
     /// The batch script, copied into the task's spool directory and run from
     /// [`OciConfig::mount_spool_dir`] inside the container.
     pub script: Option<PathBuf>,
-}
-
-/// The bundle `environment` asks for, if any (an empty value asks for none).
-pub fn requested(environment: &[(String, String)]) -> Option<&str> {
-    environment.iter().rev().find(|(name, _)| name == CONTAINER_ENV).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
 }
 
 /// What identifies the task's job and where it runs.
@@ -157,14 +149,6 @@ pub fn command_line(exe: &Path, plan: &ContainerPlan, argv: &[String]) -> Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_non_empty_slurm_container_asks_for_one() {
-        let env = |v: &str| vec![("A".to_owned(), "1".to_owned()), (CONTAINER_ENV.to_owned(), v.to_owned())];
-        assert_eq!(requested(&env("/b")), Some("/b"));
-        assert_eq!(requested(&env("")), None);
-        assert_eq!(requested(&[]), None);
-    }
 
     #[test]
     fn a_node_without_a_runtime_or_a_relative_bundle_is_refused() {

@@ -148,7 +148,7 @@ pub fn launch(
         isolation::write(&dir, plan).map_err(write_error(&dir.join(isolation::ISOLATION_FILE)))?;
     }
     // A container step: its plan, or why it cannot run (the runner tells srun).
-    if let Some(bundle) = crate::container::requested(&request.environment) {
+    if let Some(bundle) = drover_shared::job::container_bundle(&request.environment) {
         let job = &request.job;
         let node = request.layout.nodes.get(request.node_index as usize).map_or("", String::as_str);
         let owner = crate::container::Owner {
