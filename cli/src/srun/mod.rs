@@ -127,11 +127,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 /// srun once its command line is read: the step, in the given allocation or in a new one.
 fn run_with(options: &StepOptions, plugins: &Plugins) -> anyhow::Result<i32> {
     if options.test_only {
-        let mut allocation = options.allocation.clone();
-        if allocation.name.is_empty() {
-            allocation.name = job_name_of(&options.command[0]);
-        }
-        return crate::salloc::test_only(&allocation, crate::salloc::Allocator::Srun);
+        return crate::salloc::test_only(&allocation_of(options), crate::salloc::Allocator::Srun);
     }
     // `-Z` runs outside any allocation srun is in.
     let job_id = options.job_id.filter(|_| !options.no_allocate).or_else(|| {
@@ -144,17 +140,23 @@ fn run_with(options: &StepOptions, plugins: &Plugins) -> anyhow::Result<i32> {
     match job_id {
         Some(job_id) => run_step(&socket, job_id, options, plugins),
         None => {
-            // Slurm names the allocation after the command it runs (`srun hostname` → `hostname`).
-            let mut allocation = options.allocation.clone();
-            if allocation.name.is_empty() {
-                allocation.name = job_name_of(&options.command[0]);
-            }
+            let allocation = allocation_of(options);
             let who = crate::salloc::Allocator::Srun;
             crate::salloc::with_allocation(&socket, &allocation, who, options.immediate, |job_id| {
                 run_step(&socket, job_id, options, plugins)
             })
         }
     }
+}
+
+/// The job srun asks for when it is in no allocation. Slurm names it after the command it runs
+/// (`srun hostname` → `hostname`).
+fn allocation_of(options: &StepOptions) -> drover_shared::job::JobSpec {
+    let mut allocation = options.allocation.clone();
+    if allocation.name.is_empty() {
+        allocation.name = job_name_of(&options.command[0]);
+    }
+    allocation
 }
 
 /// The option dump Slurm's srun starts with under `-v`: the options set, one `name : value`
