@@ -141,10 +141,10 @@ fn salloc_and_srun_outside_an_allocation() {
     require_users();
     let cluster = Cluster::start();
     let dir = cluster.workdir(Some("alice"));
-    let srun = cluster.home().join("bin").join("srun");
+    let srun_path = cluster.home().join("bin").join("srun");
     let command = format!(
         "echo job=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST; {} -l -N2 -n2 hostname >/dev/null && echo step-ok",
-        srun.display()
+        srun_path.display()
     );
     let out =
         cluster.run(Some("alice"), &dir, "salloc", &["-N", "2", "-n", "2", "-t", "5", "bash", "-c", &command], None);
@@ -200,7 +200,7 @@ fn salloc_and_srun_outside_an_allocation() {
     assert_eq!(lines, ["0: first 0", "1: task:1:offset:0", "2: task:2:offset:1", "3: task:3:offset:2"]);
 
     // `-m`: cyclic deals the tasks to the nodes in turn, plane=2 in blocks of two, block (the
-    // default) keeps them together; arbitrary is refused with the reason.
+    // default) keeps them together.
     for (how, expected) in [
         ("cyclic", ["0: n1", "1: n2", "2: n1", "3: n2", "4: n1"]),
         ("plane=2", ["0: n1", "1: n1", "2: n2", "3: n2", "4: n1"]),
@@ -213,9 +213,42 @@ fn salloc_and_srun_outside_an_allocation() {
         lines.sort();
         assert_eq!(lines, expected, "-m {how}");
     }
-    let out =
-        cluster.run(Some("alice"), &dir, "srun", &["-N", "2", "-n", "2", "-t", "5", "-m", "arbitrary", "true"], None);
-    assert!(!out.status.success() && text(&out.stderr).contains("arbitrary distributions"), "{}", text(&out.stderr));
+    // Arbitrary: task i on the i-th listed host, from `-w` with `-m arbitrary` or from the file
+    // SLURM_HOSTFILE names (which makes the distribution arbitrary by itself, as in Slurm).
+    let sorted_lines = |out: &std::process::Output| {
+        let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    let node_name = ["-l", "-t", "5", "sh", "-c", "echo $SLURMD_NODENAME"];
+    let args: Vec<&str> = ["-m", "arbitrary", "-w", "n2,n1,n2"].into_iter().chain(node_name).collect();
+    let out = cluster.run(Some("alice"), &dir, "srun", &args, None);
+    assert!(out.status.success(), "-m arbitrary -w: {}", text(&out.stderr));
+    assert_eq!(sorted_lines(&out), ["0: n2", "1: n1", "2: n2"]);
+    std::fs::write(dir.join("hosts"), "n1\n# second and third\nn[2,2]\nn1\n").unwrap();
+    let output = |mut command: std::process::Command| command.output().expect("running srun");
+    let mut srun = cluster.command(Some("alice"), &dir, "srun", &node_name);
+    srun.env("SLURM_HOSTFILE", dir.join("hosts"));
+    let out = output(srun);
+    assert!(out.status.success(), "SLURM_HOSTFILE: {}", text(&out.stderr));
+    assert_eq!(sorted_lines(&out), ["0: n1", "1: n2", "2: n2", "3: n1"]);
+    // `-n` takes the first entries; more tasks than hosts listed, no list, or a host outside
+    // the job are refused with the reason.
+    let mut srun = cluster.command(Some("alice"), &dir, "srun", &["-n", "2", "-l", "-t", "5", "hostname"]);
+    srun.env("SLURM_HOSTFILE", dir.join("hosts"));
+    let out = output(srun);
+    assert!(out.status.success(), "-n 2 with SLURM_HOSTFILE: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), 2, "{}", text(&out.stdout));
+    let mut srun = cluster.command(Some("alice"), &dir, "srun", &["-n", "5", "-t", "5", "true"]);
+    srun.env("SLURM_HOSTFILE", dir.join("hosts"));
+    let out = output(srun);
+    assert!(!out.status.success() && text(&out.stderr).contains("Too few NodeNames"), "{}", text(&out.stderr));
+    let out = cluster.run(Some("alice"), &dir, "srun", &["-n", "2", "-t", "5", "-m", "arbitrary", "true"], None);
+    assert!(!out.status.success() && text(&out.stderr).contains("SLURM_HOSTFILE"), "{}", text(&out.stderr));
+    let inside = format!("{} -m arbitrary -w n2 true; echo rc=$?", srun_path.display());
+    let out = cluster.run(Some("alice"), &dir, "salloc", &["-w", "n1", "-t", "5", "bash", "-c", &inside], None);
+    assert!(text(&out.stdout).contains("rc=1"), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stderr).contains("n2 is not one of the job's nodes"), "{}", text(&out.stderr));
 
     // Back-to-back sruns on an idle cluster start at once: none says it is queued (2–4 of 8 did,
     // announced before the pass that started them).

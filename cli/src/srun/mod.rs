@@ -24,6 +24,7 @@
 //! socket (a compute node: the socket in a job's `DROVER_SOCKET` is on ctld's host) srun, like
 //! every command, reaches ctld through the local noded's token socket.
 
+mod hostfile;
 mod multi_prog;
 pub(crate) mod options;
 mod output;

@@ -39,6 +39,9 @@ pub(crate) struct StepOptions {
     /// `-m/--distribution` (`SLURM_DISTRIBUTION` in the tasks' environment, which ctld lays the
     /// step out by).
     pub(crate) distribution: Option<String>,
+    /// An arbitrary distribution's host of each task, comma-separated (`SLURM_ARBITRARY_NODELIST`
+    /// in the step's environment, which ctld lays the tasks out by).
+    pub(crate) arbitrary_nodelist: Option<String>,
     pub(crate) verbose: bool,
     /// How many `-v`: srun prints its options' dump from one on, as Slurm's does.
     pub(crate) verbosity: u8,
@@ -154,6 +157,10 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     options.wait = low.step_wait.filter(|w| *w > 0);
     options.input = low.input;
     options.quit_on_interrupt = low.quit_on_interrupt.unwrap_or(false);
+    if command == Command::Srun {
+        arbitrary(&mut options)?;
+    }
+    let (step, spec) = (&mut options.step, &mut options.allocation);
     if command == Command::Srun && low.no_allocate == Some(true) {
         // Slurm's `-Z`: the tasks go to the `-w` nodes without a job allocation. Drover
         // asks ctld for an allocation marked `no_allocate` (refused to anyone but root and the
@@ -199,6 +206,51 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
         spec.ntasks_per_node = None;
     }
     Ok(Parsed::Run(Box::new(options)))
+}
+
+/// srun's arbitrary distribution: `-m arbitrary` with `-w`, or `SLURM_HOSTFILE` without `-w`
+/// (which makes the distribution arbitrary, as in Slurm). The list decides the task count (the
+/// first `-n` entries when `-n` is given) and the allocation's nodes.
+fn arbitrary(options: &mut StepOptions) -> anyhow::Result<()> {
+    let asked = options.distribution.as_deref().is_some_and(|d| d.split([':', ',']).next() == Some("arbitrary"));
+    let hostfile = std::env::var("SLURM_HOSTFILE").ok().filter(|f| !f.is_empty());
+    let source = match (&options.allocation.nodelist, hostfile) {
+        (Some(list), _) if asked => list.clone(),
+        (None, Some(file)) => file,
+        (None, None) if asked => bail!("--distribution=arbitrary needs the hosts: -w/--nodelist or SLURM_HOSTFILE"),
+        _ => return Ok(()),
+    };
+    let mut hosts = super::hostfile::task_hosts(&source)?;
+    if let Some(ntasks) = options.step.ntasks {
+        let wanted = usize::try_from(ntasks).unwrap_or(usize::MAX);
+        if wanted > hosts.len() {
+            bail!("Too few NodeNames in the host list for {ntasks} tasks ({} listed)", hosts.len());
+        }
+        hosts.truncate(wanted);
+    }
+    let distinct = super::hostfile::distinct(&hosts);
+    let ntasks = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
+    let nodes = u32::try_from(distinct.len()).unwrap_or(u32::MAX);
+    if !asked {
+        options.distribution = Some("arbitrary".to_owned());
+    }
+    options.arbitrary_nodelist = Some(hosts.join(","));
+    options.step.ntasks = Some(ntasks);
+    options.step.nodes = Some(nodes);
+    // The allocation holds, on every listed host, room for the most tasks any one of them runs
+    // (Drover's allocations are even across nodes; Slurm sizes each node by its own count).
+    let mut per_host: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for host in &hosts {
+        *per_host.entry(host.as_str()).or_default() += 1;
+    }
+    let most = per_host.values().copied().max().unwrap_or(1);
+    let most = u32::try_from(most).unwrap_or(u32::MAX);
+    let spec = &mut options.allocation;
+    spec.ntasks = Some(nodes.saturating_mul(most));
+    spec.ntasks_per_node = Some(most);
+    spec.nodes_min = Some(nodes);
+    spec.nodelist = Some(distinct.join(","));
+    Ok(())
 }
 
 /// The input variables srun and salloc read (Slurm's names), as the options they stand for.
@@ -272,7 +324,8 @@ impl StepOptions {
         let container =
             self.container.iter().map(|bundle| (drover_shared::job::CONTAINER_ENV.to_owned(), bundle.clone()));
         let distribution = self.distribution.iter().map(|d| ("SLURM_DISTRIBUTION".to_owned(), d.clone()));
-        let options = container.chain(distribution);
+        let arbitrary = self.arbitrary_nodelist.iter().map(|l| ("SLURM_ARBITRARY_NODELIST".to_owned(), l.clone()));
+        let options = container.chain(distribution).chain(arbitrary);
         for (name, value) in set.into_iter().chain(self.plugin_env.iter().cloned()).chain(options) {
             env.retain(|(n, _)| *n != name);
             env.push((name, value));

@@ -68,7 +68,13 @@ pub(crate) enum Distribution {
     Cyclic,
     /// Blocks of this many consecutive tasks, dealt to the nodes in turn.
     Plane(u32),
+    /// Task `i` on the `i`-th host of srun's list (`-w` or `SLURM_HOSTFILE`), which srun passes
+    /// in the step's `SLURM_ARBITRARY_NODELIST` ([`arbitrary_hosts`]).
+    Arbitrary,
 }
+
+/// The variable srun names an arbitrary distribution's hosts in, one per task, in task order.
+pub(crate) const ARBITRARY_NODELIST: &str = "SLURM_ARBITRARY_NODELIST";
 
 /// The distribution a step's environment asks for; refused when it is not one Drover lays out.
 pub(crate) fn distribution(environment: &[(String, String)]) -> Result<Distribution, Refusal> {
@@ -80,12 +86,74 @@ pub(crate) fn distribution(environment: &[(String, String)]) -> Result<Distribut
     match first {
         "" | "*" | "block" => Ok(Distribution::Block),
         "cyclic" => Ok(Distribution::Cyclic),
-        "arbitrary" => Err(refused("arbitrary distributions (a task per listed host) are not supported")),
+        "arbitrary" => Ok(Distribution::Arbitrary),
         plane => match plane.strip_prefix("plane=").map(str::parse::<u32>) {
             Some(Ok(size)) if size > 0 => Ok(Distribution::Plane(size)),
-            _ => Err(refused("expected block, cyclic or plane=N")),
+            _ => Err(refused("expected block, cyclic, plane=N or arbitrary")),
         },
     }
+}
+
+/// The host of each task of an arbitrary distribution: the comma-separated names in the step's
+/// [`ARBITRARY_NODELIST`] (a host may repeat). Bounded by the launch's frame size, which the
+/// environment travels in; at most one entry per task the job's nodes may run.
+pub(crate) fn arbitrary_hosts(environment: &[(String, String)], most: usize) -> Result<Vec<String>, Refusal> {
+    let refused = |why: String| Refusal::new(ErrorCode::InvalidSpec, format!("--distribution=arbitrary: {why}"));
+    let Some((_, list)) = environment.iter().rev().find(|(name, _)| name == ARBITRARY_NODELIST) else {
+        return Err(refused("no host list (give -w or SLURM_HOSTFILE)".into()));
+    };
+    let hosts: Vec<String> =
+        list.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).take(most + 1).collect();
+    if hosts.is_empty() {
+        return Err(refused("the host list is empty".into()));
+    }
+    if hosts.len() > most {
+        return Err(refused(format!("more than {most} tasks listed")));
+    }
+    Ok(hosts)
+}
+
+/// An arbitrary distribution's step on the job's nodes (`shares`: name and CPUs, in the job's
+/// order): the step's nodes (those listed, in the job's order) and each one's task ids. The
+/// list decides the task count (`-n`, when given, must match it) and the nodes (`-N` is not
+/// consulted); the CPU and MaxTasksPerNode rules of [`step_counts`] hold as for the others.
+pub(crate) fn arbitrary_layout(
+    spec: &StepSpec,
+    hosts: &[String],
+    shares: &[(String, u32)],
+    max_per_node: u32,
+) -> Result<(u32, u32, Vec<String>, Vec<Vec<u32>>), Refusal> {
+    let ntasks = u32::try_from(hosts.len()).unwrap_or(u32::MAX);
+    if let Some(asked) = spec.ntasks.filter(|n| *n != ntasks) {
+        let detail = format!("-n {asked} with {ntasks} hosts listed for --distribution=arbitrary");
+        return Err(Refusal::new(ErrorCode::BadTaskCount, detail));
+    }
+    if let Some(unknown) = hosts.iter().find(|h| !shares.iter().any(|(node, _)| node == *h)) {
+        let detail = format!("{unknown} is not one of the job's nodes");
+        return Err(Refusal::new(ErrorCode::NodeConfigUnavailable, detail));
+    }
+    let cpus_per_task = spec.cpus_per_task.unwrap_or(1).max(1);
+    let mut by_host: HashMap<&str, Vec<u32>> = HashMap::new();
+    for (task, host) in (0..ntasks).zip(hosts) {
+        by_host.entry(host.as_str()).or_default().push(task);
+    }
+    let mut nodes = Vec::new();
+    let mut tasks = Vec::new();
+    for (node, cpus) in shares {
+        let Some(mine) = by_host.remove(node.as_str()) else { continue };
+        let count = u32::try_from(mine.len()).unwrap_or(u32::MAX);
+        if !spec.overcommit && u64::from(count) * u64::from(cpus_per_task) > u64::from(*cpus) {
+            let detail = format!("{} CPUs wanted on {node}, the job has {cpus} there", count * cpus_per_task);
+            return Err(Refusal::new(ErrorCode::TooManyCpus, detail));
+        }
+        if count > max_per_node {
+            let detail = format!("{count} tasks on one node, at most {max_per_node} allowed (MaxTasksPerNode)");
+            return Err(Refusal::new(ErrorCode::BadTaskCount, detail));
+        }
+        nodes.push(node.clone());
+        tasks.push(mine);
+    }
+    Ok((ntasks, cpus_per_task, nodes, tasks))
 }
 
 /// How many tasks each node runs under `plane=size`: blocks of `size` dealt to the nodes in turn.
@@ -127,6 +195,8 @@ pub(crate) fn step_layout(counts: &[u32], distribution: Distribution) -> Vec<Vec
         Distribution::Block => block_layout(counts),
         Distribution::Cyclic => spread_layout(counts, 1),
         Distribution::Plane(size) => spread_layout(counts, size),
+        // Laid out by `arbitrary_layout`; as block for any other caller.
+        Distribution::Arbitrary => block_layout(counts),
     }
 }
 
@@ -239,7 +309,19 @@ impl Core {
                 return;
             }
         };
-        let (ntasks, cpus_per_task, counts) = match step_counts(&spec, job_tasks, &shares, max_per_node, distribution) {
+        let fit = if distribution == Distribution::Arbitrary {
+            let most = usize::try_from(max_per_node).unwrap_or(usize::MAX).saturating_mul(shares.len());
+            arbitrary_hosts(&spec.environment, most)
+                .and_then(|hosts| arbitrary_layout(&spec, &hosts, &shares, max_per_node))
+                .map(|(ntasks, cpus_per_task, nodes, tasks)| {
+                    let counts = tasks.iter().map(|t| u32::try_from(t.len()).unwrap_or(u32::MAX)).collect();
+                    (ntasks, cpus_per_task, counts, Some((nodes, tasks)))
+                })
+        } else {
+            step_counts(&spec, job_tasks, &shares, max_per_node, distribution)
+                .map(|(ntasks, cpus_per_task, counts)| (ntasks, cpus_per_task, counts, None))
+        };
+        let (ntasks, cpus_per_task, counts, fixed) = match fit {
             Ok(fit) => fit,
             Err(Refusal { code, detail }) => {
                 let _ = reply.send(refuse(code, detail.clone()));
@@ -249,15 +331,23 @@ impl Core {
         };
         // The step's nodes: the job's nodes in order, skipping those whose CPUs the job's running
         // steps hold, so that steps started together spread over the allocation (Slurm's
-        // placement); an `--overlap` step takes the first nodes.
+        // placement); an `--overlap` step takes the first nodes. An arbitrary distribution's
+        // nodes are those its list names, busy or not.
+        let candidates: Vec<(String, u32)> = match &fixed {
+            Some((nodes, _)) => shares.iter().filter(|(node, _)| nodes.contains(node)).cloned().collect(),
+            None => shares,
+        };
         let mut node_names: Vec<String> = Vec::with_capacity(counts.len());
         let mut held = Vec::new();
-        for (node, cpus) in &shares {
+        for (node, cpus) in &candidates {
             let Some(count) = counts.get(node_names.len()) else { break };
             // An overcommitted step holds at most the job's CPUs on the node.
             let wanted = count.saturating_mul(cpus_per_task).min(*cpus);
             if !spec.overlap {
                 if wanted + self.steps.held_on(job_id, node) > *cpus {
+                    if fixed.is_some() {
+                        break;
+                    }
                     continue;
                 }
                 held.push((node.clone(), wanted));
@@ -270,7 +360,10 @@ impl Core {
             let _ = reply.send(refuse(ErrorCode::StepsBusy, detail));
             return;
         }
-        let tasks = step_layout(&counts, distribution);
+        let tasks = match fixed {
+            Some((_, tasks)) => tasks,
+            None => step_layout(&counts, distribution),
+        };
         let Some(job) = self.state.jobs.get(&job_id) else { return };
         let step_id = job
             .info
@@ -513,7 +606,35 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::{Distribution, block_counts, block_layout, distribution, plane_counts, step_counts, step_layout};
+    use super::{
+        ARBITRARY_NODELIST, Distribution, arbitrary_hosts, arbitrary_layout, block_counts, block_layout, distribution,
+        plane_counts, step_counts, step_layout,
+    };
+
+    /// An arbitrary distribution puts task `i` on the `i`-th listed host, nodes in the job's
+    /// order; the list must name the job's nodes, fit their CPUs, and match `-n`.
+    #[test]
+    fn arbitrary_lists_place_each_task() {
+        let shares: Vec<(String, u32)> = ["a", "b", "c"].iter().map(|n| ((*n).to_owned(), 2)).collect();
+        let env = |list: &str| vec![(ARBITRARY_NODELIST.to_owned(), list.to_owned())];
+        let hosts = arbitrary_hosts(&env("c,a,c"), 6).unwrap();
+        let spec = StepSpec::default();
+        let (ntasks, cpus, nodes, tasks) = arbitrary_layout(&spec, &hosts, &shares, 8).unwrap();
+        assert_eq!((ntasks, cpus), (3, 1));
+        assert_eq!(nodes, ["a", "c"]);
+        assert_eq!(tasks, [vec![1], vec![0, 2]]);
+        let code = |list: &str, spec: &StepSpec| {
+            let hosts = arbitrary_hosts(&env(list), 6).map_err(|r| r.code)?;
+            arbitrary_layout(spec, &hosts, &shares, 8).map(|_| ()).map_err(|r| r.code)
+        };
+        use drover_shared::proto::client::ErrorCode;
+        assert_eq!(code("a,z", &spec), Err(ErrorCode::NodeConfigUnavailable));
+        assert_eq!(code("a,a,a", &spec), Err(ErrorCode::TooManyCpus));
+        assert_eq!(code("a,b", &StepSpec { ntasks: Some(3), ..StepSpec::default() }), Err(ErrorCode::BadTaskCount));
+        assert_eq!(code("a,b,c,a,b,c,a", &spec), Err(ErrorCode::InvalidSpec));
+        assert_eq!(code(",,", &spec), Err(ErrorCode::InvalidSpec));
+        assert!(arbitrary_hosts(&[], 6).unwrap_err().detail.contains("SLURM_HOSTFILE"));
+    }
     use drover_shared::job::StepSpec;
     use drover_shared::proto::client::ErrorCode;
 
@@ -523,7 +644,8 @@ mod tests {
         assert_eq!(distribution(&[]).unwrap(), Distribution::Block);
         assert_eq!(distribution(&env("cyclic:block,Pack")).unwrap(), Distribution::Cyclic);
         assert_eq!(distribution(&env("plane=2")).unwrap(), Distribution::Plane(2));
-        assert!(distribution(&env("arbitrary")).unwrap_err().detail.contains("not supported"));
+        assert_eq!(distribution(&env("arbitrary")).unwrap(), Distribution::Arbitrary);
+        assert!(distribution(&env("diagonal")).unwrap_err().detail.contains("arbitrary"));
         assert!(distribution(&env("plane=0")).is_err() && distribution(&env("diagonal")).is_err());
         let counts = block_counts(5, 2, None);
         assert_eq!(step_layout(&counts, Distribution::Cyclic), [vec![0, 2, 4], vec![1, 3]]);
