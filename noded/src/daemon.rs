@@ -53,6 +53,8 @@ pub struct NodeSettings {
     pub scripts: JobScripts,
     /// The health check and the time between two runs.
     pub health_check: Option<(PathBuf, Duration)>,
+    /// The node config's `reboot_program` (program and arguments), run for `scontrol reboot`.
+    pub reboot_program: Option<Vec<String>>,
     /// Where a configless node fetches its config again (`--conf-server`); `None` when it reads a
     /// file of its own.
     pub conf: Option<crate::configless::ConfServer>,
@@ -198,6 +200,28 @@ fn refresh_config(settings: &NodeSettings) {
     });
 }
 
+/// `scontrol reboot`: runs the node config's `reboot_program` as root, off the runtime, and
+/// logs how it ended (a real reboot ends this daemon first; it registers anew once the machine is
+/// back, which completes the reboot on ctld's side). Nothing of the request reaches the program.
+fn reboot(settings: &NodeSettings) {
+    let Some((program, args)) = settings.reboot_program.clone().and_then(|argv| {
+        let (program, args) = argv.split_first()?;
+        Some((program.clone(), args.to_vec()))
+    }) else {
+        tracing::error!("reboot asked, but this node's config names no reboot_program");
+        return;
+    };
+    tracing::info!(program, ?args, "node reboot request being processed");
+    tokio::task::spawn_blocking(move || {
+        let status = std::process::Command::new(&program).args(&args).stdin(std::process::Stdio::null()).status();
+        match status {
+            Ok(status) if status.success() => tracing::info!(program, "reboot program finished"),
+            Ok(status) => tracing::error!(program, %status, "reboot program failed"),
+            Err(error) => tracing::error!(program, error = %error, "cannot run the reboot program"),
+        }
+    });
+}
+
 /// The replicas' addresses in the config file `from`, where it lists replicas and loads, else
 /// `given`.
 fn controller_addresses(from: Option<&std::path::Path>, given: &str) -> String {
@@ -325,6 +349,7 @@ async fn handle(
 ) -> anyhow::Result<()> {
     match message {
         CtldMessage::Reconfigured => refresh_config(settings),
+        CtldMessage::Reboot => reboot(settings),
         // Answers a config request only, which a node link does not make.
         CtldMessage::Config { .. } => {}
         CtldMessage::Registered { kill } => {

@@ -225,6 +225,7 @@ fn main() -> anyhow::Result<()> {
             .health_check_program
             .clone()
             .map(|program| (program, Duration::from_secs(u64::from(node.health_check_interval)))),
+        reboot_program: node.reboot_program.clone(),
     };
     tracing::info!(node = name, controller = settings.controller, "drover-noded starting");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

@@ -135,6 +135,10 @@ pub mod raw {
         /// Seconds between SIGTERM and SIGKILL when a job is cancelled or times out.
         #[serde(default = "default_kill_wait")]
         pub kill_wait: u32,
+        /// Slurm's `ResumeTimeout`: seconds a node may take to come back from `scontrol
+        /// reboot` before it is set `DOWN` (default 60).
+        #[serde(default = "default_resume_timeout")]
+        pub resume_timeout: u32,
         /// Seconds an ended job stays visible to `squeue`/`scontrol` before only `sacct` has it.
         #[serde(default = "default_min_job_age")]
         pub min_job_age: u32,
@@ -195,6 +199,9 @@ pub mod raw {
     fn default_node_timeout() -> u32 {
         30
     }
+    fn default_resume_timeout() -> u32 {
+        60
+    }
     fn default_kill_wait() -> u32 {
         30
     }
@@ -240,6 +247,9 @@ pub mod raw {
         pub health_check_program: Option<String>,
         /// Slurm's `HealthCheckInterval`, seconds (default 300).
         pub health_check_interval: Option<u32>,
+        /// Slurm's `RebootProgram`: what noded runs, as root, for `scontrol reboot` (a path,
+        /// then arguments separated by blanks; no shell).
+        pub reboot_program: Option<String>,
     }
 
     #[derive(Debug, Deserialize)]
@@ -369,6 +379,9 @@ pub struct NodeConfig {
     pub health_check_program: Option<PathBuf>,
     /// Seconds between health checks.
     pub health_check_interval: u32,
+    /// Slurm's `RebootProgram`: the program (its path resolved like the prolog's) and its
+    /// arguments; `None`: `scontrol reboot` is refused for this node.
+    pub reboot_program: Option<Vec<String>>,
 }
 
 /// One configured partition, with its nodes resolved.
@@ -608,6 +621,8 @@ pub struct Config {
     pub key_file: PathBuf,
     pub node_timeout: u32,
     pub kill_wait: u32,
+    /// `[controller] resume_timeout`: seconds a rebooting node may take to register again.
+    pub resume_timeout: u32,
     pub min_job_age: u32,
     /// `[controller] preempt_exempt_time`: seconds a run is safe from reclaim after it starts.
     pub preempt_exempt_time: u32,

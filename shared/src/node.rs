@@ -73,6 +73,18 @@ pub struct NodeInfo {
     pub noded_start_time: Option<UnixTime>,
     pub last_busy_time: Option<UnixTime>,
     pub version: String,
+    /// `scontrol reboot`: asked (`REBOOT_REQUESTED`, `@`) or sent to the node
+    /// (`REBOOT_ISSUED`, `^`).
+    pub reboot: Option<RebootState>,
+}
+
+/// Where a node's `scontrol reboot` stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RebootState {
+    /// Waiting for the node's jobs to end.
+    Requested,
+    /// The node was told to run its reboot program; it has not registered since.
+    Issued,
 }
 
 /// What `sinfo` and `scontrol show partition` know about one partition.

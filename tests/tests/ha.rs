@@ -386,17 +386,45 @@ fn killing_the_leader_loses_no_acknowledged_job() {
     assert!(acked.len() > rounds * 3, "too few submissions were acknowledged: {}", acked.len());
     // Every acknowledged job ends, each exactly once in the accounting.
     let list = unique.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let waited = Instant::now();
+    // What the last look found not ended (or not there at all), for the failure message.
+    let unended = Mutex::new(String::new());
+    // Hundreds of jobs drain through the two nodes' eight CPUs at the machine's pace (over two
+    // minutes on a loaded two-core one): the wait fails when no further job has ended for
+    // STALL, not after a fixed time, so a lost or stuck job still fails it.
+    const STALL: Duration = Duration::from_secs(90);
+    let mut progress = (0, Instant::now());
     let states = poll(
-        "every acknowledged job to end",
-        Duration::from_secs(180),
-        || cluster.logs(),
+        "every acknowledged job to end (no job ended for 90 s)",
+        Duration::from_secs(1800),
+        || format!("{}\n{}", unended.lock().unwrap(), cluster.logs()),
         || {
             let out = cluster.command("sacct", &["-X", "-n", "-P", "-o", "JobID,State", "-j", &list]);
             let rows = text(&out.stdout);
             let ended = rows.lines().filter(|l| !l.ends_with("|PENDING") && !l.ends_with("|RUNNING")).count();
+            let listed: BTreeSet<u32> = rows.lines().filter_map(|l| l.split('|').next()?.parse().ok()).collect();
+            let missing: Vec<&u32> = unique.difference(&listed).collect();
+            let open: Vec<&str> = rows.lines().filter(|l| l.ends_with("|PENDING") || l.ends_with("|RUNNING")).collect();
+            *unended.lock().unwrap() = format!(
+                "sacct exit {:?}; not in sacct: {missing:?}; not ended: {open:?}; stderr: {}\nsqueue:\n{}",
+                out.status.code(),
+                text(&out.stderr),
+                text(&cluster.command("squeue", &["-a", "-o", "%i %T %r %N"]).stdout)
+            );
+            if ended > progress.0 {
+                progress = (ended, Instant::now());
+            }
+            assert!(
+                progress.1.elapsed() < STALL,
+                "no acknowledged job ended for {STALL:?}; {ended} of {} ended\n{}\n{}",
+                unique.len(),
+                unended.lock().unwrap(),
+                cluster.logs()
+            );
             (out.status.success() && ended >= unique.len()).then_some(rows)
         },
     );
+    eprintln!("every acknowledged job ended {:?} after the last round", waited.elapsed());
     let mut seen: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for line in states.lines() {
         let (id, state) = line.split_once('|').unwrap();

@@ -318,6 +318,7 @@ pub(crate) fn nodes() -> Vec<NodeInfo> {
             noded_start_time: Some(at(-163)),
             last_busy_time: Some(at(28)),
             version: "22.05.8".into(),
+            reboot: None,
         })
         .collect()
 }

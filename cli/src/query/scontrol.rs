@@ -44,10 +44,14 @@ const USAGE: &str = "Usage: scontrol [<OPTION>] [<COMMAND>]
                               hold, release or requeue jobs
      update JobId=<ids> <Key=Value>...
                               change jobs
-     update NodeName=<hostlist> State=DRAIN|DOWN|RESUME|IDLE|UNDRAIN [Reason=<text>]
-                              change nodes (operators, admins)
+     update NodeName=<hostlist> State=<state> [Reason=<text>]
+                              change nodes (operators, admins); <state> is DRAIN, DOWN,
+                              RESUME, IDLE, UNDRAIN or CANCEL_REBOOT
      listpids [<job_id>[.<step_id>]] [<NodeName>]
                               the processes of running jobs on this node (or NodeName)
+     reboot [ASAP] [nextstate=RESUME|DOWN] [reason=<text>] ALL|<NodeList>
+                              reboot nodes once they run no job (operators, admins)
+     cancel_reboot <NodeList> forget a reboot not yet under way (operators, admins)
      reconfigure              re-read the controller's config file (admins)
      version                  print the Slurm release Drover answers to";
 
@@ -206,6 +210,11 @@ fn node_state(node: &NodeInfo) -> String {
     }
     if node.not_responding {
         state.push_str("+NOT_RESPONDING");
+    }
+    match node.reboot {
+        Some(drover_shared::node::RebootState::Issued) => state.push_str("+REBOOT_ISSUED"),
+        Some(drover_shared::node::RebootState::Requested) => state.push_str("+REBOOT_REQUESTED"),
+        None => {}
     }
     state
 }
@@ -442,6 +451,12 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     }
     if names(command, "reconfigure", 7) {
         return super::scontrol_admin::reconfigure();
+    }
+    if names(command, "reboot_nodes", 3) {
+        return super::scontrol_admin::reboot(&words[1..]);
+    }
+    if names(command, "cancel_reboot", 3) {
+        return super::scontrol_admin::cancel_reboot(&words[1..]);
     }
     if names(command, "listpids", 5) {
         return super::listpids::run(&words[1..]);

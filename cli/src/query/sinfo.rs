@@ -12,7 +12,7 @@ use clap::{ArgAction, Parser};
 use drover_shared::UnixTime;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
-use drover_shared::node::{NodeInfo, NodeState, PartitionInfo};
+use drover_shared::node::{NodeInfo, NodeState, PartitionInfo, RebootState};
 use drover_shared::proto::client::{NodeReason, Request, Response};
 use std::ffi::OsString;
 
@@ -244,24 +244,52 @@ fn partition_label(partition: &PartitionInfo) -> String {
     if partition.default { format!("{}*", partition.name) } else { partition.name.clone() }
 }
 
-/// Compact state as sinfo prints it: lower case, `drain`/`drng` for drained nodes, `*` when not
-/// responding.
+/// Compact state as sinfo prints it: lower case, `drain`/`drng` for drained nodes, `boot` for an
+/// idle node whose reboot waits, `@` after a busy or drained node's requested reboot and `^`
+/// after an issued one, `*` when not responding.
 fn state_compact(node: &NodeInfo) -> String {
+    let busy = node.cpus_alloc > 0;
+    let mark = reboot_mark(node);
     let base = match (node.state, node.drain) {
-        (NodeState::Down, _) | (_, false) => node.state.compact_name(),
-        (_, true) if node.cpus_alloc > 0 => "drng",
+        // A node rebooting is DOWN until it registers; its state names the reboot.
+        (NodeState::Down, _) if node.reboot != Some(RebootState::Issued) => "down",
+        (_, true) if busy => "drng",
         (_, true) => "drain",
+        _ if mark.is_some() && !matches!(node.state, NodeState::Allocated | NodeState::Mixed) => "boot",
+        _ => node.state.compact_name(),
     };
-    if node.not_responding { format!("{base}*") } else { base.to_owned() }
+    let mark = if base == "boot" && mark == Some('@') { None } else { mark };
+    finish_state(base.to_owned(), mark, node)
 }
 
 fn state_long(node: &NodeInfo) -> String {
+    let busy = node.cpus_alloc > 0;
+    let mark = reboot_mark(node);
     let base = match (node.state, node.drain) {
-        (NodeState::Down, _) | (_, false) => node.state.long_name().to_ascii_lowercase(),
-        (_, true) if node.cpus_alloc > 0 => "draining".into(),
+        (NodeState::Down, _) if node.reboot != Some(RebootState::Issued) => "down".into(),
+        (_, true) if busy => "draining".into(),
         (_, true) => "drained".into(),
+        _ if mark.is_some() && !matches!(node.state, NodeState::Allocated | NodeState::Mixed) => "reboot".into(),
+        _ => node.state.long_name().to_ascii_lowercase(),
     };
-    if node.not_responding { format!("{base}*") } else { base }
+    let mark = if base == "reboot" && mark == Some('@') { None } else { mark };
+    finish_state(base, mark, node)
+}
+
+/// `@` for a requested reboot, `^` for an issued one.
+fn reboot_mark(node: &NodeInfo) -> Option<char> {
+    node.reboot.map(|r| match r {
+        RebootState::Requested => '@',
+        RebootState::Issued => '^',
+    })
+}
+
+fn finish_state(mut state: String, mark: Option<char>, node: &NodeInfo) -> String {
+    state.extend(mark);
+    if node.not_responding {
+        state.push('*');
+    }
+    state
 }
 
 /// Whether a node counts as "other" (neither allocated nor idle) in the `A/I/O/T` counters.
@@ -490,9 +518,9 @@ pub(crate) fn render(
 }
 
 /// Whether `node` is in one of the `-t` states (compact or long names, `drain` for any drained
-/// node, `resp`/`no_resp`/`no_respond`, `all` for every node). The states Slurm 22.05 accepts
-/// that no Drover node is ever in (cloud, future, power saving, reboot, reservations) match
-/// none.
+/// node, `resp`/`no_resp`/`no_respond`, `reboot_requested`/`reboot_issued`, `all` for every
+/// node). The states Slurm 22.05 accepts that no Drover node is ever in (cloud, future, power
+/// saving, reservations) match none.
 fn node_in_states(node: &NodeInfo, states: &[String]) -> bool {
     states.iter().any(|wanted| {
         let wanted = wanted.to_ascii_lowercase();
@@ -501,11 +529,14 @@ fn node_in_states(node: &NodeInfo, states: &[String]) -> bool {
         }
         let compact = state_compact(node);
         let long = state_long(node);
-        compact.trim_end_matches('*') == wanted
-            || long.trim_end_matches('*') == wanted
+        let bare = |state: &str| state.trim_end_matches(['*', '@', '^']).to_owned();
+        bare(&compact) == wanted
+            || bare(&long) == wanted
             || node.state.compact_name() == wanted
             || node.state.long_name().eq_ignore_ascii_case(&wanted)
             || (wanted == "drain" && node.drain)
+            || (wanted == "reboot_requested" && node.reboot == Some(RebootState::Requested))
+            || (wanted == "reboot_issued" && node.reboot == Some(RebootState::Issued))
             || (wanted == "resp" && !node.not_responding)
             || ((wanted == "no_resp" || wanted == "no_respond") && node.not_responding)
     })
@@ -755,6 +786,39 @@ mod tests {
         assert_eq!(nodes.iter().filter(|n| node_in_states(n, &responding)).count(), 1);
         let future = ["future".to_owned()];
         assert!(!nodes.iter().any(|n| node_in_states(n, &future)));
+    }
+
+    /// A reboot shows in the state names as Slurm 22.05 prints them, and `-t reboot_requested`
+    /// / `-t reboot_issued` pick those nodes.
+    #[test]
+    fn reboot_states_are_named_as_slurm_names_them() {
+        let mut node = scenario::nodes()[0].clone();
+        node.state = NodeState::Idle;
+        node.cpus_alloc = 0;
+        node.drain = false;
+        node.not_responding = false;
+        let names = |node: &NodeInfo| (state_compact(node), state_long(node));
+        node.reboot = Some(RebootState::Requested);
+        assert_eq!(names(&node), ("boot".into(), "reboot".into()));
+        assert!(node_in_states(&node, &["reboot_requested".to_owned()]));
+        assert!(!node_in_states(&node, &["reboot_issued".to_owned()]));
+        node.drain = true;
+        assert_eq!(names(&node), ("drain@".into(), "drained@".into()));
+        node.cpus_alloc = 4;
+        node.state = NodeState::Mixed;
+        assert_eq!(names(&node), ("drng@".into(), "draining@".into()));
+        node.drain = false;
+        assert_eq!(names(&node), ("mix@".into(), "mixed@".into()));
+        node.cpus_alloc = 0;
+        node.state = NodeState::Down;
+        node.reboot = Some(RebootState::Issued);
+        assert_eq!(names(&node), ("boot^".into(), "reboot^".into()));
+        assert!(node_in_states(&node, &["reboot_issued".to_owned()]));
+        node.drain = true;
+        node.not_responding = true;
+        assert_eq!(names(&node), ("drain^*".into(), "drained^*".into()));
+        node.reboot = None;
+        assert_eq!(names(&node), ("down*".into(), "down*".into()), "DOWN outranks a drain");
     }
 
     #[test]

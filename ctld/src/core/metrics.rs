@@ -281,6 +281,8 @@ pub(crate) fn request_name(request: &drover_shared::proto::client::Request) -> &
         R::Submit(_) | R::SubmitOnce { .. } => "submit",
         R::Diag => "diag",
         R::StatJob { .. } => "stat_job",
+        R::RebootNodes(_) => "reboot_nodes",
+        R::CancelReboot { .. } => "cancel_reboot",
         R::QueryJobs(_) | R::QueryJobFields { .. } | R::QueryJobLines { .. } => "query_jobs",
         R::QueryAccounting(_) => "query_accounting",
         R::Cancel(_) => "cancel",

@@ -31,6 +31,7 @@ mod commits;
 mod jobs;
 mod nodes;
 mod publishing;
+mod reboot;
 mod scheduling;
 mod stat;
 mod stat_gather;
@@ -376,6 +377,14 @@ impl Core {
             }
             Request::CancelStep { job_id, step_id, signal } => self.cancel_step(caller, job_id, step_id, signal),
             Request::UpdateNode(update) => self.update_node(caller, &update),
+            Request::RebootNodes(request) => {
+                let response = self.reboot_nodes(caller, &request);
+                return self.answer_after_commit(reply, response);
+            }
+            Request::CancelReboot { nodes } => {
+                let response = self.cancel_reboot(caller, &nodes);
+                return self.answer_after_commit(reply, response);
+            }
             Request::QueryNodeReasons => self.node_reasons(),
             Request::Reconfigure => self.reconfigure(caller),
             Request::TestOnly(spec) => {
@@ -455,6 +464,7 @@ impl Core {
             }
         }
         self.lost_jobs();
+        self.advance_reboots(now);
         self.state.purge(now);
         // What the clock brings to pending jobs: deadlines to check, and begin times that arrived
         // (they need a pass even without other events). Both from the job table's indexes.

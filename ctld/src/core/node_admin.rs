@@ -106,6 +106,8 @@ impl Core {
                     node.incident = incident.clone();
                 }
                 NodeStateChange::Resume => {
+                    // As in Slurm, a resume also drops a reboot asked or under way.
+                    node.reboot = None;
                     node.drain_reason = None;
                     node.down_reason = None;
                     node.reason_set = None;
@@ -170,6 +172,7 @@ impl Core {
         let Some(node) = self.state.node_index().get(name).map(|&i| &self.state.nodes()[i]) else { return };
         let (uid, time) = node.reason_set.unwrap_or((0, now()));
         let incident = node.incident.clone();
+        let reboot = node.reboot.as_ref().map(super::reboot::encode);
         self.store(DbOp::SaveNodeState(StoredNodeState {
             name: name.to_owned(),
             drain_reason: node.drain_reason.clone(),
@@ -179,11 +182,13 @@ impl Core {
             owner: incident.as_ref().map_or_else(|| SYSTEM_OWNER.to_owned(), |i| i.owner.clone()),
             ticket: incident.as_ref().and_then(|i| i.ticket.clone()),
             evidence: incident.map(|i| i.evidence).unwrap_or_default(),
+            reboot: None,
         }));
+        self.store(DbOp::SaveNodeReboot { name: name.to_owned(), reboot });
     }
 
     /// Stores an entry of a node's history.
-    fn record_node_event(&mut self, event: NodeEvent) {
+    pub(super) fn record_node_event(&mut self, event: NodeEvent) {
         self.store(DbOp::NodeEvent(Box::new(event)));
     }
 
@@ -348,6 +353,7 @@ pub(crate) fn restore_node_states(state: &mut State, stored: Vec<StoredNodeState
             node.down_reason = row.down_reason;
             node.reason_set = Some((row.uid, row.time));
             node.incident = Some(Incident { owner: row.owner, ticket: row.ticket, evidence: row.evidence });
+            node.reboot = row.reboot.as_deref().and_then(super::reboot::decode);
         }
     }
 }

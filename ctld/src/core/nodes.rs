@@ -66,6 +66,7 @@ impl Core {
         node.boot_time = Some(registration.boot_time);
         node.start_time = Some(registration.start_time);
         node.version = registration.version.clone();
+        let start_time = registration.start_time;
         tracing::info!(node = name, cpus = node.cpus, gpus = node.gpus.len(), held = ?registration.running, was_down, "node registered");
         self.audit(0, "node-register", None, format!("node {name}"));
         // Runs the node holds that ctld no longer runs there (ended, requeued, earlier runs) must die.
@@ -83,6 +84,7 @@ impl Core {
         if let Some(node) = self.state.node_mut(&name) {
             node.held_report = Some((now, registration.running));
         }
+        self.reboot_done(&name, start_time);
         self.schedule_needed = true;
     }
 

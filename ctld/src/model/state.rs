@@ -90,6 +90,24 @@ pub(crate) struct Node {
     /// The runs the node said it holds in its last registration or heartbeat, and when, until
     /// the next tick compares them with the jobs ctld runs there.
     pub(crate) held_report: Option<(UnixTime, Vec<drover_shared::proto::node::JobRun>)>,
+    /// `scontrol reboot`, until the node registers again (`core/reboot.rs`).
+    pub(crate) reboot: Option<Reboot>,
+}
+
+/// A node's pending `scontrol reboot`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reboot {
+    /// `ASAP`: the node was drained so that it empties.
+    pub(crate) asap: bool,
+    /// `nextstate=DOWN`: the node comes back `DOWN`.
+    pub(crate) next_down: bool,
+    /// The drain was the reboot's own (`ASAP` on a node not drained before): lifted when the
+    /// node comes back or the reboot is cancelled.
+    pub(crate) drained: bool,
+    /// `reason=`, or Slurm's default.
+    pub(crate) reason: String,
+    /// When ctld told the node to run its reboot program.
+    pub(crate) issued: Option<UnixTime>,
 }
 
 impl Node {
@@ -117,17 +135,22 @@ impl Node {
             incident: None,
             recent_failures: Default::default(),
             held_report: None,
+            reboot: None,
         }
     }
 
     /// Whether the scheduler may place new work here.
     pub(crate) fn usable(&self) -> bool {
-        self.responding && self.connection.is_some() && self.drain_reason.is_none() && self.down_reason.is_none()
+        self.responding
+            && self.connection.is_some()
+            && self.drain_reason.is_none()
+            && self.down_reason.is_none()
+            && self.reboot.as_ref().is_none_or(|r| r.issued.is_none())
     }
 
-    /// The node's state as Slurm names it.
+    /// The node's state as Slurm names it (a node told to reboot is `DOWN` until it is back).
     pub(crate) fn state(&self) -> NodeState {
-        if self.down_reason.is_some() {
+        if self.down_reason.is_some() || self.reboot.as_ref().is_some_and(|r| r.issued.is_some()) {
             NodeState::Down
         } else if !self.registered_once {
             NodeState::Unknown
@@ -148,7 +171,11 @@ impl Node {
             state: self.state(),
             not_responding: !self.registered_once || !self.responding,
             drain: self.drain_reason.is_some(),
-            reason: self.down_reason.clone().or_else(|| self.drain_reason.clone()),
+            reason: self
+                .down_reason
+                .clone()
+                .or_else(|| self.drain_reason.clone())
+                .or_else(|| self.reboot.as_ref().map(|r| r.reason.clone())),
             cpus: self.cpus,
             cpus_alloc: self.cpus_alloc,
             real_memory_mb: self.real_memory_mb,
@@ -161,6 +188,10 @@ impl Node {
             noded_start_time: self.start_time,
             last_busy_time: self.last_busy_time,
             version: self.version.clone(),
+            reboot: self.reboot.as_ref().map(|r| match r.issued {
+                Some(_) => drover_shared::node::RebootState::Issued,
+                None => drover_shared::node::RebootState::Requested,
+            }),
         }
     }
 

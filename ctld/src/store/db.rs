@@ -90,6 +90,19 @@ pub(crate) struct StoredNodeState {
     pub(crate) owner: String,
     pub(crate) ticket: Option<String>,
     pub(crate) evidence: String,
+    /// A pending `scontrol reboot` (`core::reboot::encode`): read from the table, written by
+    /// [`DbOp::SaveNodeReboot`] (not part of this record's log encoding, which predates it).
+    #[serde(skip)]
+    pub(crate) reboot: Option<String>,
+}
+
+/// Deletes node `name`'s row when it holds no flag: a node back in service has none.
+fn delete_empty_node_state(tx: &rusqlite::Transaction<'_>, name: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "DELETE FROM node_state WHERE name = ?1 AND drain_reason IS NULL AND down_reason IS NULL AND reboot IS NULL",
+        params![name],
+    )?;
+    Ok(())
 }
 
 /// Loads every stored node flag.
@@ -97,7 +110,7 @@ pub(crate) fn load_node_states(conn: &Connection, path: &Path) -> Result<Vec<Sto
     let err = |source| DbError::Sqlite { path: path.to_owned(), source };
     let mut stmt = conn
         .prepare(
-            "SELECT name, drain_reason, down_reason, uid, time, owner, ticket, evidence FROM node_state ORDER BY name",
+            "SELECT name, drain_reason, down_reason, uid, time, owner, ticket, evidence, reboot FROM node_state ORDER BY name",
         )
         .map_err(err)?;
     let rows = stmt
@@ -111,6 +124,7 @@ pub(crate) fn load_node_states(conn: &Connection, path: &Path) -> Result<Vec<Sto
                 owner: r.get(5)?,
                 ticket: r.get(6)?,
                 evidence: r.get(7)?,
+                reboot: r.get(8)?,
             })
         })
         .map_err(err)?;
@@ -423,6 +437,9 @@ pub(crate) enum DbOp {
     /// An account, user or QOS as a sacctmgr change left it ([`StoredEntity`]); replaces the
     /// stored one.
     AcctEntity(StoredEntity),
+    /// A node's pending `scontrol reboot` (`core::reboot::encode`), or none: kept in the
+    /// node's row beside its drain and down flags (a row with none of the three is deleted).
+    SaveNodeReboot { name: String, reboot: Option<String> },
 }
 
 /// What the core hands the writer: a change to store, or something to do once every change
@@ -675,27 +692,33 @@ pub(crate) fn write_ops(tx: &rusqlite::Transaction<'_>, batch: Vec<DbOp>) -> rus
                     )?;
                 }
                 DbOp::SaveNodeState(node) => {
-                    if node.drain_reason.is_none() && node.down_reason.is_none() {
-                        tx.execute("DELETE FROM node_state WHERE name = ?1", params![node.name])?;
-                    } else {
-                        tx.execute(
-                            "INSERT INTO node_state (name, drain_reason, down_reason, uid, time, owner, ticket, evidence)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                             ON CONFLICT (name) DO UPDATE SET drain_reason = excluded.drain_reason,
-                             down_reason = excluded.down_reason, uid = excluded.uid, time = excluded.time,
-                             owner = excluded.owner, ticket = excluded.ticket, evidence = excluded.evidence",
-                            params![
-                                node.name,
-                                node.drain_reason,
-                                node.down_reason,
-                                node.uid,
-                                node.time,
-                                node.owner,
-                                node.ticket,
-                                node.evidence
-                            ],
-                        )?;
-                    }
+                    // The reboot column is SaveNodeReboot's; this keeps it as it is.
+                    tx.execute(
+                        "INSERT INTO node_state (name, drain_reason, down_reason, uid, time, owner, ticket, evidence)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                         ON CONFLICT (name) DO UPDATE SET drain_reason = excluded.drain_reason,
+                         down_reason = excluded.down_reason, uid = excluded.uid, time = excluded.time,
+                         owner = excluded.owner, ticket = excluded.ticket, evidence = excluded.evidence",
+                        params![
+                            node.name,
+                            node.drain_reason,
+                            node.down_reason,
+                            node.uid,
+                            node.time,
+                            node.owner,
+                            node.ticket,
+                            node.evidence
+                        ],
+                    )?;
+                    delete_empty_node_state(tx, &node.name)?;
+                }
+                DbOp::SaveNodeReboot { name, reboot } => {
+                    tx.execute(
+                        "INSERT INTO node_state (name, uid, time, owner, evidence, reboot) VALUES (?1, 0, 0, '', '', ?2)
+                         ON CONFLICT (name) DO UPDATE SET reboot = excluded.reboot",
+                        params![name, reboot],
+                    )?;
+                    delete_empty_node_state(tx, &name)?;
                 }
                 DbOp::SubmitKey { uid, key, job_id, time } => {
                     tx.prepare_cached("DELETE FROM submit_keys WHERE time < ?1")?

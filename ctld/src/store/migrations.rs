@@ -86,6 +86,10 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 uid INTEGER NOT NULL, time INTEGER NOT NULL, PRIMARY KEY (kind, name))",
         )],
     },
+    Migration {
+        name: "a node's pending scontrol reboot is kept with its flags",
+        steps: &[Step::Sql("ALTER TABLE node_state ADD COLUMN reboot TEXT")],
+    },
 ];
 
 /// Migration 1. `jobs.state` holds [`drover_shared::job::JobState::code`]; codes below 3 are the

@@ -66,7 +66,7 @@ fn base_loads() {
 fn errors_have_place_and_key() {
     assert_eq!(
         check(&BASE.replace("cpus = 2", "cpus = 2\ncpu = 3")),
-        "/etc/drover/cluster.toml:9:1: nodes[0].cpu: unknown field `cpu`, expected one of `names`, `cpus`, `real_memory`, `gpus`, `features`, `gpu_files`, `job_pids_max`, `prolog`, `epilog`, `prolog_epilog_timeout`, `health_check_program`, `health_check_interval`"
+        "/etc/drover/cluster.toml:9:1: nodes[0].cpu: unknown field `cpu`, expected one of `names`, `cpus`, `real_memory`, `gpus`, `features`, `gpu_files`, `job_pids_max`, `prolog`, `epilog`, `prolog_epilog_timeout`, `health_check_program`, `health_check_interval`, `reboot_program`"
     );
     assert_eq!(
         check(&BASE.replace("cpus = 2", "cpus = \"two\"")),

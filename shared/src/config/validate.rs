@@ -234,6 +234,7 @@ impl Validator<'_> {
             plugstack: self.relative(file.plugstack.as_deref().unwrap_or("plugstack.conf")),
             token_socket: self.relative(file.token_socket.as_deref().unwrap_or(DEFAULT_TOKEN_SOCKET)),
             node_timeout: file.controller.node_timeout.max(1),
+            resume_timeout: file.controller.resume_timeout.max(1),
             kill_wait: file.controller.kill_wait,
             min_job_age: file.controller.min_job_age,
             preempt_exempt_time: file.controller.preempt_exempt_time,
@@ -327,6 +328,11 @@ impl Validator<'_> {
                     prolog_epilog_timeout: set.prolog_epilog_timeout.unwrap_or(60),
                     health_check_program: set.health_check_program.as_deref().map(|path| self.relative(path)),
                     health_check_interval: set.health_check_interval.unwrap_or(300).max(1),
+                    reboot_program: set.reboot_program.as_deref().and_then(|line| {
+                        let mut words = line.split_whitespace().map(str::to_owned);
+                        let program = self.relative(&words.next()?).to_string_lossy().into_owned();
+                        Some(std::iter::once(program).chain(words).collect())
+                    }),
                 });
             }
         }

@@ -128,6 +128,24 @@ pub enum Request {
     /// that is not in ctld's memory) is `InvalidJobId`, another user's job that is visible is
     /// `AccessDenied` (only operators and admins read other users' steps).
     StatJob { job_id: JobId },
+    /// `scontrol reboot` (operators and admins): the nodes run their `reboot_program` once
+    /// idle; answered with [`Response::Done`].
+    RebootNodes(Box<RebootRequest>),
+    /// `scontrol cancel_reboot NODELIST` (operators and admins): a reboot not yet issued is
+    /// forgotten; answered with [`Response::Done`].
+    CancelReboot { nodes: String },
+}
+
+/// `scontrol reboot [ASAP] [nextstate=RESUME|DOWN] [reason=…] ALL|NODELIST`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebootRequest {
+    /// A hostlist expression, or `ALL`.
+    pub nodes: String,
+    /// Drain the nodes now (no new jobs), so that they reboot as soon as their jobs end.
+    pub asap: bool,
+    /// `nextstate=DOWN`: the nodes come back `DOWN` instead of in service.
+    pub next_down: bool,
+    pub reason: Option<String>,
 }
 
 /// The length of [`Request::SubmitOnce`]'s key.
@@ -547,6 +565,10 @@ pub enum ErrorCode {
     BadTaskCount,
     /// `scancel --signal` of a job that is not running (yet): scancel tries again.
     TransitionState,
+    /// `scontrol cancel_reboot` of a node already told to reboot.
+    RebootInProgress,
+    /// `scontrol reboot` of a node whose config names no `reboot_program`.
+    RebootProgramUndefined,
 }
 
 impl ErrorCode {
@@ -585,6 +607,8 @@ impl ErrorCode {
             ErrorCode::TooManyCpus => "More processors requested than permitted",
             ErrorCode::BadTaskCount => "Task count specification invalid",
             ErrorCode::TransitionState => "Job can not be altered now, try again later",
+            ErrorCode::RebootInProgress => "Reboot already in progress",
+            ErrorCode::RebootProgramUndefined => "RebootProgram isn't defined",
         }
     }
 }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"DRVR";
 
 /// The protocol version this build speaks; ctld also accepts the previous one.
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// Every refusal of a connection for want of room (too many from one user, or from everyone) says
 /// this in its [`HelloReply::Reject`] message: such a refusal passes, so clients try again a few
@@ -82,8 +82,8 @@ pub struct NodeProof {
 /// arrays, scheduling and isolation fields were appended), 2 (node messages without run
 /// numbers), 3 (node updates without an incident owner and ticket, job records without
 /// their billing TRES or template), 4 (cancel requests without `full`, job specs without
-/// `overcommit` and `no_allocate`) and 5 (step specs and step launches without
-/// `preserve_env`) were never released, so only the current version is
+/// `overcommit` and `no_allocate`), 5 (step specs and step launches without
+/// `preserve_env`) and 6 (node infos without `reboot`) were never released, so only the current version is
 /// accepted; from the first release on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
     version == PROTOCOL_VERSION

@@ -129,6 +129,9 @@ pub enum CtldMessage {
     /// `sstat`: read what the steps of this run of the job use on this node now; answered with
     /// [`NodeMessage::JobStats`] carrying the same `query`.
     StatJob { query: u64, job_id: JobId, run: u32 },
+    /// `scontrol reboot`: run the node's `reboot_program` (the machine restarts; noded
+    /// registers anew when it is back). Sent only when the node runs no job.
+    Reboot,
 }
 
 /// This node's share of one srun step, resolved by ctld.

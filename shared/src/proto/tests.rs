@@ -18,7 +18,7 @@ fn golden_bytes() {
         role: Role::Node { name: "n1".into() },
         nonce: vec![7],
     };
-    assert_eq!(hex(&hello), "445256520601026e310107");
+    assert_eq!(hex(&hello), "445256520701026e310107");
     assert_eq!(hex(&Request::Ping), "06");
     assert_eq!(hex(&Response::Submitted { job_id: 300 }), "00ac02");
     assert_eq!(hex(&Response::Error { code: ErrorCode::AccessDenied, detail: String::new() }), "070400");
@@ -217,7 +217,7 @@ fn remote_client_hello_golden_bytes() {
         ClientToken { uid: 1000, gid: 100, host: "n1".into(), issued: 5, expires: 35, nonce: vec![1], mac: vec![2] };
     let hello =
         Hello { magic: MAGIC, protocol_version: PROTOCOL_VERSION, role: Role::RemoteClient { token }, nonce: vec![] };
-    assert_eq!(hex(&hello), "445256520602e80764026e310a460101010200");
+    assert_eq!(hex(&hello), "445256520702e80764026e310a460101010200");
 }
 
 #[test]
