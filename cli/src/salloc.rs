@@ -157,10 +157,9 @@ pub(crate) fn with_allocation(
     body: impl FnOnce(u32) -> anyhow::Result<i32>,
 ) -> anyhow::Result<i32> {
     let job_id = allocate(socket, request, who, immediate)?;
-    let granted = std::time::Instant::now();
     let result = body(job_id);
-    // The holder installs its trap within milliseconds of the grant; never signal it before.
-    std::thread::sleep(Duration::from_secs(1).saturating_sub(granted.elapsed()));
+    // A release before the holder's trap is set ends it as well: its node records exit 0
+    // (`drover_shared::job::holder_status`), so no wait for the trap is needed here.
     if who == Allocator::Salloc {
         eprintln!("salloc: Relinquishing job allocation {job_id}");
     }

@@ -488,8 +488,20 @@ pub struct StepSpec {
 
 /// The batch step of an interactive allocation (`salloc`, `srun` outside a job): it only holds
 /// the allocation until released (SIGUSR1). It is no batch step of the user's (Slurm runs none
-/// for such allocations), so nodes run no SPANK plugins for it.
-pub const ALLOCATION_HOLDER: &str = "#!/bin/sh\ntrap 'exit 0' USR1\nwhile :; do sleep 1; done\n";
+/// for such allocations), so nodes run no SPANK plugins for it. It waits in `wait`, which the
+/// trapped signal interrupts at once (a foreground `sleep` would delay the release until it
+/// ends); a release that comes before the trap is set ends it all the same, and its node counts
+/// that as exit 0 ([`holder_status`]).
+pub const ALLOCATION_HOLDER: &str =
+    "#!/bin/sh\ntrap 'kill $! 2>/dev/null; exit 0' USR1\nwhile :; do sleep 60 & wait $!; done\n";
+
+/// How an allocation's holder (`script`, [`ALLOCATION_HOLDER`]) ended, as recorded: killed by
+/// the release signal before its trap was set is a release like any other, exit 0. Any other
+/// script's status is kept as it is.
+pub fn holder_status(script: &[u8], status: WaitStatus) -> WaitStatus {
+    let released = status.parts() == (0, nix::libc::SIGUSR1);
+    if released && script == ALLOCATION_HOLDER.as_bytes() { WaitStatus::exited(0) } else { status }
+}
 
 /// The resource limits srun propagates to its tasks, under Slurm's names (PropagateResourceLimits'
 /// `ALL`).
@@ -608,7 +620,19 @@ impl StepLayout {
 
 #[cfg(test)]
 mod tests {
-    use super::{CONTAINER_ENV, JobState, container_bundle};
+    use super::{ALLOCATION_HOLDER, CONTAINER_ENV, JobState, WaitStatus, container_bundle, holder_status};
+
+    /// The holder released before its trap was set ended by SIGUSR1: recorded as exit 0. Other
+    /// signals, and any other script killed by SIGUSR1, keep their status.
+    #[test]
+    fn a_released_holder_ends_zero_however_the_release_found_it() {
+        let usr1 = WaitStatus::signaled(nix::libc::SIGUSR1);
+        assert_eq!(holder_status(ALLOCATION_HOLDER.as_bytes(), usr1), WaitStatus::exited(0));
+        let kill = WaitStatus::signaled(nix::libc::SIGKILL);
+        assert_eq!(holder_status(ALLOCATION_HOLDER.as_bytes(), kill), kill);
+        assert_eq!(holder_status(b"#!/bin/sh\nsleep 9\n", usr1), usr1);
+        assert_eq!(holder_status(ALLOCATION_HOLDER.as_bytes(), WaitStatus::exited(3)), WaitStatus::exited(3));
+    }
 
     #[test]
     fn only_a_non_empty_slurm_container_asks_for_one() {

@@ -426,7 +426,7 @@ impl Supervision<'_> {
             Event::Reaped { pid, status, last } => {
                 if pid == self.job.pid {
                     crate::spank::task_exit(0, pid.as_raw(), status.0);
-                    self.status = Some(status);
+                    self.status = Some(drover_shared::job::holder_status(&self.launch.spec.script, status));
                 }
                 self.no_children |= last;
             }

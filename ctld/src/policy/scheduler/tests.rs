@@ -1225,3 +1225,30 @@ fn multi_node_allocations_are_in_node_table_order() {
 }
 
 mod wide;
+
+/// Issue 31: with two of four nodes DOWN and the other two allocated, `--test-only` predicts the
+/// start when the running job's limit frees its nodes (not a day ahead, as it once did), and a job
+/// that needs a DOWN node has no start.
+#[test]
+fn test_only_with_down_nodes_waits_for_the_running_job_only() {
+    let mut state = cluster_of(&BASE.replace("n[1-2]", "n[1-4]"));
+    // One set DOWN by an admin, one whose noded stopped answering.
+    state.nodes_mut()[2].down_reason = Some("dead".into());
+    state.nodes_mut()[3].responding = false;
+    state.nodes_mut()[3].connection = None;
+    let running = submit(&mut state, "alice", "x N=2 t=60");
+    assert_eq!(pass(&mut state, NOW), [running]);
+    for (args, want) in [("N=2 t=10", Some((NOW + 3600, 2))), ("c=1", Some((NOW + 3600, 1))), ("N=3", None)] {
+        let probe = submit(&mut state, "bob", args);
+        let got = match will_run::estimate(&state, &state.jobs[&probe], 99, NOW + 60) {
+            Response::WillRun { start, nodes, .. } => {
+                assert!(nodes.iter().all(|n| n == "n1" || n == "n2"), "{nodes:?}");
+                Some((start, nodes.len()))
+            }
+            Response::Error { .. } => None,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(got, want, "{args}");
+        state.jobs.remove(&probe);
+    }
+}
