@@ -39,6 +39,7 @@ pub(super) fn show(context: &ClientContext) -> Response {
         ("PriorityWeightPartition", priority.weight_partition.to_string()),
         ("PriorityWeightQOS", priority.weight_qos.to_string()),
         ("PrivateData", private_data(config.private_data)),
+        ("ResumeTimeout", format!("{} sec", config.resume_timeout)),
         ("SchedulerType", "sched/backfill".to_owned()),
         ("SelectType", "select/cons_tres".to_owned()),
         ("SlurmctldHost[0]", controller),
