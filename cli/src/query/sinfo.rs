@@ -535,15 +535,17 @@ fn node_in_states(node: &NodeInfo, states: &[String]) -> bool {
             || node.state.compact_name() == wanted
             || node.state.long_name().eq_ignore_ascii_case(&wanted)
             || (wanted == "drain" && node.drain)
-            || (wanted == "reboot_requested" && node.reboot == Some(RebootState::Requested))
-            || (wanted == "reboot_issued" && node.reboot == Some(RebootState::Issued))
+            || (matches!(wanted.as_str(), "reboot_requested" | "reboot" | "boot")
+                && node.reboot == Some(RebootState::Requested))
+            || (matches!(wanted.as_str(), "reboot_issued" | "reboot^" | "boot^")
+                && node.reboot == Some(RebootState::Issued))
             || (wanted == "resp" && !node.not_responding)
             || ((wanted == "no_resp" || wanted == "no_respond") && node.not_responding)
     })
 }
 
 /// The state names `-t` accepts: Slurm 22.05's list, with Drover's short `resp`/`no_resp`.
-const NODE_STATE_NAMES: [&str; 34] = [
+const NODE_STATE_NAMES: [&str; 38] = [
     "all",
     "cloud",
     "fail",
@@ -559,6 +561,10 @@ const NODE_STATE_NAMES: [&str; 34] = [
     "powering_up",
     "reboot_issued",
     "reboot_requested",
+    "reboot",
+    "boot",
+    "reboot^",
+    "boot^",
     "resv",
     "reserved",
     "idle",
@@ -801,6 +807,14 @@ mod tests {
         node.reboot = Some(RebootState::Requested);
         assert_eq!(names(&node), ("boot".into(), "reboot".into()));
         assert!(node_in_states(&node, &["reboot_requested".to_owned()]));
+        for name in ["reboot", "boot", "BOOT"] {
+            assert!(NODE_STATE_NAMES.contains(&name.to_ascii_lowercase().as_str()), "{name} refused");
+        }
+        node.state = NodeState::Mixed;
+        node.cpus_alloc = 1;
+        assert!(node_in_states(&node, &["boot".to_owned()]), "a busy node whose reboot waits is `boot` to -t");
+        node.cpus_alloc = 0;
+        node.state = NodeState::Idle;
         assert!(!node_in_states(&node, &["reboot_issued".to_owned()]));
         node.drain = true;
         assert_eq!(names(&node), ("drain@".into(), "drained@".into()));
