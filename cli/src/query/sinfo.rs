@@ -8,6 +8,7 @@
 use super::columns::{self, FieldDef, def};
 use super::common;
 use super::format::{self, Tz};
+use super::json;
 use clap::{ArgAction, Parser};
 use drover_shared::UnixTime;
 use drover_shared::grammar::time::TimeLimit;
@@ -70,6 +71,12 @@ struct Args {
     /// More messages.
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     verbose: u8,
+    /// Print the nodes as Slurm's REST `nodes` response in JSON (formatting options are ignored).
+    #[arg(long = "json")]
+    json: bool,
+    /// The same document as `--json`, in YAML.
+    #[arg(long = "yaml")]
+    yaml: bool,
 }
 
 /// What a column shows.
@@ -595,6 +602,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         wanted_nodes.extend(hostlist::expand(&expr)?);
     }
     let wanted_partitions = common::flat_list(&args.partitions);
+    let output = json::Output::from_flags(args.json, args.yaml)?;
     let cluster_line = common::cluster_line(args.clusters.as_deref())?;
     loop {
         let (now, mut partitions, mut nodes, reasons) = match fetch() {
@@ -617,6 +625,14 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         if node_filtered {
             // Partitions left without a matching node print nothing.
             partitions.retain(|p| p.nodes.iter().any(|name| nodes.iter().any(|n| &n.name == name)));
+        }
+        if let Some(output) = output {
+            // The nodes of the partitions shown, each once.
+            nodes.retain(|n| partitions.iter().any(|p| p.nodes.contains(&n.name)));
+            let features = fetch_features()?;
+            let context = json::nodes::NodeContext { reasons: &reasons, features: &features };
+            json::print(&json::nodes::document(&nodes, &context), output)?;
+            return Ok(0);
         }
         if args.list_reasons {
             // Node-centred: one row per reason over all partitions, down and drained nodes only.

@@ -1,0 +1,148 @@
+//! `sinfo --json`: Slurm's `v0.0.38_nodes_response`, one `v0.0.38_node` per node sinfo would
+//! show (after `-n`, `-p`, `-t`, `-r`, `-d`), with every key of that schema.
+//!
+//! Filled from what sinfo fetches: name, address and host name, base state in lower case with
+//! `DRAIN`, `NOT_RESPONDING` and `REBOOT_*` flags, CPUs (configured, allocated, idle), memory
+//! (configured, allocated), GRES and GRES in use, TRES and TRES in use, partitions, reason with
+//! who set it and when, boot and noded start times, version and features. Boards, sockets,
+//! cores and threads say one board and socket with `cpus` cores of one thread; what Drover does
+//! not track (load, free memory, temporary disk, ports, owner, …) is empty or zero.
+
+use super::meta::{self, Plugin, time};
+use crate::query::common;
+use crate::query::sinfo::{Features, gres_string, gres_used_string};
+use drover_shared::grammar::mem::format_mem_mb;
+use drover_shared::node::{NodeInfo, NodeState, RebootState};
+use drover_shared::proto::client::NodeReason;
+use serde_json::{Value, json};
+
+/// What sinfo fetched besides the nodes themselves.
+pub(crate) struct NodeContext<'a> {
+    pub(crate) reasons: &'a [NodeReason],
+    pub(crate) features: &'a Features,
+}
+
+/// The whole `sinfo --json` document for `nodes`.
+pub(crate) fn document(nodes: &[NodeInfo], context: &NodeContext<'_>) -> Value {
+    meta::response(Plugin::Slurmctld, "nodes", nodes.iter().map(|n| node(n, context)).collect())
+}
+
+/// One node's object.
+pub(crate) fn node(node: &NodeInfo, context: &NodeContext<'_>) -> Value {
+    meta::merge([identity(node, context), capacity(node), usage(node), reason(node, context.reasons), unknown()])
+}
+
+/// `gres_string`'s `(null)` is sinfo's text for none; the document has an empty string.
+fn or_empty(text: String) -> String {
+    if text == "(null)" { String::new() } else { text }
+}
+
+/// The base state as Slurm's node document names it (lower case).
+fn base_state(node: &NodeInfo) -> String {
+    node.state.long_name().to_ascii_lowercase()
+}
+
+/// The state flags Drover keeps, in Slurm's names.
+fn state_flags(node: &NodeInfo) -> Vec<&'static str> {
+    let mut flags = Vec::new();
+    if node.drain {
+        flags.push("DRAIN");
+    }
+    match node.reboot {
+        Some(RebootState::Requested) => flags.push("REBOOT_REQUESTED"),
+        Some(RebootState::Issued) => flags.push("REBOOT_ISSUED"),
+        None => {}
+    }
+    if node.not_responding {
+        flags.push("NOT_RESPONDING");
+    }
+    flags
+}
+
+fn identity(node: &NodeInfo, context: &NodeContext<'_>) -> Value {
+    let features = context.features.get(&node.name).map(|f| f.join(",")).unwrap_or_default();
+    json!({
+        "name": node.name,
+        "hostname": node.name,
+        "address": node.address,
+        "state": base_state(node),
+        "state_flags": state_flags(node),
+        "next_state_after_reboot": if node.reboot.is_some() { NodeState::Idle.long_name().to_ascii_lowercase() } else { String::new() },
+        "next_state_after_reboot_flags": Vec::<String>::new(),
+        "partitions": node.partitions,
+        "features": features,
+        "active_features": features,
+        "boot_time": time(node.boot_time),
+        "slurmd_start_time": time(node.noded_start_time),
+        "slurmd_version": node.version,
+    })
+}
+
+/// What the node has.
+fn capacity(node: &NodeInfo) -> Value {
+    let mut tres = vec![("cpu", node.cpus.to_string()), ("mem", format_mem_mb(node.real_memory_mb))];
+    tres.push(("billing", node.cpus.to_string()));
+    if !node.gpus.is_empty() {
+        tres.push(("gres/gpu", node.gpus.len().to_string()));
+    }
+    json!({
+        "boards": 1,
+        "sockets": 1,
+        "cores": node.cpus,
+        "threads": 1,
+        "cpus": node.cpus,
+        "real_memory": node.real_memory_mb,
+        "gres": or_empty(gres_string(node)),
+        "tres": common::tres_string(&tres),
+        "weight": 1,
+    })
+}
+
+/// What of it is in use.
+fn usage(node: &NodeInfo) -> Value {
+    let mut used = Vec::new();
+    if node.cpus_alloc > 0 {
+        used.push(("cpu", node.cpus_alloc.to_string()));
+    }
+    if node.mem_alloc_mb > 0 {
+        used.push(("mem", format_mem_mb(node.mem_alloc_mb)));
+    }
+    if !node.gpus_alloc.is_empty() {
+        used.push(("gres/gpu", node.gpus_alloc.len().to_string()));
+    }
+    json!({
+        "alloc_cpus": node.cpus_alloc,
+        "idle_cpus": node.cpus.saturating_sub(node.cpus_alloc),
+        "alloc_memory": node.mem_alloc_mb,
+        "gres_used": or_empty(gres_used_string(node)),
+        "tres_used": common::tres_string(&used),
+    })
+}
+
+/// Why the node is down or drained, who said so and when.
+fn reason(node: &NodeInfo, reasons: &[NodeReason]) -> Value {
+    let set = reasons.iter().find(|r| r.node == node.name);
+    json!({
+        "reason": node.reason.clone().unwrap_or_default(),
+        "reason_changed_at": set.map_or(0, |r| r.time),
+        "reason_set_by_user": set.map(|r| r.user.clone()).unwrap_or_default(),
+    })
+}
+
+/// The keys Drover has no value for, with the schema's type.
+fn unknown() -> Value {
+    json!({
+        "architecture": "",
+        "burstbuffer_network_address": "",
+        "cpu_binding": 0,
+        "cpu_load": 0,
+        "free_memory": 0,
+        "gres_drained": "",
+        "mcs_label": "",
+        "operating_system": "",
+        "owner": "",
+        "port": 0,
+        "temporary_disk": 0,
+        "tres_weighted": 0.0,
+    })
+}
