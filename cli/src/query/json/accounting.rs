@@ -167,7 +167,7 @@ fn tres_list(job: &JobInfo) -> Vec<Value> {
 fn job_resources(job: &JobInfo) -> Value {
     let started = common::has_started(job);
     json!({
-        "allocation_nodes": if started { job.nodes.len() } else { 0 },
+        "allocation_nodes": if started { job.nodes.len() } else { 0 }.to_string(),
         "constraints": job.constraint.clone().unwrap_or_default(),
         "nodes": if job.nodes.is_empty() { "None assigned".to_owned() } else { hostlist::compress(&job.nodes) },
         "required": { "CPUs": job.num_cpus, "memory": common::job_min_memory(job).1 },
@@ -224,4 +224,68 @@ fn step_tres(job: &JobInfo, step: &StepInfo) -> Vec<Value> {
         _ => job.mem_per_node_mb.saturating_mul(nodes),
     };
     vec![tres("cpu", "", u64::from(step.num_cpus)), tres("mem", "", memory), tres("node", "", nodes)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::scenario;
+
+    fn find(document: &Value, id: u32) -> &Value {
+        let jobs = document["jobs"].as_array().expect("a job list");
+        jobs.iter().find(|j| j["job_id"] == id).expect("the job")
+    }
+
+    fn build(jobs: &[JobInfo], usage: &HashMap<JobId, JobUsage>) -> Value {
+        let steps = HashMap::new();
+        let context = AccountingContext { now: scenario::NOW, cluster: "c1", usage, step_usage: &steps };
+        document(jobs, &context)
+    }
+
+    #[test]
+    fn ended_jobs_with_exit_codes_and_steps() {
+        let document = build(&scenario::finished(), &HashMap::new());
+        assert_eq!(document["meta"]["plugin"]["name"], "Slurm OpenAPI DB v0.0.38");
+        let wrap = find(&document, 20);
+        assert_eq!(wrap["state"], json!({"current": "COMPLETED", "reason": "None"}));
+        assert_eq!(wrap["exit_code"]["status"], "SUCCESS");
+        assert_eq!(wrap["cluster"], "c1");
+        assert_eq!(wrap["association"]["account"], "teama");
+        assert_eq!(wrap["time"]["elapsed"], 0);
+        assert_eq!(wrap["time"]["limit"], 0);
+        assert_eq!(wrap["nodes"], "n1");
+        assert_eq!(wrap["steps"][0]["step"]["id"], "batch");
+        assert_eq!(wrap["steps"][0]["state"], "COMPLETED");
+        assert_eq!(wrap["steps"][0]["nodes"], json!({"count": 1, "range": "n1"}));
+        let failjob = find(&document, 24);
+        assert_eq!(failjob["exit_code"], json!({"status": "ERROR", "return_code": 3, "signal": {"signal_id": 0, "name": ""}}));
+        assert_eq!(failjob["state"]["current"], "FAILED");
+        let timeoutjob = find(&document, 23);
+        assert_eq!(timeoutjob["state"]["current"], "TIMEOUT");
+        assert_eq!(timeoutjob["exit_code"]["status"], "SUCCESS", "sacct's 0:0 for ends the controller decided");
+        assert_eq!(timeoutjob["steps"][0]["exit_code"]["status"], "SIGNALED");
+        assert_eq!(timeoutjob["steps"][0]["exit_code"]["signal"]["name"], "SIGTERM");
+        assert_eq!(timeoutjob["time"]["elapsed"], 76);
+    }
+
+    #[test]
+    fn tres_usage_and_pending_records() {
+        let usage = HashMap::from([(20, JobUsage { job_id: 20, user_usec: 1_500_000, system_usec: 250_000, max_rss_kib: 1 })]);
+        let document = build(&scenario::finished(), &usage);
+        let wrap = find(&document, 20);
+        assert_eq!(wrap["time"]["user"], json!({"seconds": 1, "microseconds": 500_000}));
+        assert_eq!(wrap["time"]["total"], json!({"seconds": 1, "microseconds": 750_000}));
+        assert_eq!(wrap["steps"][0]["time"]["system"]["microseconds"], 250_000);
+        let cpu = json!({"type": "cpu", "name": "", "id": 1, "count": 1});
+        assert_eq!(wrap["tres"]["allocated"][0], cpu);
+        assert_eq!(wrap["tres"]["requested"][1], json!({"type": "mem", "name": "", "id": 2, "count": 100}));
+        assert_eq!(wrap["required"], json!({"CPUs": 1, "memory": 100}));
+        let depjob = find(&document, 36);
+        assert_eq!(depjob["tres"]["allocated"], json!([]));
+        assert_eq!(depjob["nodes"], "None assigned");
+        let queue = build(&scenario::queue(), &HashMap::new());
+        let waitres = find(&queue, 33);
+        assert_eq!(waitres["exit_code"]["status"], "PENDING");
+        assert_eq!(waitres["state"]["reason"], "Resources");
+    }
 }

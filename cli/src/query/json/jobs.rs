@@ -216,3 +216,66 @@ fn unknown() -> Value {
     out.insert("reboot".into(), json!(false));
     Value::Object(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::scenario;
+
+    fn find(document: &Value, id: u32) -> &Value {
+        let jobs = document["jobs"].as_array().expect("a job list");
+        jobs.iter().find(|j| j["job_id"] == id).expect("the job")
+    }
+
+    #[test]
+    fn running_and_pending_jobs() {
+        let document = document(&scenario::queue());
+        assert_eq!(document["meta"]["plugin"]["type"], "openapi/v0.0.38");
+        assert_eq!(document["errors"], json!([]));
+        let bigjob = find(&document, 26);
+        assert_eq!(bigjob["job_state"], "RUNNING");
+        assert_eq!(bigjob["nodes"], "n[2-3]");
+        assert_eq!(bigjob["node_count"], 2);
+        assert_eq!(bigjob["start_time"], scenario::at(31));
+        assert_eq!(bigjob["memory_per_cpu"], 100);
+        assert_eq!(bigjob["memory_per_node"], 0);
+        assert_eq!(bigjob["cpus_per_task"], "1");
+        assert_eq!(bigjob["job_resources"]["allocated_hosts"], 2);
+        assert_eq!(bigjob["job_resources"]["allocated_nodes"][1]["nodename"], "n3");
+        assert_eq!(bigjob["tres_alloc_str"], "cpu=2,mem=200M,node=2,billing=2");
+        let waitres = find(&document, 33);
+        assert_eq!(waitres["job_state"], "PENDING");
+        assert_eq!(waitres["state_reason"], "Resources");
+        assert_eq!(waitres["nodes"], "");
+        assert_eq!(waitres["end_time"], 0);
+        assert_eq!(waitres["shared"], "none");
+        assert_eq!(waitres["tres_alloc_str"], "");
+    }
+
+    #[test]
+    fn limits_gpus_and_arrays() {
+        let document = document(&scenario::queue());
+        assert_eq!(find(&document, 23)["time_limit"], 1);
+        assert_eq!(find(&document, 25)["time_limit"], 10);
+        assert_eq!(find(&document, 26)["time_limit"], 0, "unlimited");
+        let gpujob = find(&document, 27);
+        assert_eq!(gpujob["tres_per_node"], "gres:gpu:1");
+        assert_eq!(gpujob["gres_detail"], json!(["gpu:1"]));
+        let array = find(&document, 29);
+        assert_eq!(array["array_job_id"], 29);
+        assert_eq!(array["array_task_string"], "2-3");
+        let task = find(&document, 30);
+        assert_eq!(task["array_task_id"], 0);
+        assert_eq!(task["array_task_string"], "");
+    }
+
+    #[test]
+    fn every_job_has_the_same_keys() {
+        let document = document(&scenario::queue());
+        let keys = |job: &Value| job.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        let jobs = document["jobs"].as_array().expect("a job list");
+        assert!(jobs.len() > 5);
+        assert!(jobs.iter().all(|job| keys(job) == keys(&jobs[0])));
+        assert_eq!(keys(&jobs[0]).len(), 108, "every key of v0.0.38_job_response_properties");
+    }
+}

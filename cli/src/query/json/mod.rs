@@ -57,3 +57,4 @@ pub(crate) fn print(document: &Value, output: Output) -> anyhow::Result<()> {
     stdout.flush()?;
     Ok(())
 }
+

@@ -146,3 +146,51 @@ fn unknown() -> Value {
         "tres_weighted": 0.0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::scenario;
+
+    #[test]
+    fn nodes_with_flags_reasons_and_gres() {
+        let mut nodes = scenario::nodes();
+        nodes[1].drain = true;
+        nodes[1].reason = Some("disk".into());
+        nodes[2].not_responding = true;
+        nodes[3].gpus_alloc = vec![0];
+        let reasons = vec![NodeReason {
+            node: "n2".into(),
+            reason: "disk".into(),
+            uid: 0,
+            user: "root".into(),
+            time: scenario::at(10),
+            owner: String::new(),
+            ticket: None,
+        }];
+        let features = Features::from([("n1".to_owned(), vec!["a100".to_owned(), "ib".to_owned()])]);
+        let document = document(&nodes, &NodeContext { reasons: &reasons, features: &features });
+        assert_eq!(document["meta"]["Slurm"]["release"], "22.05.8");
+        let list = document["nodes"].as_array().expect("a node list");
+        assert_eq!(list.len(), 4);
+        assert_eq!(list[0]["name"], "n1");
+        assert_eq!(list[0]["state"], "allocated");
+        assert_eq!(list[0]["state_flags"], json!([]));
+        assert_eq!(list[0]["features"], "a100,ib");
+        assert_eq!(list[0]["cpus"], 2);
+        assert_eq!(list[0]["idle_cpus"], 0);
+        assert_eq!(list[0]["real_memory"], 4000);
+        assert_eq!(list[0]["alloc_memory"], 200);
+        assert_eq!(list[0]["gres"], "gpu:1");
+        assert_eq!(list[0]["tres"], "cpu=2,mem=4000M,billing=2,gres/gpu=1");
+        assert_eq!(list[0]["partitions"], json!(["main", "teamA", "teamB"]));
+        assert_eq!(list[0]["boot_time"], scenario::at(-1212));
+        assert_eq!(list[1]["state_flags"], json!(["DRAIN"]));
+        assert_eq!(list[1]["reason"], "disk");
+        assert_eq!(list[1]["reason_set_by_user"], "root");
+        assert_eq!(list[1]["reason_changed_at"], scenario::at(10));
+        assert_eq!(list[2]["state_flags"], json!(["NOT_RESPONDING"]));
+        assert_eq!(list[3]["gres_used"], "gpu:1(IDX:0)");
+        assert_eq!(list[3]["tres_used"], "cpu=2,mem=200M,gres/gpu=1");
+    }
+}
