@@ -38,9 +38,15 @@ pub(crate) fn document(jobs: &[JobInfo], context: &AccountingContext<'_>) -> Val
 /// One job's object.
 pub(crate) fn job(job: &JobInfo, context: &AccountingContext<'_>) -> Value {
     let steps: Vec<Value> = job.steps.iter().map(|s| step(job, s, context)).collect();
-    merge([identity(job, context.cluster), job_times(job, context), outcome(job), job_resources(job), json!({
-        "steps": steps
-    })])
+    merge([
+        identity(job, context.cluster),
+        job_times(job, context),
+        outcome(job),
+        job_resources(job),
+        json!({
+            "steps": steps
+        }),
+    ])
 }
 
 fn identity(job: &JobInfo, cluster: &str) -> Value {
@@ -258,7 +264,10 @@ mod tests {
         assert_eq!(wrap["steps"][0]["state"], "COMPLETED");
         assert_eq!(wrap["steps"][0]["nodes"], json!({"count": 1, "range": "n1"}));
         let failjob = find(&document, 24);
-        assert_eq!(failjob["exit_code"], json!({"status": "ERROR", "return_code": 3, "signal": {"signal_id": 0, "name": ""}}));
+        assert_eq!(
+            failjob["exit_code"],
+            json!({"status": "ERROR", "return_code": 3, "signal": {"signal_id": 0, "name": ""}})
+        );
         assert_eq!(failjob["state"]["current"], "FAILED");
         let timeoutjob = find(&document, 23);
         assert_eq!(timeoutjob["state"]["current"], "TIMEOUT");
@@ -270,7 +279,8 @@ mod tests {
 
     #[test]
     fn tres_usage_and_pending_records() {
-        let usage = HashMap::from([(20, JobUsage { job_id: 20, user_usec: 1_500_000, system_usec: 250_000, max_rss_kib: 1 })]);
+        let usage =
+            HashMap::from([(20, JobUsage { job_id: 20, user_usec: 1_500_000, system_usec: 250_000, max_rss_kib: 1 })]);
         let document = build(&scenario::finished(), &usage);
         let wrap = find(&document, 20);
         assert_eq!(wrap["time"]["user"], json!({"seconds": 1, "microseconds": 500_000}));

@@ -57,4 +57,3 @@ pub(crate) fn print(document: &Value, output: Output) -> anyhow::Result<()> {
     stdout.flush()?;
     Ok(())
 }
-
