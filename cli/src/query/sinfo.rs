@@ -11,6 +11,7 @@ use super::format::{self, Tz};
 use super::json;
 use clap::{ArgAction, Parser};
 use drover_shared::UnixTime;
+use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::node::{NodeInfo, NodeState, PartitionInfo, RebootState};
@@ -319,6 +320,34 @@ pub(crate) fn gres_string(node: &NodeInfo) -> String {
     let items: Vec<String> =
         types.iter().map(|(t, n)| if t.is_empty() { format!("gpu:{n}") } else { format!("gpu:{t}:{n}") }).collect();
     items.join(",")
+}
+
+/// A node's configured TRES (`CfgTRES`): CPUs, memory, billing (its CPUs) and GPUs.
+pub(crate) fn node_tres(node: &NodeInfo) -> Vec<(&'static str, String)> {
+    let mut tres = vec![
+        ("cpu", node.cpus.to_string()),
+        ("mem", format_mem_mb(node.real_memory_mb)),
+        ("billing", node.cpus.to_string()),
+    ];
+    if !node.gpus.is_empty() {
+        tres.push(("gres/gpu", node.gpus.len().to_string()));
+    }
+    tres
+}
+
+/// What of a node's TRES is allocated (`AllocTRES`), only the kinds in use.
+pub(crate) fn node_alloc_tres(node: &NodeInfo) -> Vec<(&'static str, String)> {
+    let mut tres = Vec::new();
+    if node.cpus_alloc > 0 {
+        tres.push(("cpu", node.cpus_alloc.to_string()));
+    }
+    if node.mem_alloc_mb > 0 {
+        tres.push(("mem", format_mem_mb(node.mem_alloc_mb)));
+    }
+    if !node.gpus_alloc.is_empty() {
+        tres.push(("gres/gpu", node.gpus_alloc.len().to_string()));
+    }
+    tres
 }
 
 /// Allocated GPUs by type with their indices (`gpu:a100:2(IDX:0-1)`), `(null)` without GPUs.

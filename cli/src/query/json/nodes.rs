@@ -10,8 +10,7 @@
 
 use super::meta::{self, Plugin, time};
 use crate::query::common;
-use crate::query::sinfo::{Features, gres_string, gres_used_string};
-use drover_shared::grammar::mem::format_mem_mb;
+use crate::query::sinfo::{Features, gres_string, gres_used_string, node_alloc_tres, node_tres};
 use drover_shared::node::{NodeInfo, NodeState, RebootState};
 use drover_shared::proto::client::NodeReason;
 use serde_json::{Value, json};
@@ -80,11 +79,6 @@ fn identity(node: &NodeInfo, context: &NodeContext<'_>) -> Value {
 
 /// What the node has.
 fn capacity(node: &NodeInfo) -> Value {
-    let mut tres = vec![("cpu", node.cpus.to_string()), ("mem", format_mem_mb(node.real_memory_mb))];
-    tres.push(("billing", node.cpus.to_string()));
-    if !node.gpus.is_empty() {
-        tres.push(("gres/gpu", node.gpus.len().to_string()));
-    }
     json!({
         "boards": 1,
         "sockets": 1,
@@ -93,29 +87,19 @@ fn capacity(node: &NodeInfo) -> Value {
         "cpus": node.cpus,
         "real_memory": node.real_memory_mb,
         "gres": or_empty(gres_string(node)),
-        "tres": common::tres_string(&tres),
+        "tres": common::tres_string(&node_tres(node)),
         "weight": 1,
     })
 }
 
 /// What of it is in use.
 fn usage(node: &NodeInfo) -> Value {
-    let mut used = Vec::new();
-    if node.cpus_alloc > 0 {
-        used.push(("cpu", node.cpus_alloc.to_string()));
-    }
-    if node.mem_alloc_mb > 0 {
-        used.push(("mem", format_mem_mb(node.mem_alloc_mb)));
-    }
-    if !node.gpus_alloc.is_empty() {
-        used.push(("gres/gpu", node.gpus_alloc.len().to_string()));
-    }
     json!({
         "alloc_cpus": node.cpus_alloc,
         "idle_cpus": node.cpus.saturating_sub(node.cpus_alloc),
         "alloc_memory": node.mem_alloc_mb,
         "gres_used": or_empty(gres_used_string(node)),
-        "tres_used": common::tres_string(&used),
+        "tres_used": common::tres_string(&node_alloc_tres(node)),
     })
 }
 
