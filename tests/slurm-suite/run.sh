@@ -62,40 +62,18 @@ done
 
 # ----------------------------------------------------------------------------- 1. Slurm's source
 fetch_source() {
-    local dir=$CACHE/src
+    local dir=$CACHE/src orig
     SUITE=$(ls -d "$dir"/slurm-*/testsuite/python 2>/dev/null | head -n1 || true)
     if [ -n "$SUITE" ] && [ -f "$SUITE/lib/atf.py" ]; then return; fi
-    mkdir -p "$dir"
-    if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
-        # The same mirror and suites as the machine's binary packages (deb822, as Debian 12 ships).
-        local uris suites
-        uris=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-        suites=$(awk '/^Suites:/ {$1=""; print; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-        [ -n "$uris" ] || die "no Debian mirror found in /etc/apt/sources.list.d/debian.sources to add deb-src for"
-        log "adding deb-src for $uris ($suites)"
-        printf 'Types: deb-src\nURIs: %s\nSuites:%s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-            "$uris" "$suites" >/etc/apt/sources.list.d/debian-src.sources
-    fi
-    apt-get update -q >/dev/null || die "apt-get update failed"
-    local version
-    version=$(apt-cache showsrc slurm-wlm 2>/dev/null | awk '/^Version:/ {print $2}' | sort -V | tail -n1)
-    [ -n "$version" ] || die "apt-cache knows no source package slurm-wlm"
-    case "$version" in
-        "$SLURM_VERSION"-*) ;;
-        *) die "Debian offers slurm-wlm $version, not $SLURM_VERSION: the suite's expectations differ by version" ;;
-    esac
-    # The whole source is ~10 MB packed; only testsuite/python is unpacked (dpkg-source -x would
-    # unpack and patch all of it, and Debian's patches do not touch the test suite).
-    (cd "$dir" && apt-get source -q --download-only "slurm-wlm=$version" >/dev/null 2>&1) \
-        || die "apt-get source slurm-wlm=$version failed"
-    local orig
-    orig=$(ls "$dir"/slurm-wlm_"$SLURM_VERSION".orig.tar.* 2>/dev/null | head -n1)
-    [ -n "$orig" ] || die "no orig tarball after apt-get source"
+    # shellcheck source=tests/slurm-suite/source.sh
+    . "$REPO/tests/slurm-suite/source.sh"
+    orig=$(slurm_orig_tarball "$dir" "$SLURM_VERSION") || die "no Slurm $SLURM_VERSION source (see above)"
+    # Only testsuite/python is unpacked (dpkg-source -x would unpack and patch all of it, and
+    # Debian's patches do not touch the test suite). The tarball stays for openapi-schema.sh.
     tar -xf "$orig" -C "$dir" --wildcards '*/testsuite/python/*' || die "unpacking $orig"
-    rm -f "$orig" "$dir"/*.debian.tar.* "$dir"/*.dsc
     SUITE=$(ls -d "$dir"/slurm-*/testsuite/python | head -n1)
     [ -f "$SUITE/lib/atf.py" ] || die "no testsuite/python in $orig"
-    log "Slurm $version's testsuite/python in $SUITE"
+    log "Slurm $SLURM_VERSION's testsuite/python in $SUITE"
 }
 
 # ----------------------------------------------------------------------------- 2. Python venv

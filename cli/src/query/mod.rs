@@ -9,6 +9,7 @@ pub(crate) mod audit;
 mod columns;
 mod common;
 pub(crate) mod format;
+mod json;
 mod listpids;
 pub(crate) mod node;
 pub(crate) mod sacct;

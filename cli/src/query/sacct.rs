@@ -7,6 +7,7 @@
 
 use super::common::{self, StateFilter};
 use super::format::{self, Tz};
+use super::json;
 use clap::{ArgAction, Parser};
 use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
@@ -117,6 +118,13 @@ struct Args {
     /// Job rows only, no steps.
     #[arg(short = 'X', long = "allocations")]
     allocations: bool,
+    /// Print the jobs as Slurm's REST accounting `jobs` response in JSON (formatting options are
+    /// ignored).
+    #[arg(long = "json")]
+    json: bool,
+    /// The same document as `--json`, in YAML.
+    #[arg(long = "yaml")]
+    yaml: bool,
 }
 
 /// What a column shows.
@@ -773,7 +781,12 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     } else {
         vec![DEFAULT_FIELDS.into()]
     };
-    let columns = parse_fields(&field_lists)?;
+    let output = json::Output::from_flags(args.json, args.yaml)?;
+    // With `--json`/`--yaml` the fields are not shown: a bad `-o` does not matter.
+    let columns = match parse_fields(&field_lists) {
+        Err(_) if output.is_some() => Vec::new(),
+        columns => columns?,
+    };
     let selectors = parse_selectors(&args.jobs)?;
     let states = if args.states.is_empty() { StateFilter::All } else { common::parse_states(&args.states)? };
     let tz = Tz::Local;
@@ -838,33 +851,86 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
             && (qos.is_empty() || qos.contains(&job.qos))
             && (nodes.is_empty() || job.nodes.iter().any(|n| nodes.contains(n)))
     });
-    if options.columns.iter().any(|c| c.field == Field::Cluster)
-        && let Response::Pong { cluster, .. } = crate::client::call(&Request::Ping)?
-    {
-        options.cluster = cluster;
+    if let Some(output) = output {
+        return print_document(jobs, now, options, output);
     }
-    if options.columns.iter().any(|c| c.field.needs_usage()) && !jobs.is_empty() {
-        let job_ids: Vec<JobId> = jobs.iter().map(|j| j.job_id).collect();
-        for (_, answer) in crate::client::call_chunked(&job_ids, |job_ids| Request::QueryJobUsage { job_ids })? {
+    if options.columns.iter().any(|c| c.field == Field::Cluster) {
+        options.cluster = fetch_cluster()?;
+    }
+    if options.columns.iter().any(|c| c.field.needs_usage()) {
+        fetch_usage(&jobs, &mut options)?;
+    }
+    print!("{}", render(&jobs, now, &options));
+    Ok(0)
+}
+
+/// The cluster's name, as ctld answers a ping.
+fn fetch_cluster() -> anyhow::Result<String> {
+    match crate::client::call(&Request::Ping)? {
+        Response::Pong { cluster, .. } => Ok(cluster),
+        _ => Ok(String::new()),
+    }
+}
+
+/// The measured usage of `jobs` and, without `-X`, of their srun steps, into `options`.
+fn fetch_usage(jobs: &[JobInfo], options: &mut RenderOptions) -> anyhow::Result<()> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let job_ids: Vec<JobId> = jobs.iter().map(|j| j.job_id).collect();
+    for (_, answer) in crate::client::call_chunked(&job_ids, |job_ids| Request::QueryJobUsage { job_ids })? {
+        match answer {
+            Response::JobUsage { usage } => options.usage.extend(usage.into_iter().map(|u| (u.job_id, u))),
+            Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
+            other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+        }
+    }
+    if !options.allocations {
+        for (_, answer) in crate::client::call_chunked(&job_ids, |job_ids| Request::QueryStepUsage { job_ids })? {
             match answer {
-                Response::JobUsage { usage } => options.usage.extend(usage.into_iter().map(|u| (u.job_id, u))),
+                Response::StepUsage { usage } => {
+                    options.step_usage.extend(usage.into_iter().map(|(step, u)| ((u.job_id, step), u)));
+                }
                 Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
                 other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
             }
         }
-        if !options.allocations {
-            for (_, answer) in crate::client::call_chunked(&job_ids, |job_ids| Request::QueryStepUsage { job_ids })? {
-                match answer {
-                    Response::StepUsage { usage } => {
-                        options.step_usage.extend(usage.into_iter().map(|(step, u)| ((u.job_id, step), u)));
-                    }
-                    Response::Error { code, detail } => anyhow::bail!("{}{}", code.message(), suffix(&detail)),
-                    other => anyhow::bail!("unexpected answer from the controller: {other:?}"),
-                }
-            }
-        }
     }
-    print!("{}", render(&jobs, now, &options));
+    Ok(())
+}
+
+/// The records `-j` selects, each with the steps it selects (none under `-X`): what the text
+/// would list as rows, grouped by job.
+pub(crate) fn select_rows(jobs: Vec<JobInfo>, options: &RenderOptions) -> Vec<JobInfo> {
+    jobs.into_iter()
+        .filter_map(|mut job| {
+            let job_row = selected(options, &job, None);
+            let steps = std::mem::take(&mut job.steps);
+            if !options.allocations {
+                job.steps = steps.into_iter().filter(|s| selected(options, &job, Some(s.step_id))).collect();
+            }
+            (job_row || !job.steps.is_empty()).then_some(job)
+        })
+        .collect()
+}
+
+/// `--json`/`--yaml`: the selected records with their usage, as one document.
+fn print_document(
+    jobs: Vec<JobInfo>,
+    now: UnixTime,
+    mut options: RenderOptions,
+    output: json::Output,
+) -> anyhow::Result<i32> {
+    let jobs = select_rows(jobs, &options);
+    let cluster = fetch_cluster()?;
+    fetch_usage(&jobs, &mut options)?;
+    let context = json::accounting::AccountingContext {
+        now,
+        cluster: &cluster,
+        usage: &options.usage,
+        step_usage: &options.step_usage,
+    };
+    json::print(&json::accounting::document(&jobs, &context), output)?;
     Ok(0)
 }
 

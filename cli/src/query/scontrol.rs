@@ -12,7 +12,7 @@
 
 use super::common;
 use super::format::{self, Tz};
-use super::sinfo::gres_string;
+use super::sinfo::{gres_string, node_alloc_tres, node_tres};
 use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
@@ -230,24 +230,7 @@ pub(crate) fn render_node(
     options: ShowOptions,
 ) -> String {
     let ts = |time: Option<UnixTime>| format::timestamp_or(time, tz, "None");
-    let mut cfg_tres = vec![
-        ("cpu", node.cpus.to_string()),
-        ("mem", format_mem_mb(node.real_memory_mb)),
-        ("billing", node.cpus.to_string()),
-    ];
-    if !node.gpus.is_empty() {
-        cfg_tres.push(("gres/gpu", node.gpus.len().to_string()));
-    }
-    let mut alloc_tres = Vec::new();
-    if node.cpus_alloc > 0 {
-        alloc_tres.push(("cpu", node.cpus_alloc.to_string()));
-    }
-    if node.mem_alloc_mb > 0 {
-        alloc_tres.push(("mem", format_mem_mb(node.mem_alloc_mb)));
-    }
-    if !node.gpus_alloc.is_empty() {
-        alloc_tres.push(("gres/gpu", node.gpus_alloc.len().to_string()));
-    }
+    let (cfg_tres, alloc_tres) = (node_tres(node), node_alloc_tres(node));
     let mut lines = vec![
         format!("NodeName={} Arch=(null) CoresPerSocket={} ", node.name, node.cpus),
         format!("CPUAlloc={} CPUEfctv={} CPUTot={} CPULoad=N/A", node.cpus_alloc, node.cpus, node.cpus),

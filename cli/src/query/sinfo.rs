@@ -8,8 +8,10 @@
 use super::columns::{self, FieldDef, def};
 use super::common;
 use super::format::{self, Tz};
+use super::json;
 use clap::{ArgAction, Parser};
 use drover_shared::UnixTime;
+use drover_shared::grammar::mem::format_mem_mb;
 use drover_shared::grammar::time::TimeLimit;
 use drover_shared::hostlist;
 use drover_shared::node::{NodeInfo, NodeState, PartitionInfo, RebootState};
@@ -70,6 +72,12 @@ struct Args {
     /// More messages.
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     verbose: u8,
+    /// Print the nodes as Slurm's REST `nodes` response in JSON (formatting options are ignored).
+    #[arg(long = "json")]
+    json: bool,
+    /// The same document as `--json`, in YAML.
+    #[arg(long = "yaml")]
+    yaml: bool,
 }
 
 /// What a column shows.
@@ -312,6 +320,34 @@ pub(crate) fn gres_string(node: &NodeInfo) -> String {
     let items: Vec<String> =
         types.iter().map(|(t, n)| if t.is_empty() { format!("gpu:{n}") } else { format!("gpu:{t}:{n}") }).collect();
     items.join(",")
+}
+
+/// A node's configured TRES (`CfgTRES`): CPUs, memory, billing (its CPUs) and GPUs.
+pub(crate) fn node_tres(node: &NodeInfo) -> Vec<(&'static str, String)> {
+    let mut tres = vec![
+        ("cpu", node.cpus.to_string()),
+        ("mem", format_mem_mb(node.real_memory_mb)),
+        ("billing", node.cpus.to_string()),
+    ];
+    if !node.gpus.is_empty() {
+        tres.push(("gres/gpu", node.gpus.len().to_string()));
+    }
+    tres
+}
+
+/// What of a node's TRES is allocated (`AllocTRES`), only the kinds in use.
+pub(crate) fn node_alloc_tres(node: &NodeInfo) -> Vec<(&'static str, String)> {
+    let mut tres = Vec::new();
+    if node.cpus_alloc > 0 {
+        tres.push(("cpu", node.cpus_alloc.to_string()));
+    }
+    if node.mem_alloc_mb > 0 {
+        tres.push(("mem", format_mem_mb(node.mem_alloc_mb)));
+    }
+    if !node.gpus_alloc.is_empty() {
+        tres.push(("gres/gpu", node.gpus_alloc.len().to_string()));
+    }
+    tres
 }
 
 /// Allocated GPUs by type with their indices (`gpu:a100:2(IDX:0-1)`), `(null)` without GPUs.
@@ -601,6 +637,7 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         wanted_nodes.extend(hostlist::expand(&expr)?);
     }
     let wanted_partitions = common::flat_list(&args.partitions);
+    let output = json::Output::from_flags(args.json, args.yaml)?;
     let cluster_line = common::cluster_line(args.clusters.as_deref())?;
     loop {
         let (now, mut partitions, mut nodes, reasons) = match fetch() {
@@ -623,6 +660,14 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         if node_filtered {
             // Partitions left without a matching node print nothing.
             partitions.retain(|p| p.nodes.iter().any(|name| nodes.iter().any(|n| &n.name == name)));
+        }
+        if let Some(output) = output {
+            // The nodes of the partitions shown, each once.
+            nodes.retain(|n| partitions.iter().any(|p| p.nodes.contains(&n.name)));
+            let features = fetch_features()?;
+            let context = json::nodes::NodeContext { reasons: &reasons, features: &features };
+            json::print(&json::nodes::document(&nodes, &context), output)?;
+            return Ok(0);
         }
         if args.list_reasons {
             // Node-centred: one row per reason over all partitions, down and drained nodes only.

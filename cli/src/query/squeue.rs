@@ -8,6 +8,7 @@
 use super::columns::{self, FieldDef, def};
 use super::common::{self, StateFilter};
 use super::format::{self, Tz};
+use super::json;
 use clap::{ArgAction, Parser};
 use drover_shared::UnixTime;
 use drover_shared::grammar::mem::format_mem_mb;
@@ -97,6 +98,12 @@ struct Args {
     /// Only jobs of these users (names or uids).
     #[arg(short = 'u', long = "user")]
     users: Vec<String>,
+    /// Print the jobs as Slurm's REST `jobs` response in JSON (formatting options are ignored).
+    #[arg(long = "json")]
+    json: bool,
+    /// The same document as `--json`, in YAML.
+    #[arg(long = "yaml")]
+    yaml: bool,
     /// More messages.
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     verbose: u8,
@@ -416,7 +423,8 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         Ok(args) => args,
         Err(code) => return Ok(code),
     };
-    if args.format.is_some() && args.format_long.is_some() {
+    let output = json::Output::from_flags(args.json, args.yaml)?;
+    if args.format.is_some() && args.format_long.is_some() && output.is_none() {
         anyhow::bail!("-o and -O options are mutually exclusive");
     }
     let steps = args.steps.is_some();
@@ -472,6 +480,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
         states,
         nodes,
     };
+    if let Some(output) = output {
+        return print_document(&filter, output);
+    }
     let options = RenderOptions {
         columns,
         header: !args.noheader,
@@ -496,32 +507,19 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
 
 /// One round trip to ctld and one printout; returns the exit code.
 fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> anyhow::Result<i32> {
-    // A single id is looked up whatever its state, so that an unknown id can be told from one the
-    // state filter hides.
     let single_id = filter.job_ids.len() == 1;
-    let query = JobQuery {
-        job_ids: filter.job_ids.clone(),
-        users: filter.users.clone(),
-        partitions: filter.partitions.clone(),
-        states: if single_id { Vec::new() } else { filter.states.to_query() },
-        include_finished: single_id
-            || match &filter.states {
-                StateFilter::All => true,
-                StateFilter::Only(states) => states.iter().any(|s| s.is_terminal()),
-            },
-    };
+    let query = job_query(filter);
     if let Some(format) = server_format(filter, options, steps) {
         return print_rendered(Request::QueryJobLines { query, format }, options);
     }
     let fields = needed_fields(filter, options, steps);
-    let payload = match crate::client::call_payload(&Request::QueryJobFields { query, fields }) {
+    let payload = match fetch_records(query, fields)? {
         Ok(payload) => payload,
-        Err(error) => return Ok(common::load_jobs_failed(error)),
+        Err(code) => return Ok(code),
     };
-    let (now, records) = match read_jobs(&payload)? {
-        Answer::Jobs { now, records } => (now, records),
-        Answer::Other(Response::Error { code, .. }) => return Ok(common::load_jobs_failed(code.message())),
-        Answer::Other(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    let (now, records) = match decode_records(&payload)? {
+        Ok(answer) => answer,
+        Err(code) => return Ok(code),
     };
     // Records are rendered as they are read and dropped (steps, rarely asked for, are kept).
     let mut listing = listing::Listing::new(options, now, records.announced());
@@ -543,6 +541,60 @@ fn query_and_print(filter: &Filter, options: &RenderOptions, steps: bool) -> any
         listing.write_to(&mut stdout)?;
     }
     stdout.flush()?;
+    Ok(0)
+}
+
+/// What to ask ctld for `filter`. A single id is looked up whatever its state, so that an
+/// unknown id can be told from one the state filter hides.
+fn job_query(filter: &Filter) -> JobQuery {
+    let single_id = filter.job_ids.len() == 1;
+    JobQuery {
+        job_ids: filter.job_ids.clone(),
+        users: filter.users.clone(),
+        partitions: filter.partitions.clone(),
+        states: if single_id { Vec::new() } else { filter.states.to_query() },
+        include_finished: single_id
+            || match &filter.states {
+                StateFilter::All => true,
+                StateFilter::Only(states) => states.iter().any(|s| s.is_terminal()),
+            },
+    }
+}
+
+/// The encoded answer to a record query, or the exit code after Slurm's error line.
+fn fetch_records(query: JobQuery, fields: JobFields) -> anyhow::Result<Result<Vec<u8>, i32>> {
+    match crate::client::call_payload(&Request::QueryJobFields { query, fields }) {
+        Ok(payload) => Ok(Ok(payload)),
+        Err(error) => Ok(Err(common::load_jobs_failed(error))),
+    }
+}
+
+/// The time and records of an answer, or the exit code after Slurm's error line.
+fn decode_records(payload: &[u8]) -> anyhow::Result<Result<(UnixTime, JobRecords<'_>), i32>> {
+    match read_jobs(payload)? {
+        Answer::Jobs { now, records } => Ok(Ok((now, records))),
+        Answer::Other(Response::Error { code, .. }) => Ok(Err(common::load_jobs_failed(code.message()))),
+        Answer::Other(other) => anyhow::bail!("unexpected answer from the controller: {other:?}"),
+    }
+}
+
+/// `--json`/`--yaml`: every field of the jobs `filter` selects, as one document.
+fn print_document(filter: &Filter, output: json::Output) -> anyhow::Result<i32> {
+    let payload = match fetch_records(job_query(filter), JobFields::ALL)? {
+        Ok(payload) => payload,
+        Err(code) => return Ok(code),
+    };
+    let records = match decode_records(&payload)? {
+        Ok((_, records)) => records,
+        Err(code) => return Ok(code),
+    };
+    let single_id = filter.job_ids.len() == 1;
+    let mut jobs = Vec::new();
+    let target_seen = select(records, filter, single_id, |job| jobs.push(job))?;
+    if single_id && !target_seen {
+        return Ok(common::load_jobs_failed("Invalid job id specified"));
+    }
+    json::print(&json::jobs::document(&jobs), output)?;
     Ok(0)
 }
 
