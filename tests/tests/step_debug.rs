@@ -94,7 +94,9 @@ impl Running {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) => self.seen.push(line),
-                Err(_) => panic!("no {count} lines with {needle:?} in srun's stderr: {:#?}\n{}", self.seen, cluster.logs()),
+                Err(_) => {
+                    panic!("no {count} lines with {needle:?} in srun's stderr: {:#?}\n{}", self.seen, cluster.logs())
+                }
             }
         }
     }
