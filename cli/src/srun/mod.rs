@@ -1122,6 +1122,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_debugger_test_table_is_slurm_s_once_every_task_reported() {
+        let layout = StepLayout {
+            job_id: 7,
+            step_id: 0,
+            nodes: vec!["n1".into(), "n2".into()],
+            tasks: vec![vec![0, 2], vec![1]],
+            ntasks: 3,
+            cpus_per_task: 1,
+            token: Vec::new(),
+        };
+        let options = StepOptions { command: vec!["/usr/bin/id".into()], ..StepOptions::default() };
+        let mut table = Proctable::new(&layout, &options);
+        assert!(!table.record(2, 300));
+        assert!(!table.record(0, 100));
+        // A task id no task has changes nothing.
+        assert!(!table.record(9, 900));
+        assert!(table.record(1, 200));
+        // Printed once.
+        assert!(!table.record(1, 200));
+        assert_eq!(
+            table.dump(),
+            "srun: task:0, host:n1, pid:100, executable:/usr/bin/id\n\
+             srun: task:1, host:n2, pid:200, executable:/usr/bin/id\n\
+             srun: task:2, host:n1, pid:300, executable:/usr/bin/id\n"
+        );
+    }
+
+    #[test]
     fn verbose_line_counts_and_job_names() {
         assert_eq!(runs_text(&[2, 2, 1]), "2(x2),1");
         assert_eq!(runs_text(&[4]), "4");
