@@ -19,6 +19,12 @@
 //! existing (pyxis: the first task's starts the container the others join). Each task's report
 //! pipe (close-on-exec) tells the runner when it exec'd, or why its setup or exec failed.
 //!
+//! Under `srun --debugger-test` (the launch's `parallel_debug`, Slurm's parallel debug launch)
+//! each task stops itself right before its exec; the runner waits until every task stopped (or
+//! failed), sends srun each one's pid ([`stepio::PID`]) and relays as usual: the tasks stay
+//! stopped until a debugger continues them or the step ends (noded's SIGTERM, then SIGCONT).
+//! With `--slurmd-debug` the runner tells srun what it does ([`super::log`]).
+//!
 //! All tasks are forked before the first thread starts, so the forked children run in a
 //! single-threaded copy of the runner. Their output is relayed by one `poll` loop on the main
 //! thread (a thread per pipe would count against the job's pids limit); srun's input has one
@@ -578,7 +584,10 @@ fn run_tasks(
     };
     match steps.is_empty() {
         true => log.debug2("no cgroups for the step on this node"),
-        false => log.debug2(format_args!("moving into the step's cgroups {steps:?}")),
+        false => {
+            let dirs: Vec<String> = steps.iter().map(|dir| dir.display().to_string()).collect();
+            log.debug2(format_args!("moving into the step's cgroups {}", dirs.join(" ")));
+        }
     }
     // Where the runner goes back to before it removes the step's cgroups: noded's.
     let own = plan.map(own_cgroups).unwrap_or_default();
