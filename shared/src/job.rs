@@ -484,6 +484,14 @@ pub struct StepSpec {
     /// `SLURM_NTASKS`/`SLURM_NPROCS` (the job's), not the step's.
     #[serde(default)]
     pub preserve_env: bool,
+    /// `--slurmd-debug`: how far above `error` the step's runners log to the tasks' stderr
+    /// (capped at [`crate::log_level::MAX_INCREMENT`]; 0: errors only).
+    #[serde(default)]
+    pub slurmd_debug: u8,
+    /// `--debugger-test` (Slurm's parallel debug launch): each task stops itself just before
+    /// its exec, for a debugger to attach, and the nodes report the tasks' pids to srun.
+    #[serde(default)]
+    pub parallel_debug: bool,
 }
 
 /// The batch step of an interactive allocation (`salloc`, `srun` outside a job): it only holds

@@ -13,6 +13,7 @@ pub mod configless;
 pub mod grammar;
 pub mod hostlist;
 pub mod job;
+pub mod log_level;
 pub mod node;
 pub mod proto;
 pub mod queue_lines;

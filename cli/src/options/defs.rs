@@ -936,6 +936,11 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     OptionDef::new("overcommit", Apply::Flag(|low| low.overcommit = Some(true)))
         .short('O')
         .srun_only("start more tasks than the job has CPUs on a node"),
+    OptionDef::new("slurmd-debug", Apply::Value(|low, v, _| set(&mut low.slurmd_debug, text(v))))
+        .value("level")
+        .srun_only("the nodes' step messages to the tasks' stderr, from this level above error"),
+    OptionDef::new("debugger-test", Apply::Flag(|low| low.debugger_test = Some(true)))
+        .srun_only("start the tasks stopped before their exec and print each one's host and pid"),
     OptionDef::new("pty", Apply::Flag(|low| low.pty = Some(true))).srun_only("run task 0 on a pseudo-terminal"),
     OptionDef::new("immediate", Apply::OptionalValue(|low, v, _| set(&mut low.immediate, immediate(v))))
         .short('I')

@@ -170,6 +170,10 @@ low_args! {
     overlap: bool,
     /// srun's `-O/--overcommit`.
     overcommit: bool,
+    /// srun's `--slurmd-debug=<level>`, as given (read by `drover_shared::log_level`).
+    slurmd_debug: String,
+    /// srun's `--debugger-test`.
+    debugger_test: bool,
     /// srun's `-Z/--no-allocate`.
     no_allocate: bool,
     /// srun's `--pty`.

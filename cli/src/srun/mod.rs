@@ -115,6 +115,9 @@ pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     if options.verbosity > 0 {
         eprint!("{}", options_dump(&options));
     }
+    if let Some(note) = &options.slurmd_debug_note {
+        eprintln!("srun: {note}");
+    }
     // The options to their plugins, `init_post_opt`; what the remote side needs rides in the
     // step's environment.
     options.plugin_env = plugins.job_env().map_err(anyhow::Error::msg)?;
@@ -137,6 +140,11 @@ fn run_with(options: &StepOptions, plugins: &Plugins) -> anyhow::Result<i32> {
             .filter(|_| !options.no_allocate)
             .find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
     });
+    // A `--multi-prog` file that leaves a task without a program is refused before anything is
+    // asked of ctld, as Slurm's srun does.
+    if let (true, Some(ntasks)) = (options.multi_prog, options.step.ntasks) {
+        multi_prog::task_programs(&options.command, ntasks).map_err(|message| anyhow::anyhow!(message))?;
+    }
     let socket = socket_path()?;
     match job_id {
         Some(job_id) => run_step(&socket, job_id, options, plugins),
@@ -302,6 +310,11 @@ enum Incoming {
         task: u32,
         status: i32,
     },
+    /// Under `--debugger-test`: a task stopped before its exec, with its pid on its node.
+    Stopped {
+        task: u32,
+        pid: i32,
+    },
     /// A node proved the step token; srun writes the tasks' input here.
     Connected {
         node: u32,
@@ -435,6 +448,10 @@ fn serve_node(mut stream: TcpStream, node: u32, tx: mpsc::Sender<Incoming>) {
             Ok(Some((stepio::EXIT, task, data))) => {
                 let status = data.get(..4).and_then(|b| b.try_into().ok()).map_or(9, i32::from_le_bytes);
                 let _ = tx.send(Incoming::Exit { task, status });
+            }
+            Ok(Some((stepio::PID, task, data))) => {
+                let pid = data.get(..4).and_then(|b| b.try_into().ok()).map_or(0, i32::from_le_bytes);
+                let _ = tx.send(Incoming::Stopped { task, pid });
             }
             Ok(Some((kind, task, data))) => {
                 let _ = tx.send(Incoming::Output { kind, task, data });
@@ -726,6 +743,7 @@ pub(crate) fn run_step(
             eprintln!("srun: error: opening {path}: {error}");
         }
     }
+    let mut proctable = options.debugger_test.then(|| Proctable::new(&layout, options));
     let mut statuses: HashMap<u32, i32> = HashMap::new();
     let mut closed = 0;
     // Nodes that proved the step token (each is served once).
@@ -818,6 +836,13 @@ pub(crate) fn run_step(
                 first_exit.get_or_insert_with(Instant::now);
                 bad_exit |= status != 0;
             }
+            Ok(Incoming::Stopped { task, pid }) => {
+                if let Some(table) = &mut proctable
+                    && table.record(task, pid)
+                {
+                    eprint!("{}", table.dump());
+                }
+            }
             Ok(Incoming::Closed) => closed += 1,
             Ok(Incoming::Connected { node, stream }) => {
                 connected += 1;
@@ -837,8 +862,25 @@ pub(crate) fn run_step(
     // so, as Slurm's srun does.
     // (A task that never reported counts as killed, as in the summary.)
     let signaled = (0..layout.ntasks).any(|t| statuses.get(&t).is_none_or(|s| WaitStatus(*s).parts().1 != 0));
-    if !cancel_sent && signaled && step_cancelled(socket, job_id, layout.step_id) {
-        eprintln!("srun: Job step aborted: StepId={job_id}.{} was cancelled", layout.step_id);
+    if !cancel_sent && signaled {
+        // Tasks that never reported went with their node's runner: the job ended around them
+        // (its time limit), which ctld may record a moment later.
+        let patience = if statuses.len() < total { JOB_END_PATIENCE } else { Duration::ZERO };
+        match step_ending(socket, job_id, layout.step_id, patience) {
+            Some((JobState::Timeout, end)) => eprintln!(
+                "srun: error: *** STEP {job_id}.{} ON {} CANCELLED AT {} DUE TO TIME LIMIT ***",
+                layout.step_id,
+                layout.nodes.first().map_or("", String::as_str),
+                crate::query::format::timestamp(
+                    end.unwrap_or_else(drover_shared::now),
+                    crate::query::format::Tz::Local
+                )
+            ),
+            Some((JobState::Cancelled, _)) => {
+                eprintln!("srun: Job step aborted: StepId={job_id}.{} was cancelled", layout.step_id);
+            }
+            _ => {}
+        }
     }
     // Output that raced the last exit frame.
     while let Ok(message) = rx.try_recv() {
@@ -858,20 +900,93 @@ pub(crate) fn run_step(
     Ok(code)
 }
 
-/// Whether ctld records the step, or its job, as cancelled.
-fn step_cancelled(socket: &std::path::Path, job_id: u32, step_id: u32) -> bool {
+/// How long srun waits for ctld to record the end of a job whose end took the step's runners.
+const JOB_END_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How ctld records the end of the step's job: `Cancelled` when the step or its job was
+/// cancelled, `Timeout` when the job reached its time limit (with the job's end time); `None`
+/// otherwise. A job still running is asked about again for up to `patience`.
+fn step_ending(
+    socket: &std::path::Path,
+    job_id: u32,
+    step_id: u32,
+    patience: Duration,
+) -> Option<(JobState, Option<drover_shared::UnixTime>)> {
     use drover_shared::job::StepId;
     use drover_shared::proto::client::JobQuery;
-    let query = JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() };
-    let request = Request::QueryJobs(query);
-    let Ok(Response::Jobs { jobs, .. }) = call_patiently(Some(socket), &request, Resend::Safe, "srun", OUTAGE_PATIENCE)
-    else {
-        return false;
-    };
-    jobs.iter().filter(|j| j.job_id == job_id).any(|job| {
-        job.state() == JobState::Cancelled
-            || job.steps.iter().any(|s| s.step_id == StepId::Numbered(step_id) && s.state == JobState::Cancelled)
-    })
+    let deadline = Instant::now() + patience;
+    loop {
+        let query = JobQuery { job_ids: vec![job_id], include_finished: true, ..JobQuery::default() };
+        let request = Request::QueryJobs(query);
+        let Ok(Response::Jobs { jobs, .. }) =
+            call_patiently(Some(socket), &request, Resend::Safe, "srun", OUTAGE_PATIENCE)
+        else {
+            return None;
+        };
+        let job = jobs.iter().find(|j| j.job_id == job_id)?;
+        let step_cancelled =
+            job.steps.iter().any(|s| s.step_id == StepId::Numbered(step_id) && s.state == JobState::Cancelled);
+        match job.state() {
+            JobState::Timeout => return Some((JobState::Timeout, job.end_time)),
+            JobState::Cancelled => return Some((JobState::Cancelled, job.end_time)),
+            JobState::Running if !step_cancelled && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            _ if step_cancelled => return Some((JobState::Cancelled, job.end_time)),
+            _ => return None,
+        }
+    }
+}
+
+/// `--debugger-test`'s table of the step's tasks (Slurm's MPIR proctable): each task's host, the
+/// pid it stopped with there and its executable, printed once every task reported its pid.
+struct Proctable {
+    hosts: Vec<String>,
+    executables: Vec<String>,
+    pids: Vec<Option<i32>>,
+    printed: bool,
+}
+
+impl Proctable {
+    fn new(layout: &StepLayout, options: &StepOptions) -> Proctable {
+        let ntasks = layout.ntasks as usize;
+        let mut hosts = vec![String::new(); ntasks];
+        for (node, tasks) in layout.nodes.iter().zip(&layout.tasks) {
+            for &task in tasks {
+                if let Some(host) = hosts.get_mut(task as usize) {
+                    host.clone_from(node);
+                }
+            }
+        }
+        // Under `--multi-prog`, each task's program word as the file writes it.
+        let executables = match options.multi_prog {
+            true => multi_prog::task_programs(&options.command, layout.ntasks).unwrap_or_default(),
+            false => Vec::new(),
+        };
+        let command = options.command.first().cloned().unwrap_or_default();
+        let executables = (0..ntasks).map(|t| executables.get(t).cloned().unwrap_or_else(|| command.clone())).collect();
+        Proctable { hosts, executables, pids: vec![None; ntasks], printed: false }
+    }
+
+    /// Records task `task`'s pid; whether the table is now complete (the first time only).
+    fn record(&mut self, task: u32, pid: i32) -> bool {
+        if let Some(slot) = self.pids.get_mut(task as usize) {
+            *slot = Some(pid);
+        }
+        let complete = !self.printed && self.pids.iter().all(Option::is_some);
+        self.printed |= complete;
+        complete
+    }
+
+    /// srun's lines, one per task, as Slurm's `--debugger-test` prints them.
+    fn dump(&self) -> String {
+        let mut out = String::new();
+        for (task, ((host, pid), executable)) in self.hosts.iter().zip(&self.pids).zip(&self.executables).enumerate() {
+            let pid = pid.unwrap_or(0);
+            out.push_str(&format!("srun: task:{task}, host:{host}, pid:{pid}, executable:{executable}\n"));
+        }
+        out
+    }
 }
 
 /// What `local_user_init` and later local hooks may ask of the step (`spank_get_item`).
@@ -1005,6 +1120,34 @@ fn signal_name(signal: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_debugger_test_table_is_slurm_s_once_every_task_reported() {
+        let layout = StepLayout {
+            job_id: 7,
+            step_id: 0,
+            nodes: vec!["n1".into(), "n2".into()],
+            tasks: vec![vec![0, 2], vec![1]],
+            ntasks: 3,
+            cpus_per_task: 1,
+            token: Vec::new(),
+        };
+        let options = StepOptions { command: vec!["/usr/bin/id".into()], ..StepOptions::default() };
+        let mut table = Proctable::new(&layout, &options);
+        assert!(!table.record(2, 300));
+        assert!(!table.record(0, 100));
+        // A task id no task has changes nothing.
+        assert!(!table.record(9, 900));
+        assert!(table.record(1, 200));
+        // Printed once.
+        assert!(!table.record(1, 200));
+        assert_eq!(
+            table.dump(),
+            "srun: task:0, host:n1, pid:100, executable:/usr/bin/id\n\
+             srun: task:1, host:n2, pid:200, executable:/usr/bin/id\n\
+             srun: task:2, host:n1, pid:300, executable:/usr/bin/id\n"
+        );
+    }
 
     #[test]
     fn verbose_line_counts_and_job_names() {

@@ -86,10 +86,13 @@ fn expand(word: &str, task: Option<(u32, usize)>) -> String {
     out
 }
 
-/// The `/bin/sh` script that runs each task's line of `config` (the file's text).
-pub(crate) fn script(config: &str) -> Result<String, String> {
-    let mut arms = Vec::new();
-    let mut default = None;
+/// A line of the file: its task ids (`None` for `*`) and its words (program, arguments).
+type Line = (Option<Vec<u32>>, Vec<String>);
+
+/// The file's lines that name programs (comments and blank lines left out, continuations
+/// joined), each with its line number; a task named twice is refused.
+fn lines(config: &str) -> Result<Vec<(usize, Line)>, String> {
+    let mut out = Vec::new();
     let mut named = std::collections::HashSet::new();
     let joined = config.replace("\\\n", " ");
     for (n, line) in joined.lines().enumerate() {
@@ -101,7 +104,27 @@ pub(crate) fn script(config: &str) -> Result<String, String> {
         let [ids, program, args @ ..] = words.as_slice() else {
             return Err(format!("line {}: no program for tasks `{line}`", n + 1));
         };
-        match ranks(ids).map_err(|e| format!("line {}: {e}", n + 1))? {
+        let ids = ranks(ids).map_err(|e| format!("line {}: {e}", n + 1))?;
+        for &id in ids.iter().flatten() {
+            if !named.insert(id) {
+                return Err(format!("line {}: task {id} is named twice", n + 1));
+            }
+            if named.len() > MAX_RANKS {
+                return Err(format!("more than {MAX_RANKS} tasks named"));
+            }
+        }
+        out.push((n + 1, (ids, std::iter::once(program.clone()).chain(args.iter().cloned()).collect())));
+    }
+    Ok(out)
+}
+
+/// The `/bin/sh` script that runs each task's line of `config` (the file's text).
+pub(crate) fn script(config: &str) -> Result<String, String> {
+    let mut arms = Vec::new();
+    let mut default = None;
+    for (_, (ids, words)) in lines(config)? {
+        let [program, args @ ..] = words.as_slice() else { continue };
+        match ids {
             None => {
                 let words: Vec<String> =
                     std::iter::once(quote(program)).chain(args.iter().map(|a| expand(a, None))).collect();
@@ -109,12 +132,6 @@ pub(crate) fn script(config: &str) -> Result<String, String> {
             }
             Some(ids) => {
                 for (offset, id) in ids.into_iter().enumerate() {
-                    if !named.insert(id) {
-                        return Err(format!("line {}: task {id} is named twice", n + 1));
-                    }
-                    if named.len() > MAX_RANKS {
-                        return Err(format!("more than {MAX_RANKS} tasks named"));
-                    }
                     let words: Vec<String> = std::iter::once(quote(program))
                         .chain(args.iter().map(|a| expand(a, Some((id, offset)))))
                         .collect();
@@ -134,8 +151,24 @@ pub(crate) fn script(config: &str) -> Result<String, String> {
     Ok(format!("case \"$SLURM_PROCID\" in\n{}\n{fallback}\nesac\n", arms.join("\n")))
 }
 
-/// The argv every task runs for `srun --multi-prog FILE` (`command` is srun's command words).
-pub(crate) fn argv(command: &[String]) -> Result<Vec<String>, String> {
+/// The program word of each of tasks `0..ntasks` as the file `config` writes it (what
+/// `--debugger-test` prints as the task's executable); Slurm's error for a task no line names.
+pub(crate) fn programs(config: &str, ntasks: u32, file: &str) -> Result<Vec<String>, String> {
+    let lines = lines(config).map_err(|e| format!("{file}: {e}"))?;
+    let program = |task: u32| {
+        let named = lines.iter().find(|(_, (ids, _))| ids.as_ref().is_some_and(|ids| ids.contains(&task)));
+        let line = named.or_else(|| lines.iter().find(|(_, (ids, _))| ids.is_none()));
+        line.and_then(|(_, (_, words))| words.first().cloned())
+    };
+    (0..ntasks)
+        .map(|task| {
+            program(task).ok_or_else(|| format!("Configuration file {file} invalid, no record for task id {task}"))
+        })
+        .collect()
+}
+
+/// The text of `srun --multi-prog FILE`'s file (`command` is srun's command words).
+fn read(command: &[String]) -> Result<(String, String), String> {
     let [file] = command else { return Err("--multi-prog takes one configuration file as the command".into()) };
     let size = std::fs::metadata(file).map_err(|e| format!("{file}: {}", crate::strip_os_error(&e.to_string())))?.len();
     if size > MAX_FILE as u64 {
@@ -143,6 +176,18 @@ pub(crate) fn argv(command: &[String]) -> Result<Vec<String>, String> {
     }
     let text =
         std::fs::read_to_string(file).map_err(|e| format!("{file}: {}", crate::strip_os_error(&e.to_string())))?;
+    Ok((file.clone(), text))
+}
+
+/// Each task's program word for `srun --multi-prog FILE` with `ntasks` tasks (see [`programs`]).
+pub(crate) fn task_programs(command: &[String], ntasks: u32) -> Result<Vec<String>, String> {
+    let (file, text) = read(command)?;
+    programs(&text, ntasks, &file)
+}
+
+/// The argv every task runs for `srun --multi-prog FILE` (`command` is srun's command words).
+pub(crate) fn argv(command: &[String]) -> Result<Vec<String>, String> {
+    let (file, text) = read(command)?;
     let script = script(&text).map_err(|e| format!("{file}: {e}"))?;
     Ok(vec!["/bin/sh".into(), "-c".into(), script, "multi-prog".into()])
 }
@@ -177,6 +222,16 @@ mod tests {
         // A task no line names fails with the reason.
         let script = super::script("0 true\n").unwrap();
         assert!(run_as(&script, 1).contains("no program for task 1"));
+    }
+
+    #[test]
+    fn each_task_s_program_word_as_the_file_writes_it() {
+        let config = "1-2   hostname\n0,3   date\n";
+        assert_eq!(programs(config, 4, "f").unwrap(), ["date", "hostname", "hostname", "date"]);
+        // Slurm's words for a task no line names.
+        assert_eq!(programs(config, 5, "f").unwrap_err(), "Configuration file f invalid, no record for task id 4");
+        assert_eq!(programs("0 echo %t\n* /bin/true x\n", 3, "f").unwrap(), ["echo", "/bin/true", "/bin/true"]);
+        assert!(programs("0 echo\n0 true\n", 1, "f").unwrap_err().contains("named twice"));
     }
 
     #[test]

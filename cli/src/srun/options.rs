@@ -58,6 +58,11 @@ pub(crate) struct StepOptions {
     pub(crate) no_shell: bool,
     /// `--test-only`: print when and where the allocation would start; run nothing.
     pub(crate) test_only: bool,
+    /// `--debugger-test`: the tasks start stopped (the step's `parallel_debug`) and srun prints
+    /// each one's host, pid and executable.
+    pub(crate) debugger_test: bool,
+    /// srun's line when it capped `--slurmd-debug`.
+    pub(crate) slurmd_debug_note: Option<String>,
     /// `-K`: end the step when a task exits with a non-zero code.
     pub(crate) kill_on_bad_exit: bool,
     /// `-W sec`: kill the tasks still running this long after the first one exited.
@@ -109,6 +114,11 @@ pub(crate) fn parse(command: Command, args: &[OsString]) -> anyhow::Result<Parse
     step.overlap = low.overlap.unwrap_or(false);
     step.overcommit = low.overcommit.unwrap_or(false);
     step.preserve_env = low.preserve_env.unwrap_or(false);
+    if let Some(level) = &low.slurmd_debug {
+        (step.slurmd_debug, options.slurmd_debug_note) = drover_shared::log_level::slurmd_debug_increment(level);
+    }
+    options.debugger_test = low.debugger_test.unwrap_or(false);
+    step.parallel_debug = options.debugger_test;
     options.verbose = low.verbose.is_some_and(|n| n > 0);
     options.verbosity = low.verbose.unwrap_or(0);
     options.pty = low.pty.unwrap_or(false);
@@ -547,6 +557,8 @@ mod tests {
               -Z, --no-allocate           run on the -w nodes without a job allocation (root and SlurmUser only)
                   --overlap               share CPUs with the job's other running steps
               -O, --overcommit            start more tasks than the job has CPUs on a node
+                  --slurmd-debug=level    the nodes' step messages to the tasks' stderr, from this level above error
+                  --debugger-test         start the tasks stopped before their exec and print each one's host and pid
                   --pty                   run task 0 on a pseudo-terminal
               -I, --immediate[=secs]      fail unless the allocation is granted within secs (default: at once)
               -K, --kill-on-bad-exit[=0|1]

@@ -480,6 +480,8 @@ impl Core {
                 task_epilog: spec.task_epilog.clone(),
                 rlimits: spec.rlimits.clone(),
                 preserve_env: spec.preserve_env,
+                slurmd_debug: spec.slurmd_debug.min(drover_shared::log_level::MAX_INCREMENT),
+                parallel_debug: spec.parallel_debug,
             };
             launches.push((share.node.clone(), launch));
         }

@@ -27,6 +27,7 @@
 //! times, the largest RSS) as a postcard [`JobUsage`] in `<state>/step_usage/<job>.<step>`;
 //! noded's rescan sends it to ctld ([`take_spooled_usage`]) and deletes it.
 
+mod log;
 mod run;
 mod task_scripts;
 
@@ -206,8 +207,10 @@ fn task_pids(dir: &Path) -> Vec<i32> {
     std::fs::read_to_string(dir.join(TASKS)).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
-/// Sends `signal` to every task's process group of the step; `None` cancels: SIGCONT and SIGTERM,
-/// then SIGKILL after `kill_wait` seconds (from a thread, so the caller does not wait).
+/// Sends `signal` to every task's process group of the step; `None` cancels: SIGTERM and SIGCONT,
+/// then SIGKILL after `kill_wait` seconds (from a thread, so the caller does not wait). SIGTERM
+/// goes first so that a stopped task (one held for a debugger, `srun --debugger-test`) has it
+/// pending when SIGCONT wakes it, and ends before it does anything else.
 pub fn signal(
     state_dir: &Path,
     job_id: JobId,
@@ -231,8 +234,8 @@ pub fn signal(
             send(&pids, sig);
         }
         None => {
-            send(&pids, Signal::SIGCONT);
             send(&pids, Signal::SIGTERM);
+            send(&pids, Signal::SIGCONT);
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_secs(u64::from(kill_wait)));
                 if dir.exists() {

@@ -19,11 +19,18 @@
 //! existing (pyxis: the first task's starts the container the others join). Each task's report
 //! pipe (close-on-exec) tells the runner when it exec'd, or why its setup or exec failed.
 //!
+//! Under `srun --debugger-test` (the launch's `parallel_debug`, Slurm's parallel debug launch)
+//! each task stops itself right before its exec; the runner waits until every task stopped (or
+//! failed), sends srun each one's pid ([`stepio::PID`]) and relays as usual: the tasks stay
+//! stopped until a debugger continues them or the step ends (noded's SIGTERM, then SIGCONT).
+//! With `--slurmd-debug` the runner tells srun what it does ([`super::log`]).
+//!
 //! All tasks are forked before the first thread starts, so the forked children run in a
 //! single-threaded copy of the runner. Their output is relayed by one `poll` loop on the main
 //! thread (a thread per pipe would count against the job's pids limit); srun's input has one
 //! thread.
 
+use super::log::{LineSink, StepLog, describe_status};
 use super::{LAUNCH, OWNS_JOB_CGROUP, StepError, TASKS, task_scripts};
 use crate::cgroup::{Controller, JobCgroup};
 use crate::isolation::{self, JobIsolation};
@@ -385,6 +392,7 @@ fn fork_task(
         rlimits: crate::sys::exec::capped_rlimits(&launch.rlimits),
         environment,
         plugins,
+        stop_before_exec: launch.parallel_debug,
     };
     let held = crate::sys::exec::fork_task(setup, stdio, &argv[0], &argv, gate)?;
     Ok(ForkedTask { held, pipes })
@@ -430,10 +438,16 @@ const REAP_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 /// ends it like end of file. A task whose output has ended and that exited while other tasks
 /// of this node still run is reaped and its exit sent at once (srun's `-K` and `-W` act on the
 /// first exits); the last ones are left to the caller, which spools the usage first.
-fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(u32, Pid)>, tasks: &[u32]) {
+fn relay_all(
+    sink: &Sink,
+    mut sources: Vec<(u8, u32, File)>,
+    running: &mut Vec<(u32, Pid)>,
+    tasks: &[u32],
+    log: &StepLog,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     while !sources.is_empty() {
-        reap_early(sink, &sources, running, tasks);
+        reap_early(sink, &sources, running, tasks, log);
         let fds: Vec<_> = sources.iter().map(|(_, _, file)| file.as_fd()).collect();
         let wait = (running.len() > 1).then_some(REAP_EVERY);
         let Ok(ready) = stepio::poll_readable(&fds, wait) else { return };
@@ -455,13 +469,14 @@ fn relay_all(sink: &Sink, mut sources: Vec<(u8, u32, File)>, running: &mut Vec<(
 
 /// Sends the exit of each task whose output has ended and that has exited, as long as another
 /// task of the step is left running here.
-fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Pid)>, tasks: &[u32]) {
+fn reap_early(sink: &Sink, sources: &[(u8, u32, File)], running: &mut Vec<(u32, Pid)>, tasks: &[u32], log: &StepLog) {
     let mut index = 0;
     while index < running.len() && running.len() > 1 {
         let (task, pid) = running[index];
         let writing = sources.iter().any(|(_, t, _)| *t == task);
         if !writing && let Ok(Some(status)) = crate::sys::process::wait_pid(pid, false) {
             task_exited(tasks, task, pid, status);
+            log.debug(format_args!("task {task} (pid {pid}) {}; sending its status to srun", describe_status(status)));
             send(sink, stepio::EXIT, task, &status.to_le_bytes());
             running.swap_remove(index);
             continue;
@@ -516,7 +531,24 @@ fn run(dir: &Path) -> Result<(), StepError> {
             .map_err(|e| StepError::Refused(format!("cannot greet srun: {e}")))?;
     }
     let tasks: Vec<u32> = launch.layout.tasks.get(launch.node_index as usize).cloned().unwrap_or_default();
-    let result = run_tasks(dir, &launch, plan.as_ref(), &tasks, &sink);
+    // `--slurmd-debug`: the runner's messages go to srun as the node's first task's stderr.
+    let to_srun = tasks.first().map(|&first| {
+        let sink = sink.clone();
+        Box::new(move |line: &[u8]| send(&sink, stepio::STDERR, first, line)) as LineSink
+    });
+    let log = StepLog::new(launch.slurmd_debug, to_srun);
+    log.levels();
+    log.debug(format_args!(
+        "step {}.{}: connected to srun at {}, node {} ({} of {}), tasks {:?}",
+        launch.job.job_id,
+        launch.step_id,
+        launch.srun_address,
+        launch.layout.nodes.get(launch.node_index as usize).map_or("", String::as_str),
+        launch.node_index + 1,
+        launch.layout.nodes.len(),
+        tasks
+    ));
+    let result = run_tasks(dir, &launch, plan.as_ref(), &tasks, &sink, &log);
     crate::spank::exit();
     if let Err(error) = &result {
         let message = format!(
@@ -544,11 +576,19 @@ fn run_tasks(
     plan: Option<&JobIsolation>,
     tasks: &[u32],
     sink: &Sink,
+    log: &StepLog,
 ) -> Result<bool, StepError> {
     let steps = match plan {
         Some(plan) => set_up_cgroups(dir, plan, launch)?,
         None => Vec::new(),
     };
+    match steps.is_empty() {
+        true => log.debug2("no cgroups for the step on this node"),
+        false => {
+            let dirs: Vec<String> = steps.iter().map(|dir| dir.display().to_string()).collect();
+            log.debug2(format_args!("moving into the step's cgroups {}", dirs.join(" ")));
+        }
+    }
     // Where the runner goes back to before it removes the step's cgroups: noded's.
     let own = plan.map(own_cgroups).unwrap_or_default();
     // From here on every fork is the job's: the tasks are created inside the step's cgroups.
@@ -618,6 +658,13 @@ fn run_tasks(
             None
         };
         let child = fork_task(launch, env, identity.as_ref(), slave, plugins, container.as_ref(), &mut gate);
+        match &child {
+            Ok(forked) => log.debug2(format_args!(
+                "forked task {task} (local id {local}) as pid {}; it waits at the gate",
+                forked.held.pid()
+            )),
+            Err(error) => log.debug2(format_args!("could not fork task {task}: {}", describe(error))),
+        }
         children.push((task, local, child));
     }
     let master = terminal.map(|(master, slave)| {
@@ -630,7 +677,13 @@ fn run_tasks(
             crate::spank::task_post_fork(*local, forked.held.pid().as_raw());
         }
     }
+    log.debug(format_args!("opening the gate: {} task(s) set themselves up and exec together", children.len()));
     gate.open();
+    let program = launch.argv.first().cloned().unwrap_or_default();
+    // Under parallel debugging the tasks stop before their exec; their report pipes stay open
+    // until the step ends (a task a debugger continues may still fail to exec).
+    let mut held_reports: Vec<File> = Vec::new();
+    let mut stopped: Vec<(u32, Pid)> = Vec::new();
     let inputs: Inputs = Arc::new(Mutex::new(HashMap::new()));
     let mut running = Vec::new();
     let mut sources: Vec<(u8, u32, File)> = Vec::new();
@@ -638,13 +691,27 @@ fn run_tasks(
         let started = child.map_err(|error| (error, None)).and_then(|forked| {
             let ForkedTask { held, pipes } = forked;
             let pid = held.pid();
-            match held.started() {
-                Ok(pid) => Ok((pid, pipes)),
+            let started = match launch.parallel_debug {
+                true => held.stopped(),
+                false => held.started().map(|pid| (pid, None)),
+            };
+            match started {
+                Ok((pid, report)) => Ok((pid, report, pipes)),
                 Err((error, status)) => Err((error, Some((pid, status)))),
             }
         });
         match started {
-            Ok((pid, pipes)) => {
+            Ok((pid, report, pipes)) => {
+                match report {
+                    Some(report) => {
+                        log.debug(format_args!(
+                            "task {task} (pid {pid}) stopped before exec'ing {program}, for a debugger"
+                        ));
+                        held_reports.push(report);
+                        stopped.push((task, pid));
+                    }
+                    None => log.debug(format_args!("task {task} (pid {pid}) exec'd {program}")),
+                }
                 if let Some((stdin, stdout, stderr)) = pipes {
                     sources.push((stepio::STDOUT, task, stdout));
                     sources.push((stepio::STDERR, task, stderr));
@@ -666,7 +733,7 @@ fn run_tasks(
                     task_exited(tasks, task, pid, status);
                 }
                 // Among the reasons: the job's pids limit (`Resource temporarily unavailable`).
-                let program = launch.argv.first().cloned().unwrap_or_default();
+                log.debug(format_args!("task {task} did not start: {}", describe(&error)));
                 let message = format!("slurmstepd: error: execve(): {program}: {}\n", describe(&error));
                 send(sink, stepio::STDERR, task, message.as_bytes());
                 send(
@@ -680,25 +747,34 @@ fn run_tasks(
     }
     let pids: Vec<String> = running.iter().map(|(_, pid)| pid.to_string()).collect();
     let _ = std::fs::write(dir.join(TASKS), pids.join("\n") + "\n");
+    log.verbose(format_args!("{} task(s) started", running.len()));
+    // `srun --debugger-test`: srun's proctable has each stopped task's pid.
+    for (task, pid) in stopped {
+        send(sink, stepio::PID, task, &pid.as_raw().to_le_bytes());
+    }
     drop(master);
     if let Some(stream) = sink.lock().ok().and_then(|s| s.try_clone().ok()) {
         let inputs = inputs.clone();
         // Without this thread (the job's pids limit reached) the tasks get no input from srun.
         let _ = std::thread::Builder::new().name("input".into()).spawn(move || forward_input(stream, &inputs));
     }
-    relay_all(sink, sources, &mut running, tasks);
+    log.debug2(format_args!("relaying the output of {} task(s)", running.len()));
+    relay_all(sink, sources, &mut running, tasks, log);
     let mut statuses = Vec::with_capacity(running.len());
     for (task, pid) in running {
         let status = crate::sys::process::wait_pid(pid, true).ok().flatten().unwrap_or(9);
         task_exited(tasks, task, pid, status);
+        log.debug(format_args!("task {task} (pid {pid}) {}", describe_status(status)));
         statuses.push((task, status));
     }
+    drop(held_reports);
     if let Some(epilog) = &launch.task_epilog {
         task_scripts::run_epilogs(epilog, &envs, &script_user);
     }
     // Every task is reaped: what they used is the runner's children's usage. It is spooled for
     // noded before srun learns of the exits (srun then records the step's end).
     write_usage(dir, launch);
+    log.debug2("usage spooled for noded; sending the exit statuses to srun");
     for (task, status) in statuses {
         send(sink, stepio::EXIT, task, &status.to_le_bytes());
     }

@@ -82,6 +82,9 @@ pub(crate) struct TaskSetup {
     pub(crate) environment: TaskEnvironment,
     /// SPANK plugins are loaded in the runner: the task runs their task hooks.
     pub(crate) plugins: Option<TaskPlugins>,
+    /// Parallel debugging (`srun --debugger-test`): once set up, the task stops itself with
+    /// SIGSTOP just before its exec, for a debugger to attach; SIGCONT lets it exec.
+    pub(crate) stop_before_exec: bool,
 }
 
 /// A task's SPANK hooks ([`crate::spank`]): `task_init_privileged` as root before the privilege
@@ -248,6 +251,19 @@ impl HeldTask {
         self.pid
     }
 
+    /// Once the gate is open, for a task that stops before its exec
+    /// ([`TaskSetup::stop_before_exec`]): waits until it stopped there (`Ok`: its pid, and its
+    /// report pipe, to keep open while the task may still exec), or its setup failed (as
+    /// [`HeldTask::started`]).
+    pub(crate) fn stopped(self) -> Result<(nix::unistd::Pid, Option<std::fs::File>), (std::io::Error, i32)> {
+        match super::process::wait_stopped(self.pid) {
+            Ok(true) => Ok((self.pid, Some(self.report))),
+            // It ended before it stopped: its report says why (and it is reaped there), unless
+            // it said nothing (a plugin ended it), when its end is reaped later as any task's.
+            _ => self.started().map(|pid| (pid, None)),
+        }
+    }
+
     /// Once the gate is open: waits until the task exec'd its program (`Ok`, its pid), or its
     /// setup or exec failed (the error, the task then reaped: its wait status comes with it).
     pub(crate) fn started(self) -> Result<nix::unistd::Pid, (std::io::Error, i32)> {
@@ -316,11 +332,18 @@ fn become_task(
     if !gate.wait() {
         super::process::exit_now(1);
     }
+    let stop_before_exec = setup.stop_before_exec;
     // The environment must live until the exec: `environ` points into it.
     let _environment = match set_up(setup) {
         Ok(environment) => environment,
         Err(error) => return error,
     };
+    if stop_before_exec {
+        // Parallel debugging: stopped here until a debugger (or the step's end) continues it.
+        // A signal that ends the task and is sent while it is stopped (the step's SIGTERM)
+        // takes it as soon as SIGCONT wakes it, before it execs.
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
     match nix::unistd::execvp(program, argv) {
         Err(errno) => errno.into(),
         Ok(never) => match never {},
@@ -330,7 +353,7 @@ fn become_task(
 /// The task's setup (see [`fork_task`]), stdio already in place; returns the environment it
 /// installed, which must outlive the exec.
 fn set_up(setup: TaskSetup) -> std::io::Result<TaskEnvironment> {
-    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits, mut environment, mut plugins } = setup;
+    let TaskSetup { on_terminal, identity, work_dir, umask, rlimits, mut environment, mut plugins, .. } = setup;
     if on_terminal {
         // A session of its own with the pseudo-terminal (its stdin) as controlling terminal.
         nix::unistd::setsid()?;

@@ -144,6 +144,21 @@ pub(crate) fn wait_pid(pid: Pid, block: bool) -> nix::Result<Option<i32>> {
     }
 }
 
+/// Waits until child `pid` has stopped (`Ok(true)`) or ended (`Ok(false)`), without reaping it
+/// or consuming the stop: a later [`wait_pid`] still finds an ended child.
+pub(crate) fn wait_stopped(pid: Pid) -> nix::Result<bool> {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WSTOPPED | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(pid), flags) {
+            Ok(WaitStatus::Stopped(..)) => return Ok(true),
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => return Ok(false),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(errno) => return Err(errno),
+        }
+    }
+}
+
 /// Whether this process still has a child (running, or ended and not reaped yet), asked without
 /// reaping or waiting.
 pub(crate) fn has_children() -> bool {

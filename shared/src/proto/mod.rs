@@ -83,7 +83,8 @@ pub struct NodeProof {
 /// numbers), 3 (node updates without an incident owner and ticket, job records without
 /// their billing TRES or template), 4 (cancel requests without `full`, job specs without
 /// `overcommit` and `no_allocate`), 5 (step specs and step launches without
-/// `preserve_env`) and 6 (node infos without `reboot`) were never released, so only the current version is
+/// `preserve_env`) and 6 (node infos without `reboot`, step specs and step launches without `slurmd_debug`
+/// and `parallel_debug`) were never released, so only the current version is
 /// accepted; from the first release on, the previous version is accepted too.
 pub fn version_supported(version: u16) -> bool {
     version == PROTOCOL_VERSION

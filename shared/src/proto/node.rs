@@ -164,6 +164,12 @@ pub struct StepLaunch {
     /// srun's `-E` ([`crate::job::StepSpec::preserve_env`]).
     #[serde(default)]
     pub preserve_env: bool,
+    /// srun's `--slurmd-debug` ([`crate::job::StepSpec::slurmd_debug`]), capped by ctld.
+    #[serde(default)]
+    pub slurmd_debug: u8,
+    /// srun's `--debugger-test` ([`crate::job::StepSpec::parallel_debug`]).
+    #[serde(default)]
+    pub parallel_debug: bool,
 }
 
 /// Everything a supervisor needs to run a batch script, resolved by ctld.

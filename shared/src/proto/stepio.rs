@@ -3,8 +3,8 @@
 //! Blocking I/O on both ends (the step runner and srun are threaded, not async).
 //!
 //! Layout: hello = `u32 LE token length, token, u32 LE node index`; then frames of
-//! `u8 kind, u32 LE task id, u32 LE length, bytes`, kind [`STDOUT`], [`STDERR`] or [`EXIT`]
-//! (4 bytes: the raw wait status, `i32 LE`); srun sends [`STDIN`] frames the other way.
+//! `u8 kind, u32 LE task id, u32 LE length, bytes`, kind [`STDOUT`], [`STDERR`], [`EXIT`]
+//! (4 bytes: the raw wait status, `i32 LE`) or [`PID`] (4 bytes: a stopped task's pid); srun sends [`STDIN`] frames the other way.
 //!
 //! srun's port is open to anyone who can reach it, so srun reads each connection's hello without
 //! blocking ([`hello_progress`]), bounded in size, and compares the token in constant time
@@ -21,6 +21,10 @@ pub const STDOUT: u8 = 1;
 pub const STDERR: u8 = 2;
 /// The task ended; the payload is its wait status.
 pub const EXIT: u8 = 3;
+
+/// Under `--debugger-test` only: the task stopped itself before its exec; the payload is its
+/// pid on the node (`i32 LE`), for srun's proctable.
+pub const PID: u8 = 5;
 
 /// srun → node: input for a task ([`ALL_TASKS`]: every task on the node); empty: end of input.
 pub const STDIN: u8 = 4;

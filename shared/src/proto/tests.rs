@@ -281,3 +281,16 @@ fn unfinished_frames_hold_what_arrived_and_wait_for_their_budget() {
         assert_eq!((own.available_permits(), everyone.available_permits()), (2048, 4096), "all given back");
     });
 }
+
+/// Protocol 7: a step spec's and a step launch's last fields are `slurmd_debug` and
+/// `parallel_debug` (`srun --slurmd-debug`, `--debugger-test`), appended after `preserve_env`.
+#[test]
+fn step_spec_debug_fields_golden_bytes() {
+    let spec = crate::job::StepSpec { slurmd_debug: 3, parallel_debug: true, ..crate::job::StepSpec::default() };
+    assert_eq!(hex(&spec), "00000000000000000000000000000000000301");
+    let plain = crate::job::StepSpec::default();
+    let (with, without) = (hex(&spec), hex(&plain));
+    // Only the two trailing bytes differ: preserve_env (false), then 3 and true.
+    assert_eq!(with[..with.len() - 4], without[..without.len() - 4]);
+    assert!(with.ends_with("000301") && without.ends_with("000000"), "{with} {without}");
+}
