@@ -34,7 +34,9 @@ fn fetch(start: i64, end: i64, with_jobs: bool) -> anyhow::Result<UsageReport> {
 pub(crate) fn run(args: Vec<OsString>) -> anyhow::Result<i32> {
     let args: Vec<String> = args.into_iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let now = drover_shared::now();
-    let (mut kind, mut output, mut start, mut end) = (None, Output::Text, now - 7 * 86_400, now);
+    // The window is [start, end); by default it ends after the current second, so a job that
+    // ended this second (a run a moment ago) is in it.
+    let (mut kind, mut output, mut start, mut end) = (None, Output::Text, now - 7 * 86_400, now + 1);
     let mut seconds = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
