@@ -90,8 +90,29 @@ fn invoked_home() -> Option<PathBuf> {
     (bin.file_name()? == "bin" && home.join("cluster.toml").is_file()).then(|| home.to_owned())
 }
 
-pub(crate) fn config() -> anyhow::Result<drover_shared::config::Config> {
-    Ok(drover_shared::config::Config::load(&config_path())?)
+/// How long a config read is used again: a command asks for it several times as it starts
+/// (its plugins, its socket, the connection), which is one read; a command that waits for
+/// minutes (a failover, an allocation) still sees an edit of the file.
+const CONFIG_REUSE: Duration = Duration::from_secs(1);
+
+/// The config last read, where from and when.
+static CONFIG: std::sync::Mutex<Option<(PathBuf, Instant, std::sync::Arc<drover_shared::config::Config>)>> =
+    std::sync::Mutex::new(None);
+
+/// The config (see [`config_path`]), read again once [`CONFIG_REUSE`] has passed. A file that
+/// cannot be read or parsed is tried again at every call.
+pub(crate) fn config() -> anyhow::Result<std::sync::Arc<drover_shared::config::Config>> {
+    let path = config_path();
+    let mut cached = CONFIG.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((from, at, config)) = cached.as_ref()
+        && *from == path
+        && at.elapsed() < CONFIG_REUSE
+    {
+        return Ok(config.clone());
+    }
+    let config = std::sync::Arc::new(drover_shared::config::Config::load(&path)?);
+    *cached = Some((path, Instant::now(), config.clone()));
+    Ok(config)
 }
 
 /// Where ctld's client socket is: `DROVER_SOCKET`, else the config's (see [`config_path`]); of

@@ -37,7 +37,7 @@ fn plugstack_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("DROVER_PLUGSTACK") {
         return Some(PathBuf::from(path));
     }
-    drover_shared::config::Config::load(&crate::client::config_path()).ok().map(|config| config.plugstack)
+    crate::client::config().ok().map(|config| config.plugstack.clone())
 }
 
 /// The context `command` hosts plugins in.

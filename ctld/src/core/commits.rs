@@ -30,14 +30,13 @@ impl Core {
 
     pub(super) fn store(&mut self, op: DbOp) {
         self.flush_unhurried();
-        // The writer thread only stops when ctld shuts down; a send error then is harmless.
-        let _ = self.db.send(Queued::Op(op));
+        self.outbox.push(Queued::Op(op));
     }
 
     /// Queues `action` to run once everything stored before it is committed.
     pub(super) fn after_commit(&mut self, action: AfterCommit) {
         self.flush_unhurried();
-        let _ = self.db.send(Queued::After(action));
+        self.outbox.push(Queued::After(action));
     }
 
     /// Queues `op` without waking the writer for it: it is committed with the next op that is
@@ -48,11 +47,23 @@ impl Core {
         self.unhurried.push(op);
     }
 
-    /// Sends what [`Core::store_unhurried`] queued.
+    /// Moves what [`Core::store_unhurried`] queued to the outbox (sent at the end of the event).
     pub(super) fn flush_unhurried(&mut self) {
-        for op in self.unhurried.drain(..) {
-            let _ = self.db.send(Queued::Op(op));
-        }
+        self.outbox.extend(self.unhurried.drain(..).map(Queued::Op));
+    }
+
+    /// Hands the writer what was stored and queued since the last call, as one item: the writer
+    /// commits a request's writes together (one transaction and one sync, not one per op), and
+    /// starts on them only once the request is handled. Called after each event and each
+    /// scheduling pass.
+    pub(super) fn send_outbox(&mut self) {
+        let item = match self.outbox.len() {
+            0 => return,
+            1 => self.outbox.pop().expect("one item"),
+            _ => Queued::Many(std::mem::take(&mut self.outbox)),
+        };
+        // The writer thread only stops when ctld shuts down; a send error then is harmless.
+        let _ = self.db.send(item);
     }
 
     pub(super) fn store_job(&mut self, job_id: JobId, with_alloc: bool) {

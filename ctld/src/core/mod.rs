@@ -144,6 +144,9 @@ pub(crate) struct Core {
     /// Writes that need no commit of their own (a job's start time as its node reports it):
     /// queued ahead of the next op that does, or at the next tick, whichever comes first.
     unhurried: Vec<DbOp>,
+    /// What the current event stored and queued for the writer, sent as one item when it is
+    /// handled (see [`Core::send_outbox`]).
+    outbox: Vec<crate::store::db::Queued>,
     /// When usage older than the retention periods was last deleted.
     usage_purged_at: UnixTime,
     /// When a tick last asked for a pass (see [`PERIODIC_PASS`]).
@@ -195,6 +198,7 @@ impl Core {
             steps: Default::default(),
             runs: Default::default(),
             unhurried: Default::default(),
+            outbox: Vec::new(),
             usage_purged_at: 0,
             periodic_pass_at: 0,
             hosts: Arc::default(),
@@ -228,6 +232,8 @@ impl Core {
         // passes instead of waiting behind one pass per commit (Slurm's `sched_min_interval`).
         let mut last_pass = tokio::time::Instant::now();
         let mut interval = std::time::Duration::ZERO;
+        // What was stored before the loop (recovery at start).
+        self.send_outbox();
         loop {
             let deferred_pass = tokio::time::sleep_until(last_pass + interval);
             tokio::select! {
@@ -259,6 +265,7 @@ impl Core {
             }
         }
         self.flush_unhurried();
+        self.send_outbox();
     }
 
     /// At shutdown: what clients asked before it is answered. Requests already queued are
@@ -271,6 +278,7 @@ impl Core {
             self.handle(event);
         }
         self.flush_unhurried();
+        self.send_outbox();
         while self.answers_pending() {
             match tokio::time::timeout_at(deadline, events.recv()).await {
                 Ok(Some(Event::Committed(report))) => self.committed(report),
@@ -292,7 +300,14 @@ impl Core {
             || self.steps.commits_waiting()
     }
 
+    /// Handles one event, then hands the writer what it stored (one item, see
+    /// [`Core::send_outbox`]).
     fn handle(&mut self, event: Event) {
+        self.handle_event(event);
+        self.send_outbox();
+    }
+
+    fn handle_event(&mut self, event: Event) {
         // The job table's indexes as of this event (they cost what changed since the last).
         self.state.jobs.refile(now());
         match event {

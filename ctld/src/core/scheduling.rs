@@ -14,7 +14,14 @@ use drover_shared::proto::node::{CtldMessage, LaunchRequest};
 use drover_shared::{UnixTime, now};
 
 impl Core {
+    /// One scheduling pass (several while array tasks are split off); what it stored goes to
+    /// the writer as one item when it ends.
     pub(super) fn schedule(&mut self) {
+        self.schedule_passes();
+        self.send_outbox();
+    }
+
+    fn schedule_passes(&mut self) {
         let now = now();
         self.expire_deadlines(now);
         self.refresh_dependencies(now);

@@ -78,7 +78,11 @@ impl Bench {
 
     /// The operations queued for the writer since the last call.
     fn queued(&mut self) -> Vec<Queued> {
-        self.db.try_iter().collect()
+        let mut flat = Vec::new();
+        for item in self.db.try_iter() {
+            flatten(item, &mut flat);
+        }
+        flat
     }
 
     /// Plays the writer: the transaction holding `ops` committed (`error: None`) or failed.
@@ -148,6 +152,14 @@ impl Bench {
     /// The ids the published snapshot shows.
     fn visible(&self) -> Vec<JobId> {
         self.jobs.borrow().jobs().map(|j| j.job_id).collect()
+    }
+}
+
+/// `item`'s ops and actions in order, as the writer takes them.
+fn flatten(item: Queued, out: &mut Vec<Queued>) {
+    match item {
+        Queued::Many(items) => items.into_iter().for_each(|item| flatten(item, out)),
+        item => out.push(item),
     }
 }
 
@@ -410,7 +422,8 @@ async fn a_shutdown_answers_what_was_asked_before_it() {
     let writer = std::thread::spawn(move || {
         let first = db.recv_timeout(std::time::Duration::from_secs(5)).expect("the submission is stored");
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let ops: Vec<Queued> = std::iter::once(first).chain(db.try_iter()).collect();
+        let mut ops = Vec::new();
+        std::iter::once(first).chain(db.try_iter()).for_each(|item| flatten(item, &mut ops));
         let n_ops = ops.len();
         let after = ops.into_iter().filter_map(|op| if let Queued::After(a) = op { Some(a) } else { None }).collect();
         let _ = writer_events.send(Event::Committed(CommitReport { after, error: None, n_ops }));

@@ -449,6 +449,20 @@ pub(crate) enum DbOp {
 pub(crate) enum Queued {
     Op(DbOp),
     After(AfterCommit),
+    /// What the core queued while handling one event, in order: sent together so that the
+    /// writer never commits the first part of a request on its own (a submission's key, its job
+    /// and its audit record are one transaction, not two).
+    Many(Vec<Queued>),
+}
+
+impl Queued {
+    /// Appends this item's ops and actions, in order, to `out` ([`Queued::Many`] flattened).
+    fn flatten_into(self, out: &mut std::collections::VecDeque<Queued>) {
+        match self {
+            Queued::Many(items) => items.into_iter().for_each(|item| item.flatten_into(out)),
+            item => out.push_back(item),
+        }
+    }
 }
 
 /// An account (kind 0), user (1) or QOS (2) sacctmgr changed: its record
@@ -540,29 +554,39 @@ pub(crate) trait Commit {
 }
 
 /// The one writer loop: blocks for the first queued item, drains what else is queued (at most
-/// `max_batch`, so one commit never holds the writer for long), commits the changes through
-/// `sink`, reads back the specs launches need once they are committed, and reports. Returns
-/// once the core drops its sender and everything queued is handled.
+/// `max_batch` ops and actions, so one commit never holds the writer for long; what is left of a
+/// long [`Queued::Many`] waits for the next commit), commits the changes through `sink`, reads
+/// back the specs launches need once they are committed, and reports. Returns once the core
+/// drops its sender and everything queued is handled.
 pub(crate) fn run_writer_loop(
     queue: std::sync::mpsc::Receiver<Queued>,
     max_batch: usize,
     sink: &mut dyn Commit,
     report: impl Fn(CommitReport),
 ) {
-    while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        while batch.len() < max_batch.max(1) {
+    let max_batch = max_batch.max(1);
+    let mut backlog = std::collections::VecDeque::new();
+    loop {
+        if backlog.is_empty() {
+            match queue.recv() {
+                Ok(first) => first.flatten_into(&mut backlog),
+                Err(_) => return,
+            }
+        }
+        while backlog.len() < max_batch {
             match queue.try_recv() {
-                Ok(item) => batch.push(item),
+                Ok(item) => item.flatten_into(&mut backlog),
                 Err(_) => break,
             }
         }
+        let batch: Vec<Queued> = backlog.drain(..backlog.len().min(max_batch)).collect();
         let n_ops = batch.len();
         let (mut ops, mut after) = (Vec::new(), Vec::new());
         for item in batch {
             match item {
                 Queued::Op(op) => ops.push(op),
                 Queued::After(action) => after.push(action),
+                Queued::Many(_) => unreachable!("flattened above"),
             }
         }
         let error = if ops.is_empty() { None } else { sink.commit(ops).err() };
