@@ -75,7 +75,86 @@ impl HostNames {
     }
 }
 
-/// The name of the user `uid`, from the system's user database.
+/// How long a name found in the system's user or group database is used again before it is
+/// looked up anew. Every submission needs its user's and group's names (and the audit record the
+/// user's again); each lookup reads `/etc/passwd` or asks the site's directory (LDAP, sssd), so
+/// they are kept for a minute, as Slurm keeps its own. A uid or gid without a name is looked up
+/// every time: a user just added can submit at once.
+const NAME_REUSE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// At most this many names are kept; past it the table starts over (a uid per user: a site
+/// has far fewer users than this, and a caller cannot make up uids).
+const NAMES_KEPT: usize = 65_536;
+
+/// Names found lately, by id, with when they were found.
+type Names = Mutex<Option<std::collections::HashMap<u32, (String, std::time::Instant)>>>;
+
+static USER_NAMES: Names = Mutex::new(None);
+static GROUP_NAMES: Names = Mutex::new(None);
+
+/// `id`'s name from `names` if it was found less than [`NAME_REUSE`] ago, else from `look_up`
+/// (and kept when there is one).
+fn cached_name(names: &Names, id: u32, look_up: impl FnOnce() -> Option<String>) -> Option<String> {
+    let now = std::time::Instant::now();
+    if let Some((name, at)) = names.lock().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(|n| n.get(&id))
+        && now.duration_since(*at) < NAME_REUSE
+    {
+        return Some(name.clone());
+    }
+    // Looked up without the lock held: a slow directory holds up no other lookup.
+    let name = look_up()?;
+    let mut names = names.lock().unwrap_or_else(PoisonError::into_inner);
+    let names = names.get_or_insert_with(Default::default);
+    if names.len() >= NAMES_KEPT {
+        names.clear();
+    }
+    names.insert(id, (name.clone(), now));
+    Some(name)
+}
+
+/// The name of the user `uid`, from the system's user database (kept for [`NAME_REUSE`]).
 pub(crate) fn user_name(uid: u32) -> Option<String> {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
+    cached_name(&USER_NAMES, uid, || {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
+    })
+}
+
+/// The name of the group `gid`, from the system's group database (kept for [`NAME_REUSE`]).
+pub(crate) fn group_name(gid: u32) -> Option<String> {
+    cached_name(&GROUP_NAMES, gid, || {
+        nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)).ok().flatten().map(|g| g.name)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name is looked up once and then reused; an id without a name is looked up every time.
+    #[test]
+    fn names_are_reused_and_missing_ones_looked_up_again() {
+        let names: Names = Mutex::new(None);
+        let mut lookups = 0;
+        for _ in 0..3 {
+            let name = cached_name(&names, 7, || {
+                lookups += 1;
+                Some("alice".to_owned())
+            });
+            assert_eq!(name.as_deref(), Some("alice"));
+        }
+        assert_eq!(lookups, 1);
+        let mut misses = 0;
+        for _ in 0..3 {
+            assert_eq!(
+                cached_name(&names, 8, || {
+                    misses += 1;
+                    None
+                }),
+                None
+            );
+        }
+        assert_eq!(misses, 3);
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+    }
 }

@@ -56,10 +56,7 @@ pub(crate) fn check_string(what: &str, value: &str) -> Result<(), Refusal> {
 }
 
 fn group_name(gid: u32) -> String {
-    nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
-        .ok()
-        .flatten()
-        .map_or_else(|| gid.to_string(), |g| g.name)
+    crate::model::identity::group_name(gid).unwrap_or_else(|| gid.to_string())
 }
 
 /// Whether `account` or one of its ancestors is in `allowed` (empty = everyone).
