@@ -26,8 +26,9 @@ pub(crate) struct Factors {
 #[derive(Debug, Clone)]
 pub(crate) struct Context {
     pub(crate) config: PriorityConfig,
-    /// `(account, user)` → fair-share factor.
-    pub(crate) fairshare: HashMap<(String, String), f64>,
+    /// Account → user → fair-share factor (nested, so a job's is found without copying its
+    /// names).
+    pub(crate) fairshare: HashMap<String, HashMap<String, f64>>,
     pub(crate) n_nodes: f64,
     pub(crate) n_cpus: f64,
     pub(crate) max_partition_factor: f64,
@@ -73,12 +74,12 @@ fn partition_total(state: &State, partition: &PartitionConfig) -> Tres {
 impl Context {
     pub(crate) fn new(state: &State) -> Context {
         let (tree, shares) = shares(state);
-        let fairshare = tree
-            .assocs
-            .iter()
-            .zip(&shares)
-            .filter_map(|(a, s)| Some(((a.account.clone(), a.user.clone()?), s.fairshare.unwrap_or(0.0))))
-            .collect();
+        let mut fairshare: HashMap<String, HashMap<String, f64>> = HashMap::new();
+        for (a, s) in tree.assocs.iter().zip(&shares) {
+            if let Some(user) = &a.user {
+                fairshare.entry(a.account.clone()).or_default().insert(user.clone(), s.fairshare.unwrap_or(0.0));
+            }
+        }
         let config = &state.config();
         // Only TRES factors read the partitions' totals.
         let mut partition_tres = HashMap::new();
@@ -102,13 +103,25 @@ impl Context {
     /// The factors of `job` if it ran in `partition`.
     #[allow(clippy::cast_precision_loss)]
     pub(crate) fn factors(&self, state: &State, job: &Job, partition: &PartitionConfig, now: UnixTime) -> Factors {
+        self.factors_of(state, job, partition, now, &tres::of_job(state, job))
+    }
+
+    /// [`Context::factors`] with what the job asks (or holds) already worked out: a pass works
+    /// it out once per resident spec, not once per job and partition.
+    pub(crate) fn factors_of(
+        &self,
+        state: &State,
+        job: &Job,
+        partition: &PartitionConfig,
+        now: UnixTime,
+        requested: &Tres,
+    ) -> Factors {
         let eligible = job.info.eligible_time.unwrap_or(job.info.submit_time);
         let age = if self.config.max_age == 0 {
             0.0
         } else {
             ((now - eligible).max(0) as f64 / self.config.max_age as f64).min(1.0)
         };
-        let requested = tres::of_job(state, job);
         let nodes = requested.get("node").copied().unwrap_or(1) as f64;
         let cpus = requested.get("cpu").copied().unwrap_or(1) as f64;
         let (n, c) = (self.n_nodes.max(1.0), self.n_cpus.max(1.0));
@@ -134,7 +147,12 @@ impl Context {
         Factors {
             age,
             assoc: 0.0,
-            fairshare: self.fairshare.get(&(job.info.account.clone(), job.info.user.clone())).copied().unwrap_or(0.0),
+            fairshare: self
+                .fairshare
+                .get(job.info.account.as_str())
+                .and_then(|users| users.get(job.info.user.as_str()))
+                .copied()
+                .unwrap_or(0.0),
             job_size,
             partition: ratio(f64::from(partition.priority_job_factor), self.max_partition_factor),
             qos: ratio(f64::from(qos_priority), self.max_qos_priority),

@@ -48,16 +48,43 @@ pub(crate) struct Decisions {
     pub(crate) preemptions: Vec<Preemption>,
 }
 
+/// What a pending job asks, worked out from its resident spec: per node, and in TRES.
+type Asked = std::sync::Arc<(PerNodeRequest, tres::Tres)>;
+
+/// What the ready jobs ask, worked out once per resident spec in a pass: jobs submitted alike
+/// share one interned spec (`model::resident`), so a queue of a million jobs from a few
+/// submission scripts costs a few workings-out, not a million (each builds its TRES with names).
+/// Keyed by the spec's address, which no job frees while the pass holds the state.
+#[derive(Default)]
+struct AskedMemo(HashMap<usize, Asked, foldhash::fast::RandomState>);
+
+impl AskedMemo {
+    fn of(&mut self, job: &Job) -> Asked {
+        let key = std::sync::Arc::as_ptr(&job.spec) as usize;
+        self.0
+            .entry(key)
+            .or_insert_with(|| {
+                let request = PerNodeRequest::from_spec(&job.spec);
+                let asked = tres::of_request(&request);
+                std::sync::Arc::new((request, asked))
+            })
+            .clone()
+    }
+}
+
 /// Recomputes the priority of every pending job that may start (not held, begin time come; see
 /// [`crate::model::state::Jobs::ready`]): the best over its partitions.
-pub(crate) fn update_priorities(state: &mut State, context: &priority::Context, now: UnixTime) {
+fn update_priorities(state: &mut State, context: &priority::Context, now: UnixTime, memo: &mut AskedMemo) {
     let mut updates = Vec::new();
     for job in state.jobs.ready() {
+        let asked = memo.of(job);
         let best = job
             .candidates
             .iter()
             .filter_map(|name| state.config().partitions.iter().find(|p| &p.name == name))
-            .map(|p| priority::priority(&context.config, &context.factors(state, job, p, now), job.info.nice))
+            .map(|p| {
+                priority::priority(&context.config, &context.factors_of(state, job, p, now, &asked.1), job.info.nice)
+            })
             .max()
             .unwrap_or(1);
         if best != job.info.priority {
@@ -81,8 +108,8 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut pass = Pass::begin(state, quotas, running, order.len(), now);
     for (job_id, k) in order {
         // Each job is ranked once: its request is taken at its turn.
-        let Some((request, asked)) = requests[k].take() else { continue };
-        pass.turn(state, job_id, &request, &asked);
+        let Some(asked) = requests[k].take() else { continue };
+        pass.turn(state, job_id, &asked.0, &asked.1);
     }
     pass.finish(state)
 }
@@ -92,7 +119,7 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
 struct Ranking {
     /// (job, index into `requests`), first to last.
     order: Vec<(JobId, usize)>,
-    requests: Vec<Option<(PerNodeRequest, tres::Tres)>>,
+    requests: Vec<Option<Asked>>,
     /// The quota classification the order was built with (nothing runs or ends meanwhile).
     quotas: Quotas,
     /// What runs, for QOS and association limits.
@@ -111,7 +138,8 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
         set_reason(state, job_id, "BeginTime");
     }
     let context = priority::Context::new(state);
-    update_priorities(state, &context, now);
+    let mut memo = AskedMemo::default();
+    update_priorities(state, &context, now, &mut memo);
     let tier = |job: &Job| {
         job.candidates
             .iter()
@@ -124,15 +152,14 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
         !state.config().quotas.is_empty()
             && job.candidates.iter().any(|name| quotas.may_reclaim(&state.config(), job, name, asked))
     };
-    let mut requests: Vec<Option<(PerNodeRequest, tres::Tres)>> = Vec::new();
+    let mut requests: Vec<Option<Asked>> = Vec::new();
     let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = state
         .jobs
         .ready()
         .map(|j| {
-            let request = PerNodeRequest::from_spec(&j.spec);
-            let asked = tres::of_request(&request);
-            let first = preemptor(j, &asked);
-            requests.push(Some((request, asked)));
+            let asked = memo.of(j);
+            let first = preemptor(j, &asked.1);
+            requests.push(Some(asked));
             (first, tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id, requests.len() - 1)
         })
         .collect();
@@ -487,8 +514,12 @@ impl Pass {
             self.stats.carried += 1;
             self.reservations.push(old, &state.node_index());
         }
-        let candidates = state.jobs[&job_id].candidates.clone();
-        self.blocked.extend(candidates);
+        // Most jobs wait in partitions already blocked: only a new one is copied.
+        for name in &state.jobs[&job_id].candidates {
+            if !self.blocked.contains(name) {
+                self.blocked.insert(name.clone());
+            }
+        }
         set_reason(state, job_id, reason);
     }
 
