@@ -29,6 +29,13 @@ USER_NAME=${USER_NAME:-alice}
 for v in NODES PENDING LAT_RUNS PASS_WAIT; do
     case "${!v}" in ''|*[!0-9]*|0) echo "million.sh: $v must be a positive integer" >&2; exit 2 ;; esac
 done
+# One connection per simulated node, in drover-simnode and in ctld.
+# Where the hard limit is lower (a container without CAP_SYS_RESOURCE), at most what it allows.
+ulimit -n $((NODES * 2 + 40000)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((NODES + 4096 + 1000)) ]; then
+    echo "million.sh: the open-file limit here ($(ulimit -n), hard $(ulimit -Hn)) is too low for $NODES simulated nodes (ctld keeps 4096 descriptors for clients); at most $(($(ulimit -n) - 5096))" >&2
+    exit 2
+fi
 . bench/lib.sh
 bench_bin
 bench_work million

@@ -198,6 +198,7 @@ async fn run_with(
     let registry = Arc::new(core::metrics::Registry::default());
     let (publisher, jobs_snapshot) = model::snapshot::Publisher::new();
     let hosts = Arc::new(model::identity::HostNames::default());
+    let node_slots = serve::nodes::connection_slots(state.nodes().len());
     let core = core::Core::new(state, db_tx, socket, publisher)
         .with_metrics(registry.clone())
         .with_requeues(requeues)
@@ -244,7 +245,7 @@ async fn run_with(
         context: client_context.clone(),
     };
     let clients = tokio::spawn(serve::rpc::serve(listeners.clients, client_context));
-    let nodes = tokio::spawn(serve::nodes::serve(listeners.nodes, key, events_tx.clone(), remote));
+    let nodes = tokio::spawn(serve::nodes::serve(listeners.nodes, key, events_tx.clone(), remote, node_slots));
     let ticker = tokio::spawn(async move {
         let mut interval = tokio::time::interval(TICK);
         loop {

@@ -9,6 +9,7 @@ pub(crate) mod activation;
 pub(crate) mod error;
 pub(crate) mod follower;
 pub(crate) mod http;
+pub(crate) mod limits;
 pub(crate) mod nodes;
 pub(crate) mod remote;
 pub(crate) mod rpc;

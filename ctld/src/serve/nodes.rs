@@ -19,8 +19,43 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 
-/// Most node connections at once (authenticated or not).
-const MAX_NODE_CONNECTIONS: usize = 16_384;
+/// Most node connections at once (authenticated or not) on a small cluster.
+const MIN_NODE_CONNECTIONS: usize = 16_384;
+
+/// Descriptors kept for everything but node connections: clients, the database, the listeners.
+const RESERVED_DESCRIPTORS: u64 = 4096;
+
+/// Most node connections at once for a cluster of `nodes` configured nodes: room for each node
+/// twice over (a node that reconnects holds its old connection until ctld notices it closed,
+/// and login hosts and configless fetches come on the same port), never below
+/// [`MIN_NODE_CONNECTIONS`] (a fixed 16,384 kept nodes past it from ever registering on a
+/// 50,000-node cluster). Raises this process's open-file limit to what that needs where the
+/// hard limit allows; where it does not, says so and takes fewer, leaving
+/// [`RESERVED_DESCRIPTORS`] free, so that nodes past the limit wait in the listen queue (and
+/// retry) while clients are still served, instead of every accept failing for want of a
+/// descriptor.
+pub(crate) fn connection_slots(nodes: usize) -> usize {
+    let wanted = nodes.saturating_mul(2).saturating_add(1024).max(MIN_NODE_CONNECTIONS);
+    let descriptors = u64::try_from(wanted).unwrap_or(u64::MAX).saturating_add(RESERVED_DESCRIPTORS * 4);
+    let limit = match crate::serve::limits::raise_open_files(descriptors) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "the open-file limit cannot be read");
+            return wanted;
+        }
+    };
+    let room = usize::try_from(limit.saturating_sub(RESERVED_DESCRIPTORS)).unwrap_or(usize::MAX);
+    if room < nodes {
+        tracing::warn!(
+            nodes,
+            open_file_limit = limit,
+            node_connections = room,
+            "the open-file limit is below what this many nodes need; raise LimitNOFILE (systemd) or the hard limit"
+        );
+    }
+    wanted.min(room)
+}
+
 /// Time allowed for hello, proof and registration.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -35,8 +70,9 @@ pub(crate) async fn serve(
     key: Arc<ClusterKey>,
     events: mpsc::UnboundedSender<Event>,
     remote: crate::serve::remote::Remote,
+    max_connections: usize,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_NODE_CONNECTIONS));
+    let slots = Arc::new(Semaphore::new(max_connections));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else { return };
         match listener.accept().await {
@@ -159,5 +195,21 @@ async fn authenticate(
     match messages.recv::<NodeMessage>().await? {
         Some(first) => Ok((name, first)),
         None => protocol_break!("node {name} closed before registering"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Room for every node twice over, at least the small cluster's figure, and never all of
+    /// the descriptors the process may open.
+    #[test]
+    fn node_connections_follow_the_cluster_and_leave_descriptors_free() {
+        let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        let room = usize::try_from(hard.saturating_sub(RESERVED_DESCRIPTORS)).unwrap();
+        assert_eq!(connection_slots(10), MIN_NODE_CONNECTIONS.min(room));
+        assert_eq!(connection_slots(50_000), 101_024.min(room));
+        assert!(connection_slots(10_000_000) <= room);
     }
 }
