@@ -39,6 +39,30 @@ impl SimCluster {
     /// partitions, accounts and users). With `ignore_term` a preempted job lives out its grace
     /// time.
     pub fn start(name: &str, count: usize, ignore_term: bool, top: &str, config: &str) -> SimCluster {
+        let cluster = SimCluster::launch(name, count, ignore_term, top, config, None);
+        let idle = format!("{count} idle");
+        cluster.wait_for(&format!("{count} idle nodes"), || {
+            let out = cluster.ok("sinfo", &["-h", "-o", "%D %t"]);
+            out.lines().any(|l| l.trim() == idle).then_some(())
+        });
+        cluster
+    }
+
+    /// Starts ctld with its open-file limit (soft and hard) at `open_files` (through `prlimit`,
+    /// as a site's too-low `LimitNOFILE` would leave it) and `count` simulated nodes, and returns
+    /// at once: not every node may get in.
+    pub fn start_limited(name: &str, count: usize, top: &str, config: &str, open_files: u64) -> SimCluster {
+        SimCluster::launch(name, count, false, top, config, Some(open_files))
+    }
+
+    fn launch(
+        name: &str,
+        count: usize,
+        ignore_term: bool,
+        top: &str,
+        config: &str,
+        open_files: Option<u64>,
+    ) -> SimCluster {
         let sim = simnode();
         let bin = bin_dir();
         let dir = tempfile::Builder::new().prefix(&format!("drover-{name}-")).tempdir_in("/tmp").expect("scratch dir");
@@ -62,7 +86,15 @@ impl SimCluster {
         let log = |name: &str| std::fs::File::create(root.join(name)).unwrap();
         // Another build of ctld (an earlier version, to compare a scenario's figures) if named.
         let ctld_bin = std::env::var_os("DROVER_SIM_CTLD").map_or_else(|| bin.join("drover-ctld"), PathBuf::from);
-        let ctld = Command::new(ctld_bin)
+        let mut ctld = match open_files {
+            Some(limit) => {
+                let mut prlimit = Command::new("prlimit");
+                prlimit.arg(format!("--nofile={limit}:{limit}")).arg(ctld_bin);
+                prlimit
+            }
+            None => Command::new(ctld_bin),
+        };
+        let ctld = ctld
             .arg("--config")
             .arg(&conf)
             .env("RUST_LOG", "info")
@@ -83,13 +115,7 @@ impl SimCluster {
             args.push("--ignore-term");
         }
         let nodes = Command::new(sim).args(&args).stdout(log("nodes.out")).stderr(log("nodes.log")).spawn().unwrap();
-        let cluster = SimCluster { dir, ctld, nodes };
-        let idle = format!("{count} idle");
-        cluster.wait_for(&format!("{count} idle nodes"), || {
-            let out = cluster.ok("sinfo", &["-h", "-o", "%D %t"]);
-            out.lines().any(|l| l.trim() == idle).then_some(())
-        });
-        cluster
+        SimCluster { dir, ctld, nodes }
     }
 
     /// The scratch directory (config, state, logs).

@@ -22,7 +22,8 @@ use tokio::sync::{Semaphore, mpsc};
 /// Most node connections at once (authenticated or not) on a small cluster.
 const MIN_NODE_CONNECTIONS: usize = 16_384;
 
-/// Descriptors kept for everything but node connections: clients, the database, the listeners.
+/// Descriptors kept for everything but node connections: clients, the database, the listeners
+/// (a quarter of the limit where that is less).
 const RESERVED_DESCRIPTORS: u64 = 4096;
 
 /// Most node connections at once for a cluster of `nodes` configured nodes: room for each node
@@ -44,7 +45,8 @@ pub(crate) fn connection_slots(nodes: usize) -> usize {
             return wanted;
         }
     };
-    let room = usize::try_from(limit.saturating_sub(RESERVED_DESCRIPTORS)).unwrap_or(usize::MAX);
+    // Under a small limit, a quarter of it is kept instead.
+    let room = usize::try_from(limit - RESERVED_DESCRIPTORS.min(limit / 4)).unwrap_or(usize::MAX);
     if room < nodes {
         tracing::warn!(
             nodes,
@@ -207,7 +209,7 @@ mod tests {
     #[test]
     fn node_connections_follow_the_cluster_and_leave_descriptors_free() {
         let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
-        let room = usize::try_from(hard.saturating_sub(RESERVED_DESCRIPTORS)).unwrap();
+        let room = usize::try_from(hard - RESERVED_DESCRIPTORS.min(hard / 4)).unwrap();
         assert_eq!(connection_slots(10), MIN_NODE_CONNECTIONS.min(room));
         assert_eq!(connection_slots(50_000), 101_024.min(room));
         assert!(connection_slots(10_000_000) <= room);
