@@ -80,7 +80,7 @@ impl Bench {
     fn queued(&mut self) -> Vec<Queued> {
         let mut flat = Vec::new();
         for item in self.db.try_iter() {
-            flatten(item, &mut flat);
+            item.flatten_into(&mut flat);
         }
         flat
     }
@@ -152,14 +152,6 @@ impl Bench {
     /// The ids the published snapshot shows.
     fn visible(&self) -> Vec<JobId> {
         self.jobs.borrow().jobs().map(|j| j.job_id).collect()
-    }
-}
-
-/// `item`'s ops and actions in order, as the writer takes them.
-fn flatten(item: Queued, out: &mut Vec<Queued>) {
-    match item {
-        Queued::Many(items) => items.into_iter().for_each(|item| flatten(item, out)),
-        item => out.push(item),
     }
 }
 
@@ -423,7 +415,7 @@ async fn a_shutdown_answers_what_was_asked_before_it() {
         let first = db.recv_timeout(std::time::Duration::from_secs(5)).expect("the submission is stored");
         std::thread::sleep(std::time::Duration::from_millis(300));
         let mut ops = Vec::new();
-        std::iter::once(first).chain(db.try_iter()).for_each(|item| flatten(item, &mut ops));
+        std::iter::once(first).chain(db.try_iter()).for_each(|item| item.flatten_into(&mut ops));
         let n_ops = ops.len();
         let after = ops.into_iter().filter_map(|op| if let Queued::After(a) = op { Some(a) } else { None }).collect();
         let _ = writer_events.send(Event::Committed(CommitReport { after, error: None, n_ops }));

@@ -457,10 +457,10 @@ pub(crate) enum Queued {
 
 impl Queued {
     /// Appends this item's ops and actions, in order, to `out` ([`Queued::Many`] flattened).
-    fn flatten_into(self, out: &mut std::collections::VecDeque<Queued>) {
+    pub(crate) fn flatten_into(self, out: &mut impl Extend<Queued>) {
         match self {
             Queued::Many(items) => items.into_iter().for_each(|item| item.flatten_into(out)),
-            item => out.push_back(item),
+            item => out.extend(std::iter::once(item)),
         }
     }
 }
