@@ -271,6 +271,11 @@ default_account = "shared"
     /// Submits a short job as a job's command would, with `DROVER_SOCKET` naming the socket of
     /// the replica that led when the job started (`None`: unset).
     fn submit_from_job(&self, socket: Option<&Path>) -> Option<u32> {
+        self.submit_telling(socket).0
+    }
+
+    /// Like [`Replicas::submit_from_job`], with sbatch's exit status and stderr.
+    fn submit_telling(&self, socket: Option<&Path>) -> (Option<u32>, String) {
         let mut command = Command::new(self.dir.path().join("bin").join("sbatch"));
         command.args(["--parsable", "-o", "/dev/null", "-t", "5", "--wrap", "sleep 0.3"]);
         command.current_dir(self.dir.path()).env("DROVER_CONF", self.conf()).env_remove("DROVER_SOCKET");
@@ -278,10 +283,8 @@ default_account = "shared"
             command.env("DROVER_SOCKET", socket);
         }
         let out = command.output().unwrap();
-        if !out.status.success() {
-            return None;
-        }
-        text(&out.stdout).trim().parse().ok()
+        let said = format!("sbatch exit {:?}: {}", out.status.code(), text(&out.stderr).trim());
+        (out.status.success().then(|| text(&out.stdout).trim().parse().ok()).flatten(), said)
     }
 
     fn logs(&self) -> String {
@@ -359,13 +362,22 @@ fn killing_the_leader_loses_no_acknowledged_job() {
         cluster.kill9(leader);
         // As a job started under the old leader submits: its DROVER_SOCKET names the dead one.
         let dead = cluster.socket(leader);
+        // Each attempt's time and outcome since the kill, printed for a slow round.
+        let mut attempts = Vec::new();
         let id = poll(
             "a submission after the failover",
             Duration::from_secs(30),
             || cluster.logs(),
-            || cluster.submit_from_job(Some(&dead)),
+            || {
+                let (id, said) = cluster.submit_telling(Some(&dead));
+                attempts.push(format!("{:?}: {said}", killed_at.elapsed()));
+                id
+            },
         );
         let failover = killed_at.elapsed();
+        if failover > FAILOVER_BOUND / 2 {
+            eprintln!("round {round}: slow; the attempts since the kill:\n{}", attempts.join("\n"));
+        }
         acked.lock().unwrap().push(id);
         let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap() - failover;
         eprintln!(

@@ -40,8 +40,14 @@ openraft::declare_raft_types!(
         AsyncRuntime = openraft::TokioRuntime,
 );
 
-/// Leader heartbeats (ms).
-const HEARTBEAT_MS: u64 = 100;
+/// Leader heartbeats (ms). openraft also gives each append (a heartbeat, or entries) this long
+/// for its answer, which includes the follower's write of the entries to disk: 100 ms was
+/// overrun on a loaded two-core host, and each overrun drops a link and delays the commit.
+const HEARTBEAT_MS: u64 = 200;
+/// How long a snapshot chunk's sending and installing may take (ms; openraft's default of
+/// 200 ms was overrun by a 3 MiB chunk's write on a loaded host, and every overrun starts the
+/// chunk again: a wiped follower never caught up).
+const SNAPSHOT_CHUNK_MS: u64 = 3000;
 /// A follower that hears no leader stands for election after openraft's leader lease (the
 /// range's upper end) plus a random time in this range (ms): 1.2 to 1.6 s of silence, longer
 /// when it has seen a longer log than its own (then the other stands first).
@@ -57,7 +63,7 @@ const _: () = assert!(LOST_QUORUM_MS < ELECTION_MS.1 + ELECTION_MS.0);
 const BOOTSTRAP_WAIT_MS: u64 = 2000;
 /// How often the replicas' states are refreshed for `scontrol ping` (ms).
 const STATE_EVERY_MS: u64 = 200;
-/// A replica that answered the leader within this long is up (ms; heartbeats go every 100 ms).
+/// A replica that answered the leader within this long is up (ms; heartbeats go every 200 ms).
 const FRESH_MS: u64 = 1000;
 
 /// What a replica does when it can no longer lead (it lost the lead or its majority, left the
@@ -98,6 +104,7 @@ pub(crate) async fn start(
     let raft_config = openraft::Config {
         cluster_name: config.cluster_name.clone(),
         heartbeat_interval: HEARTBEAT_MS,
+        install_snapshot_timeout: SNAPSHOT_CHUNK_MS,
         election_timeout_min: ELECTION_MS.0,
         election_timeout_max: ELECTION_MS.1,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_every),

@@ -13,7 +13,11 @@
 //! link for its first call instead of connecting, keeps it while its calls succeed and gives it
 //! back when openraft drops it, so one request is in flight per link and an election needs no new
 //! connection through a port that may be flooded. A failed or timed-out call drops its link; the
-//! next call takes another (or, when none is idle, opens one itself).
+//! next call takes another, or waits within its deadline for the keeper to open one. Only the
+//! keeper connects: a call never starts a handshake it may abandon half-way (on a loaded host a
+//! handshake can outlast a heartbeat's deadline, and each abandoned one used to count as the peer
+//! being unreachable, which stops replication to it for half a second). A call that finds no
+//! link reports the peer unreachable only when the keeper's last dial failed.
 //!
 //! **The Raft port under a flood.** Accepting never waits: each connection is admitted or closed
 //! at once. One that has not proved the key holds no more than a place among at most
@@ -180,17 +184,32 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerLink {
         let address = self.peers.get(&target).cloned().unwrap_or_else(|| node.addr.clone());
         let warm = self.warm(target, &address);
-        let dialer = Dialer { me: self.me, target, address, key: self.key.clone() };
-        PeerLink { dialer, conn: None, warm, answered: self.answered.clone() }
+        PeerLink { target, conn: None, warm, answered: self.answered.clone() }
     }
 }
 
 /// A peer's idle links, newest last.
-#[derive(Default)]
 struct Warm {
     idle: std::sync::Mutex<Vec<Link>>,
     /// Wakes the keeper when a link was taken.
     taken: tokio::sync::Notify,
+    /// Wakes the calls waiting for a link when one was given back.
+    given: tokio::sync::Notify,
+    /// Whether the keeper's last dial made a link (true until one failed): a call that finds no
+    /// idle link within its deadline reports the peer unreachable (openraft then backs off)
+    /// only when it is; a reachable but slow peer is tried again at the next heartbeat.
+    reachable: std::sync::atomic::AtomicBool,
+}
+
+impl Default for Warm {
+    fn default() -> Warm {
+        Warm {
+            idle: std::sync::Mutex::default(),
+            taken: tokio::sync::Notify::new(),
+            given: tokio::sync::Notify::new(),
+            reachable: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
 }
 
 impl Warm {
@@ -206,9 +225,28 @@ impl Warm {
 
     /// Keeps `link` for the next call, unless [`MAX_IDLE_LINKS`] wait already.
     fn give_back(&self, link: Link) {
-        let mut idle = lock(&self.idle);
-        if idle.len() < MAX_IDLE_LINKS {
-            idle.push(link);
+        {
+            let mut idle = lock(&self.idle);
+            if idle.len() < MAX_IDLE_LINKS {
+                idle.push(link);
+            }
+        }
+        self.given.notify_waiters();
+    }
+
+    /// An idle link, waiting up to `within` for one to be given back (the keeper opens one as
+    /// soon as one is taken); `None` when none came.
+    async fn wait(&self, within: Duration) -> Option<Link> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let given = self.given.notified();
+            tokio::pin!(given);
+            // Registered before the look, so a link given back in between wakes this call.
+            given.as_mut().enable();
+            if let Some(link) = self.take() {
+                return Some(link);
+            }
+            tokio::time::timeout_at(deadline, given).await.ok()?;
         }
     }
 
@@ -239,10 +277,12 @@ async fn keep_warm(warm: std::sync::Weak<Warm>, dialer: Dialer) {
         }
         match tokio::time::timeout(DIAL_TIMEOUT, dialer.dial()).await {
             Ok(Ok(link)) => {
+                links.reachable.store(true, std::sync::atomic::Ordering::Relaxed);
                 links.give_back(link);
                 pause = REDIAL.0;
             }
             failed => {
+                links.reachable.store(false, std::sync::atomic::Ordering::Relaxed);
                 let error = match failed {
                     Ok(Err(e)) => format!("{e:#}"),
                     _ => format!("no handshake within {DIAL_TIMEOUT:?}"),
@@ -289,10 +329,11 @@ impl Dialer {
     }
 }
 
-/// openraft's client of one peer: it takes a warm link for its first call (or opens one when
-/// none is idle), keeps it while calls succeed, and gives it back when dropped.
+/// openraft's client of one peer: it takes a warm link for its first call (waiting, within the
+/// call's deadline, for the keeper to open one when none is idle), keeps it while calls
+/// succeed, and gives it back when dropped.
 pub(crate) struct PeerLink {
-    dialer: Dialer,
+    target: NodeId,
     /// The link between calls; a call holds it, so a call openraft gives up on (its future
     /// dropped mid-exchange) drops the link with it and no half-read answer is left behind.
     conn: Option<Link>,
@@ -316,20 +357,22 @@ enum CallError {
 
 impl PeerLink {
     async fn call(&mut self, rpc: Rpc, ttl: Duration) -> Result<Reply, CallError> {
-        let target = self.dialer.target;
+        let target = self.target;
         let other = |e: crate::error::Error| std::io::Error::other(format!("replica {target}: {e:#}"));
-        let mut conn = match self.conn.take().or_else(|| self.warm.take()) {
-            Some(conn) => conn,
-            None => match tokio::time::timeout(DIAL_TIMEOUT.min(ttl), self.dialer.dial()).await {
-                Ok(Ok(conn)) => conn,
-                Ok(Err(e)) => return Err(CallError::Unreachable(other(e))),
-                Err(_) => {
-                    return Err(CallError::Unreachable(other(crate::error::Error::Refused(
-                        "handshake timed out".into(),
-                    ))));
-                }
-            },
+        let started = tokio::time::Instant::now();
+        let conn = match self.conn.take() {
+            Some(conn) => Some(conn),
+            None => self.warm.wait(ttl).await,
         };
+        let Some(mut conn) = conn else {
+            let why = crate::error::Error::Refused(format!("no link within {ttl:?}"));
+            return Err(if self.warm.reachable.load(std::sync::atomic::Ordering::Relaxed) {
+                CallError::Network(other(why))
+            } else {
+                CallError::Unreachable(other(why))
+            });
+        };
+        let ttl = ttl.saturating_sub(started.elapsed());
         let exchange = async {
             conn.send(&rpc).await?;
             conn.recv::<Reply>().await?.failed("the peer closed the connection")
@@ -377,7 +420,7 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let reply = self.call(Rpc::Append(rpc), option.hard_ttl()).await.map_err(rpc_error)?;
-        answered(self.dialer.target, if let Reply::Append(answer) = reply { Some(answer) } else { None })
+        answered(self.target, if let Reply::Append(answer) = reply { Some(answer) } else { None })
     }
 
     async fn install_snapshot(
@@ -387,7 +430,7 @@ impl RaftNetwork<TypeConfig> for PeerLink {
     ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
     {
         let reply = self.call(Rpc::Snapshot(rpc), option.hard_ttl()).await.map_err(rpc_error)?;
-        answered(self.dialer.target, if let Reply::Snapshot(answer) = reply { Some(answer) } else { None })
+        answered(self.target, if let Reply::Snapshot(answer) = reply { Some(answer) } else { None })
     }
 
     async fn vote(
@@ -396,7 +439,7 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let reply = self.call(Rpc::Vote(rpc), option.hard_ttl()).await.map_err(rpc_error)?;
-        answered(self.dialer.target, if let Reply::Vote(answer) = reply { Some(answer) } else { None })
+        answered(self.target, if let Reply::Vote(answer) = reply { Some(answer) } else { None })
     }
 }
 
