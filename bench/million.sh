@@ -139,9 +139,11 @@ fi
 kill -TERM "$CTLD"
 wait "$CTLD" 2>/dev/null || true
 t3=$(date +%s.%N)
-RUST_LOG=${RUST_LOG:-warn} "$BIN/drover-ctld" --config "$WORK/cluster.toml" 2>> "$WORK/ctld.log" &
+RUST_LOG=${RUST_LOG:-warn} "$BIN/drover-ctld" --config "$WORK/cluster.toml" >> "$WORK/ctld.log" 2>&1 &
 CTLD=$!
 PIDS+=($CTLD)
-until "$BIN/drover" squeue -h -u "$USER_NAME" >/dev/null 2>&1; do sleep 0.1; done
+# The user's jobs where there is such a user (else one job by id: `-u` of an unknown user never answers).
+if id "$USER_NAME" >/dev/null 2>&1; then PROBE=(-u "$USER_NAME"); else PROBE=(-j 1); fi
+until "$BIN/drover" squeue -h "${PROBE[@]}" >/dev/null 2>&1; do sleep 0.1; done
 t4=$(date +%s.%N)
 echo "restart_answer_s=$(echo "$t4 - $t3" | bc) ctld_rss_mib_after_restart=$(($(awk '/VmRSS/ {print $2}' "/proc/$CTLD/status") / 1024))"

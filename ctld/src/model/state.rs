@@ -767,6 +767,9 @@ pub(crate) struct PassStats {
     pub(crate) backfill: std::time::Duration,
     /// Jobs whose placement was skipped because a job of the same shape found no room earlier in the pass.
     pub(crate) shape_skips: usize,
+    /// Jobs given the reason of the job of their class before them, the pass having changed
+    /// nothing since (see `policy::scheduler::Repeats`).
+    pub(crate) class_skips: usize,
     /// Pending jobs the pass considered ([`Jobs::ready`]: not held, begin time come).
     pub(crate) considered: usize,
     /// Reservations carried over unchecked because the pass's planning time was spent.

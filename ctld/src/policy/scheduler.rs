@@ -207,6 +207,11 @@ struct Pass {
     /// Shapes that found no room now / at no time: nodes only fill up during a pass.
     no_room: HashSet<Shape>,
     never_fits: HashSet<Shape>,
+    /// Counts every change a turn makes that a later turn reads: the views and their indexes,
+    /// reservations, holds, starts, the planning budget, the shapes found without room.
+    changes: u64,
+    /// What the last turn of each job class that changed nothing decided.
+    repeats: Repeats,
     /// Jobs change state only after the pass (its starts), so one lookup serves every job.
     dependencies: dependency::Lookup,
     tree: Option<Tree>,
@@ -284,6 +289,8 @@ impl Pass {
             shortcuts: state.pass_shortcuts,
             no_room: HashSet::new(),
             never_fits: HashSet::new(),
+            changes: 0,
+            repeats: Repeats::default(),
             dependencies: dependency::Lookup::for_pass(state),
             tree: Tree::of(state),
             stats,
@@ -298,7 +305,36 @@ impl Pass {
         let held_before = self.held.remove(&job_id);
         if held_before.is_some() {
             self.reservations.remove(job_id, &state.node_index());
+            self.changes += 1;
         }
+        let class = (self.shortcuts && held_before.is_none())
+            .then(|| self.repeats.class_of(state, job_id, &self.holds))
+            .flatten();
+        if let Some(class) = class
+            && let Some(reason) = self.repeats.reason(state, class, job_id, self.changes, self.blocked.len())
+        {
+            self.stats.class_skips += 1;
+            set_reason(state, job_id, reason);
+            return;
+        }
+        let before = (self.changes, self.blocked.len());
+        self.take_turn(state, job_id, request, asked, held_before);
+        if let Some(class) = class
+            && before == (self.changes, self.blocked.len())
+        {
+            self.repeats.record(state, class, job_id, self.changes, self.blocked.len());
+        }
+    }
+
+    /// The turn itself (see [`Pass::turn`]).
+    fn take_turn(
+        &mut self,
+        state: &mut State,
+        job_id: JobId,
+        request: &PerNodeRequest,
+        asked: &tres::Tres,
+        held_before: Option<Reservation>,
+    ) {
         if let Err(reason) = self.eligible(state, job_id) {
             set_reason(state, job_id, reason);
             return;
@@ -348,6 +384,7 @@ impl Pass {
 
     /// Records the view at index `i` in the indexes over the views.
     fn refile(&mut self, i: usize) {
+        self.changes += 1;
         self.free.update(i, &self.views[i]);
         self.pool_free.update(i, &self.views[i]);
     }
@@ -382,6 +419,9 @@ impl Pass {
     fn borrow_team_room(&mut self, state: &State, job_id: JobId, asked: &tres::Tres) -> bool {
         for i in self.team_holds.lend(state, &self.quotas, &mut self.views, job_id, asked) {
             self.refile(i);
+        }
+        if self.team_holds.lending() {
+            self.changes += 1;
         }
         self.team_holds.lending()
     }
@@ -447,7 +487,9 @@ impl Pass {
                     break;
                 }
                 Placement::NoRoom => {
-                    self.no_room.insert(shape);
+                    if self.no_room.insert(shape) {
+                        self.changes += 1;
+                    }
                 }
                 Placement::WouldDelay => {}
             }
@@ -459,6 +501,7 @@ impl Pass {
     /// to what runs and to its quota, its allocation held on the nodes.
     fn start(&mut self, state: &mut State, start: Start, borrows: bool, asked: &tres::Tres) {
         let job_id = start.job_id;
+        self.changes += 1;
         let job = &state.jobs[&job_id];
         let partition = state.config().partitions.iter().find(|p| p.name == start.partition);
         let limit = partition.map_or(backfill::UNLIMITED, |p| backfill::time_limit_secs(job, p));
@@ -512,6 +555,7 @@ impl Pass {
                 && r.nodes().all(|n| state.node_index().get(n).is_some_and(|&i| self.views[i].usable()))
         }) {
             self.stats.carried += 1;
+            self.changes += 1;
             self.reservations.push(old, &state.node_index());
         }
         // Most jobs wait in partitions already blocked: only a new one is copied.
@@ -525,6 +569,8 @@ impl Pass {
 
     /// Plans the job's backfill reservation (see `backfill::plan`).
     fn plan(&mut self, state: &State, job_id: JobId, request: &PerNodeRequest, held_before: Option<&Reservation>) {
+        // The budget of jobs tested and the reservations change.
+        self.changes += 1;
         let (now, shortcuts) = (self.now, self.shortcuts);
         let started_ends = &mut self.started_ends;
         let timeline = self.timeline.get_or_insert_with(|| {
@@ -610,6 +656,7 @@ impl Pass {
                 self.decisions.preemptions.push(Preemption { victim, for_job: job_id });
             }
             let end = now.saturating_add(limit);
+            self.changes += 1;
             let reservation =
                 Reservation { job_id, partition: name.clone(), start: now, end, alloc: alloc.clone(), since: now };
             self.reservations.push(reservation, &state.node_index());
@@ -628,6 +675,67 @@ impl Pass {
             self.refile(*i);
         }
         self.holds.insert(job_id, taken);
+    }
+}
+
+/// Turns that changed nothing, by job class, so that a queue of jobs submitted alike costs a full
+/// pass one turn per class while nothing changes. Jobs of one class (the same resident spec and
+/// node filter, user, account, QOS, partitions to try and array) read the same inputs in a turn:
+/// the views, reservations, holds, what runs, quota use, the planning budget and the partitions
+/// blocked so far. A turn that changed none of these (no start, reclaim, hold lent, reservation
+/// planned or carried, no new shape found without room, no partition newly blocked) leaves the
+/// next job of its class exactly the inputs it had, so that job gets the same reason without
+/// taking its turn. Jobs with a dependency (a `singleton` reads the job's name), a backfill
+/// reservation from the last pass or a reclaim hold are not classed: they always take their turn.
+#[derive(Default)]
+struct Repeats {
+    hasher: foldhash::fast::RandomState,
+    /// Class (a hash of its key) → the job whose turn it was, the pass's `changes` and blocked
+    /// partitions after it, and the reason it got.
+    last: HashMap<u64, (JobId, u64, usize, String), foldhash::fast::RandomState>,
+}
+
+impl Repeats {
+    /// The job's class, if it has one.
+    fn class_of(&self, state: &State, job_id: JobId, holds: &HashMap<JobId, Taken>) -> Option<u64> {
+        let job = &state.jobs[&job_id];
+        if job.spec.dependency.is_some() || holds.contains_key(&job_id) || state.reclaim_holds.contains_key(&job_id) {
+            return None;
+        }
+        use std::hash::BuildHasher;
+        Some(self.hasher.hash_one((
+            std::sync::Arc::as_ptr(&job.spec).addr(),
+            job.node_filter.as_ref().map(|f| std::sync::Arc::as_ptr(f).addr()),
+            job.info.array_job_id,
+            job.info.user.as_str(),
+            job.info.account.as_str(),
+            job.info.qos.as_str(),
+            &job.candidates,
+        )))
+    }
+
+    /// The reason the last job of the class got, if nothing changed since its turn and it is of
+    /// the same class indeed (the hash's key compared in full).
+    fn reason(&self, state: &State, class: u64, job_id: JobId, changes: u64, blocked: usize) -> Option<&str> {
+        let (last, at, blocked_then, reason) = self.last.get(&class)?;
+        if (*at, *blocked_then) != (changes, blocked) {
+            return None;
+        }
+        let (a, b) = (&state.jobs[last], &state.jobs[&job_id]);
+        let same = std::sync::Arc::ptr_eq(&a.spec, &b.spec)
+            && a.node_filter.as_ref().map(std::sync::Arc::as_ptr) == b.node_filter.as_ref().map(std::sync::Arc::as_ptr)
+            && a.info.array_job_id == b.info.array_job_id
+            && a.info.user == b.info.user
+            && a.info.account == b.info.account
+            && a.info.qos == b.info.qos
+            && a.candidates == b.candidates;
+        same.then_some(reason.as_str())
+    }
+
+    /// Records a turn that changed nothing.
+    fn record(&mut self, state: &State, class: u64, job_id: JobId, changes: u64, blocked: usize) {
+        let reason = state.jobs[&job_id].info.reason.clone();
+        self.last.insert(class, (job_id, changes, blocked, reason));
     }
 }
 

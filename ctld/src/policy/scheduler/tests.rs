@@ -645,6 +645,76 @@ fn shortcuts_decide_the_same_as_a_full_scan() {
     }
 }
 
+/// Jobs submitted alike (one interned spec, as ctld keeps them) in a full cluster with teams'
+/// quotas, reclaims and a small backfill budget: the pass that gives a job of a class the reason
+/// of the one before it when nothing changed in between (`Repeats`) decides exactly what taking
+/// every turn decides: starts, allocations, preemptions, reasons and reservations, over many
+/// passes with jobs ending and victims requeued between them.
+#[test]
+fn jobs_submitted_alike_decide_the_same_as_a_full_scan() {
+    let shapes =
+        ["g=1 t=60", "g=2 t=120 q=gpu", "g=8 t=600", "g=1 t=30 w=g1", "c=4 t=60", "g=4 N=2 t=90", "g=1 t=20 q=gpu"];
+    let run = |shortcuts: bool| {
+        // Limits that a start earlier in the pass makes bite: a user's GPUs in QOS gpu, nlp's burst.
+        let quotas = quota("vision", 8)
+            + &quota("nlp", 8).replace("gres/gpu=8\n", "gres/gpu=8\"\nburst = \"gres/gpu=10\n")
+            + &quota("audio", 12)
+            + "[[qos]]\nname = \"gpu\"\nmax_tres_per_user = \"gres/gpu=5\"\n[priority]\nbackfill_max_job_test = 3\n";
+        let mut state = teams(&quotas);
+        state.pass_shortcuts = shortcuts;
+        state.planning_time = std::time::Duration::MAX;
+        let mut seed = 7_u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let (mut log, mut skips) = (Vec::new(), 0);
+        let mut now = NOW;
+        for round in 0..30 {
+            for _ in 0..(4 + next(30)) {
+                let user = ["alice", "bob", "carol"][next(3) as usize];
+                let job_id = submit(&mut state, user, shapes[next(shapes.len() as u64) as usize]);
+                let job = state.jobs.get_mut(&job_id).unwrap();
+                let alike = (*job.spec).clone();
+                let spec = state.specs.intern(alike);
+                state.jobs.get_mut(&job_id).unwrap().spec = spec;
+            }
+            let started = pass(&mut state, now);
+            skips += state.last_pass.class_skips;
+            let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
+            allocations.sort_by_key(|(j, _)| *j);
+            let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
+            let mut planned: Vec<_> =
+                state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
+            planned.sort_by_key(|p| p.0);
+            let mut preempted = victims();
+            preempted.sort_unstable();
+            now += 300;
+            for victim in &preempted {
+                requeued(&mut state, *victim, now);
+            }
+            log.push((round, allocations, reasons, planned, preempted));
+            let running: Vec<JobId> =
+                state.jobs.values().filter(|j| j.info.state() == JobState::Running).map(|j| j.info.job_id).collect();
+            for job_id in running {
+                if next(4) == 0 {
+                    end(&mut state, job_id);
+                }
+            }
+        }
+        (log, skips)
+    };
+    let (fast, skips) = run(true);
+    let (full, none) = run(false);
+    assert_eq!(none, 0);
+    assert!(skips > 100, "jobs alike are given their class's reason ({skips} were)");
+    assert!(fast.iter().map(|r| r.1.len()).sum::<usize>() > 50, "the workload starts jobs");
+    assert!(fast.iter().map(|r| r.4.len()).sum::<usize>() > 0, "the workload reclaims");
+    for (a, b) in fast.iter().zip(&full) {
+        assert_eq!(a, b, "round {} differs", a.0);
+    }
+}
+
 /// 300 jobs naming 1,000 distinct held jobs each (the most a dependency may name): showing
 /// where each stands and a pass over them take time in proportion to the 300,000 items, not
 /// items × jobs (which took minutes).
