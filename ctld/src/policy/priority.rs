@@ -101,6 +101,17 @@ impl Context {
     }
 
     /// The factors of `job` if it ran in `partition`.
+    /// The age factor: the time since the job became eligible over `PriorityMaxAge`, at most 1.
+    #[allow(clippy::cast_precision_loss)]
+    pub(crate) fn age(&self, job: &Job, now: UnixTime) -> f64 {
+        let eligible = job.info.eligible_time.unwrap_or(job.info.submit_time);
+        if self.config.max_age == 0 {
+            0.0
+        } else {
+            ((now - eligible).max(0) as f64 / self.config.max_age as f64).min(1.0)
+        }
+    }
+
     #[allow(clippy::cast_precision_loss)]
     pub(crate) fn factors(&self, state: &State, job: &Job, partition: &PartitionConfig, now: UnixTime) -> Factors {
         self.factors_of(state, job, partition, now, &tres::of_job(state, job))
@@ -116,12 +127,7 @@ impl Context {
         now: UnixTime,
         requested: &Tres,
     ) -> Factors {
-        let eligible = job.info.eligible_time.unwrap_or(job.info.submit_time);
-        let age = if self.config.max_age == 0 {
-            0.0
-        } else {
-            ((now - eligible).max(0) as f64 / self.config.max_age as f64).min(1.0)
-        };
+        let age = self.age(job, now);
         let nodes = requested.get("node").copied().unwrap_or(1) as f64;
         let cpus = requested.get("cpu").copied().unwrap_or(1) as f64;
         let (n, c) = (self.n_nodes.max(1.0), self.n_cpus.max(1.0));
@@ -163,9 +169,15 @@ impl Context {
 
 /// The weighted sum, minus nice, truncated and clamped to 1..=u32::MAX−1.
 pub(crate) fn priority(config: &PriorityConfig, f: &Factors, nice: i32) -> u32 {
+    priority_aged(config, f, f.age, nice)
+}
+
+/// [`priority`] with `age` in place of the factors' own (the pass works the other factors out
+/// once for the jobs submitted alike, and the age for each job).
+pub(crate) fn priority_aged(config: &PriorityConfig, f: &Factors, age: f64, nice: i32) -> u32 {
     let w = |weight: u32| f64::from(weight);
     let tres: f64 = f.tres.iter().map(|(name, v)| config.weight_tres.get(name) * v).sum();
-    let sum = w(config.weight_age) * f.age
+    let sum = w(config.weight_age) * age
         + w(config.weight_assoc) * f.assoc
         + w(config.weight_fairshare) * f.fairshare
         + w(config.weight_job_size) * f.job_size

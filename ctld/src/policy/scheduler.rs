@@ -72,32 +72,6 @@ impl AskedMemo {
     }
 }
 
-/// Recomputes the priority of every pending job that may start (not held, begin time come; see
-/// [`crate::model::state::Jobs::ready`]): the best over its partitions.
-fn update_priorities(state: &mut State, context: &priority::Context, now: UnixTime, memo: &mut AskedMemo) {
-    let mut updates = Vec::new();
-    for job in state.jobs.ready() {
-        let asked = memo.of(job);
-        let best = job
-            .candidates
-            .iter()
-            .filter_map(|name| state.config().partitions.iter().find(|p| &p.name == name))
-            .map(|p| {
-                priority::priority(&context.config, &context.factors_of(state, job, p, now, &asked.1), job.info.nice)
-            })
-            .max()
-            .unwrap_or(1);
-        if best != job.info.priority {
-            updates.push((job.info.job_id, best));
-        }
-    }
-    for (job_id, value) in updates {
-        if let Some(job) = state.jobs.get_mut(&job_id) {
-            job.info.priority = value;
-        }
-    }
-}
-
 /// One scheduling pass. Returns what it decided (starts, preemptions); priorities and pending
 /// reasons are updated in place. Reads as its steps: rank the ready jobs, set up the pass's view
 /// of the cluster (what runs, what reclaims hold, the reservations kept from the last pass), give
@@ -126,11 +100,14 @@ struct Ranking {
     running: Running,
 }
 
-/// Ranks the ready jobs. The pass walks the ready jobs only: held jobs and jobs waiting for their
-/// begin time are filed elsewhere by the job table, so a deep held queue costs a pass nothing.
-/// Bringing the tallies of what runs (for limits and quotas) up to date refiles the table first.
-/// Preemptors come first (jobs that ask only for what is left of their team's guarantee), as in
-/// Slurm's order; then partition tier, priority, submit time, job id.
+/// Ranks the ready jobs, their priorities recomputed first (the best over their partitions).
+/// The pass walks the ready jobs only: held jobs and jobs waiting for their begin time are filed
+/// elsewhere by the job table, so a deep held queue costs a pass nothing. Bringing the tallies of
+/// what runs (for limits and quotas) up to date refiles the table first. Preemptors come first
+/// (jobs that ask only for what is left of their team's guarantee), as in Slurm's order; then
+/// partition tier, priority, submit time, job id. What depends only on a job's class (see
+/// [`class_key`]) is worked out once per class: its request, its factors but age in each
+/// partition, its tier and whether it may reclaim.
 fn rank(state: &mut State, now: UnixTime) -> Ranking {
     let tally = state.tally(now);
     let (sums, quota_use) = (tally.sums.clone(), tally.quotas.clone());
@@ -138,34 +115,96 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
         set_reason(state, job_id, "BeginTime");
     }
     let context = priority::Context::new(state);
-    let mut memo = AskedMemo::default();
-    update_priorities(state, &context, now, &mut memo);
-    let tier = |job: &Job| {
-        job.candidates
-            .iter()
-            .filter_map(|n| state.config().partitions.iter().find(|p| &p.name == n))
-            .map(|p| p.priority_tier)
-            .max()
-    };
     let quotas = Quotas::of(quota_use);
-    let preemptor = |job: &Job, asked: &tres::Tres| {
-        !state.config().quotas.is_empty()
-            && job.candidates.iter().any(|name| quotas.may_reclaim(&state.config(), job, name, asked))
-    };
+    let mut memo = AskedMemo::default();
+    let hasher = foldhash::fast::RandomState::default();
+    let mut classes: HashMap<u64, Class, foldhash::fast::RandomState> = HashMap::default();
     let mut requests: Vec<Option<Asked>> = Vec::new();
-    let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = state
-        .jobs
-        .ready()
-        .map(|j| {
-            let asked = memo.of(j);
-            let first = preemptor(j, &asked.1);
-            requests.push(Some(asked));
-            (first, tier(j).unwrap_or(0), j.info.priority, j.info.submit_time, j.info.job_id, requests.len() - 1)
-        })
-        .collect();
+    let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = Vec::new();
+    let mut updates = Vec::new();
+    let config = state.config();
+    let work_out = |job: &Job, memo: &mut AskedMemo| {
+        let asked = memo.of(job);
+        let partitions: Vec<_> =
+            job.candidates.iter().filter_map(|name| config.partitions.iter().find(|p| &p.name == name)).collect();
+        let preemptor = !config.quotas.is_empty()
+            && job.candidates.iter().any(|name| quotas.may_reclaim(&config, job, name, &asked.1));
+        Class {
+            job: job.info.job_id,
+            factors: partitions.iter().map(|p| context.factors_of(state, job, p, now, &asked.1)).collect(),
+            tier: partitions.iter().map(|p| p.priority_tier).max().unwrap_or(0),
+            preemptor,
+            asked,
+        }
+    };
+    for job in state.jobs.ready() {
+        let key = class_key(&hasher, job);
+        let mut other = None;
+        let class = match classes.get(&key) {
+            Some(class) if same_class(&state.jobs[&class.job], job) => class,
+            // Another class with the same hash: worked out on its own.
+            Some(_) => other.insert(work_out(job, &mut memo)),
+            None => classes.entry(key).or_insert_with(|| work_out(job, &mut memo)),
+        };
+        let age = context.age(job, now);
+        let best = class
+            .factors
+            .iter()
+            .map(|f| priority::priority_aged(&context.config, f, age, job.info.nice))
+            .max()
+            .unwrap_or(1);
+        if best != job.info.priority {
+            updates.push((job.info.job_id, best));
+        }
+        requests.push(Some(class.asked.clone()));
+        keyed.push((class.preemptor, class.tier, best, job.info.submit_time, job.info.job_id, requests.len() - 1));
+    }
+    for (job_id, value) in updates {
+        if let Some(job) = state.jobs.get_mut(&job_id) {
+            job.info.priority = value;
+        }
+    }
     keyed.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
     let order = keyed.into_iter().map(|(_, _, _, _, job_id, k)| (job_id, k)).collect();
     Ranking { order, requests, quotas, running: Running::of(sums) }
+}
+
+/// What the ranking works out once per job class: from the first job of the class it met.
+struct Class {
+    job: JobId,
+    asked: Asked,
+    /// In each of its partitions (in its order) that exists: its factors, age aside.
+    factors: Vec<priority::Factors>,
+    tier: u32,
+    preemptor: bool,
+}
+
+/// A job's class, hashed: jobs of one class (the same resident spec and node filter, user,
+/// account, QOS, partitions to try and array) read the same inputs wherever the pass looks at a
+/// job, but for its age, nice value, dependency and holds. A hash that matches is checked with
+/// [`same_class`].
+fn class_key(hasher: &foldhash::fast::RandomState, job: &Job) -> u64 {
+    use std::hash::BuildHasher;
+    hasher.hash_one((
+        std::sync::Arc::as_ptr(&job.spec).addr(),
+        job.node_filter.as_ref().map(|f| std::sync::Arc::as_ptr(f).addr()),
+        job.info.array_job_id,
+        job.info.user.as_str(),
+        job.info.account.as_str(),
+        job.info.qos.as_str(),
+        &job.candidates,
+    ))
+}
+
+/// Whether two jobs are of one class (see [`class_key`]).
+fn same_class(a: &Job, b: &Job) -> bool {
+    std::sync::Arc::ptr_eq(&a.spec, &b.spec)
+        && a.node_filter.as_ref().map(std::sync::Arc::as_ptr) == b.node_filter.as_ref().map(std::sync::Arc::as_ptr)
+        && a.info.array_job_id == b.info.array_job_id
+        && a.info.user == b.info.user
+        && a.info.account == b.info.account
+        && a.info.qos == b.info.qos
+        && a.candidates == b.candidates
 }
 
 /// One pass in progress: the cluster as the pass sees it (node views with the starts it decided
@@ -696,40 +735,23 @@ struct Repeats {
 }
 
 impl Repeats {
-    /// The job's class, if it has one.
+    /// The job's class (see [`class_key`]), if it is classed.
     fn class_of(&self, state: &State, job_id: JobId, holds: &HashMap<JobId, Taken>) -> Option<u64> {
         let job = &state.jobs[&job_id];
         if job.spec.dependency.is_some() || holds.contains_key(&job_id) || state.reclaim_holds.contains_key(&job_id) {
             return None;
         }
-        use std::hash::BuildHasher;
-        Some(self.hasher.hash_one((
-            std::sync::Arc::as_ptr(&job.spec).addr(),
-            job.node_filter.as_ref().map(|f| std::sync::Arc::as_ptr(f).addr()),
-            job.info.array_job_id,
-            job.info.user.as_str(),
-            job.info.account.as_str(),
-            job.info.qos.as_str(),
-            &job.candidates,
-        )))
+        Some(class_key(&self.hasher, job))
     }
 
     /// The reason the last job of the class got, if nothing changed since its turn and it is of
-    /// the same class indeed (the hash's key compared in full).
+    /// the same class indeed.
     fn reason(&self, state: &State, class: u64, job_id: JobId, changes: u64, blocked: usize) -> Option<&str> {
         let (last, at, blocked_then, reason) = self.last.get(&class)?;
         if (*at, *blocked_then) != (changes, blocked) {
             return None;
         }
-        let (a, b) = (&state.jobs[last], &state.jobs[&job_id]);
-        let same = std::sync::Arc::ptr_eq(&a.spec, &b.spec)
-            && a.node_filter.as_ref().map(std::sync::Arc::as_ptr) == b.node_filter.as_ref().map(std::sync::Arc::as_ptr)
-            && a.info.array_job_id == b.info.array_job_id
-            && a.info.user == b.info.user
-            && a.info.account == b.info.account
-            && a.info.qos == b.info.qos
-            && a.candidates == b.candidates;
-        same.then_some(reason.as_str())
+        same_class(&state.jobs[last], &state.jobs[&job_id]).then_some(reason.as_str())
     }
 
     /// Records a turn that changed nothing.

@@ -715,6 +715,48 @@ fn jobs_submitted_alike_decide_the_same_as_a_full_scan() {
     }
 }
 
+/// The ranking works a class's factors out once and each job's age on its own: every job of a
+/// class submitted at different times and with different nice values gets the priority its own
+/// factors give, in either of its partitions.
+#[test]
+fn jobs_submitted_alike_get_their_own_priority() {
+    let extra = "[[partitions]]\nname = \"high\"\nnodes = \"n[1-2]\"\npriority_job_factor = 10\n\
+        [priority]\nweight_age = 5000\nweight_fairshare = 10000\nweight_job_size = 1000\nweight_partition = 3000\nmax_age = \"0-01:00:00\"\n";
+    let mut state = cluster(extra);
+    let mut jobs = Vec::new();
+    for i in 0..40_i64 {
+        let user = if i % 3 == 0 { "bob" } else { "alice" };
+        let job_id = submit(&mut state, user, if i % 2 == 0 { "c=4 N=2 t=60" } else { "g=2 t=60" });
+        let job = state.jobs.get_mut(&job_id).unwrap();
+        job.info.submit_time = NOW - 90 * i;
+        job.info.eligible_time = Some(NOW - 90 * i);
+        job.info.nice = i32::try_from(i % 4).unwrap() * 700;
+        if i % 5 == 0 {
+            job.candidates = vec!["high".into(), "main".into()];
+        }
+        let alike = (*job.spec).clone();
+        let spec = state.specs.intern(alike);
+        state.jobs.get_mut(&job_id).unwrap().spec = spec;
+        jobs.push(job_id);
+    }
+    pass(&mut state, NOW);
+    let context = priority::Context::new(&state);
+    let mut seen = std::collections::HashSet::new();
+    for job_id in jobs {
+        let job = &state.jobs[&job_id];
+        let own = job
+            .candidates
+            .iter()
+            .filter_map(|name| state.config().partitions.iter().find(|p| &p.name == name))
+            .map(|p| priority::priority(&context.config, &context.factors(&state, job, p, NOW), job.info.nice))
+            .max()
+            .unwrap();
+        assert_eq!(job.info.priority, own, "job {job_id}");
+        seen.insert(own);
+    }
+    assert!(seen.len() > 20, "ages and nice values set the jobs apart ({} priorities)", seen.len());
+}
+
 /// 300 jobs naming 1,000 distinct held jobs each (the most a dependency may name): showing
 /// where each stands and a pass over them take time in proportion to the 300,000 items, not
 /// items × jobs (which took minutes).
