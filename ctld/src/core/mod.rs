@@ -100,7 +100,10 @@ pub(crate) enum Event {
 /// bring a pass at once, so a quiet deep queue (100,000 held jobs) is not walked every second.
 const PERIODIC_PASS: UnixTime = 10;
 
-const MAX_PASS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest pause after a pass before the next (see `Core::run`): twice the pass's cost up to
+/// this, so a pass of more than 2 s (a million pending jobs) still leaves the core two thirds of
+/// its time for requests, and a job waits at most this long after the pass for the next.
+const MAX_PASS_GAP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a shutting-down ctld waits for the commits its clients' answers wait for.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -226,10 +229,13 @@ impl Core {
     /// Runs until the event channel closes or `shutdown` resolves.
     pub(crate) async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, shutdown: impl std::future::Future) {
         tokio::pin!(shutdown);
-        // Passes are spaced by twice the cost of the last one (at most MAX_PASS_INTERVAL), so
-        // scheduling never takes more than about a third of the core's time: on a small cluster a
+        // After a pass the next waits twice its cost (at most MAX_PASS_GAP), counted from its
+        // end, so scheduling takes at most about a third of the core's time: on a small cluster a
         // pass follows every event at once; on a large, full one a stream of submissions shares
         // passes instead of waiting behind one pass per commit (Slurm's `sched_min_interval`).
+        // (Counted from the pass's start, as it was, with a cap of 1 s: passes of a second or
+        // more followed one another with no pause, and eight synchronous clients got eight
+        // submissions in per pass.)
         let mut last_pass = tokio::time::Instant::now();
         let mut interval = std::time::Duration::ZERO;
         // What was stored before the loop (recovery at start).
@@ -254,10 +260,11 @@ impl Core {
             }
             if self.schedule_needed && last_pass.elapsed() >= interval {
                 self.schedule_needed = false;
-                last_pass = tokio::time::Instant::now();
+                let began = tokio::time::Instant::now();
                 self.schedule();
-                let cost = last_pass.elapsed();
-                interval = (cost * 2).min(MAX_PASS_INTERVAL);
+                let cost = began.elapsed();
+                last_pass = tokio::time::Instant::now();
+                interval = (cost * 2).min(MAX_PASS_GAP);
                 self.metrics.scheduler_pass(cost);
                 self.cycles.record(now(), cost, &self.state.last_pass);
                 self.metrics.scheduler_backfill(self.state.last_pass.backfill);

@@ -82,8 +82,8 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
     let mut pass = Pass::begin(state, quotas, running, order.len(), now);
     for (job_id, k) in order {
         // Each job is ranked once: its request is taken at its turn.
-        let Some(asked) = requests[k].take() else { continue };
-        pass.turn(state, job_id, &asked.0, &asked.1);
+        let Some((asked, class)) = requests[k].take() else { continue };
+        pass.turn(state, job_id, &asked.0, &asked.1, class);
     }
     pass.finish(state)
 }
@@ -93,7 +93,8 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
 struct Ranking {
     /// (job, index into `requests`), first to last.
     order: Vec<(JobId, usize)>,
-    requests: Vec<Option<Asked>>,
+    /// Each job's request and class key ([`class_key`]).
+    requests: Vec<Option<(Asked, u64)>>,
     /// The quota classification the order was built with (nothing runs or ends meanwhile).
     quotas: Quotas,
     /// What runs, for QOS and association limits.
@@ -119,7 +120,7 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
     let mut memo = AskedMemo::default();
     let hasher = foldhash::fast::RandomState::default();
     let mut classes: HashMap<u64, Class, foldhash::fast::RandomState> = HashMap::default();
-    let mut requests: Vec<Option<Asked>> = Vec::new();
+    let mut requests: Vec<Option<(Asked, u64)>> = Vec::new();
     let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = Vec::new();
     let mut updates = Vec::new();
     let config = state.config();
@@ -156,7 +157,7 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
         if best != job.info.priority {
             updates.push((job.info.job_id, best));
         }
-        requests.push(Some(class.asked.clone()));
+        requests.push(Some((class.asked.clone(), key)));
         keyed.push((class.preemptor, class.tier, best, job.info.submit_time, job.info.job_id, requests.len() - 1));
     }
     for (job_id, value) in updates {
@@ -339,7 +340,7 @@ impl Pass {
 
     /// One job's turn: it waits for its begin time, a dependency or a limit; or it starts; or it
     /// reclaims its team's guarantee; or it waits for resources, planned a reservation.
-    fn turn(&mut self, state: &mut State, job_id: JobId, request: &PerNodeRequest, asked: &tres::Tres) {
+    fn turn(&mut self, state: &mut State, job_id: JobId, request: &PerNodeRequest, asked: &tres::Tres, key: u64) {
         self.retake_team_holds(state);
         let held_before = self.held.remove(&job_id);
         if held_before.is_some() {
@@ -347,7 +348,7 @@ impl Pass {
             self.changes += 1;
         }
         let class = (self.shortcuts && held_before.is_none())
-            .then(|| self.repeats.class_of(state, job_id, &self.holds))
+            .then(|| Repeats::class_of(state, job_id, key, &self.holds))
             .flatten();
         if let Some(class) = class
             && let Some(reason) = self.repeats.reason(state, class, job_id, self.changes, self.blocked.len())
@@ -728,7 +729,6 @@ impl Pass {
 /// reservation from the last pass or a reclaim hold are not classed: they always take their turn.
 #[derive(Default)]
 struct Repeats {
-    hasher: foldhash::fast::RandomState,
     /// Class (a hash of its key) → the job whose turn it was, the pass's `changes` and blocked
     /// partitions after it, and the reason it got.
     last: HashMap<u64, (JobId, u64, usize, String), foldhash::fast::RandomState>,
@@ -736,12 +736,12 @@ struct Repeats {
 
 impl Repeats {
     /// The job's class (see [`class_key`]), if it is classed.
-    fn class_of(&self, state: &State, job_id: JobId, holds: &HashMap<JobId, Taken>) -> Option<u64> {
+    fn class_of(state: &State, job_id: JobId, key: u64, holds: &HashMap<JobId, Taken>) -> Option<u64> {
         let job = &state.jobs[&job_id];
         if job.spec.dependency.is_some() || holds.contains_key(&job_id) || state.reclaim_holds.contains_key(&job_id) {
             return None;
         }
-        Some(class_key(&self.hasher, job))
+        Some(key)
     }
 
     /// The reason the last job of the class got, if nothing changed since its turn and it is of

@@ -370,11 +370,7 @@ impl PeerLink {
         };
         let Some(mut conn) = conn else {
             let why = crate::error::Error::Refused(format!("no link within {ttl:?}"));
-            return Err(if reachable() {
-                CallError::Network(other(why))
-            } else {
-                CallError::Unreachable(other(why))
-            });
+            return Err(if reachable() { CallError::Network(other(why)) } else { CallError::Unreachable(other(why)) });
         };
         let ttl = ttl.saturating_sub(started.elapsed());
         let exchange = async {
