@@ -56,12 +56,16 @@ fn main() {
     let argv0 = args.first().map(|a| Path::new(a).file_name().unwrap_or_default().to_string_lossy().into_owned());
     let argv0 = argv0.unwrap_or_else(|| "drover".into());
     let (name, rest) = if let Some(run) = applet(&argv0) {
-        (argv0, run_applet(run, args.split_off(1)))
+        let rest = run_applet(&argv0, run, args.split_off(1));
+        (argv0, rest)
     } else {
         let verb = args.get(1).map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
         let rest = args.split_off(2.min(args.len()));
         match applet(&verb) {
-            Some(run) => (verb, run_applet(run, rest)),
+            Some(run) => {
+                let rest = run_applet(&verb, run, rest);
+                (verb, rest)
+            }
             None => ("drover".into(), admin::run(&verb, rest)),
         }
     };
@@ -124,8 +128,20 @@ fn die_of_sigpipe() -> ! {
     std::process::exit(141);
 }
 
-fn run_applet(run: Applet, args: Vec<OsString>) -> anyhow::Result<i32> {
+fn run_applet(name: &str, run: Applet, args: Vec<OsString>) -> anyhow::Result<i32> {
+    if bare_version(name, &args) {
+        println!("{}", options::help::VERSION);
+        return Ok(0);
+    }
     run(args)
+}
+
+/// `sbatch -V` (or `--version`) and nothing else, as tools probe for Slurm: answered before the
+/// config is read and the SPANK plugins are loaded, which the commands that host plugins do
+/// before parsing their options (plugins add options). The answer is the one the full parse
+/// gives; the plugins' `init` does not run for it.
+fn bare_version(name: &str, args: &[OsString]) -> bool {
+    matches!(name, "sbatch" | "srun" | "salloc") && matches!(args, [only] if only == "-V" || only == "--version")
 }
 
 /// An error and its causes as a user reads them: joined by `: `, without Rust's `(os error N)`
@@ -171,6 +187,23 @@ mod tests {
         let error = anyhow::Error::new(std::io::Error::from_raw_os_error(13)).context("opening /tmp/out");
         assert_eq!(user_message(&error), "opening /tmp/out: Permission denied");
         assert_eq!(strip_os_error("odd (os error x)"), "odd (os error x)");
+    }
+
+    /// Only a bare `-V`/`--version` of the commands that host plugins is answered early; with
+    /// anything else beside it (`--wrap -V`, a script's own `-V`) the full parse decides.
+    #[test]
+    fn only_a_bare_version_is_answered_before_the_plugins_load() {
+        let args = |list: &[&str]| list.iter().map(OsString::from).collect::<Vec<_>>();
+        for name in ["sbatch", "srun", "salloc"] {
+            assert!(bare_version(name, &args(&["-V"])));
+            assert!(bare_version(name, &args(&["--version"])));
+            assert!(!bare_version(name, &args(&["--wrap", "-V"])));
+            assert!(!bare_version(name, &args(&["job.sh", "-V"])));
+            assert!(!bare_version(name, &args(&[])));
+        }
+        assert!(!bare_version("sacctmgr", &args(&["-V"])));
+        // What the full parse answers (`sbatch::tests::help_version_and_usage_answer_without_a_script`).
+        assert_eq!(options::help::VERSION, "slurm 22.05.8");
     }
 
     /// Every command `drover` dispatches is named in `drover --help`, and so are the subcommands
