@@ -181,15 +181,18 @@ struct Class {
 }
 
 /// A job's class, hashed: jobs of one class (the same resident spec and node filter, user,
-/// account, QOS, partitions to try and array) read the same inputs wherever the pass looks at a
-/// job, but for its age, nice value, dependency and holds. A hash that matches is checked with
-/// [`same_class`].
+/// account, QOS, partitions to try, array and array throttle, and time limit as the job holds it:
+/// a requeued job keeps the default time of the partition it ran in, its spec none) read the
+/// same inputs wherever the pass looks at a job, but for its age, nice value, dependency, holds
+/// and the victims preempted for it. A hash that matches is checked with [`same_class`].
 fn class_key(hasher: &foldhash::fast::RandomState, job: &Job) -> u64 {
     use std::hash::BuildHasher;
     hasher.hash_one((
         std::sync::Arc::as_ptr(&job.spec).addr(),
         job.node_filter.as_ref().map(|f| std::sync::Arc::as_ptr(f).addr()),
         job.info.array_job_id,
+        job.info.array_max_tasks,
+        job.info.time_limit,
         job.info.user.as_str(),
         job.info.account.as_str(),
         job.info.qos.as_str(),
@@ -202,6 +205,8 @@ fn same_class(a: &Job, b: &Job) -> bool {
     std::sync::Arc::ptr_eq(&a.spec, &b.spec)
         && a.node_filter.as_ref().map(std::sync::Arc::as_ptr) == b.node_filter.as_ref().map(std::sync::Arc::as_ptr)
         && a.info.array_job_id == b.info.array_job_id
+        && a.info.array_max_tasks == b.info.array_max_tasks
+        && a.info.time_limit == b.info.time_limit
         && a.info.user == b.info.user
         && a.info.account == b.info.account
         && a.info.qos == b.info.qos
@@ -330,7 +335,7 @@ impl Pass {
             no_room: HashSet::new(),
             never_fits: HashSet::new(),
             changes: 0,
-            repeats: Repeats::default(),
+            repeats: Repeats { reclaiming: state.preempting.values().copied().collect(), ..Repeats::default() },
             dependencies: dependency::Lookup::for_pass(state),
             tree: Tree::of(state),
             stats,
@@ -348,7 +353,7 @@ impl Pass {
             self.changes += 1;
         }
         let class = (self.shortcuts && held_before.is_none())
-            .then(|| Repeats::class_of(state, job_id, key, &self.holds))
+            .then(|| self.repeats.class_of(state, job_id, key, &self.holds))
             .flatten();
         if let Some(class) = class
             && let Some(reason) = self.repeats.reason(state, class, job_id, self.changes, self.blocked.len())
@@ -726,9 +731,13 @@ impl Pass {
 /// planned or carried, no new shape found without room, no partition newly blocked) leaves the
 /// next job of its class exactly the inputs it had, so that job gets the same reason without
 /// taking its turn. Jobs with a dependency (a `singleton` reads the job's name), a backfill
-/// reservation from the last pass or a reclaim hold are not classed: they always take their turn.
+/// reservation from the last pass, a reclaim hold or victims being preempted for them (the
+/// reclaim planner tries those victims' nodes first) are not classed: they always take their turn.
 #[derive(Default)]
 struct Repeats {
+    /// Jobs that running victims are being preempted for: the reclaim planner tries their nodes
+    /// first for that job alone.
+    reclaiming: HashSet<JobId>,
     /// Class (a hash of its key) → the job whose turn it was, the pass's `changes` and blocked
     /// partitions after it, and the reason it got.
     last: HashMap<u64, (JobId, u64, usize, String), foldhash::fast::RandomState>,
@@ -736,9 +745,13 @@ struct Repeats {
 
 impl Repeats {
     /// The job's class (see [`class_key`]), if it is classed.
-    fn class_of(state: &State, job_id: JobId, key: u64, holds: &HashMap<JobId, Taken>) -> Option<u64> {
+    fn class_of(&self, state: &State, job_id: JobId, key: u64, holds: &HashMap<JobId, Taken>) -> Option<u64> {
         let job = &state.jobs[&job_id];
-        if job.spec.dependency.is_some() || holds.contains_key(&job_id) || state.reclaim_holds.contains_key(&job_id) {
+        if job.spec.dependency.is_some()
+            || holds.contains_key(&job_id)
+            || state.reclaim_holds.contains_key(&job_id)
+            || self.reclaiming.contains(&job_id)
+        {
             return None;
         }
         Some(key)

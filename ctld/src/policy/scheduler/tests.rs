@@ -757,6 +757,91 @@ fn jobs_submitted_alike_get_their_own_priority() {
     assert!(seen.len() > 20, "ages and nice values set the jobs apart ({} priorities)", seen.len());
 }
 
+/// A requeued job keeps, in `info.time_limit`, the default time of the partition it ran in,
+/// while its resident spec (no time limit) stays shared with fresh jobs: its shorter limit lets
+/// it backfill where they cannot, so it is of another class (found by a review of `Repeats`).
+#[test]
+fn a_requeued_jobs_own_time_limit_sets_it_apart_from_its_class() {
+    let extra = "[[partitions]]\nname = \"short\"\nnodes = \"n1\"\nmax_time = \"1-00:00:00\"\ndefault_time = \"0:30:00\"\n\
+        [priority]\nbackfill_max_job_test = 1\n";
+    let run = |shortcuts: bool| {
+        let mut state = cluster(extra);
+        state.pass_shortcuts = shortcuts;
+        state.planning_time = std::time::Duration::MAX;
+        // x fills n1 for an hour.
+        let x = submit(&mut state, "alice", "c=4 t=60");
+        assert_eq!(pass(&mut state, NOW), vec![x]);
+        assert_eq!(state.jobs[&x].info.nodes, vec!["n1".to_owned()]);
+        // r ran once in `short` (it took that partition's DefaultTime, 30 min) and was requeued.
+        let r = submit(&mut state, "alice", "c=1");
+        let alloc = Allocation {
+            nodes: vec![NodeAllocation { node: "n1".into(), cpus: 1, mem_mb: 100, gpus: vec![], tasks: 1 }],
+        };
+        state.hold(&alloc);
+        assert!(state.start_job(r, "short", alloc, NOW - 2000));
+        state.pend_job(r, NOW - 1000);
+        state.next_run(r, NOW - 1);
+        // b (both nodes, whole) plans a reservation at NOW+3600 and spends the backfill budget.
+        let b = submit(&mut state, "alice", "N=2 c=4");
+        let f0 = submit(&mut state, "alice", "c=1");
+        let f1 = submit(&mut state, "alice", "c=1");
+        for j in [f0, f1, r] {
+            let job = state.jobs.get_mut(&j).unwrap();
+            job.candidates = vec!["main".into(), "short".into()];
+            let alike = (*job.spec).clone();
+            let spec = state.specs.intern(alike);
+            state.jobs.get_mut(&j).unwrap().spec = spec;
+        }
+        assert!(Arc::ptr_eq(&state.jobs[&f0].spec, &state.jobs[&r].spec));
+        assert_eq!(state.jobs[&r].info.time_limit, Some(TimeLimit::Minutes(30)));
+        assert_eq!(state.jobs[&f0].info.time_limit, None);
+        let started = pass(&mut state, NOW + 10);
+        let reasons: Vec<_> = [b, f0, f1, r].iter().map(|j| (*j, reason(&state, *j).to_owned())).collect();
+        (started, reasons, state.last_pass.class_skips)
+    };
+    let fast = run(true);
+    let full = run(false);
+    assert_eq!(fast, (full.0.clone(), full.1.clone(), fast.2), "starts or reasons differ: {full:?}");
+}
+
+/// `array::throttled` reads the record's own `info.array_max_tasks`; `scontrol update
+/// ArrayTaskThrottle` sets it on the base record only, so a task split off before keeps the old
+/// value while sharing the base's spec: the throttle is part of the class.
+#[test]
+fn an_array_records_own_throttle_sets_it_apart_from_its_class() {
+    let run = |shortcuts: bool| {
+        let mut state = cluster("");
+        state.pass_shortcuts = shortcuts;
+        state.planning_time = std::time::Duration::MAX;
+        let base = submit(&mut state, "alice", "c=1 t=10");
+        {
+            let mut job = state.jobs.remove(&base).unwrap();
+            Arc::make_mut(&mut job.spec).array = Some("0-3%2".into());
+            crate::policy::array::init(&mut job);
+            state.jobs.insert(base, job);
+        }
+        // Task 0 runs.
+        let (t0, _) = crate::policy::array::claim(&mut state, base, None).unwrap();
+        let alloc = Allocation {
+            nodes: vec![NodeAllocation { node: "n1".into(), cpus: 1, mem_mb: 100, gpus: vec![], tasks: 1 }],
+        };
+        state.hold(&alloc);
+        assert!(state.start_job(t0, "main", alloc, NOW - 100));
+        // Task 1 split off (as `scontrol hold 1_1` then `scontrol release 1_1` do), pending.
+        let (t1, split) = crate::policy::array::claim(&mut state, base, Some(1)).unwrap();
+        assert!(split);
+        // `scontrol update JobId=1 ArrayTaskThrottle=1`: the base record only.
+        state.jobs.get_mut(&base).unwrap().info.array_max_tasks = 1;
+        assert!(Arc::ptr_eq(&state.jobs[&base].spec, &state.jobs[&t1].spec));
+        let started = pass(&mut state, NOW);
+        let reasons: Vec<_> = [base, t1].iter().map(|j| (*j, reason(&state, *j).to_owned())).collect();
+        (started, reasons, state.last_pass.class_skips)
+    };
+    let fast = run(true);
+    let full = run(false);
+    assert_eq!(fast, (full.0.clone(), full.1.clone(), fast.2), "starts or reasons differ: {full:?}");
+}
+
 /// 300 jobs naming 1,000 distinct held jobs each (the most a dependency may name): showing
 /// where each stands and a pass over them take time in proportion to the 300,000 items, not
 /// items × jobs (which took minutes).
