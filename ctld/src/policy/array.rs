@@ -94,12 +94,14 @@ pub(crate) fn running_tasks(state: &State, array_job_id: JobId) -> u32 {
     u32::try_from(running).unwrap_or(u32::MAX)
 }
 
-/// Whether the throttle keeps the base record's next task from starting.
+/// Whether the array's throttle keeps this record's next task from starting. The throttle is
+/// the array's: `scontrol update ArrayTaskThrottle=` sets it on the base record, and a task split
+/// off before then (held and released, or requeued) follows it too; the record's own copy is
+/// used only once the base record is gone.
 pub(crate) fn throttled(state: &State, job: &Job) -> bool {
-    match job.info.array_job_id {
-        Some(array) if job.info.array_max_tasks > 0 => running_tasks(state, array) >= job.info.array_max_tasks,
-        _ => false,
-    }
+    let Some(array) = job.info.array_job_id else { return false };
+    let max = state.jobs.get(&array).map_or(job.info.array_max_tasks, |base| base.info.array_max_tasks);
+    max > 0 && running_tasks(state, array) >= max
 }
 
 /// Every record of array `array_job_id` (its base record and its split-off tasks).

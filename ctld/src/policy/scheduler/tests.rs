@@ -804,9 +804,10 @@ fn a_requeued_jobs_own_time_limit_sets_it_apart_from_its_class() {
     assert_eq!(fast, (full.0.clone(), full.1.clone(), fast.2), "starts or reasons differ: {full:?}");
 }
 
-/// `array::throttled` reads the record's own `info.array_max_tasks`; `scontrol update
-/// ArrayTaskThrottle` sets it on the base record only, so a task split off before keeps the old
-/// value while sharing the base's spec: the throttle is part of the class.
+/// `scontrol update ArrayTaskThrottle` sets the throttle on the base record only, so a task
+/// split off before keeps the old value in its record while sharing the base's spec: the
+/// throttle is part of the class, and the array's (the base record's) throttle holds the split
+/// task back too.
 #[test]
 fn an_array_records_own_throttle_sets_it_apart_from_its_class() {
     let run = |shortcuts: bool| {
@@ -840,6 +841,8 @@ fn an_array_records_own_throttle_sets_it_apart_from_its_class() {
     let fast = run(true);
     let full = run(false);
     assert_eq!(fast, (full.0.clone(), full.1.clone(), fast.2), "starts or reasons differ: {full:?}");
+    let (_, reasons, _) = fast;
+    assert!(reasons.iter().all(|(_, reason)| reason == "JobArrayTaskLimit"), "{reasons:?}");
 }
 
 /// 300 jobs naming 1,000 distinct held jobs each (the most a dependency may name): showing
