@@ -100,7 +100,6 @@ impl Context {
         }
     }
 
-    /// The factors of `job` if it ran in `partition`.
     /// The age factor: the time since the job became eligible over `PriorityMaxAge`, at most 1.
     #[allow(clippy::cast_precision_loss)]
     pub(crate) fn age(&self, job: &Job, now: UnixTime) -> f64 {
@@ -112,6 +111,7 @@ impl Context {
         }
     }
 
+    /// The factors of `job` if it ran in `partition`.
     #[allow(clippy::cast_precision_loss)]
     pub(crate) fn factors(&self, state: &State, job: &Job, partition: &PartitionConfig, now: UnixTime) -> Factors {
         self.factors_of(state, job, partition, now, &tres::of_job(state, job))

@@ -107,7 +107,7 @@ struct Ranking {
 /// what runs (for limits and quotas) up to date refiles the table first. Preemptors come first
 /// (jobs that ask only for what is left of their team's guarantee), as in Slurm's order; then
 /// partition tier, priority, submit time, job id. What depends only on a job's class (see
-/// [`class_key`]) is worked out once per class: its request, its factors but age in each
+/// [`ClassKey`]) is worked out once per class: its request, its factors but age in each
 /// partition, its tier and whether it may reclaim.
 fn rank(state: &mut State, now: UnixTime) -> Ranking {
     let tally = state.tally(now);
@@ -129,7 +129,7 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
         let partitions: Vec<_> =
             job.candidates.iter().filter_map(|name| config.partitions.iter().find(|p| &p.name == name)).collect();
         let preemptor = !config.quotas.is_empty()
-            && job.candidates.iter().any(|name| quotas.may_reclaim(&config, job, name, &asked.1));
+            && job.candidates.iter().any(|name| quotas.may_reclaim(config, job, name, &asked.1));
         Class {
             job: job.info.job_id,
             factors: partitions.iter().map(|p| context.factors_of(state, job, p, now, &asked.1)).collect(),
@@ -180,37 +180,50 @@ struct Class {
     preemptor: bool,
 }
 
-/// A job's class, hashed: jobs of one class (the same resident spec and node filter, user,
+/// What makes a job's class: jobs of one class (the same resident spec and node filter, user,
 /// account, QOS, partitions to try, array and array throttle, and time limit as the job holds it:
 /// a requeued job keeps the default time of the partition it ran in, its spec none) read the
 /// same inputs wherever the pass looks at a job, but for its age, nice value, dependency, holds
-/// and the victims preempted for it. A hash that matches is checked with [`same_class`].
-fn class_key(hasher: &foldhash::fast::RandomState, job: &Job) -> u64 {
-    use std::hash::BuildHasher;
-    hasher.hash_one((
-        std::sync::Arc::as_ptr(&job.spec).addr(),
-        job.node_filter.as_ref().map(|f| std::sync::Arc::as_ptr(f).addr()),
-        job.info.array_job_id,
-        job.info.array_max_tasks,
-        job.info.time_limit,
-        job.info.user.as_str(),
-        job.info.account.as_str(),
-        job.info.qos.as_str(),
-        &job.candidates,
-    ))
+/// and the victims preempted for it.
+#[derive(Hash, PartialEq, Eq)]
+struct ClassKey<'a> {
+    /// The interned resident spec and node filter, by address.
+    spec: usize,
+    node_filter: Option<usize>,
+    array_job_id: Option<JobId>,
+    array_max_tasks: u32,
+    time_limit: Option<drover_shared::grammar::time::TimeLimit>,
+    user: &'a str,
+    account: &'a str,
+    qos: &'a str,
+    candidates: &'a [String],
 }
 
-/// Whether two jobs are of one class (see [`class_key`]).
+impl<'a> ClassKey<'a> {
+    fn of(job: &'a Job) -> ClassKey<'a> {
+        ClassKey {
+            spec: std::sync::Arc::as_ptr(&job.spec).addr(),
+            node_filter: job.node_filter.as_ref().map(|f| std::sync::Arc::as_ptr(f).addr()),
+            array_job_id: job.info.array_job_id,
+            array_max_tasks: job.info.array_max_tasks,
+            time_limit: job.info.time_limit,
+            user: &job.info.user,
+            account: &job.info.account,
+            qos: &job.info.qos,
+            candidates: &job.candidates,
+        }
+    }
+}
+
+/// A job's class ([`ClassKey`]), hashed; a hash that matches is checked with [`same_class`].
+fn class_key(hasher: &foldhash::fast::RandomState, job: &Job) -> u64 {
+    use std::hash::BuildHasher;
+    hasher.hash_one(ClassKey::of(job))
+}
+
+/// Whether two jobs are of one class.
 fn same_class(a: &Job, b: &Job) -> bool {
-    std::sync::Arc::ptr_eq(&a.spec, &b.spec)
-        && a.node_filter.as_ref().map(std::sync::Arc::as_ptr) == b.node_filter.as_ref().map(std::sync::Arc::as_ptr)
-        && a.info.array_job_id == b.info.array_job_id
-        && a.info.array_max_tasks == b.info.array_max_tasks
-        && a.info.time_limit == b.info.time_limit
-        && a.info.user == b.info.user
-        && a.info.account == b.info.account
-        && a.info.qos == b.info.qos
-        && a.candidates == b.candidates
+    ClassKey::of(a) == ClassKey::of(b)
 }
 
 /// One pass in progress: the cluster as the pass sees it (node views with the starts it decided
@@ -465,10 +478,11 @@ impl Pass {
         for i in self.team_holds.lend(state, &self.quotas, &mut self.views, job_id, asked) {
             self.refile(i);
         }
-        if self.team_holds.lending() {
+        let lending = self.team_holds.lending();
+        if lending {
             self.changes += 1;
         }
-        self.team_holds.lending()
+        lending
     }
 
     /// Tries the job's partitions in its order: the first where quotas allow it and it fits now
@@ -724,8 +738,8 @@ impl Pass {
 }
 
 /// Turns that changed nothing, by job class, so that a queue of jobs submitted alike costs a full
-/// pass one turn per class while nothing changes. Jobs of one class (the same resident spec and
-/// node filter, user, account, QOS, partitions to try and array) read the same inputs in a turn:
+/// pass one turn per class while nothing changes. Jobs of one class ([`ClassKey`]) read the same
+/// inputs in a turn:
 /// the views, reservations, holds, what runs, quota use, the planning budget and the partitions
 /// blocked so far. A turn that changed none of these (no start, reclaim, hold lent, reservation
 /// planned or carried, no new shape found without room, no partition newly blocked) leaves the
@@ -744,7 +758,7 @@ struct Repeats {
 }
 
 impl Repeats {
-    /// The job's class (see [`class_key`]), if it is classed.
+    /// The job's class (its hashed [`ClassKey`]), if it is classed.
     fn class_of(&self, state: &State, job_id: JobId, key: u64, holds: &HashMap<JobId, Taken>) -> Option<u64> {
         let job = &state.jobs[&job_id];
         if job.spec.dependency.is_some()

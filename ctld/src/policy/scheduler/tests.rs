@@ -573,6 +573,28 @@ fn a_different_node_list_is_still_tried() {
     assert_eq!(reason(&state, not_n2), "Priority");
 }
 
+/// What a pass decided, for comparing two runs: the started jobs' allocations, every job's
+/// reason and the reservations, each in job order.
+#[allow(clippy::type_complexity)]
+fn decided(
+    state: &State,
+    started: &[JobId],
+) -> (Vec<(JobId, Option<Allocation>)>, Vec<(JobId, String)>, Vec<(JobId, UnixTime, Allocation)>) {
+    let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
+    allocations.sort_by_key(|(j, _)| *j);
+    let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
+    let mut planned: Vec<_> = state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
+    planned.sort_by_key(|p| p.0);
+    (allocations, reasons, planned)
+}
+
+/// Makes the job share its resident spec with the jobs submitted alike, as ctld keeps them.
+fn intern(state: &mut State, job_id: JobId) {
+    let alike = (*state.jobs[&job_id].spec).clone();
+    let spec = state.specs.intern(alike);
+    state.jobs.get_mut(&job_id).unwrap().spec = spec;
+}
+
 /// Many passes over a random workload (sizes, GPU types, exclusive jobs, node lists, time
 /// limits; jobs ending between passes) decide exactly the same with the pass's shortcuts (shape
 /// cache, free-node index, gated backfill planning) as without them: starts, allocations,
@@ -618,12 +640,7 @@ fn shortcuts_decide_the_same_as_a_full_scan() {
                 }
             }
             let started = pass(&mut state, now);
-            let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
-            allocations.sort_by_key(|(j, _)| *j);
-            let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
-            let mut planned: Vec<_> =
-                state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
-            planned.sort_by_key(|p| p.0);
+            let (allocations, reasons, planned) = decided(&state, &started);
             log.push((round, allocations, reasons, planned));
             now += 600;
             let running: Vec<JobId> =
@@ -674,19 +691,11 @@ fn jobs_submitted_alike_decide_the_same_as_a_full_scan() {
             for _ in 0..(4 + next(30)) {
                 let user = ["alice", "bob", "carol"][next(3) as usize];
                 let job_id = submit(&mut state, user, shapes[next(shapes.len() as u64) as usize]);
-                let job = state.jobs.get_mut(&job_id).unwrap();
-                let alike = (*job.spec).clone();
-                let spec = state.specs.intern(alike);
-                state.jobs.get_mut(&job_id).unwrap().spec = spec;
+                intern(&mut state, job_id);
             }
             let started = pass(&mut state, now);
             skips += state.last_pass.class_skips;
-            let mut allocations: Vec<_> = started.iter().map(|j| (*j, state.jobs[j].alloc.clone())).collect();
-            allocations.sort_by_key(|(j, _)| *j);
-            let reasons: Vec<_> = state.jobs.values().map(|j| (j.info.job_id, j.info.reason.clone())).collect();
-            let mut planned: Vec<_> =
-                state.reservations.values().map(|r| (r.job_id, r.start, r.alloc.clone())).collect();
-            planned.sort_by_key(|p| p.0);
+            let (allocations, reasons, planned) = decided(&state, &started);
             let mut preempted = victims();
             preempted.sort_unstable();
             now += 300;
@@ -734,9 +743,7 @@ fn jobs_submitted_alike_get_their_own_priority() {
         if i % 5 == 0 {
             job.candidates = vec!["high".into(), "main".into()];
         }
-        let alike = (*job.spec).clone();
-        let spec = state.specs.intern(alike);
-        state.jobs.get_mut(&job_id).unwrap().spec = spec;
+        intern(&mut state, job_id);
         jobs.push(job_id);
     }
     pass(&mut state, NOW);
@@ -788,9 +795,7 @@ fn a_requeued_jobs_own_time_limit_sets_it_apart_from_its_class() {
         for j in [f0, f1, r] {
             let job = state.jobs.get_mut(&j).unwrap();
             job.candidates = vec!["main".into(), "short".into()];
-            let alike = (*job.spec).clone();
-            let spec = state.specs.intern(alike);
-            state.jobs.get_mut(&j).unwrap().spec = spec;
+            intern(&mut state, j);
         }
         assert!(Arc::ptr_eq(&state.jobs[&f0].spec, &state.jobs[&r].spec));
         assert_eq!(state.jobs[&r].info.time_limit, Some(TimeLimit::Minutes(30)));
