@@ -17,8 +17,7 @@
 //! keeper connects: a call never starts a handshake it may abandon half-way (on a loaded host a
 //! handshake can outlast a heartbeat's deadline, and each abandoned one used to count as the peer
 //! being unreachable, which stops replication to it for half a second). A call that finds no
-//! link reports the peer unreachable when the keeper's last dial failed (at once, without waiting
-//! out its deadline); otherwise it waits for the keeper's next link.
+//! link reports the peer unreachable only when the keeper's last dial failed.
 //!
 //! **The Raft port under a flood.** Accepting never waits: each connection is admitted or closed
 //! at once. One that has not proved the key holds no more than a place among at most
@@ -361,16 +360,17 @@ impl PeerLink {
         let target = self.target;
         let other = |e: crate::error::Error| std::io::Error::other(format!("replica {target}: {e:#}"));
         let started = tokio::time::Instant::now();
-        let reachable = || self.warm.reachable.load(std::sync::atomic::Ordering::Relaxed);
-        let conn = match self.conn.take().or_else(|| self.warm.take()) {
+        let conn = match self.conn.take() {
             Some(conn) => Some(conn),
-            // The keeper's last dial failed: said at once, as a refused connection was before.
-            None if !reachable() => None,
             None => self.warm.wait(ttl).await,
         };
         let Some(mut conn) = conn else {
             let why = crate::error::Error::Refused(format!("no link within {ttl:?}"));
-            return Err(if reachable() { CallError::Network(other(why)) } else { CallError::Unreachable(other(why)) });
+            return Err(if self.warm.reachable.load(std::sync::atomic::Ordering::Relaxed) {
+                CallError::Network(other(why))
+            } else {
+                CallError::Unreachable(other(why))
+            });
         };
         let ttl = ttl.saturating_sub(started.elapsed());
         let exchange = async {
