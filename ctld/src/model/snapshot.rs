@@ -405,4 +405,30 @@ mod tests {
         publisher.publish(&mut state);
         assert!(Arc::ptr_eq(&before, &rx.borrow()));
     }
+
+    /// A pending reason the pass sets is published but files nothing again (a pass over a
+    /// million waiting jobs sets a million reasons); the same reason again changes nothing.
+    #[test]
+    fn a_reason_is_published_without_filing_the_job_again() {
+        let mut state = state();
+        let (mut publisher, rx) = Publisher::new();
+        let id = 2_000_000_001;
+        add(&mut state, id, true);
+        state.jobs.refile(0);
+        publisher.publish(&mut state);
+        assert!(!state.jobs.unfiled_contains(id));
+
+        state.jobs.set_reason(id, "Resources");
+        assert!(!state.jobs.unfiled_contains(id), "a reason alone filed the job again");
+        publisher.publish(&mut state);
+        assert_eq!(visible(&rx), vec![(id, "Resources".to_owned())]);
+
+        let before = rx.borrow().clone();
+        state.jobs.set_reason(id, "Resources");
+        publisher.publish(&mut state);
+        assert!(Arc::ptr_eq(&before, &rx.borrow()), "the same reason published a new snapshot");
+        // Through get_mut, as before, the job is filed again.
+        state.jobs.get_mut(&id).unwrap().info.reason = "Priority".into();
+        assert!(state.jobs.unfiled_contains(id));
+    }
 }

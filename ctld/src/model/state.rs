@@ -375,6 +375,25 @@ impl Jobs {
         Some(job)
     }
 
+    /// Sets a job's pending reason where it differs: one lookup, and, as a reason files nothing
+    /// (filing reads state, holds, priority, begin time and dependency), the job is published
+    /// as changed but not filed again. A pass over a million waiting jobs sets a million reasons;
+    /// through [`Jobs::get_mut`] each would also be refiled at the next pass.
+    pub(crate) fn set_reason(&mut self, job_id: JobId, reason: &str) {
+        if let Some(job) = self.map.get_mut(&job_id)
+            && job.info.reason != reason
+        {
+            job.info.reason = reason.to_owned();
+            self.lent.insert(job_id);
+        }
+    }
+
+    /// Whether the job waits to be filed again at the next [`Jobs::refile`].
+    #[cfg(test)]
+    pub(crate) fn unfiled_contains(&self, job_id: JobId) -> bool {
+        self.unfiled.contains(&job_id)
+    }
+
     pub(crate) fn insert(&mut self, job_id: JobId, mut job: Job) -> Option<Job> {
         job.info.take_changed(); // filed as changed here, whatever its record says
         self.changed.insert(job_id);

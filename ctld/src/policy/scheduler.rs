@@ -93,8 +93,9 @@ pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
 struct Ranking {
     /// (job, index into `requests`), first to last.
     order: Vec<(JobId, usize)>,
-    /// Each job's request and class key ([`class_key`]).
-    requests: Vec<Option<(Asked, u64)>>,
+    /// Each job's request and its class ([`Class::id`]) where it is classed: no dependency, and
+    /// its class key's hash met no other class first.
+    requests: Vec<Option<(Asked, Option<u32>)>>,
     /// The quota classification the order was built with (nothing runs or ends meanwhile).
     quotas: Quotas,
     /// What runs, for QOS and association limits.
@@ -120,18 +121,19 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
     let mut memo = AskedMemo::default();
     let hasher = foldhash::fast::RandomState::default();
     let mut classes: HashMap<u64, Class, foldhash::fast::RandomState> = HashMap::default();
-    let mut requests: Vec<Option<(Asked, u64)>> = Vec::new();
+    let mut requests: Vec<Option<(Asked, Option<u32>)>> = Vec::new();
     let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = Vec::new();
     let mut updates = Vec::new();
     let config = state.config();
-    let work_out = |job: &Job, memo: &mut AskedMemo| {
+    let work_out = |job: &'_ Job, key, id, memo: &mut AskedMemo| {
         let asked = memo.of(job);
         let partitions: Vec<_> =
             job.candidates.iter().filter_map(|name| config.partitions.iter().find(|p| &p.name == name)).collect();
         let preemptor = !config.quotas.is_empty()
             && job.candidates.iter().any(|name| quotas.may_reclaim(config, job, name, &asked.1));
         Class {
-            job: job.info.job_id,
+            key,
+            id,
             factors: partitions.iter().map(|p| context.factors_of(state, job, p, now, &asked.1)).collect(),
             tier: partitions.iter().map(|p| p.priority_tier).max().unwrap_or(0),
             preemptor,
@@ -139,13 +141,15 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
         }
     };
     for job in state.jobs.ready() {
-        let key = class_key(&hasher, job);
+        let key = ClassKey::of(job);
+        let hash = std::hash::BuildHasher::hash_one(&hasher, &key);
         let mut other = None;
-        let class = match classes.get(&key) {
-            Some(class) if same_class(&state.jobs[&class.job], job) => class,
-            // Another class with the same hash: worked out on its own.
-            Some(_) => other.insert(work_out(job, &mut memo)),
-            None => classes.entry(key).or_insert_with(|| work_out(job, &mut memo)),
+        let next = u32::try_from(classes.len()).ok();
+        let class = match classes.get(&hash) {
+            Some(class) if class.key == key => class,
+            // Another class with the same hash: worked out on its own, and not classed.
+            Some(_) => other.insert(work_out(job, key, None, &mut memo)),
+            None => classes.entry(hash).or_insert_with(|| work_out(job, key, next, &mut memo)),
         };
         let age = context.age(job, now);
         let best = class
@@ -157,22 +161,31 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
         if best != job.info.priority {
             updates.push((job.info.job_id, best));
         }
-        requests.push(Some((class.asked.clone(), key)));
+        // A dependency (a `singleton` reads the job's name) is not part of the class.
+        requests.push(Some((class.asked.clone(), class.id.filter(|_| job.spec.dependency.is_none()))));
         keyed.push((class.preemptor, class.tier, best, job.info.submit_time, job.info.job_id, requests.len() - 1));
     }
+    drop(classes);
     for (job_id, value) in updates {
         if let Some(job) = state.jobs.get_mut(&job_id) {
             job.info.priority = value;
         }
     }
-    keyed.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4)));
+    // Job ids are unique, so the order is total and an unstable sort gives the same one.
+    keyed.sort_unstable_by(|a, b| {
+        b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4))
+    });
     let order = keyed.into_iter().map(|(_, _, _, _, job_id, k)| (job_id, k)).collect();
     Ranking { order, requests, quotas, running: Running::of(sums) }
 }
 
 /// What the ranking works out once per job class: from the first job of the class it met.
-struct Class {
-    job: JobId,
+struct Class<'a> {
+    /// That job's class key, which the class's other jobs match.
+    key: ClassKey<'a>,
+    /// The class's number in this pass, in the order classes were met (none for a job whose
+    /// key's hash met another class first: it is not classed).
+    id: Option<u32>,
     asked: Asked,
     /// In each of its partitions (in its order) that exists: its factors, age aside.
     factors: Vec<priority::Factors>,
@@ -213,17 +226,6 @@ impl<'a> ClassKey<'a> {
             candidates: &job.candidates,
         }
     }
-}
-
-/// A job's class ([`ClassKey`]), hashed; a hash that matches is checked with [`same_class`].
-fn class_key(hasher: &foldhash::fast::RandomState, job: &Job) -> u64 {
-    use std::hash::BuildHasher;
-    hasher.hash_one(ClassKey::of(job))
-}
-
-/// Whether two jobs are of one class.
-fn same_class(a: &Job, b: &Job) -> bool {
-    ClassKey::of(a) == ClassKey::of(b)
 }
 
 /// One pass in progress: the cluster as the pass sees it (node views with the starts it decided
@@ -358,7 +360,14 @@ impl Pass {
 
     /// One job's turn: it waits for its begin time, a dependency or a limit; or it starts; or it
     /// reclaims its team's guarantee; or it waits for resources, planned a reservation.
-    fn turn(&mut self, state: &mut State, job_id: JobId, request: &PerNodeRequest, asked: &tres::Tres, key: u64) {
+    fn turn(
+        &mut self,
+        state: &mut State,
+        job_id: JobId,
+        request: &PerNodeRequest,
+        asked: &tres::Tres,
+        class: Option<u32>,
+    ) {
         self.retake_team_holds(state);
         let held_before = self.held.remove(&job_id);
         if held_before.is_some() {
@@ -366,10 +375,10 @@ impl Pass {
             self.changes += 1;
         }
         let class = (self.shortcuts && held_before.is_none())
-            .then(|| self.repeats.class_of(state, job_id, key, &self.holds))
+            .then(|| self.repeats.class_of(state, job_id, class, &self.holds))
             .flatten();
         if let Some(class) = class
-            && let Some(reason) = self.repeats.reason(state, class, job_id, self.changes, self.blocked.len())
+            && let Some(reason) = self.repeats.reason(class, self.changes, self.blocked.len())
         {
             self.stats.class_skips += 1;
             set_reason(state, job_id, reason);
@@ -752,39 +761,33 @@ struct Repeats {
     /// Jobs that running victims are being preempted for: the reclaim planner tries their nodes
     /// first for that job alone.
     reclaiming: HashSet<JobId>,
-    /// Class (a hash of its key) → the job whose turn it was, the pass's `changes` and blocked
-    /// partitions after it, and the reason it got.
-    last: HashMap<u64, (JobId, u64, usize, String), foldhash::fast::RandomState>,
+    /// Class ([`Class::id`]) → the pass's `changes` and blocked partitions after the last turn
+    /// of the class that changed nothing, and the reason that turn gave.
+    last: HashMap<u32, (u64, usize, String), foldhash::fast::RandomState>,
 }
 
 impl Repeats {
-    /// The job's class (its hashed [`ClassKey`]), if it is classed.
-    fn class_of(&self, state: &State, job_id: JobId, key: u64, holds: &HashMap<JobId, Taken>) -> Option<u64> {
-        let job = &state.jobs[&job_id];
-        if job.spec.dependency.is_some()
-            || holds.contains_key(&job_id)
-            || state.reclaim_holds.contains_key(&job_id)
-            || self.reclaiming.contains(&job_id)
+    /// The job's class as the ranking found it ([`Class::id`]: jobs with a dependency are not
+    /// classed there), unless the job holds or is owed room of its own in this pass.
+    fn class_of(&self, state: &State, job_id: JobId, class: Option<u32>, holds: &HashMap<JobId, Taken>) -> Option<u32> {
+        if holds.contains_key(&job_id) || state.reclaim_holds.contains_key(&job_id) || self.reclaiming.contains(&job_id)
         {
             return None;
         }
-        Some(key)
+        class
     }
 
-    /// The reason the last job of the class got, if nothing changed since its turn and it is of
-    /// the same class indeed.
-    fn reason(&self, state: &State, class: u64, job_id: JobId, changes: u64, blocked: usize) -> Option<&str> {
-        let (last, at, blocked_then, reason) = self.last.get(&class)?;
-        if (*at, *blocked_then) != (changes, blocked) {
-            return None;
-        }
-        same_class(&state.jobs[last], &state.jobs[&job_id]).then_some(reason.as_str())
+    /// The reason the last turn of the class gave, if nothing changed since. The ranking put
+    /// only jobs whose whole class key matched into one class, so the two jobs are of one class.
+    fn reason(&self, class: u32, changes: u64, blocked: usize) -> Option<&str> {
+        let (at, blocked_then, reason) = self.last.get(&class)?;
+        ((*at, *blocked_then) == (changes, blocked)).then_some(reason.as_str())
     }
 
     /// Records a turn that changed nothing.
-    fn record(&mut self, state: &State, class: u64, job_id: JobId, changes: u64, blocked: usize) {
+    fn record(&mut self, state: &State, class: u32, job_id: JobId, changes: u64, blocked: usize) {
         let reason = state.jobs[&job_id].info.reason.clone();
-        self.last.insert(class, (job_id, changes, blocked, reason));
+        self.last.insert(class, (changes, blocked, reason));
     }
 }
 
@@ -817,13 +820,9 @@ fn kept_reservations(state: &mut State, views: &[NodeView]) -> (HashMap<JobId, R
     (held, reservations)
 }
 
+/// Sets a job's pending reason (see [`crate::model::state::Jobs::set_reason`]).
 fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
-    // Looked at first: a job handed out mutably is filed again at the next pass.
-    if state.jobs.get(&job_id).is_some_and(|j| j.info.reason != reason)
-        && let Some(job) = state.jobs.get_mut(&job_id)
-    {
-        job.info.reason = reason.to_owned();
-    }
+    state.jobs.set_reason(job_id, reason);
 }
 
 #[cfg(test)]
