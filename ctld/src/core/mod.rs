@@ -538,6 +538,7 @@ pub(crate) fn restore(state: &mut State, stored: Vec<crate::store::db::StoredJob
             cancel_requested_by: None,
             // Whether its script started was not stored: a running job is taken as started.
             started: running,
+            reason_id: 0,
         };
         if let Some(alloc) = &job.alloc {
             let alloc = alloc.clone();

@@ -361,6 +361,7 @@ mod tests {
             launched_at: None,
             cancel_requested_by: None,
             started: false,
+            reason_id: 0,
         };
         state.jobs.insert(job_id, job);
     }
@@ -430,5 +431,14 @@ mod tests {
         // Through get_mut, as before, the job is filed again.
         state.jobs.get_mut(&id).unwrap().info.reason = "Priority".into();
         assert!(state.jobs.unfiled_contains(id));
+        // The reason changed other than through set_reason: the earlier one set again is written.
+        state.jobs.set_reason(id, "Resources");
+        assert_eq!(state.jobs.get(&id).unwrap().info.reason, "Resources");
+        // Replaced whole (a requeue, a restart's load): the same.
+        let mut job = state.jobs.remove(&id).unwrap();
+        job.info.reason = "Priority".into();
+        state.jobs.insert(id, job);
+        state.jobs.set_reason(id, "Resources");
+        assert_eq!(state.jobs.get(&id).unwrap().info.reason, "Resources");
     }
 }

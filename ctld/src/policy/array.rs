@@ -78,6 +78,7 @@ pub(crate) fn claim(state: &mut State, job_id: JobId, task: Option<u32>) -> Opti
         launched_at: None,
         cancel_requested_by: None,
         started: false,
+        reason_id: 0,
     };
     state.jobs.insert(new_id, task_job);
     Some((new_id, true))

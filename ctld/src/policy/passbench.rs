@@ -207,6 +207,7 @@ impl Bench {
             launched_at: None,
             cancel_requested_by: None,
             started: false,
+            reason_id: 0,
         };
         self.state.jobs.insert(job_id, job);
     }

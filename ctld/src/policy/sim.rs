@@ -191,6 +191,7 @@ fn admit(state: &State, rec: &Recorded) -> Option<Job> {
         launched_at: None,
         cancel_requested_by: None,
         started: false,
+        reason_id: 0,
     };
     if !candidates.iter().any(|p| could_ever_fit(state, &job, p)) {
         return None;

@@ -352,6 +352,7 @@ pub(crate) fn validate(state: &State, caller: Caller, spec: JobSpec, now: UnixTi
         launched_at: None,
         cancel_requested_by: None,
         started: false,
+        reason_id: 0,
     };
     let candidates: Vec<&PartitionConfig> = partitions.clone();
     if !candidates.iter().any(|p| could_ever_fit(state, &job, p)) {

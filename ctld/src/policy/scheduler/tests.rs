@@ -113,6 +113,7 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
         launched_at: None,
         cancel_requested_by: None,
         started: false,
+        reason_id: 0,
     };
     state.jobs.insert(job_id, job);
     job_id

@@ -115,6 +115,7 @@ impl Sim {
             launched_at: None,
             cancel_requested_by: None,
             started: false,
+            reason_id: 0,
         };
         self.state.jobs.insert(job_id, job);
         self.runtime.insert(job_id, runtime);
