@@ -77,6 +77,7 @@ impl Core {
                 }
                 // The database keeps the whole spec; memory only its resident half.
                 let resident = self.state.specs.resident(&job.spec);
+                job.candidates = self.state.partition_lists.share(&job.candidates);
                 let spec = Box::new(Arc::unwrap_or_clone(std::mem::replace(&mut job.spec, resident)));
                 self.store(DbOp::InsertJob { info: Box::new(job.info.clone()), spec, fill_from: None });
                 let detail = format!("name={} partition={}", job.info.name, job.info.partition);

@@ -519,11 +519,12 @@ impl Core {
 pub(crate) fn restore(state: &mut State, stored: Vec<crate::store::db::StoredJob>) {
     let now = now();
     for crate::store::db::StoredJob { info, spec, alloc } in stored {
-        let candidates: Vec<String> = if info.state() == JobState::Pending {
+        let candidates: Arc<[String]> = if info.state() == JobState::Pending {
             info.partition.split(',').map(str::to_owned).collect()
         } else {
-            vec![info.partition.clone()]
+            Arc::from([info.partition.clone()])
         };
+        let candidates = state.partition_lists.share(&candidates);
         let running = info.state() == JobState::Running;
         let job_id = info.job_id;
         let node_filter = validate::node_filter(state, &spec, UnknownNodes::Skip).unwrap_or_default();

@@ -179,6 +179,36 @@ pub(crate) fn complete(resident: &JobSpec, info: &JobInfo, stored: JobSpec) -> J
     }
 }
 
+/// The partition lists jobs may run in (`Job::candidates`), shared between jobs: a million jobs
+/// submitted to one partition hold one list, not a million vectors of names (about 70 bytes a
+/// job). Pruned with the specs.
+#[derive(Debug, Default)]
+pub(crate) struct PartitionLists {
+    lists: HashSet<Arc<[String]>>,
+}
+
+impl PartitionLists {
+    /// The shared copy of `list`.
+    pub(crate) fn share(&mut self, list: &Arc<[String]>) -> Arc<[String]> {
+        if let Some(shared) = self.lists.get(&**list) {
+            return Arc::clone(shared);
+        }
+        self.lists.insert(Arc::clone(list));
+        Arc::clone(list)
+    }
+
+    /// Forgets the lists no job holds any more.
+    pub(crate) fn prune(&mut self) {
+        self.lists.retain(|list| Arc::strong_count(list) > 1);
+    }
+
+    /// How many distinct lists are held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lists.len()
+    }
+}
+
 /// Resident specs shared between jobs: a bulk submission of one script keeps one copy.
 /// A job changes its spec through [`SpecPool::modify`] (copy, change, share again).
 #[derive(Debug, Default)]
@@ -262,6 +292,25 @@ mod tests {
         drop(c);
         pool.prune();
         assert_eq!(pool.len(), 1);
+    }
+
+    #[test]
+    fn jobs_with_one_partition_list_share_it() {
+        let mut lists = PartitionLists::default();
+        let list = |names: &[&str]| -> Arc<[String]> { names.iter().map(|n| (*n).to_owned()).collect() };
+        let a = lists.share(&list(&["gpu", "cpu"]));
+        let b = lists.share(&list(&["gpu", "cpu"]));
+        assert!(Arc::ptr_eq(&a, &b));
+        // Another order is another list: the order is the order partitions are tried in.
+        let c = lists.share(&list(&["cpu", "gpu"]));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(lists.len(), 2);
+        drop(c);
+        lists.prune();
+        assert_eq!(lists.len(), 1);
+        drop((a, b));
+        lists.prune();
+        assert_eq!(lists.len(), 0);
     }
 
     #[test]

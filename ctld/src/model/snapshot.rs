@@ -354,7 +354,7 @@ mod tests {
         let job = crate::model::state::Job {
             info: info.into(),
             spec: Arc::default(),
-            candidates: Vec::new(),
+            candidates: Arc::from([]),
             node_filter: None,
             alloc: None,
             committed,

@@ -36,7 +36,8 @@ pub(crate) struct Job {
     /// the job's database row.
     pub(crate) spec: Arc<JobSpec>,
     /// Partitions the job may run in, in the order to try them.
-    pub(crate) candidates: Vec<String>,
+    /// Shared with the jobs that have the same list (`State::partition_lists`).
+    pub(crate) candidates: Arc<[String]>,
     /// The nodes its `-w`/`-x`/`--constraint` allow, resolved at submit (`None`: every node);
     /// shared by an array's tasks.
     pub(crate) node_filter: Option<Arc<crate::model::node_filter::NodeFilter>>,
@@ -695,6 +696,8 @@ pub(crate) struct State {
     pub(crate) jobs: Jobs,
     /// The jobs' resident specs, shared between jobs submitted with the same options.
     pub(crate) specs: crate::model::resident::SpecPool,
+    /// The jobs' partition lists, shared ([`crate::model::resident::PartitionLists`]).
+    pub(crate) partition_lists: crate::model::resident::PartitionLists,
     nodes: Vec<Node>,
     /// Node name → its index in `nodes` ([`State::reindex`] keeps it).
     node_index: NodeIndex,
@@ -834,6 +837,7 @@ impl State {
             config,
             jobs: Jobs::default(),
             specs: Default::default(),
+            partition_lists: Default::default(),
             nodes,
             node_index: NodeIndex::default(),
             partition_nodes: HashMap::new(),
@@ -1077,6 +1081,7 @@ impl State {
         }
         if removed {
             self.specs.prune();
+            self.partition_lists.prune();
         }
     }
 }

@@ -417,7 +417,7 @@ pub(crate) fn plan(
         let end = start.saturating_add(limit);
         Some(Reservation { job_id, partition: old.partition.clone(), start, end, alloc, since })
     });
-    for name in &job.candidates {
+    for name in job.candidates.iter() {
         let Some(partition) = partition_of(name) else { continue };
         if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
             continue;

@@ -90,7 +90,7 @@ fn pending(state: &State, job: &Job, now: UnixTime, lines: &mut Vec<String>) {
     }
     let views: Vec<NodeView> = state.nodes().iter().map(NodeView::from).collect();
     let quotas = Quotas::new(state);
-    for name in &job.candidates {
+    for name in job.candidates.iter() {
         let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
         let f = context.factors(state, job, partition, now);
         let value = priority::priority(&context.config, &f, job.info.nice);

@@ -200,7 +200,8 @@ impl Bench {
         let job = Job {
             info: info.into(),
             spec,
-            candidates: vec!["gpu".into()],
+            // As ctld holds it: shared with the jobs of the same list.
+            candidates: self.state.partition_lists.share(&Arc::from(["gpu".to_owned()])),
             node_filter: None,
             alloc: None,
             committed: true,

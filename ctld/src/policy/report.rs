@@ -104,7 +104,7 @@ pub(crate) fn priorities(state: &State, now: UnixTime) -> Response {
         if job.spec.hold || job.info.priority == 0 {
             continue;
         }
-        for name in &job.candidates {
+        for name in job.candidates.iter() {
             let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
             let f = context.factors(state, job, partition, now);
             let tres = f

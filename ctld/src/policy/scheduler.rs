@@ -509,7 +509,7 @@ impl Pass {
         let job = &state.jobs[&job_id];
         let now = self.now;
         let mut tried = Tried::default();
-        for name in &job.candidates {
+        for name in job.candidates.iter() {
             let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
             if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
                 tried.node_limited = true;
@@ -627,7 +627,7 @@ impl Pass {
             self.reservations.push(old, &state.node_index());
         }
         // Most jobs wait in partitions already blocked: only a new one is copied.
-        for name in &state.jobs[&job_id].candidates {
+        for name in state.jobs[&job_id].candidates.iter() {
             if !self.blocked.contains(name) {
                 self.blocked.insert(name.clone());
             }
@@ -675,7 +675,7 @@ impl Pass {
     fn reclaim(&mut self, state: &mut State, job_id: JobId, request: &PerNodeRequest, asked: &tres::Tres) -> bool {
         let now = self.now;
         let job = &state.jobs[&job_id];
-        for name in &job.candidates {
+        for name in job.candidates.iter() {
             let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
             if !self.quotas.may_reclaim(&state.config(), job, name, asked) {
                 continue;

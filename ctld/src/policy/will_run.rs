@@ -19,7 +19,7 @@ pub(crate) fn estimate(state: &State, job: &Job, job_id: drover_shared::job::Job
     let request = PerNodeRequest::from_spec(&job.spec);
     let mut timeline = Timeline::new(state, now);
     let mut best: Option<(UnixTime, Vec<String>, u32, String)> = None;
-    for name in &job.candidates {
+    for name in job.candidates.iter() {
         let Some(partition) = state.config().partitions.iter().find(|p| &p.name == name) else { continue };
         if partition.max_nodes.is_some_and(|max| request.n_nodes > max) {
             continue;

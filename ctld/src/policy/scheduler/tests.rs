@@ -106,7 +106,7 @@ fn submit(state: &mut State, user: &str, args: &str) -> JobId {
     let job = Job {
         info: info.into(),
         spec: Arc::new(spec),
-        candidates: vec!["main".into()],
+        candidates: Arc::from(["main".to_owned()]),
         node_filter,
         alloc: None,
         committed: true,
@@ -637,7 +637,8 @@ fn shortcuts_decide_the_same_as_a_full_scan() {
                 let user = if next(2) == 0 { "alice" } else { "bob" };
                 let job_id = submit(&mut state, user, &args);
                 if next(3) > 0 {
-                    state.jobs.get_mut(&job_id).unwrap().candidates = vec!["mixed".into(), "main".into()];
+                    state.jobs.get_mut(&job_id).unwrap().candidates =
+                        Arc::from(["mixed".to_owned(), "main".to_owned()]);
                 }
             }
             let started = pass(&mut state, now);
@@ -742,7 +743,7 @@ fn jobs_submitted_alike_get_their_own_priority() {
         job.info.eligible_time = Some(NOW - 90 * i);
         job.info.nice = i32::try_from(i % 4).unwrap() * 700;
         if i % 5 == 0 {
-            job.candidates = vec!["high".into(), "main".into()];
+            job.candidates = Arc::from(["high".to_owned(), "main".to_owned()]);
         }
         intern(&mut state, job_id);
         jobs.push(job_id);
@@ -795,7 +796,7 @@ fn a_requeued_jobs_own_time_limit_sets_it_apart_from_its_class() {
         let f1 = submit(&mut state, "alice", "c=1");
         for j in [f0, f1, r] {
             let job = state.jobs.get_mut(&j).unwrap();
-            job.candidates = vec!["main".into(), "short".into()];
+            job.candidates = Arc::from(["main".to_owned(), "short".to_owned()]);
             intern(&mut state, j);
         }
         assert!(Arc::ptr_eq(&state.jobs[&f0].spec, &state.jobs[&r].spec));

@@ -108,7 +108,7 @@ impl Sim {
         let job = Job {
             info: info.into(),
             spec: Arc::new(spec),
-            candidates: vec!["gpu".into()],
+            candidates: std::sync::Arc::from(["gpu".to_owned()]),
             node_filter: None,
             alloc: None,
             committed: true,
