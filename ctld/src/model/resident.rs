@@ -179,52 +179,70 @@ pub(crate) fn complete(resident: &JobSpec, info: &JobInfo, stored: JobSpec) -> J
     }
 }
 
+/// Values shared between jobs: one copy of each distinct value some job holds, forgotten by
+/// [`Pool::prune`] once no job holds it.
+#[derive(Debug)]
+pub(crate) struct Pool<T: ?Sized> {
+    values: HashSet<Arc<T>>,
+}
+
+impl<T: ?Sized> Default for Pool<T> {
+    fn default() -> Pool<T> {
+        Pool { values: HashSet::new() }
+    }
+}
+
+impl<T: ?Sized + std::hash::Hash + Eq> Pool<T> {
+    /// The shared copy of `value`.
+    pub(crate) fn share(&mut self, value: &Arc<T>) -> Arc<T> {
+        if let Some(shared) = self.values.get(&**value) {
+            return Arc::clone(shared);
+        }
+        self.values.insert(Arc::clone(value));
+        Arc::clone(value)
+    }
+
+    /// The shared copy of `value`, which is moved into the pool where it is new.
+    pub(crate) fn intern(&mut self, value: T) -> Arc<T>
+    where
+        T: Sized,
+    {
+        if let Some(shared) = self.values.get(&value) {
+            return Arc::clone(shared);
+        }
+        let shared = Arc::new(value);
+        self.values.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// Forgets the values no job holds any more.
+    pub(crate) fn prune(&mut self) {
+        self.values.retain(|value| Arc::strong_count(value) > 1);
+    }
+
+    /// How many distinct values are held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+}
+
 /// The partition lists jobs may run in (`Job::candidates`), shared between jobs: a million jobs
 /// submitted to one partition hold one list, not a million vectors of names (about 70 bytes a
 /// job). Pruned with the specs.
-#[derive(Debug, Default)]
-pub(crate) struct PartitionLists {
-    lists: HashSet<Arc<[String]>>,
-}
-
-impl PartitionLists {
-    /// The shared copy of `list`.
-    pub(crate) fn share(&mut self, list: &Arc<[String]>) -> Arc<[String]> {
-        if let Some(shared) = self.lists.get(&**list) {
-            return Arc::clone(shared);
-        }
-        self.lists.insert(Arc::clone(list));
-        Arc::clone(list)
-    }
-
-    /// Forgets the lists no job holds any more.
-    pub(crate) fn prune(&mut self) {
-        self.lists.retain(|list| Arc::strong_count(list) > 1);
-    }
-
-    /// How many distinct lists are held.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.lists.len()
-    }
-}
+pub(crate) type PartitionLists = Pool<[String]>;
 
 /// Resident specs shared between jobs: a bulk submission of one script keeps one copy.
 /// A job changes its spec through [`SpecPool::modify`] (copy, change, share again).
 #[derive(Debug, Default)]
 pub(crate) struct SpecPool {
-    specs: HashSet<Arc<JobSpec>>,
+    specs: Pool<JobSpec>,
 }
 
 impl SpecPool {
     /// The shared copy of `spec`.
     pub(crate) fn intern(&mut self, spec: JobSpec) -> Arc<JobSpec> {
-        if let Some(shared) = self.specs.get(&spec) {
-            return Arc::clone(shared);
-        }
-        let shared = Arc::new(spec);
-        self.specs.insert(Arc::clone(&shared));
-        shared
+        self.specs.intern(spec)
     }
 
     /// The resident half of a whole spec, shared.
@@ -241,7 +259,7 @@ impl SpecPool {
 
     /// Forgets the specs no job holds any more.
     pub(crate) fn prune(&mut self) {
-        self.specs.retain(|spec| Arc::strong_count(spec) > 1);
+        self.specs.prune();
     }
 
     /// How many distinct resident specs are held.

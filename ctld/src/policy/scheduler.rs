@@ -114,7 +114,7 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
     let tally = state.tally(now);
     let (sums, quota_use) = (tally.sums.clone(), tally.quotas.clone());
     for job_id in state.jobs.take_deferred() {
-        set_reason(state, job_id, "BeginTime");
+        state.jobs.set_reason(job_id, "BeginTime");
     }
     let context = priority::Context::new(state);
     let quotas = Quotas::of(quota_use);
@@ -381,7 +381,7 @@ impl Pass {
             && let Some(reason) = self.repeats.reason(class, self.changes, self.blocked.len())
         {
             self.stats.class_skips += 1;
-            set_reason(state, job_id, reason);
+            state.jobs.set_reason(job_id, reason);
             return;
         }
         let before = (self.changes, self.blocked.len());
@@ -403,7 +403,7 @@ impl Pass {
         held_before: Option<Reservation>,
     ) {
         if let Err(reason) = self.eligible(state, job_id) {
-            set_reason(state, job_id, reason);
+            state.jobs.set_reason(job_id, reason);
             return;
         }
         // A multi-node job ranked above a kept reservation plans and starts as if it were not
@@ -413,7 +413,7 @@ impl Pass {
         let unheld = self.lift_hold(job_id);
         if let Err(reason) = self.running.check_reason(&state.config(), &state.jobs[&job_id], asked) {
             // A job held back by a limit does not hold back the jobs behind it (as in Slurm).
-            set_reason(state, job_id, &reason);
+            state.jobs.set_reason(job_id, &reason);
             return;
         }
         // What reclaims freed for its team is room for it too.
@@ -423,13 +423,13 @@ impl Pass {
             && tried.open_partitions == 0
             && let Some(limit) = &tried.quota_block
         {
-            set_reason(state, job_id, &limit.reason);
+            state.jobs.set_reason(job_id, &limit.reason);
             return;
         }
         if tried.start.is_none() {
             if self.reclaim(state, job_id, request, asked) {
                 self.hold_reclaimed(state, job_id);
-                set_reason(state, job_id, "Resources");
+                state.jobs.set_reason(job_id, "Resources");
                 return;
             }
             state.reclaim_holds.remove(&job_id);
@@ -632,7 +632,7 @@ impl Pass {
                 self.blocked.insert(name.clone());
             }
         }
-        set_reason(state, job_id, reason);
+        state.jobs.set_reason(job_id, reason);
     }
 
     /// Plans the job's backfill reservation (see `backfill::plan`).
@@ -818,11 +818,6 @@ fn kept_reservations(state: &mut State, views: &[NodeView]) -> (HashMap<JobId, R
         }
     }
     (held, reservations)
-}
-
-/// Sets a job's pending reason (see [`crate::model::state::Jobs::set_reason`]).
-fn set_reason(state: &mut State, job_id: JobId, reason: &str) {
-    state.jobs.set_reason(job_id, reason);
 }
 
 #[cfg(test)]
