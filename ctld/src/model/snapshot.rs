@@ -441,4 +441,42 @@ mod tests {
         state.jobs.set_reason(id, "Resources");
         assert_eq!(state.jobs.get(&id).unwrap().info.reason, "Resources");
     }
+
+    /// A priority the ranking sets is published; it files the job again only when it becomes or
+    /// stops being 0 (a held job's, out of the ready jobs), with or without a reason beside it.
+    #[test]
+    fn a_priority_files_the_job_again_only_across_zero() {
+        let mut state = state();
+        let (mut publisher, rx) = Publisher::new();
+        let id = 2_000_000_002;
+        add(&mut state, id, true); // priority 0
+        state.jobs.refile(0);
+        publisher.publish(&mut state);
+        assert!(!state.jobs.ready_contains(id));
+        let priority = |rx: &tokio::sync::watch::Receiver<Arc<JobsSnapshot>>| {
+            rx.borrow().jobs().map(|j| (j.job_id, j.priority, j.reason.clone())).collect::<Vec<_>>()
+        };
+
+        state.jobs.set_priority(id, 5);
+        assert!(state.jobs.unfiled_contains(id), "leaving 0 must file the job again");
+        state.jobs.refile(0);
+        assert!(state.jobs.ready_contains(id));
+        publisher.publish(&mut state);
+        assert_eq!(priority(&rx), vec![(id, 5, "None".to_owned())]);
+
+        state.jobs.set_priority(id, 7);
+        assert!(!state.jobs.unfiled_contains(id), "a priority above 0 alone filed the job again");
+        state.jobs.set_reason_and_priority(id, "Resources", Some(9));
+        assert!(!state.jobs.unfiled_contains(id));
+        publisher.publish(&mut state);
+        assert_eq!(priority(&rx), vec![(id, 9, "Resources".to_owned())]);
+
+        // The same reason with a new priority still writes the priority.
+        state.jobs.set_reason_and_priority(id, "Resources", Some(0));
+        assert!(state.jobs.unfiled_contains(id), "reaching 0 must file the job again");
+        state.jobs.refile(0);
+        assert!(!state.jobs.ready_contains(id));
+        publisher.publish(&mut state);
+        assert_eq!(priority(&rx), vec![(id, 0, "Resources".to_owned())]);
+    }
 }

@@ -306,8 +306,17 @@ struct Filed {
     running: std::collections::BTreeSet<JobId>,
 }
 
+/// How a job was filed ([`Filed::file`]).
+struct Filing {
+    /// It holds an allocation.
+    running: bool,
+    /// It is a committed pending job with a dependency.
+    dependent: bool,
+}
+
 impl Filed {
-    fn remove(&mut self, job_id: JobId) {
+    /// Takes the job out of every index; whether it was filed as holding an allocation.
+    fn remove(&mut self, job_id: JobId) -> bool {
         self.ready.remove(&job_id);
         if let Some(at) = self.later_at.remove(&job_id) {
             self.later.remove(&(at, job_id));
@@ -316,17 +325,22 @@ impl Filed {
         self.open.remove(&job_id);
         self.singletons.remove(&job_id);
         self.deadlines.remove(&job_id);
-        self.running.remove(&job_id);
+        self.running.remove(&job_id)
     }
 
-    fn file(&mut self, job: &Job, now: UnixTime) {
+    /// Files the job in the indexes it belongs to; the ids of those that join the ready ones
+    /// go to `ready` instead, for the caller to add together ([`Jobs::refile`]).
+    fn file(&mut self, job: &Job, now: UnixTime, ready: &mut Vec<JobId>) -> Filing {
         let job_id = job.info.job_id;
-        if job.alloc.is_some() {
+        let running = job.alloc.is_some();
+        if running {
             self.running.insert(job_id);
         }
+        let mut filing = Filing { running, dependent: false };
         if !job.committed || job.info.state() != JobState::Pending {
-            return;
+            return filing;
         }
+        filing.dependent = job.spec.dependency.is_some();
         if let Some(dependency) = &job.spec.dependency {
             self.dependent.insert(job_id);
             if dependency.as_bytes().windows(9).any(|w| w.eq_ignore_ascii_case(b"singleton")) {
@@ -338,7 +352,7 @@ impl Filed {
         }
         if let Some(blocked_for) = self.blocked.get(&job_id) {
             if *blocked_for == job.spec.dependency {
-                return;
+                return filing;
             }
             // Its dependency changed since it was set aside: worked out anew.
             self.blocked.remove(&job_id);
@@ -347,7 +361,7 @@ impl Filed {
             self.open.insert(job_id);
         }
         if job.spec.hold || job.info.priority == 0 {
-            return;
+            return filing;
         }
         match job.spec.begin_time.filter(|t| *t > now) {
             Some(at) => {
@@ -355,12 +369,26 @@ impl Filed {
                 self.later_at.insert(job_id, at);
                 self.deferred.push(job_id);
             }
-            None => {
-                self.ready.insert(job_id);
-            }
+            None => ready.push(job_id),
+        }
+        filing
+    }
+
+    /// Adds `ids` (ascending, none of them filed) to the ready jobs: one by one for a few, and
+    /// for many (a mass submission's first refile) by building one tree from both in order, which
+    /// costs a walk of each instead of a search of the tree per job.
+    fn add_ready(&mut self, ids: Vec<JobId>) {
+        if ids.len() < BULK_READY_MIN {
+            self.ready.extend(ids);
+        } else {
+            let mut added: std::collections::BTreeSet<JobId> = ids.into_iter().collect();
+            self.ready.append(&mut added);
         }
     }
 }
+
+/// From how many jobs made ready at once [`Filed::add_ready`] builds the tree anew.
+const BULK_READY_MIN: usize = 1024;
 
 impl std::ops::Deref for Jobs {
     type Target = BTreeMap<JobId, Job>;
@@ -397,6 +425,12 @@ impl Jobs {
     /// the job table instead of the record's text, which lies elsewhere in memory (in a pass over
     /// a million waiting jobs, those reads were a fifth of the pass).
     pub(crate) fn set_reason(&mut self, job_id: JobId, reason: &str) {
+        self.set_reason_and_priority(job_id, reason, None);
+    }
+
+    /// [`Jobs::set_reason`], and [`Jobs::set_priority`] where `priority` is given, in one
+    /// lookup.
+    pub(crate) fn set_reason_and_priority(&mut self, job_id: JobId, reason: &str, priority: Option<u32>) {
         let id = match self.reason_ids.get(reason) {
             Some(id) => *id,
             None if self.reason_ids.len() < REASON_IDS_MAX => {
@@ -407,14 +441,44 @@ impl Jobs {
             None => 0,
         };
         let Some(job) = self.map.get_mut(&job_id) else { return };
+        if let Some(priority) = priority
+            && priority != job.info.priority
+        {
+            let old = std::mem::replace(&mut job.info.priority, priority);
+            self.lent.insert(job_id);
+            if (old == 0) != (priority == 0) {
+                self.unfiled.insert(job_id);
+            }
+        }
         if id != 0 && job.reason_id == id {
             return;
         }
         if job.info.reason != reason {
-            job.info.reason = reason.to_owned();
+            // Into the buffer it has (a first reason replaces the one given at submit).
+            let text = &mut job.info.reason;
+            text.clear();
+            text.push_str(reason);
             self.lent.insert(job_id);
         }
         job.reason_id = id;
+    }
+
+    /// Sets a job's priority where it differs: one lookup, and the job is filed again only when
+    /// the priority becomes or stops being 0 (a held job's), the only thing about it filing
+    /// reads. The first pass after many jobs arrive sets a priority for each; through
+    /// [`Jobs::get_mut`] each would also be filed again, and counted among the jobs changed
+    /// since the last refile that [`Jobs::allocated`] walks.
+    pub(crate) fn set_priority(&mut self, job_id: JobId, priority: u32) {
+        let Some(job) = self.map.get_mut(&job_id) else { return };
+        let old = job.info.priority;
+        if old == priority {
+            return;
+        }
+        job.info.priority = priority;
+        self.lent.insert(job_id);
+        if (old == 0) != (priority == 0) {
+            self.unfiled.insert(job_id);
+        }
     }
 
     /// Whether the job waits to be filed again at the next [`Jobs::refile`].
@@ -543,22 +607,24 @@ impl Jobs {
             }
             unfiled.extend(woken);
         }
+        let mut ready = Vec::new();
         for job_id in unfiled {
             // A job that held an allocation or holds one now is one the tallies may count.
-            let held = self.filed.running.contains(&job_id);
-            self.filed.remove(job_id);
+            let held = self.filed.remove(job_id);
+            let mut filing = Filing { running: false, dependent: false };
             if let Some(job) = self.map.get(&job_id) {
-                self.filed.file(job, now);
+                filing = self.filed.file(job, now, &mut ready);
                 let array = job.info.array_job_id;
                 self.file_record(job_id, array);
             }
-            if held || self.filed.running.contains(&job_id) {
+            if held || filing.running {
                 untally(&mut self.untallied, &mut self.untallied_all, job_id);
             }
-            if !self.filed.dependent.contains(&job_id) {
+            if !filing.dependent && !self.filed.blocked.is_empty() {
                 self.filed.blocked.remove(&job_id);
             }
         }
+        self.filed.add_ready(ready);
         while let Some(&(at, job_id)) = self.filed.later.first()
             && at <= now
         {
@@ -578,6 +644,11 @@ impl Jobs {
     /// [`Jobs::refile`]), in id order: what a scheduling pass considers.
     pub(crate) fn ready(&self) -> impl Iterator<Item = &Job> {
         self.filed.ready.iter().filter_map(|id| self.map.get(id))
+    }
+
+    /// How many jobs [`Jobs::ready`] yields.
+    pub(crate) fn ready_len(&self) -> usize {
+        self.filed.ready.len()
     }
 
     /// Whether a job is one of [`Jobs::ready`].

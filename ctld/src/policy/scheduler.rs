@@ -78,12 +78,17 @@ impl AskedMemo {
 /// each job in rank order its turn, and leave the reservations and the pass's figures in the
 /// state.
 pub(crate) fn schedule(state: &mut State, now: UnixTime) -> Decisions {
-    let Ranking { order, mut requests, quotas, running } = rank(state, now);
+    let Ranking { order, mut requests, priorities, quotas, running } = rank(state, now);
     let mut pass = Pass::begin(state, quotas, running, order.len(), now);
     for (job_id, k) in order {
         // Each job is ranked once: its request is taken at its turn.
         let Some((asked, class)) = requests[k].take() else { continue };
+        pass.priority = priorities[k];
         pass.turn(state, job_id, &asked.0, &asked.1, class);
+        // Not written with a reason (the job started): on its own.
+        if let Some(priority) = pass.priority.take() {
+            state.jobs.set_priority(job_id, priority);
+        }
     }
     pass.finish(state)
 }
@@ -96,6 +101,9 @@ struct Ranking {
     /// Each job's request and its class ([`Class::id`]) where it is classed: no dependency, and
     /// its class key's hash met no other class first.
     requests: Vec<Option<(Asked, Option<u32>)>>,
+    /// Each job's new priority where it changed (by index into `requests`), written at its turn
+    /// along with its reason.
+    priorities: Vec<Option<u32>>,
     /// The quota classification the order was built with (nothing runs or ends meanwhile).
     quotas: Quotas,
     /// What runs, for QOS and association limits.
@@ -121,9 +129,12 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
     let mut memo = AskedMemo::default();
     let hasher = foldhash::fast::RandomState::default();
     let mut classes: HashMap<u64, Class, foldhash::fast::RandomState> = HashMap::default();
-    let mut requests: Vec<Option<(Asked, Option<u32>)>> = Vec::new();
-    let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = Vec::new();
-    let mut updates = Vec::new();
+    // Sized once: grown by doubling, a million jobs' lists were copied and their pages faulted
+    // in about twice.
+    let ready = state.jobs.ready_len();
+    let mut requests: Vec<Option<(Asked, Option<u32>)>> = Vec::with_capacity(ready);
+    let mut keyed: Vec<(bool, u32, u32, UnixTime, JobId, usize)> = Vec::with_capacity(ready);
+    let mut priorities = Vec::with_capacity(ready);
     let config = state.config();
     let work_out = |job: &'_ Job, key, id, memo: &mut AskedMemo| {
         let asked = memo.of(job);
@@ -158,25 +169,18 @@ fn rank(state: &mut State, now: UnixTime) -> Ranking {
             .map(|f| priority::priority_aged(&context.config, f, age, job.info.nice))
             .max()
             .unwrap_or(1);
-        if best != job.info.priority {
-            updates.push((job.info.job_id, best));
-        }
+        priorities.push((best != job.info.priority).then_some(best));
         // A dependency (a `singleton` reads the job's name) is not part of the class.
         requests.push(Some((class.asked.clone(), class.id.filter(|_| job.spec.dependency.is_none()))));
         keyed.push((class.preemptor, class.tier, best, job.info.submit_time, job.info.job_id, requests.len() - 1));
     }
     drop(classes);
-    for (job_id, value) in updates {
-        if let Some(job) = state.jobs.get_mut(&job_id) {
-            job.info.priority = value;
-        }
-    }
     // Job ids are unique, so the order is total and an unstable sort gives the same one.
     keyed.sort_unstable_by(|a, b| {
         b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(a.3.cmp(&b.3)).then(a.4.cmp(&b.4))
     });
     let order = keyed.into_iter().map(|(_, _, _, _, job_id, k)| (job_id, k)).collect();
-    Ranking { order, requests, quotas, running: Running::of(sums) }
+    Ranking { order, requests, priorities, quotas, running: Running::of(sums) }
 }
 
 /// What the ranking works out once per job class: from the first job of the class it met.
@@ -233,6 +237,9 @@ impl<'a> ClassKey<'a> {
 /// reservations), its shortcuts' memory, and what it decided so far.
 struct Pass {
     now: UnixTime,
+    /// The new priority of the job whose turn it is, where the ranking changed it: written with
+    /// its reason ([`Pass::set_reason`]), or after its turn.
+    priority: Option<u32>,
     /// Each node's capacity, with the pass's starts and holds taken.
     views: Vec<NodeView>,
     /// The views indexed by free room, for best fit.
@@ -331,6 +338,7 @@ impl Pass {
         let stats = PassStats { considered, ..Default::default() };
         Pass {
             now,
+            priority: None,
             free: FreeIndex::new(state, &views),
             pool_free: PoolFree::new(state, &views),
             views,
@@ -358,6 +366,13 @@ impl Pass {
         }
     }
 
+    /// Gives the job whose turn it is its pending reason, and its new priority if the ranking
+    /// changed it: one lookup in the job table for both (in the first pass after many jobs
+    /// arrive, every job has both to write).
+    fn set_reason(&mut self, state: &mut State, job_id: JobId, reason: &str) {
+        state.jobs.set_reason_and_priority(job_id, reason, self.priority.take());
+    }
+
     /// One job's turn: it waits for its begin time, a dependency or a limit; or it starts; or it
     /// reclaims its team's guarantee; or it waits for resources, planned a reservation.
     fn turn(
@@ -381,7 +396,8 @@ impl Pass {
             && let Some(reason) = self.repeats.reason(class, self.changes, self.blocked.len())
         {
             self.stats.class_skips += 1;
-            state.jobs.set_reason(job_id, reason);
+            // As `Pass::set_reason` (the reason is borrowed from the repeats).
+            state.jobs.set_reason_and_priority(job_id, reason, self.priority.take());
             return;
         }
         let before = (self.changes, self.blocked.len());
@@ -403,7 +419,7 @@ impl Pass {
         held_before: Option<Reservation>,
     ) {
         if let Err(reason) = self.eligible(state, job_id) {
-            state.jobs.set_reason(job_id, reason);
+            self.set_reason(state, job_id, reason);
             return;
         }
         // A multi-node job ranked above a kept reservation plans and starts as if it were not
@@ -413,7 +429,7 @@ impl Pass {
         let unheld = self.lift_hold(job_id);
         if let Err(reason) = self.running.check_reason(&state.config(), &state.jobs[&job_id], asked) {
             // A job held back by a limit does not hold back the jobs behind it (as in Slurm).
-            state.jobs.set_reason(job_id, &reason);
+            self.set_reason(state, job_id, &reason);
             return;
         }
         // What reclaims freed for its team is room for it too.
@@ -423,13 +439,13 @@ impl Pass {
             && tried.open_partitions == 0
             && let Some(limit) = &tried.quota_block
         {
-            state.jobs.set_reason(job_id, &limit.reason);
+            self.set_reason(state, job_id, &limit.reason);
             return;
         }
         if tried.start.is_none() {
             if self.reclaim(state, job_id, request, asked) {
                 self.hold_reclaimed(state, job_id);
-                state.jobs.set_reason(job_id, "Resources");
+                self.set_reason(state, job_id, "Resources");
                 return;
             }
             state.reclaim_holds.remove(&job_id);
@@ -632,7 +648,7 @@ impl Pass {
                 self.blocked.insert(name.clone());
             }
         }
-        state.jobs.set_reason(job_id, reason);
+        self.set_reason(state, job_id, reason);
     }
 
     /// Plans the job's backfill reservation (see `backfill::plan`).
