@@ -110,7 +110,14 @@ fn a_job_over_its_memory_ends_out_of_memory_and_the_node_stays_up() {
     );
     assert_eq!(cluster.wait_state(job_id, "OUT_OF_MEMORY", LONG), "0:125");
     let output = std::fs::read_to_string(cluster.workdir(None).join(format!("slurm-{job_id}.out"))).unwrap();
-    assert!(output.contains(&format!("Detected 1 oom-kill event(s) in StepId={job_id}.batch")), "{output}");
+    // One kill or more: `head` and `tail` are both in the job, and a kernel (cgroup v1's, seen in
+    // CI) may kill both before the memory is back under the limit.
+    let what = format!("oom-kill event(s) in StepId={job_id}.batch");
+    let count = output.lines().find_map(|line| {
+        let (n, rest) = line.split_once("Detected ")?.1.split_once(' ')?;
+        rest.starts_with(&what).then(|| n.parse::<u32>().ok()).flatten()
+    });
+    assert!(count.is_some_and(|n| n >= 1), "{output}");
     let next = cluster.submit(None, "after.sh", "#!/bin/sh\n#SBATCH --mem=50M -t 5\necho fine\n", &[]);
     assert_eq!(cluster.wait_state(next, "COMPLETED", LONG), "0:0");
     let left =
